@@ -1,0 +1,68 @@
+package agentenv
+
+import "time"
+
+// Deployment is the ledger's document for one deployed env. The sandboxes it owns are Records
+// whose Deployment field names it; the document holds what is not per sandbox. It never holds the
+// gateway token in clear.
+type Deployment struct {
+	ID         string            `json:"id"`
+	Env        string            `json:"env"`        // env name
+	EnvFile    string            `json:"env_file"`   // path it was deployed from
+	EnvDigest  string            `json:"env_digest"` // sha256 of the env file
+	Provider   string            `json:"provider"`   // as asked (may be a chain)
+	Winner     string            `json:"winner"`     // the chain member that made it
+	Mode       string            `json:"mode"`       // vm or container
+	State      string            `json:"state"`      // deploying, live, failed, torn_down
+	Run        string            `json:"run,omitempty"`
+	GatewayURL string            `json:"gateway_url,omitempty"`
+	TokenHash  string            `json:"token_hash,omitempty"` // sha256 of the bearer token
+	Servers    []string          `json:"servers,omitempty"`
+	Tools      int               `json:"tools,omitempty"`
+	URLs       map[string]string `json:"urls,omitempty"` // db_web, db_mcp, ... (no secrets)
+	Error      string            `json:"error,omitempty"`
+	Receipt    *Receipt          `json:"receipt,omitempty"`
+	Created    time.Time         `json:"created"`
+	Expires    time.Time         `json:"expires"`
+	Updated    time.Time         `json:"updated"`
+}
+
+// DocID implements Doc.
+func (d Deployment) DocID() string { return d.ID }
+
+// DocState implements Doc.
+func (d Deployment) DocState() string { return d.State }
+
+// Run is the ledger's document for one run of a task: its steps, score and teardown receipt.
+// Secrets are never written into it.
+type Run struct {
+	ID         string            `json:"id"`
+	Task       string            `json:"task"`
+	TaskDigest string            `json:"task_digest"`
+	Status     string            `json:"status"` // running, completed, failed, cancelled
+	Steps      []StepRecord      `json:"steps,omitempty"`
+	Score      *float64          `json:"score,omitempty"`
+	Error      string            `json:"error,omitempty"`
+	Receipt    *Receipt          `json:"receipt,omitempty"`
+	Attrs      map[string]string `json:"attrs,omitempty"`
+	Created    time.Time         `json:"created"`
+	Ended      time.Time         `json:"ended,omitzero"`
+}
+
+// DocID implements Doc.
+func (r Run) DocID() string { return r.ID }
+
+// DocState implements Doc.
+func (r Run) DocState() string { return r.Status }
+
+// StepRecord is one step of a run as recorded.
+type StepRecord struct {
+	ID      string            `json:"id"`
+	Type    string            `json:"type"`
+	Status  string            `json:"status"` // pending, running, passed, failed, skipped, cancelled
+	Started time.Time         `json:"started,omitzero"`
+	Ended   time.Time         `json:"ended,omitzero"`
+	Outputs map[string]string `json:"outputs,omitempty"`
+	Score   *float64          `json:"score,omitempty"`
+	Error   string            `json:"error,omitempty"`
+}

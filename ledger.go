@@ -1,0 +1,216 @@
+package agentenv
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// State is where a record is in its lifecycle.
+type State string
+
+// Record states. A record moves creating -> live -> terminating -> gone; terminate_failed is
+// retried by gc, and abandoned (the outcome of a create is unknown) is resolved by gc listing
+// the provider by label. Gone records stay as history.
+const (
+	StateCreating        State = "creating"
+	StateLive            State = "live"
+	StateTerminating     State = "terminating"
+	StateTerminateFailed State = "terminate_failed"
+	StateAbandoned       State = "abandoned"
+	StateGone            State = "gone"
+)
+
+// Valid reports whether s is one of the defined states.
+func (s State) Valid() bool {
+	switch s {
+	case StateCreating, StateLive, StateTerminating, StateTerminateFailed, StateAbandoned, StateGone:
+		return true
+	}
+	return false
+}
+
+// Kind is what a record stands for on its provider.
+type Kind string
+
+// Record kinds. Networks are torn down after the sandboxes of the same deployment.
+const (
+	KindSandbox Kind = "sandbox" // a container, pod, or cloud sandbox
+	KindVM      Kind = "vm"      // one sandbox hosting a whole stack
+	KindNetwork Kind = "network" // a private network of a deployment
+)
+
+// Owner names the process that owns a record while it works on it. On the same host an owner is
+// dead once no process has its pid and start time; from another host, once its lease passed.
+type Owner struct {
+	Host  string // hostname
+	PID   int    // process id
+	Start int64  // process start time, in clock ticks since boot (Linux /proc/PID/stat field 22)
+}
+
+// IsZero reports whether o names no owner (the record was handed to its expiry).
+func (o Owner) IsZero() bool { return o == Owner{} }
+
+// String formats o as "host/pid/start", the form of LabelOwner.
+func (o Owner) String() string {
+	if o.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d/%d", o.Host, o.PID, o.Start)
+}
+
+// ParseOwner parses the form of Owner.String; the empty string is the zero Owner.
+func ParseOwner(s string) (Owner, error) {
+	if s == "" {
+		return Owner{}, nil
+	}
+	i := strings.LastIndexByte(s, '/')
+	j := strings.LastIndexByte(s[:max(i, 0)], '/')
+	if i < 0 || j < 0 {
+		return Owner{}, fmt.Errorf("owner %q: want host/pid/start: %w", s, ErrInvalid)
+	}
+	pid, err1 := strconv.Atoi(s[j+1 : i])
+	start, err2 := strconv.ParseInt(s[i+1:], 10, 64)
+	if err1 != nil || err2 != nil {
+		return Owner{}, fmt.Errorf("owner %q: want host/pid/start: %w", s, ErrInvalid)
+	}
+	return Owner{Host: s[:j], PID: pid, Start: start}, nil
+}
+
+// Record is the ledger's memory of one sandbox, VM or network. It is written before the provider
+// is called and updated at every transition.
+type Record struct {
+	ID         string    // client-generated; the sandbox's name and LabelRecord
+	Kind       Kind      // sandbox, vm or network
+	Provider   string    // the provider (chain member) that makes it; teardown goes there
+	SandboxID  string    // the provider's id, once known
+	Image      string    // what it runs, for messages
+	Run        string    // run id, if any
+	Deployment string    // deployment id, if any
+	Role       string    // role in the deployment (gateway, mcp_server:NAME, service_db, ...)
+	State      State     // where it is in its lifecycle
+	Owner      Owner     // who works on it now; zero once handed to its expiry
+	LeaseUntil time.Time // the owner's lease; renewed while the owner lives
+	Expires    time.Time // after this, gc removes it whoever owns it
+	Error      string    // the last error, for terminate_failed and abandoned
+	Labels     map[string]string
+	Attrs      map[string]string // endpoints and other facts for display; never secrets
+	Created    time.Time
+	Updated    time.Time
+}
+
+// Filter selects records. Zero fields match everything.
+type Filter struct {
+	States     []State
+	Run        string
+	Deployment string
+	Provider   string
+	Owner      *Owner // records owned by exactly this owner
+}
+
+// Outcome is what a teardown did to one sandbox.
+type Outcome string
+
+// Teardown outcomes. Terminated and AlreadyGone both count as down.
+const (
+	OutcomeTerminated  Outcome = "terminated"
+	OutcomeAlreadyGone Outcome = "already_gone"
+	OutcomeFailed      Outcome = "failed"       // the terminate returned an error; see Reason
+	OutcomeStillListed Outcome = "still_listed" // the provider still lists it after the teardown
+	OutcomeLeft        Outcome = "left"         // not attempted: the teardown was stopped first
+)
+
+// Down reports whether o means the sandbox is no longer running.
+func (o Outcome) Down() bool { return o == OutcomeTerminated || o == OutcomeAlreadyGone }
+
+// ReceiptItem is one sandbox's line in a Receipt.
+type ReceiptItem struct {
+	Record    string  `json:"record"`
+	SandboxID string  `json:"sandbox_id,omitempty"`
+	Provider  string  `json:"provider"`
+	Kind      Kind    `json:"kind"`
+	Role      string  `json:"role,omitempty"`
+	Outcome   Outcome `json:"outcome"`
+	Reason    string  `json:"reason,omitempty"`
+}
+
+// Receipt is the verified result of a teardown: what each sandbox became, checked by listing
+// the providers again after the terminates.
+type Receipt struct {
+	Items    []ReceiptItem `json:"items"`
+	Started  time.Time     `json:"started"`
+	Finished time.Time     `json:"finished"`
+}
+
+// Clean reports whether every sandbox in the receipt is down.
+func (r Receipt) Clean() bool {
+	for _, it := range r.Items {
+		if !it.Outcome.Down() {
+			return false
+		}
+	}
+	return true
+}
+
+// Count returns how many items have outcome o.
+func (r Receipt) Count(o Outcome) int {
+	n := 0
+	for _, it := range r.Items {
+		if it.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Ledger records every sandbox before it is created, and every transition after. Implementations
+// must be safe for concurrent use by several goroutines and by several processes sharing the same
+// database. Records are never deleted; gone records stay as history.
+type Ledger interface {
+	// Put inserts r, or replaces the record with r.ID. It sets Updated (and Created, if zero).
+	Put(ctx context.Context, r Record) error
+
+	// Get returns the record with id, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, id string) (Record, error)
+
+	// Update reads the record with id, applies fn to it and writes it back, atomically with
+	// respect to every other writer, and returns what it wrote. If fn returns an error, nothing
+	// is written and Update returns that error. An absent id is an error wrapping ErrNotFound.
+	Update(ctx context.Context, id string, fn func(*Record) error) (Record, error)
+
+	// List returns the records matching f, oldest first.
+	List(ctx context.Context, f Filter) ([]Record, error)
+
+	// RenewLease sets LeaseUntil to until on every record owned by owner that is not gone, and
+	// returns how many it renewed.
+	RenewLease(ctx context.Context, owner Owner, until time.Time) (int, error)
+
+	// Deployments returns the store of deployment documents in the same database.
+	Deployments() DocStore[Deployment]
+
+	// Runs returns the store of run documents in the same database.
+	Runs() DocStore[Run]
+
+	// Close releases the database. Calls after Close fail.
+	Close() error
+}
+
+// Doc is what a DocStore keeps: a JSON document with an id and a state for filtering.
+type Doc interface {
+	DocID() string
+	DocState() string
+}
+
+// DocStore keeps JSON documents (deployments, runs) beside the records. It is safe for concurrent
+// use by several goroutines and processes.
+type DocStore[T Doc] interface {
+	// Put inserts or replaces the document with d.DocID().
+	Put(ctx context.Context, d T) error
+	// Get returns the document with id, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, id string) (T, error)
+	// List returns documents whose state is one of states (all when empty), newest first, at
+	// most limit of them (all when limit <= 0).
+	List(ctx context.Context, states []string, limit int) ([]T, error)
+}

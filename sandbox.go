@@ -1,0 +1,188 @@
+package agentenv
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Label keys every sandbox, network and volume carries, whatever the backend calls them (Docker
+// and Kubernetes labels, Modal tags, E2B metadata).
+const (
+	// LabelRecord holds the ledger record id, which is also the sandbox's name.
+	LabelRecord = "agentenv.record"
+	// LabelRun holds the run id, or is empty outside a run.
+	LabelRun = "agentenv.run"
+	// LabelDeployment holds the deployment id, or is empty for a bare sandbox.
+	LabelDeployment = "agentenv.deployment"
+	// LabelOwner names the creating process as host/pid/start (see [Owner.String]).
+	LabelOwner = "agentenv.owner"
+	// LabelExpires holds the expiry as RFC 3339 in UTC; gc removes the sandbox after it.
+	LabelExpires = "agentenv.expires"
+	// LabelRole names the component a sandbox plays in a deployment (gateway, mcp_server, ...).
+	LabelRole = "agentenv.role"
+)
+
+// labelKey is what a user label key may look like: a DNS-ish dotted name, as Docker and
+// Kubernetes accept.
+var labelKey = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,126}[A-Za-z0-9])?$`)
+
+// ParseLabel parses "key=value" as given on a command line. The key must be 1-128 characters of
+// letters, digits, '.', '_', '/' or '-', starting and ending with a letter or digit, and must not
+// use the reserved "agentenv." prefix.
+func ParseLabel(s string) (key, value string, err error) {
+	key, value, ok := strings.Cut(s, "=")
+	if !ok {
+		return "", "", fmt.Errorf("label %q: want key=value: %w", s, ErrInvalid)
+	}
+	if err := ValidateLabel(key, value); err != nil {
+		return "", "", err
+	}
+	return key, value, nil
+}
+
+// ValidateLabel reports whether key=value may be set on a sandbox by a user.
+func ValidateLabel(key, value string) error {
+	if !labelKey.MatchString(key) {
+		return fmt.Errorf("label key %q: want 1-128 of [A-Za-z0-9._/-], starting and ending alphanumeric: %w", key, ErrInvalid)
+	}
+	if strings.HasPrefix(key, "agentenv.") {
+		return fmt.Errorf("label key %q: the agentenv. prefix is reserved: %w", key, ErrInvalid)
+	}
+	if len(value) > 256 || strings.ContainsAny(value, "\x00\n") {
+		return fmt.Errorf("label %q: value must be at most 256 characters on one line: %w", key, ErrInvalid)
+	}
+	return nil
+}
+
+// SandboxSpec says what to create. Name is the ledger record id; a provider uses it as the
+// sandbox's name (or tag, or metadata) so that List by [LabelRecord] finds it even when the create
+// response was lost.
+type SandboxSpec struct {
+	Name    string            // record id; required
+	Image   string            // image reference; empty for a VM or a network
+	Command []string          // overrides the image's command when set
+	Env     map[string]string // environment of the main process
+	Labels  map[string]string // must include the agentenv.* labels; set by package lifecycle
+	Ports   []int             // container ports to reach from the host, published on 127.0.0.1
+	WorkDir string            // working directory of the main process
+
+	Network string   // private network (a record id) to join, in container mode
+	Aliases []string // names under which other members of Network reach this sandbox
+
+	Memory int64    // bytes; 0 means the provider's default
+	CPUs   float64  // 0 means the provider's default
+	CapAdd []string // capabilities to keep; all others are dropped where the backend allows
+	// Timeout is the backstop lifetime the backend enforces on its own (Modal timeout, E2B
+	// timeout, Kubernetes activeDeadlineSeconds); 0 means until Expires.
+	Timeout time.Duration
+	Expires time.Time // when gc may remove the sandbox; also written as LabelExpires
+}
+
+// SandboxState is what a provider says of a sandbox it lists or gets.
+type SandboxState string
+
+// Sandbox states as seen by a provider.
+const (
+	SandboxCreating SandboxState = "creating" // made but not yet running
+	SandboxRunning  SandboxState = "running"
+	SandboxExited   SandboxState = "exited" // finished; Terminate counts it as terminated
+)
+
+// Sandbox is a provider's view of one sandbox.
+type Sandbox struct {
+	ID       string            // the provider's id; what Terminate and Get take
+	Name     string            // the record id it was created under
+	Provider string            // the provider (chain member) that made it
+	State    SandboxState      // as listed
+	Labels   map[string]string // as stored on the backend
+	// Endpoints maps a container port (as a decimal string) to the address it is reached at from
+	// the caller, such as "127.0.0.1:49153" or an https tunnel URL.
+	Endpoints map[string]string
+	Created   time.Time
+	ExitCode  int // meaningful when State is SandboxExited
+}
+
+// Capabilities declares what a provider can do, so that callers choose a mode by reading them
+// rather than by checking a provider's type.
+type Capabilities struct {
+	OnThisMachine    bool // sandboxes run on this host: local images reach them, ports are local
+	ContainerMode    bool // one sandbox per component on a private network (implements Networker)
+	VMMode           bool // one sandbox hosts a whole stack of containers
+	PrivateNetworks  bool // implements Networker
+	ListByLabel      bool // List finds sandboxes by label even after a lost create response
+	BackstopLifetime bool // the backend removes a sandbox on its own once Timeout passes
+}
+
+// Provider creates, finds and terminates sandboxes on one backend. Implementations must be safe
+// for concurrent use by several goroutines, and by several processes sharing the backend.
+//
+// Providers do not write the ledger; package lifecycle wraps every call with the ledger-first
+// rules (intent before create, create-or-reclaim, verified teardown).
+type Provider interface {
+	// Name returns the provider's configured name, such as "docker" or "modal".
+	Name() string
+
+	// Capabilities reports what the provider supports. It does no I/O.
+	Capabilities() Capabilities
+
+	// Create makes a sandbox from spec and returns once it is running. Labels and spec.Name must
+	// be attached atomically with the creation where the backend allows, so that List finds the
+	// sandbox from the moment it exists. On error, Create removes whatever it made before
+	// returning, best effort; anything it could not remove is still found by List. It returns an
+	// error wrapping ErrInvalid for a spec the backend cannot run (such as a missing image), and
+	// ErrUnavailable when the backend cannot be reached or refuses for capacity or rate.
+	Create(ctx context.Context, spec SandboxSpec) (Sandbox, error)
+
+	// Get returns a live handle to a running sandbox for reattach. It returns an error wrapping
+	// ErrNotFound if the sandbox does not exist and ErrGone if it has finished.
+	Get(ctx context.Context, id string) (Sandbox, error)
+
+	// Terminate removes the sandbox with the given id, with no live handle. It is idempotent: a
+	// sandbox that has finished, is being removed, or does not exist counts as terminated and
+	// returns nil. Any other error means the sandbox may still exist.
+	Terminate(ctx context.Context, id string) error
+
+	// List returns the sandboxes that carry every one of labels (an empty map lists everything
+	// the provider made for agentenv), in no particular order.
+	List(ctx context.Context, labels map[string]string) ([]Sandbox, error)
+}
+
+// NetworkSpec says what private network to create for a deployment in container mode.
+type NetworkSpec struct {
+	Name   string            // record id; required
+	Labels map[string]string // the agentenv.* labels
+}
+
+// Networker is implemented by providers with private networks (Capabilities.PrivateNetworks).
+// A network is recorded and terminated like a sandbox: Terminate(ctx, id) of the id that
+// CreateNetwork returned removes it, and List finds it by label with State SandboxRunning.
+type Networker interface {
+	// CreateNetwork makes a private network that sandboxes join by setting SandboxSpec.Network
+	// to the returned id. The same idempotence and error rules as Provider.Create apply.
+	CreateNetwork(ctx context.Context, spec NetworkSpec) (Sandbox, error)
+}
+
+// ExecResult is the outcome of a command run inside a sandbox.
+type ExecResult struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+}
+
+// Execer is implemented by providers that can run a command inside a sandbox.
+type Execer interface {
+	// Exec runs argv in the sandbox id and waits for it to exit or ctx to end. A non-zero exit is
+	// reported in ExecResult, not as an error; an error means the command could not be run.
+	Exec(ctx context.Context, id string, argv []string) (ExecResult, error)
+}
+
+// Files is implemented by providers that can read and write files inside a sandbox.
+type Files interface {
+	// WriteFile writes data to path in the sandbox, creating parent directories.
+	WriteFile(ctx context.Context, id, path string, data []byte) error
+	// ReadFile returns the contents of path in the sandbox; ErrNotFound if there is no such file.
+	ReadFile(ctx context.Context, id, path string) ([]byte, error)
+}
