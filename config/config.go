@@ -1,0 +1,291 @@
+// Package config resolves agentenv's settings. Each key's value comes from, in rising
+// precedence: the built-in default, the file .agentenv/config.toml (found by walking up from the
+// working directory, or named by AGENTENV_CONFIG), an AGENTENV_* environment variable, and a
+// command-line flag. Values may be references, env:NAME or secret:KEY, resolved only when used
+// and never written to the ledger or logs.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/agentenv/agentenv"
+)
+
+// Key describes one setting.
+type Key struct {
+	Name    string // dotted, as in the file: "ledger.dsn"
+	Default string
+	Doc     string
+	Secret  bool // mask when shown
+}
+
+// Keys lists every setting agentenv reads.
+var Keys = []Key{
+	{Name: "ledger.dsn", Doc: "ledger database: a SQLite path or sqlite://PATH (default: $XDG_STATE_HOME/agentenv/ledger.db), or postgres://…", Secret: true},
+	{Name: "provider.default", Default: "docker", Doc: "provider or comma chain used when a command names none"},
+	{Name: "provider.docker.host", Doc: "Docker engine address (default: DOCKER_HOST, else unix:///var/run/docker.sock)"},
+	{Name: "provider.process.root", Doc: "work folders of the process provider (default: $XDG_STATE_HOME/agentenv/sandboxes)"},
+	{Name: "lifecycle.ttl", Default: "3h", Doc: "lifetime of a sandbox or deployment after its creator exits; gc removes it after"},
+	{Name: "lifecycle.lease", Default: "60s", Doc: "how long an owner's claim lasts without renewal"},
+	{Name: "lifecycle.reclaim_wait", Default: "30s", Doc: "how long a cancelled create may still finish so it can be undone"},
+	{Name: "lifecycle.create_timeout", Default: "5m", Doc: "bound on one provider create"},
+	{Name: "lifecycle.terminate_timeout", Default: "60s", Doc: "bound on one provider terminate"},
+	{Name: "images.runtime", Default: "agentenv:dev", Doc: "image of agentenv's own components (gateway, example servers, db-mcp)"},
+	{Name: "images.postgres", Default: "agentenv-postgres:local", Doc: "image of the service DB"},
+	{Name: "images.db_web", Default: "agentenv-adminer:local", Doc: "image of the DB web UI"},
+	{Name: "model.base_url", Doc: "OpenAI-compatible chat completions endpoint for prompt_agent"},
+	{Name: "model.name", Doc: "model name sent to the endpoint"},
+	{Name: "model.api_key", Doc: "API key, usually env:NAME or secret:KEY", Secret: true},
+	{Name: "secrets.file", Doc: "TOML file of secret:KEY values (default: $XDG_CONFIG_HOME/agentenv/secrets.toml)"},
+	{Name: "log.level", Default: "info", Doc: "debug, info, warn or error"},
+	{Name: "log.format", Default: "text", Doc: "text or json"},
+}
+
+// Value is a setting's effective value and where it came from.
+type Value struct {
+	Key    string `json:"key"`
+	Value  string `json:"value"`
+	Source string `json:"source"` // default, file PATH, env NAME, flag --NAME
+	Secret bool   `json:"-"`
+}
+
+// Config holds resolved settings.
+type Config struct {
+	values   map[string]Value
+	File     string   // the config file read, if any
+	Warnings []string // unknown keys and the like
+	getenv   func(string) string
+}
+
+// Load resolves the defaults, the config file and the environment. getenv is os.Getenv in
+// production; dir is where the upward search for .agentenv/config.toml starts.
+func Load(getenv func(string) string, dir string) (*Config, error) {
+	c := &Config{values: map[string]Value{}, getenv: getenv}
+	for _, k := range Keys {
+		c.values[k.Name] = Value{Key: k.Name, Value: k.Default, Source: "default", Secret: k.Secret}
+	}
+	path := getenv("AGENTENV_CONFIG")
+	if path == "" {
+		path = find(dir)
+	} else if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("config: AGENTENV_CONFIG=%s: %w", path, err)
+	}
+	if path != "" {
+		if err := c.readFile(path); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range Keys {
+		name := EnvName(k.Name)
+		if v := getenv(name); v != "" {
+			c.values[k.Name] = Value{Key: k.Name, Value: v, Source: "env " + name, Secret: k.Secret}
+		}
+	}
+	return c, nil
+}
+
+// EnvName returns the environment variable that sets key: AGENTENV_ and the key upper-cased with
+// dots as underscores.
+func EnvName(key string) string {
+	return "AGENTENV_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// find walks up from dir looking for .agentenv/config.toml.
+func find(dir string) string {
+	for dir != "" {
+		p := filepath.Join(dir, ".agentenv", "config.toml")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+	return ""
+}
+
+func (c *Config) readFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var tree map[string]any
+	if err := toml.Unmarshal(b, &tree); err != nil {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return fmt.Errorf("config: %s:%d:%d: %s: %w", path, row, col, de.Error(), agentenv.ErrInvalid)
+		}
+		return fmt.Errorf("config: %s: %w", path, err)
+	}
+	c.File = path
+	flat := map[string]string{}
+	flatten("", tree, flat)
+	known := map[string]Key{}
+	for _, k := range Keys {
+		known[k.Name] = k
+	}
+	names := make([]string, 0, len(flat))
+	for n := range flat {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		k, ok := known[n]
+		if !ok {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: unknown key %q (did you mean %q?)", path, n, closest(n)))
+			continue
+		}
+		c.values[n] = Value{Key: n, Value: flat[n], Source: "file " + path, Secret: k.Secret}
+	}
+	return nil
+}
+
+func flatten(prefix string, tree map[string]any, out map[string]string) {
+	for k, v := range tree {
+		name := k
+		if prefix != "" {
+			name = prefix + "." + k
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			flatten(name, v, out)
+		default:
+			out[name] = fmt.Sprint(v)
+		}
+	}
+}
+
+// Set overrides key from a command-line flag.
+func (c *Config) Set(key, value, flag string) error {
+	v, ok := c.values[key]
+	if !ok {
+		return fmt.Errorf("config: unknown key %q: %w", key, agentenv.ErrInvalid)
+	}
+	v.Value, v.Source = value, "flag "+flag
+	c.values[key] = v
+	return nil
+}
+
+// Raw returns key's value as written, references unresolved.
+func (c *Config) Raw(key string) string { return c.values[key].Value }
+
+// Get returns key's value with env: and secret: references resolved.
+func (c *Config) Get(key string) (string, error) {
+	v := c.values[key].Value
+	switch {
+	case strings.HasPrefix(v, "env:"):
+		name := strings.TrimPrefix(v, "env:")
+		val := c.getenv(name)
+		if val == "" {
+			return "", fmt.Errorf("config: %s refers to env:%s, which is not set: %w", key, name, agentenv.ErrInvalid)
+		}
+		return val, nil
+	case strings.HasPrefix(v, "secret:"):
+		return c.secret(key, strings.TrimPrefix(v, "secret:"))
+	}
+	return v, nil
+}
+
+// Duration returns key's value as a duration.
+func (c *Config) Duration(key string) (time.Duration, error) {
+	s, err := c.Get(key)
+	if err != nil {
+		return 0, err
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("config: %s = %q (%s): %w", key, s, c.values[key].Source, agentenv.ErrInvalid)
+	}
+	return d, nil
+}
+
+// All returns every setting, sorted by key, with secrets masked.
+func (c *Config) All() []Value {
+	out := make([]Value, 0, len(c.values))
+	for _, v := range c.values {
+		if v.Secret && v.Value != "" && !isRef(v.Value) {
+			v.Value = "****"
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+func isRef(v string) bool { return strings.HasPrefix(v, "env:") || strings.HasPrefix(v, "secret:") }
+
+// secret reads name from the secrets file.
+func (c *Config) secret(key, name string) (string, error) {
+	path := c.values["secrets.file"].Value
+	if path == "" {
+		base := c.getenv("XDG_CONFIG_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("config: %s: secret:%s: %w", key, name, err)
+			}
+			base = filepath.Join(home, ".config")
+		}
+		path = filepath.Join(base, "agentenv", "secrets.toml")
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("config: %s refers to secret:%s, but there is no secrets file %s: %w", key, name, path, agentenv.ErrInvalid)
+	}
+	if err != nil {
+		return "", fmt.Errorf("config: secrets file: %w", err)
+	}
+	var m map[string]any
+	if err := toml.Unmarshal(b, &m); err != nil {
+		return "", fmt.Errorf("config: secrets file %s: %w", path, err)
+	}
+	v, ok := m[name].(string)
+	if !ok {
+		return "", fmt.Errorf("config: %s refers to secret:%s, which %s does not hold: %w", key, name, path, agentenv.ErrInvalid)
+	}
+	return v, nil
+}
+
+// closest returns the known key nearest to s by edit distance.
+func closest(s string) string {
+	best, bestD := "", 1<<30
+	for _, k := range Keys {
+		if d := distance(s, k.Name); d < bestD {
+			best, bestD = k.Name, d
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein distance between a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

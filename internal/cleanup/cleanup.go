@@ -1,0 +1,51 @@
+// Package cleanup gives teardown work a context of its own: detached from the cancellation of
+// the operation being undone, bounded by a timeout, and still stopped by a hard stop (the second
+// Ctrl-C), which a caller attaches to the context once with WithHardStop.
+package cleanup
+
+import (
+	"context"
+	"time"
+)
+
+type hardStopKey struct{}
+
+// WithHardStop returns a copy of ctx that carries stop. Cleanup contexts derived from it with
+// Context end when stop is closed, even though they ignore ctx's own cancellation.
+func WithHardStop(ctx context.Context, stop <-chan struct{}) context.Context {
+	return context.WithValue(ctx, hardStopKey{}, stop)
+}
+
+// HardStop returns the hard-stop channel ctx carries, or nil (which never fires).
+func HardStop(ctx context.Context) <-chan struct{} {
+	stop, _ := ctx.Value(hardStopKey{}).(<-chan struct{})
+	return stop
+}
+
+// Context returns a context for cleanup work on behalf of ctx: it keeps ctx's values, ignores
+// ctx's cancellation, ends after d, and ends when ctx's hard stop fires. Call cancel when done.
+func Context(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	stop := HardStop(ctx)
+	if stop == nil {
+		return c, cancel
+	}
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-c.Done():
+		}
+	}()
+	return c, cancel
+}
+
+// Stopped reports whether ctx's hard stop has fired.
+func Stopped(ctx context.Context) bool {
+	select {
+	case <-HardStop(ctx):
+		return true
+	default:
+		return false
+	}
+}

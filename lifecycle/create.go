@@ -1,0 +1,285 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+)
+
+// CreateRequest says what to create and under which record.
+type CreateRequest struct {
+	Provider   string        // the provider name; see CreateChain for a chain
+	Kind       agentenv.Kind // sandbox (default), vm or network
+	ID         string        // record id; NewID("sb") if empty
+	Spec       agentenv.SandboxSpec
+	Run        string
+	Deployment string
+	Role       string
+	TTL        time.Duration // lifetime until gc may remove it; DefaultTTL if zero
+	Attrs      map[string]string
+}
+
+// pendingCreate is a provider create running on a detached context. The caller waiting for it
+// may give up (abandon); whichever of the two sides sees the other finish first cleans up.
+type pendingCreate struct {
+	provider, image string
+
+	mu        sync.Mutex
+	finished  bool
+	abandoned bool
+	sb        agentenv.Sandbox
+	err       error
+	done      chan struct{}
+}
+
+// Create writes an intent record, then calls the provider on a detached, bounded context. If
+// the call succeeds the record becomes live. If it fails, whatever the provider still lists under
+// the record is terminated and the record ends gone. If ctx is cancelled first, the create may
+// still finish for up to ReclaimWait (less if ctx's hard stop fires), and what it made is then
+// terminated; past that, the record is left abandoned for gc, and if the create finishes later in
+// this process its sandbox is terminated then.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Record, agentenv.Sandbox, error) {
+	rec, err := m.intent(ctx, req)
+	if err != nil {
+		return agentenv.Record{}, agentenv.Sandbox{}, err
+	}
+	p, err := m.guardedProvider(req.Provider)
+	if err != nil {
+		m.finish(ctx, rec.ID, agentenv.StateGone, err.Error())
+		return rec, agentenv.Sandbox{}, err
+	}
+	spec := req.Spec
+	spec.Name = rec.ID
+	spec.Labels = rec.Labels
+	spec.Expires = rec.Expires
+
+	pc := &pendingCreate{provider: req.Provider, image: spec.Image, done: make(chan struct{})}
+	go m.run(ctx, pc, p, rec, spec)
+
+	select {
+	case <-pc.done:
+		return m.settle(ctx, pc, p, rec)
+	case <-ctx.Done():
+	}
+	// The caller gave up. Let the create finish, bounded, and undo it.
+	m.log.Info("create cancelled; waiting for it to finish so it can be undone",
+		"record_id", rec.ID, "provider", req.Provider, "image", spec.Image, "wait", m.cfg.ReclaimWait)
+	wctx, cancel := cleanup.Context(ctx, m.cfg.ReclaimWait)
+	defer cancel()
+	select {
+	case <-pc.done:
+	case <-wctx.Done():
+	}
+	pc.mu.Lock()
+	if !pc.finished {
+		pc.abandoned = true
+		m.mu.Lock()
+		m.pending[rec.ID] = pc
+		m.mu.Unlock()
+		pc.mu.Unlock()
+		m.log.Warn("gave up waiting for a cancelled create; the record stays for gc",
+			"record_id", rec.ID, "provider", req.Provider, "image", spec.Image)
+		m.finish(ctx, rec.ID, agentenv.StateAbandoned, "create still pending when its caller gave up")
+		return rec, agentenv.Sandbox{}, fmt.Errorf("create %s: %w", rec.ID, context.Cause(ctx))
+	}
+	pc.mu.Unlock()
+	m.reclaim(ctx, p, rec, pc.sb, pc.err)
+	return rec, agentenv.Sandbox{}, fmt.Errorf("create %s: %w", rec.ID, context.Cause(ctx))
+}
+
+// intent validates req and writes the creating record.
+func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return agentenv.Record{}, fmt.Errorf("create: %w", err)
+	}
+	id := req.ID
+	if id == "" {
+		id = NewID("sb")
+	}
+	kind := req.Kind
+	if kind == "" {
+		kind = agentenv.KindSandbox
+	}
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	for k, v := range req.Spec.Labels {
+		if err := agentenv.ValidateLabel(k, v); err != nil {
+			return agentenv.Record{}, fmt.Errorf("create: %w", err)
+		}
+	}
+	now := m.cfg.Now().UTC()
+	expires := now.Add(ttl).Truncate(time.Second)
+	labels := maps.Clone(req.Spec.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[agentenv.LabelRecord] = id
+	labels[agentenv.LabelRun] = req.Run
+	labels[agentenv.LabelDeployment] = req.Deployment
+	labels[agentenv.LabelOwner] = m.cfg.Owner.String()
+	labels[agentenv.LabelExpires] = expires.Format(time.RFC3339)
+	if req.Role != "" {
+		labels[agentenv.LabelRole] = req.Role
+	}
+	rec := agentenv.Record{
+		ID: id, Kind: kind, Provider: req.Provider, Image: req.Spec.Image,
+		Run: req.Run, Deployment: req.Deployment, Role: req.Role,
+		State: agentenv.StateCreating, Owner: m.cfg.Owner, LeaseUntil: now.Add(m.cfg.Lease),
+		Expires: expires, Labels: labels, Attrs: maps.Clone(req.Attrs), Created: now,
+	}
+	if err := m.cfg.Ledger.Put(ctx, rec); err != nil {
+		return agentenv.Record{}, fmt.Errorf("create: record intent: %w", err)
+	}
+	return rec, nil
+}
+
+// run performs the provider call on a detached context and hands the result over, or, if the
+// caller has abandoned the create, undoes it itself.
+func (m *Manager) run(ctx context.Context, pc *pendingCreate, p guarded, rec agentenv.Record, spec agentenv.SandboxSpec) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
+	defer cancel()
+	sb, err := callCreate(cctx, p, rec.Kind, spec)
+	pc.mu.Lock()
+	pc.finished, pc.sb, pc.err = true, sb, err
+	abandoned := pc.abandoned
+	pc.mu.Unlock()
+	close(pc.done)
+	if abandoned {
+		m.mu.Lock()
+		delete(m.pending, rec.ID)
+		m.mu.Unlock()
+		m.reclaim(ctx, p, rec, sb, err)
+	}
+}
+
+// callCreate calls the provider's Create or CreateNetwork, by kind.
+func callCreate(ctx context.Context, p guarded, kind agentenv.Kind, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	if kind == agentenv.KindNetwork {
+		return p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: spec.Name, Labels: spec.Labels})
+	}
+	return p.Create(ctx, spec)
+}
+
+// settle records the outcome of a create its caller waited for.
+func (m *Manager) settle(ctx context.Context, pc *pendingCreate, p guarded, rec agentenv.Record) (agentenv.Record, agentenv.Sandbox, error) {
+	if pc.err != nil {
+		m.reclaim(ctx, p, rec, agentenv.Sandbox{}, pc.err)
+		return rec, agentenv.Sandbox{}, fmt.Errorf("create %s on %s: %w", rec.ID, p.Name(), pc.err)
+	}
+	sb := pc.sb
+	upd, err := m.cfg.Ledger.Update(ctx, rec.ID, func(r *agentenv.Record) error {
+		r.State = agentenv.StateLive
+		r.SandboxID = sb.ID
+		if len(sb.Endpoints) > 0 && r.Attrs == nil {
+			r.Attrs = map[string]string{}
+		}
+		for port, addr := range sb.Endpoints {
+			r.Attrs["endpoint."+port] = addr
+		}
+		return nil
+	})
+	if err != nil {
+		// A sandbox the ledger cannot name as live must not outlive this call.
+		m.reclaim(ctx, p, rec, sb, nil)
+		return rec, agentenv.Sandbox{}, fmt.Errorf("create %s: record live: %w", rec.ID, err)
+	}
+	if ctx.Err() != nil {
+		// Cancelled in the instant the create returned: undo it all the same.
+		m.reclaim(ctx, p, upd, sb, nil)
+		return upd, agentenv.Sandbox{}, fmt.Errorf("create %s: %w", rec.ID, context.Cause(ctx))
+	}
+	return upd, sb, nil
+}
+
+// reclaim undoes a create that will not be used: it terminates what the provider made (the
+// returned sandbox, or whatever it lists under the record after a failure) and closes the record.
+func (m *Manager) reclaim(ctx context.Context, p guarded, rec agentenv.Record, sb agentenv.Sandbox, createErr error) {
+	cctx, cancel := cleanup.Context(ctx, m.cfg.TerminateTimeout)
+	defer cancel()
+	ids, err := m.resolve(cctx, p, rec, sb.ID)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range ids {
+		if err := p.Terminate(cctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		err := errors.Join(errs...)
+		m.log.Warn("sandbox was not terminated after a failed or cancelled create; gc will retry",
+			"record_id", rec.ID, "provider", p.Name(), "err", err)
+		m.finish(ctx, rec.ID, agentenv.StateTerminateFailed, err.Error())
+		return
+	}
+	msg := ""
+	if createErr != nil {
+		msg = createErr.Error()
+	}
+	m.finish(ctx, rec.ID, agentenv.StateGone, msg)
+}
+
+// resolve returns the provider ids that belong to rec: known, or found by listing the record
+// label (a create whose response was lost is still found this way).
+func (m *Manager) resolve(ctx context.Context, p guarded, rec agentenv.Record, known string) ([]string, error) {
+	if known == "" {
+		known = rec.SandboxID
+	}
+	listed, err := p.List(ctx, map[string]string{agentenv.LabelRecord: rec.ID})
+	if err != nil {
+		if known != "" {
+			return []string{known}, nil
+		}
+		return nil, fmt.Errorf("list %s: %w", rec.ID, err)
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for _, sb := range listed {
+		if !seen[sb.ID] {
+			seen[sb.ID] = true
+			ids = append(ids, sb.ID)
+		}
+	}
+	if known != "" && !seen[known] && len(listed) == 0 {
+		// Not listed: already gone. Terminate is idempotent, so saying it again is harmless
+		// but not needed.
+		return nil, nil
+	}
+	return ids, nil
+}
+
+// finish moves a record to state on a detached context, so that a cancelled caller still leaves
+// the ledger right.
+func (m *Manager) finish(ctx context.Context, id string, state agentenv.State, msg string) {
+	cctx, cancel := cleanup.Context(ctx, 10*time.Second)
+	defer cancel()
+	_, err := m.cfg.Ledger.Update(cctx, id, func(r *agentenv.Record) error {
+		r.State = state
+		r.Error = truncate(msg, 2000)
+		if state == agentenv.StateGone {
+			r.LeaseUntil = time.Time{}
+		}
+		return nil
+	})
+	if err != nil {
+		m.log.Warn("ledger update failed; gc will reconcile by label", "record_id", id, "state", state, "err", err)
+	}
+}
+
+func truncate(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

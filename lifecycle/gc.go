@@ -1,0 +1,208 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/agentenv/agentenv"
+)
+
+// GCOptions tunes a gc pass.
+type GCOptions struct {
+	DryRun bool // report what would be done, change nothing
+}
+
+// GCAction is one thing gc did (or would do) to a record or an unrecorded sandbox.
+type GCAction struct {
+	Record   string           `json:"record"`
+	Provider string           `json:"provider"`
+	Reason   string           `json:"reason"`  // why it was collected
+	Outcome  agentenv.Outcome `json:"outcome"` // empty on a dry run
+	Detail   string           `json:"detail,omitempty"`
+}
+
+// GCReport is what a gc pass found and did.
+type GCReport struct {
+	Actions []GCAction `json:"actions"`
+	Kept    int        `json:"kept"` // records left alone: owned by a live process, or not expired
+	Errors  []string   `json:"errors,omitempty"`
+}
+
+// Clean reports whether every collected sandbox is down (true on a dry run with no errors).
+func (r GCReport) Clean() bool {
+	if len(r.Errors) > 0 {
+		return false
+	}
+	for _, a := range r.Actions {
+		if a.Outcome != "" && !a.Outcome.Down() {
+			return false
+		}
+	}
+	return true
+}
+
+// GC joins the ledger with each provider's listing and terminates what nobody owns any more:
+// records whose owner process is dead (same host) or whose lease ran out (any host), records whose
+// expiry passed, terminate_failed records (retried), abandoned and creating records (resolved by
+// listing their label), and listed sandboxes whose record is gone or expired. Records owned by a
+// live process and not expired are never touched, so gc is safe to run at any time, also while
+// other runs are live. Sandboxes that carry our labels but no record of this ledger are collected
+// only once their expiry label has passed: they may belong to another ledger.
+func (m *Manager) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
+	var rep GCReport
+	recs, err := m.cfg.Ledger.List(ctx, agentenv.Filter{States: []agentenv.State{
+		agentenv.StateCreating, agentenv.StateLive, agentenv.StateTerminating,
+		agentenv.StateTerminateFailed, agentenv.StateAbandoned,
+	}})
+	if err != nil {
+		return rep, fmt.Errorf("gc: list records: %w", err)
+	}
+	now := m.cfg.Now()
+	var collect []agentenv.Record
+	reasons := map[string]string{}
+	for _, r := range recs {
+		reason := m.collectReason(r, now)
+		if reason == "" {
+			rep.Kept++
+			continue
+		}
+		collect = append(collect, r)
+		reasons[r.ID] = reason
+	}
+
+	// Sandboxes listed by a provider with no live record behind them.
+	known := map[string]agentenv.Record{}
+	for _, r := range recs {
+		known[r.ID] = r
+	}
+	names := make([]string, 0, len(m.cfg.Providers))
+	for name := range m.cfg.Providers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		listed, err := guarded{m.cfg.Providers[name]}.List(ctx, nil)
+		if err != nil {
+			rep.Errors = append(rep.Errors, fmt.Sprintf("list %s: %v", name, err))
+			continue
+		}
+		for _, sb := range listed {
+			id := sb.Labels[agentenv.LabelRecord]
+			if _, ok := known[id]; ok || reasons[id] != "" {
+				continue
+			}
+			reason := m.orphanReason(ctx, sb, now)
+			if reason == "" {
+				continue
+			}
+			r, err := m.cfg.Ledger.Get(ctx, id)
+			if err != nil {
+				// Unknown to this ledger: synthesize a record so teardown can route it.
+				r = agentenv.Record{ID: id, Provider: name, SandboxID: sb.ID, Kind: kindOf(sb), State: agentenv.StateAbandoned, Labels: sb.Labels}
+			} else {
+				r.State = agentenv.StateTerminateFailed // listed although gone: a leak
+			}
+			collect = append(collect, r)
+			reasons[id] = reason
+			known[id] = r
+		}
+	}
+
+	if opts.DryRun {
+		for _, r := range collect {
+			rep.Actions = append(rep.Actions, GCAction{Record: r.ID, Provider: r.Provider, Reason: reasons[r.ID]})
+		}
+		return rep, nil
+	}
+	var ledgerKnown []agentenv.Record
+	var foreign []agentenv.Record
+	for _, r := range collect {
+		if _, err := m.cfg.Ledger.Get(ctx, r.ID); err == nil {
+			ledgerKnown = append(ledgerKnown, r)
+		} else {
+			foreign = append(foreign, r)
+		}
+	}
+	rc, _ := m.Teardown(ctx, ledgerKnown)
+	for _, r := range foreign {
+		rep.Actions = append(rep.Actions, m.collectForeign(ctx, r, reasons[r.ID]))
+	}
+	for _, it := range rc.Items {
+		rep.Actions = append(rep.Actions, GCAction{Record: it.Record, Provider: it.Provider, Reason: reasons[it.Record], Outcome: it.Outcome, Detail: it.Reason})
+	}
+	return rep, nil
+}
+
+// collectReason says why gc should collect r, or "" to keep it.
+func (m *Manager) collectReason(r agentenv.Record, now time.Time) string {
+	if !r.Expires.IsZero() && now.After(r.Expires) {
+		return "expired"
+	}
+	if r.State == agentenv.StateTerminateFailed {
+		return "retry failed terminate"
+	}
+	if r.State == agentenv.StateAbandoned {
+		return "create outcome unknown"
+	}
+	if r.Owner.IsZero() {
+		if r.State == agentenv.StateLive {
+			return "" // handed to its expiry
+		}
+		return "no owner for a " + string(r.State) + " record"
+	}
+	if r.Owner == m.cfg.Owner {
+		return "" // this process is working on it
+	}
+	if r.Owner.Host == m.cfg.Owner.Host {
+		if !ProcessAlive(r.Owner) {
+			return "owner process is dead"
+		}
+		return ""
+	}
+	if now.After(r.LeaseUntil) {
+		return "owner lease expired"
+	}
+	return ""
+}
+
+// orphanReason says why gc should collect a listed sandbox that has no active record.
+func (m *Manager) orphanReason(ctx context.Context, sb agentenv.Sandbox, now time.Time) string {
+	id := sb.Labels[agentenv.LabelRecord]
+	if id == "" {
+		return ""
+	}
+	if r, err := m.cfg.Ledger.Get(ctx, id); err == nil {
+		if r.State == agentenv.StateGone {
+			return "listed but its record is gone"
+		}
+		return ""
+	}
+	if exp, err := time.Parse(time.RFC3339, sb.Labels[agentenv.LabelExpires]); err == nil && now.After(exp) {
+		return "unrecorded and expired"
+	}
+	return ""
+}
+
+// collectForeign terminates a sandbox this ledger has no record of, by its provider id.
+func (m *Manager) collectForeign(ctx context.Context, r agentenv.Record, reason string) GCAction {
+	a := GCAction{Record: r.ID, Provider: r.Provider, Reason: reason}
+	p, err := m.guardedProvider(r.Provider)
+	if err == nil {
+		err = p.Terminate(ctx, r.SandboxID)
+	}
+	if err != nil {
+		a.Outcome, a.Detail = agentenv.OutcomeFailed, err.Error()
+		return a
+	}
+	a.Outcome = agentenv.OutcomeTerminated
+	return a
+}
+
+func kindOf(sb agentenv.Sandbox) agentenv.Kind {
+	if sb.Labels[agentenv.LabelRole] == "network" {
+		return agentenv.KindNetwork
+	}
+	return agentenv.KindSandbox
+}

@@ -1,0 +1,213 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/fault"
+	"github.com/agentenv/agentenv/lifecycle"
+)
+
+func hostname(t *testing.T) string {
+	t.Helper()
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func hostnameOrEmpty() string { h, _ := os.Hostname(); return h }
+
+func TestCreateRecordsIntentBeforeProvider(t *testing.T) {
+	r := newRig(t)
+	rec, sb, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Run: "run-1", Spec: agentenv.SandboxSpec{Image: "img"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != agentenv.StateLive || rec.SandboxID != sb.ID {
+		t.Errorf("record = %s/%q, want live/%q", rec.State, rec.SandboxID, sb.ID)
+	}
+	for _, k := range []string{agentenv.LabelRecord, agentenv.LabelRun, agentenv.LabelDeployment, agentenv.LabelOwner, agentenv.LabelExpires} {
+		if _, ok := sb.Labels[k]; !ok {
+			t.Errorf("sandbox lacks label %s: %v", k, sb.Labels)
+		}
+	}
+	if sb.Labels[agentenv.LabelRecord] != rec.ID {
+		t.Errorf("record label %q, want %q", sb.Labels[agentenv.LabelRecord], rec.ID)
+	}
+}
+
+func TestLostResponseIsReclaimedByLabel(t *testing.T) {
+	r := newRig(t)
+	r.fp.Plan = fault.NewPlan(fault.Rule{Op: "create", Call: 1, Action: fault.Lost})
+	rec, _, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}})
+	if !errors.Is(err, fault.ErrInjected) {
+		t.Fatalf("Create error = %v, want the injected one", err)
+	}
+	if live := r.fake.Live(); len(live) != 0 {
+		t.Errorf("a create whose response was lost left %v", live)
+	}
+	got, err := r.led.Get(t.Context(), rec.ID)
+	if err != nil || got.State != agentenv.StateGone {
+		t.Errorf("record = %v, %v; want gone", got.State, err)
+	}
+}
+
+func TestCancelledCreateFinishesAndIsUndone(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	r.fp.Plan = fault.NewPlan(fault.Rule{Op: "create", Call: 1, Action: fault.Cancel, Cancel: cancel})
+	_, _, err := r.mgr.Create(ctx, lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Create error = %v, want context.Canceled", err)
+	}
+	if live := r.fake.Live(); len(live) != 0 {
+		t.Errorf("cancelled create left %v", live)
+	}
+	r.assertClean(t, "after a cancelled create")
+}
+
+func TestHungCreateIsAbandonedThenReclaimedWhenItEnds(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	// Create hangs past ReclaimWait; it ends at CreateTimeout, and its sandbox (made by a later
+	// call that succeeds) must not survive.
+	r.fp.Plan = fault.NewPlan(fault.Rule{Op: "create", Call: 1, Action: fault.Hang})
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	rec, _, err := r.mgr.Create(ctx, lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}})
+	if err == nil {
+		t.Fatal("Create succeeded, want cancellation")
+	}
+	got, _ := r.led.Get(t.Context(), rec.ID)
+	if got.State != agentenv.StateAbandoned {
+		t.Errorf("record state after giving up = %s, want abandoned", got.State)
+	}
+	waitPending()
+	got, _ = r.led.Get(t.Context(), rec.ID)
+	if got.State != agentenv.StateGone {
+		t.Errorf("record state after the create ended = %s, want gone", got.State)
+	}
+}
+
+func TestTeardownAlreadyGoneIsNotAFailure(t *testing.T) {
+	r := newRig(t)
+	var ids []string
+	for range 3 {
+		rec, _, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rec.ID)
+	}
+	recs := make([]agentenv.Record, len(ids))
+	for i, id := range ids {
+		recs[i], _ = r.led.Get(t.Context(), id)
+	}
+	r.fake.Remove(recs[0].SandboxID)   // removed behind our back
+	r.fake.Kill(recs[1].SandboxID, 137) // killed
+	rc, err := r.mgr.TeardownIDs(t.Context(), ids...)
+	if err != nil {
+		t.Fatalf("Teardown: %v", err)
+	}
+	want := []agentenv.Outcome{agentenv.OutcomeAlreadyGone, agentenv.OutcomeAlreadyGone, agentenv.OutcomeTerminated}
+	for i, it := range rc.Items {
+		if it.Outcome != want[i] {
+			t.Errorf("item %d outcome = %s, want %s", i, it.Outcome, want[i])
+		}
+	}
+	if rc.Count(agentenv.OutcomeStillListed)+rc.Count(agentenv.OutcomeFailed) != 0 {
+		t.Errorf("receipt reports failures: %+v", rc)
+	}
+	r.assertClean(t, "after teardown")
+}
+
+func TestFailedTerminateIsRetriedByGC(t *testing.T) {
+	r := newRig(t)
+	rec, _, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.fp.Plan = fault.NewPlan(fault.Rule{Op: "terminate", Call: 1, Action: fault.Error})
+	rc, err := r.mgr.TeardownIDs(t.Context(), rec.ID)
+	if err == nil || rc.Items[0].Outcome != agentenv.OutcomeFailed {
+		t.Fatalf("teardown = %+v, %v; want a failed item", rc, err)
+	}
+	got, _ := r.led.Get(t.Context(), rec.ID)
+	if got.State != agentenv.StateTerminateFailed || got.Error == "" {
+		t.Errorf("record = %s %q, want terminate_failed with the error", got.State, got.Error)
+	}
+	rep, err := r.mgr.GC(t.Context(), lifecycle.GCOptions{})
+	if err != nil || len(rep.Actions) != 1 || rep.Actions[0].Outcome != agentenv.OutcomeTerminated {
+		t.Fatalf("GC = %+v, %v; want one terminated", rep, err)
+	}
+	r.assertClean(t, "after gc")
+}
+
+func TestGCLeavesLiveOwnersAlone(t *testing.T) {
+	r := newRig(t)
+	// Owned by this very test process: alive.
+	me, err := lifecycle.CurrentOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := r.manager(t, me, time.Now)
+	if _, _, err := owner.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Handed to its expiry: also kept.
+	rec2, _, err := owner.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Release(t.Context(), rec2.ID); err != nil {
+		t.Fatal(err)
+	}
+	other := r.manager(t, agentenv.Owner{Host: me.Host, PID: 99, Start: 99}, time.Now)
+	rep, err := other.GC(t.Context(), lifecycle.GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Actions) != 0 || rep.Kept != 2 {
+		t.Errorf("gc collected %+v (kept %d), want nothing collected and 2 kept", rep.Actions, rep.Kept)
+	}
+	if n := len(r.fake.Live()); n != 2 {
+		t.Errorf("fake holds %d sandboxes, want 2", n)
+	}
+	// Past expiry, both go.
+	later := r.manager(t, agentenv.Owner{Host: me.Host, PID: 99, Start: 99}, func() time.Time { return time.Now().Add(4 * time.Hour) })
+	if _, err := later.GC(t.Context(), lifecycle.GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.assertClean(t, "after expiry")
+}
+
+func TestChainMemberThatFailsCleansUpBeforeNext(t *testing.T) {
+	r := newRig(t)
+	r.fp.Plan = fault.NewPlan(fault.Rule{Op: "create", Call: 1, Action: fault.Lost})
+	m, err := lifecycle.New(lifecycle.Config{Ledger: r.led, Providers: map[string]agentenv.Provider{"a": r.fp, "b": r.fake}, Owner: alive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := m.ParseChain("a,b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := m.CreateChain(t.Context(), members, lifecycle.CreateRequest{Spec: agentenv.SandboxSpec{Image: "img"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Provider != "b" {
+		t.Errorf("winner = %s, want b", rec.Provider)
+	}
+	if n := len(r.fake.Live()); n != 1 {
+		t.Errorf("fake holds %d sandboxes, want only the winner's", n)
+	}
+	if _, err := m.ParseChain("a,nope"); !errors.Is(err, agentenv.ErrInvalid) {
+		t.Errorf("ParseChain(unknown) = %v, want ErrInvalid", err)
+	}
+}

@@ -1,0 +1,218 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/fault"
+	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/provider/fake"
+)
+
+// rig is one fake provider and one SQLite ledger, each wrapped with a swappable fault plan.
+type rig struct {
+	fake *fake.Provider
+	fp   *fault.Provider
+	fl   *fault.Ledger
+	led  agentenv.Ledger
+	mgr  *lifecycle.Manager
+}
+
+var (
+	alive = agentenv.Owner{Host: "test-host", PID: 1, Start: 1}
+)
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { led.Close() })
+	r := &rig{fake: fake.New("fake"), led: led}
+	r.fp = fault.WrapProvider(r.fake, nil)
+	r.fl = fault.WrapLedger(led, nil)
+	r.mgr = r.manager(t, alive, time.Now)
+	return r
+}
+
+// manager returns a lifecycle manager over the rig's faulty provider and ledger.
+func (r *rig) manager(t *testing.T, owner agentenv.Owner, now func() time.Time) *lifecycle.Manager {
+	t.Helper()
+	m, err := lifecycle.New(lifecycle.Config{
+		Ledger: r.fl, Providers: map[string]agentenv.Provider{"fake": r.fp}, Owner: owner,
+		ReclaimWait: 100 * time.Millisecond, CreateTimeout: 300 * time.Millisecond,
+		TerminateTimeout: 300 * time.Millisecond, Lease: time.Minute, Now: now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// gcElsewhere runs gc as another host would, two minutes later: every lease this test took has
+// expired by then, as after a crash.
+func (r *rig) gcElsewhere(t *testing.T) lifecycle.GCReport {
+	t.Helper()
+	later := func() time.Time { return time.Now().Add(2 * time.Minute) }
+	m := r.manager(t, agentenv.Owner{Host: "other-host", PID: 2, Start: 2}, later)
+	rep, err := m.GC(context.Background(), lifecycle.GCOptions{})
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	return rep
+}
+
+// assertClean fails unless the fake holds no sandbox and every record is gone.
+func (r *rig) assertClean(t *testing.T, when string) {
+	t.Helper()
+	if live := r.fake.Live(); len(live) > 0 {
+		t.Errorf("%s: fake provider still holds %v", when, live)
+	}
+	recs, err := r.led.List(context.Background(), agentenv.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		if rec.State != agentenv.StateGone {
+			t.Errorf("%s: record %s is %s (%s), want gone", when, rec.ID, rec.State, rec.Error)
+		}
+	}
+}
+
+// waitPending waits (bounded) for creates abandoned by their callers to finish in the background.
+func waitPending() { time.Sleep(500 * time.Millisecond) }
+
+type step struct {
+	target string // "provider" or "ledger"
+	op     string
+	call   int
+}
+
+var actions = []fault.Action{fault.Error, fault.Hang, fault.Cancel, fault.Panic, fault.Lost}
+
+// TestFaultMatrix injects every fault at every step of create, teardown and gc, and checks that
+// nothing is left alive and, after one gc, no record is short of gone.
+func TestFaultMatrix(t *testing.T) {
+	t.Parallel()
+	type opCase struct {
+		name  string
+		steps []step
+		setup func(t *testing.T, r *rig) []string // returns record ids the op works on
+		run   func(ctx context.Context, r *rig, ids []string) error
+	}
+	createSpec := lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img", Ports: []int{80}}}
+	ops := []opCase{
+		{
+			name: "create",
+			steps: []step{
+				{"ledger", "put", 1}, {"provider", "create", 1}, {"ledger", "update", 1},
+				{"provider", "list", 1}, {"provider", "terminate", 1}, {"ledger", "update", 2},
+			},
+			run: func(ctx context.Context, r *rig, _ []string) error {
+				_, _, err := r.mgr.Create(ctx, createSpec)
+				if err == nil {
+					// A create that survived its fault is torn down like any other.
+					_, err = r.mgr.TeardownIDs(context.Background(), mustIDs(r)...)
+				}
+				return err
+			},
+		},
+		{
+			name: "teardown",
+			steps: []step{
+				{"ledger", "get", 1}, {"ledger", "update", 1}, {"provider", "list", 1},
+				{"provider", "terminate", 1}, {"provider", "list", 2}, {"ledger", "update", 2},
+			},
+			setup: func(t *testing.T, r *rig) []string {
+				rec, _, err := r.mgr.Create(context.Background(), createSpec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return []string{rec.ID}
+			},
+			run: func(ctx context.Context, r *rig, ids []string) error {
+				_, err := r.mgr.TeardownIDs(ctx, ids...)
+				return err
+			},
+		},
+		{
+			name: "gc",
+			steps: []step{
+				{"ledger", "list", 1}, {"provider", "list", 1}, {"provider", "list", 2},
+				{"provider", "terminate", 1}, {"provider", "list", 3}, {"ledger", "update", 1}, {"ledger", "update", 2},
+			},
+			setup: func(t *testing.T, r *rig) []string {
+				// A sandbox whose owner (on this host) has died.
+				dead := r.manager(t, agentenv.Owner{Host: hostname(t), PID: 1 << 30, Start: 7}, time.Now)
+				rec, _, err := dead.Create(context.Background(), createSpec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return []string{rec.ID}
+			},
+			run: func(ctx context.Context, r *rig, _ []string) error {
+				mine := r.manager(&testing.T{}, agentenv.Owner{Host: hostnameOrEmpty(), PID: 3, Start: 3}, time.Now)
+				_, err := mine.GC(ctx, lifecycle.GCOptions{})
+				return err
+			},
+		},
+	}
+	for _, op := range ops {
+		for _, st := range op.steps {
+			for _, act := range actions {
+				name := fmt.Sprintf("%s/%s.%s#%d/%s", op.name, st.target, st.op, st.call, act)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					r := newRig(t)
+					var ids []string
+					if op.setup != nil {
+						ids = op.setup(t, r)
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					defer cancel()
+					plan := fault.NewPlan(fault.Rule{Op: st.op, Call: st.call, Action: act, Cancel: cancel})
+					if st.target == "provider" {
+						r.fp.Plan = plan
+					} else {
+						r.fl.Plan = plan
+					}
+					if act == fault.Hang {
+						// A hang is ended by the caller giving up.
+						go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+					}
+					func() {
+						defer func() {
+							// A panic in the ledger reaches the caller, as a crash would.
+							if p := recover(); p != nil && st.target != "ledger" {
+								t.Errorf("panic escaped: %v", p)
+							}
+						}()
+						_ = op.run(ctx, r, ids)
+					}()
+					waitPending()
+					r.fp.Plan, r.fl.Plan = nil, nil
+					r.gcElsewhere(t)
+					r.assertClean(t, "after one gc")
+				})
+			}
+		}
+	}
+}
+
+func mustIDs(r *rig) []string {
+	recs, _ := r.led.List(context.Background(), agentenv.Filter{States: []agentenv.State{agentenv.StateLive}})
+	ids := make([]string, 0, len(recs))
+	for _, rec := range recs {
+		ids = append(ids, rec.ID)
+	}
+	return ids
+}
+
+var errBoom = errors.New("boom")

@@ -1,0 +1,363 @@
+// Package process is the provider for hosts without a container engine: a sandbox is a work
+// folder, and, when the spec has a command, a process group started in it. It isolates nothing;
+// it exists so that `agentenv run hello` works on a fresh machine and so that envs made only of
+// local binaries can run without Docker. Teardown kills the process group and removes the folder;
+// gc finds folders by the labels kept in each folder's sandbox.json.
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/procinfo"
+)
+
+// Config configures the provider.
+type Config struct {
+	Name      string        // "process" if empty
+	Root      string        // where work folders live; required
+	StopGrace time.Duration // SIGTERM to SIGKILL; 1 s if zero
+}
+
+// Provider runs sandboxes as work folders and process groups on this host.
+type Provider struct {
+	cfg Config
+	log *slog.Logger
+}
+
+var (
+	_ agentenv.Provider = (*Provider)(nil)
+	_ agentenv.Execer   = (*Provider)(nil)
+	_ agentenv.Files    = (*Provider)(nil)
+)
+
+// metaFile is the file in each work folder that carries the sandbox's labels and process.
+const metaFile = "sandbox.json"
+
+// meta is what metaFile holds.
+type meta struct {
+	Name    string            `json:"name"`
+	Labels  map[string]string `json:"labels"`
+	PID     int               `json:"pid,omitempty"`
+	Start   int64             `json:"start,omitempty"` // process start, clock ticks since boot
+	Created time.Time         `json:"created"`
+	Ports   []int             `json:"ports,omitempty"`
+}
+
+// New returns a provider for cfg. It creates cfg.Root if needed.
+func New(cfg Config, logger *slog.Logger) (*Provider, error) {
+	if cfg.Name == "" {
+		cfg.Name = "process"
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = time.Second
+	}
+	if cfg.Root == "" {
+		return nil, fmt.Errorf("process: no root folder: %w", agentenv.ErrInvalid)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{cfg: cfg, log: logger}, nil
+}
+
+// Name implements agentenv.Provider.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// Root returns the folder that holds the work folders.
+func (p *Provider) Root() string { return p.cfg.Root }
+
+// Capabilities implements agentenv.Provider.
+func (p *Provider) Capabilities() agentenv.Capabilities {
+	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true}
+}
+
+// Dir returns the work folder of sandbox id.
+func (p *Provider) Dir(id string) string { return filepath.Join(p.cfg.Root, id) }
+
+// Create implements agentenv.Provider. The image must be empty or "host": the process runs
+// whatever is on this machine.
+func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	if err := validName(spec.Name); err != nil || spec.Labels[agentenv.LabelRecord] != spec.Name {
+		return agentenv.Sandbox{}, fmt.Errorf("process: create %q: name must be a record id carried in the record label: %w", spec.Name, agentenv.ErrInvalid)
+	}
+	if spec.Image != "" && spec.Image != "host" {
+		return agentenv.Sandbox{}, fmt.Errorf("process: create %s: image %q: the process provider runs no images (use \"host\" or none): %w", spec.Name, spec.Image, agentenv.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("process: create %s: %w", spec.Name, err)
+	}
+	dir := p.Dir(spec.Name)
+	if err := os.MkdirAll(p.cfg.Root, 0o700); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("process: create %s: %w", spec.Name, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("process: create %s: %w", spec.Name, err)
+	}
+	m := meta{Name: spec.Name, Labels: maps.Clone(spec.Labels), Created: time.Now().UTC(), Ports: spec.Ports}
+	// Labels go to disk before any process starts, so that List finds the folder from now on.
+	if err := writeMeta(dir, m); err != nil {
+		os.RemoveAll(dir)
+		return agentenv.Sandbox{}, fmt.Errorf("process: create %s: %w", spec.Name, err)
+	}
+	if len(spec.Command) > 0 {
+		pid, start, err := p.start(dir, spec)
+		if err != nil {
+			os.RemoveAll(dir)
+			return agentenv.Sandbox{}, fmt.Errorf("process: create %s: %w", spec.Name, err)
+		}
+		m.PID, m.Start = pid, start
+		if err := writeMeta(dir, m); err != nil {
+			p.kill(m)
+			os.RemoveAll(dir)
+			return agentenv.Sandbox{}, fmt.Errorf("process: create %s: %w", spec.Name, err)
+		}
+	}
+	return p.sandbox(m), nil
+}
+
+// start launches spec.Command in its own process group in dir.
+func (p *Provider) start(dir string, spec agentenv.SandboxSpec) (int, int64, error) {
+	logf, err := os.Create(filepath.Join(dir, "output.log"))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
+	cmd.Dir = dir
+	if spec.WorkDir != "" {
+		cmd.Dir = filepath.Join(dir, spec.WorkDir)
+	}
+	cmd.Env = os.Environ()
+	for k, v := range spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, "AGENTENV_SANDBOX_DIR="+dir)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, fmt.Errorf("start %s: %w", spec.Command[0], err)
+	}
+	pid := cmd.Process.Pid
+	// Reap the child when it exits so it does not linger as a zombie of this process.
+	go cmd.Wait()                   //nolint:errcheck // the exit status is read from /proc by Get
+	start, _ := procinfo.Start(pid) // 0 (unknown) if it already exited
+	return pid, start, nil
+}
+
+// Get implements agentenv.Provider.
+func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error) {
+	m, err := readMeta(p.Dir(id))
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("process: get %s: %w", id, err)
+	}
+	sb := p.sandbox(m)
+	if sb.State != agentenv.SandboxRunning {
+		return agentenv.Sandbox{}, fmt.Errorf("process: get %s: %w", id, agentenv.ErrGone)
+	}
+	return sb, nil
+}
+
+// Terminate implements agentenv.Provider: it kills the process group and removes the folder.
+func (p *Provider) Terminate(ctx context.Context, id string) error {
+	if validName(id) != nil {
+		return nil // nothing of ours can have that name
+	}
+	dir := p.Dir(id)
+	m, err := readMeta(dir)
+	if errors.Is(err, agentenv.ErrNotFound) {
+		if _, serr := os.Stat(dir); serr != nil {
+			return nil
+		}
+	} else if err == nil {
+		p.kill(m)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("process: terminate %s: %w", id, err)
+	}
+	return nil
+}
+
+// kill stops m's process group: SIGTERM, then SIGKILL after the grace period.
+func (p *Provider) kill(m meta) {
+	if m.PID <= 0 || !procinfo.Alive(m.PID, m.Start) {
+		return
+	}
+	_ = syscall.Kill(-m.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(p.cfg.StopGrace)
+	for time.Now().Before(deadline) {
+		if !procinfo.Alive(m.PID, m.Start) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(-m.PID, syscall.SIGKILL)
+}
+
+// List implements agentenv.Provider.
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
+	entries, err := os.ReadDir(p.cfg.Root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("process: list: %w", err)
+	}
+	var out []agentenv.Sandbox
+	for _, e := range entries {
+		if !e.IsDir() || validName(e.Name()) != nil {
+			continue
+		}
+		m, err := readMeta(p.Dir(e.Name()))
+		if err != nil {
+			continue
+		}
+		if m.Labels[agentenv.LabelRecord] == "" || !hasLabels(m.Labels, labels) {
+			continue
+		}
+		out = append(out, p.sandbox(m))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// Exec implements agentenv.Execer: argv runs in the work folder.
+func (p *Provider) Exec(ctx context.Context, id string, argv []string) (agentenv.ExecResult, error) {
+	if len(argv) == 0 {
+		return agentenv.ExecResult{}, fmt.Errorf("process: exec in %s: empty command: %w", id, agentenv.ErrInvalid)
+	}
+	if _, err := p.Get(ctx, id); err != nil {
+		return agentenv.ExecResult{}, err
+	}
+	var stdout, stderr strings.Builder
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = p.Dir(id)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	err := cmd.Run()
+	res := agentenv.ExecResult{Stdout: []byte(stdout.String()), Stderr: []byte(stderr.String())}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee) && ctx.Err() == nil:
+		res.ExitCode = ee.ExitCode()
+	case err != nil:
+		return res, fmt.Errorf("process: exec %s in %s: %w", argv[0], id, err)
+	}
+	return res, nil
+}
+
+// WriteFile implements agentenv.Files; path is relative to the work folder.
+func (p *Provider) WriteFile(ctx context.Context, id, path string, data []byte) error {
+	full, err := p.within(id, path)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+		return fmt.Errorf("process: write %s in %s: %w", path, id, err)
+	}
+	if err := os.WriteFile(full, data, 0o600); err != nil {
+		return fmt.Errorf("process: write %s in %s: %w", path, id, err)
+	}
+	return nil
+}
+
+// ReadFile implements agentenv.Files; path is relative to the work folder.
+func (p *Provider) ReadFile(ctx context.Context, id, path string) ([]byte, error) {
+	full, err := p.within(id, path)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(full)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("process: read %s in %s: %w", path, id, agentenv.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("process: read %s in %s: %w", path, id, err)
+	}
+	return b, nil
+}
+
+// within resolves path inside the work folder of id, refusing paths that leave it.
+func (p *Provider) within(id, path string) (string, error) {
+	if _, err := os.Stat(filepath.Join(p.Dir(id), metaFile)); err != nil {
+		return "", fmt.Errorf("process: sandbox %s: %w", id, agentenv.ErrNotFound)
+	}
+	rel := filepath.Clean(strings.TrimPrefix(path, "/"))
+	if rel == "." || rel == metaFile || strings.HasPrefix(rel, "..") {
+		return "", fmt.Errorf("process: path %q is outside the work folder of %s: %w", path, id, agentenv.ErrInvalid)
+	}
+	return filepath.Join(p.Dir(id), rel), nil
+}
+
+func (p *Provider) sandbox(m meta) agentenv.Sandbox {
+	sb := agentenv.Sandbox{
+		ID: m.Name, Name: m.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
+		Labels: m.Labels, Created: m.Created, Endpoints: map[string]string{},
+	}
+	if m.PID > 0 && !procinfo.Alive(m.PID, m.Start) {
+		sb.State = agentenv.SandboxExited
+	}
+	for _, port := range m.Ports {
+		sb.Endpoints[strconv.Itoa(port)] = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	return sb
+}
+
+func writeMeta(dir string, m meta) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, metaFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, metaFile))
+}
+
+func readMeta(dir string) (meta, error) {
+	var m meta
+	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, agentenv.ErrNotFound
+	}
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("%s: %w", filepath.Join(dir, metaFile), err)
+	}
+	return m, nil
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// validName reports whether id is safe as a folder name.
+func validName(id string) error {
+	if id == "" || len(id) > 128 || strings.ContainsAny(id, "/\\\x00") || id == "." || id == ".." {
+		return agentenv.ErrInvalid
+	}
+	return nil
+}
