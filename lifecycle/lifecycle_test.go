@@ -108,7 +108,7 @@ func TestTeardownAlreadyGoneIsNotAFailure(t *testing.T) {
 	for i, id := range ids {
 		recs[i], _ = r.led.Get(t.Context(), id)
 	}
-	r.fake.Remove(recs[0].SandboxID)   // removed behind our back
+	r.fake.Remove(recs[0].SandboxID)    // removed behind our back
 	r.fake.Kill(recs[1].SandboxID, 137) // killed
 	rc, err := r.mgr.TeardownIDs(t.Context(), ids...)
 	if err != nil {

@@ -2,7 +2,6 @@ package lifecycle_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -215,4 +214,3 @@ func mustIDs(r *rig) []string {
 	return ids
 }
 
-var errBoom = errors.New("boom")
