@@ -1,0 +1,152 @@
+package sqlite_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/ledger/sqlite"
+)
+
+// The two-writer test re-runs this test binary as TestHelperWriter in child processes; these
+// variables switch it on and tell it what to do.
+const (
+	envHelperDB = "AGENTENV_TEST_HELPER_LEDGER"
+	envHelperID = "AGENTENV_TEST_HELPER_ID"
+)
+
+// Each writer process does this many Updates of the shared record and Puts of its own.
+const (
+	helperUpdates = 150
+	helperPuts    = 50
+)
+
+// TestTwoWriters runs two processes that write the same ledger file at once: each increments a
+// counter in one shared record and puts records of its own. No update may be lost and no
+// write may fail, "database is locked" least of all.
+func TestTwoWriters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l := open(t, path)
+	if err := l.Put(t.Context(), agentenv.Record{ID: "shared", State: agentenv.StateLive, Attrs: map[string]string{"n": "0"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	type child struct {
+		id     string
+		cmd    *exec.Cmd
+		stdin  *os.File
+		ready  *bufio.Reader
+		output bytes.Buffer
+	}
+	var children []*child
+	for _, id := range []string{"a", "b"} {
+		c := &child{id: id, cmd: exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperWriter$", "-test.count=1", "-test.v")}
+		c.cmd.Env = append(os.Environ(), envHelperDB+"="+path, envHelperID+"="+id)
+		c.cmd.Stderr = &c.output
+		stdout, err := c.cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.cmd.Stdin, c.stdin, c.ready = r, w, bufio.NewReader(stdout)
+		if err := c.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		children = append(children, c)
+	}
+	// Both have opened the ledger before either writes, so that their writes overlap.
+	for _, c := range children {
+		if err := waitReady(c.ready); err != nil {
+			t.Fatalf("writer did not start: %v\n%s", err, &c.output)
+		}
+	}
+	for _, c := range children {
+		c.stdin.Close()
+	}
+	for _, c := range children {
+		rest, _ := c.ready.ReadString(0)
+		err := c.cmd.Wait()
+		out := rest + c.output.String()
+		if err != nil {
+			t.Errorf("writer %s: %v\n%s", c.id, err, out)
+		}
+		if strings.Contains(out, "locked") || strings.Contains(out, "SQLITE_BUSY") {
+			t.Errorf("writer %s reported a lock error:\n%s", c.id, out)
+		}
+	}
+
+	r, err := l.Get(t.Context(), "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strconv.Itoa(2 * helperUpdates); r.Attrs["n"] != want {
+		t.Errorf("counter = %s after two writers did %d increments each, want %s", r.Attrs["n"], helperUpdates, want)
+	}
+	for _, id := range []string{"a", "b"} {
+		rs, err := l.List(t.Context(), agentenv.Filter{Run: "writer-" + id})
+		if err != nil || len(rs) != helperPuts {
+			t.Errorf("List(run writer-%s) = %d records, %v; want %d", id, len(rs), err, helperPuts)
+		}
+	}
+}
+
+// waitReady reads the child's output up to its "ready" line.
+func waitReady(r *bufio.Reader) error {
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("before ready: %w", err)
+		}
+		if strings.TrimSpace(line) == "ready" {
+			return nil
+		}
+	}
+}
+
+// TestHelperWriter is one writer of TestTwoWriters, run in a child process. Run directly, it
+// has nothing to do and skips.
+func TestHelperWriter(t *testing.T) {
+	path, id := os.Getenv(envHelperDB), os.Getenv(envHelperID)
+	if path == "" {
+		t.Skip("a helper process of TestTwoWriters")
+	}
+	l, err := sqlite.Open(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fmt.Println("ready")
+	// The parent closes stdin once every writer is ready.
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err == nil {
+		t.Fatal("stdin: want EOF as the start signal")
+	}
+	for i := range max(helperUpdates, helperPuts) {
+		if i < helperUpdates {
+			_, err := l.Update(t.Context(), "shared", func(r *agentenv.Record) error {
+				n, err := strconv.Atoi(r.Attrs["n"])
+				r.Attrs["n"] = strconv.Itoa(n + 1)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("Update(shared) #%d: %v", i, err)
+			}
+		}
+		if i < helperPuts {
+			r := agentenv.Record{ID: fmt.Sprintf("%s-%d", id, i), State: agentenv.StateCreating, Run: "writer-" + id}
+			if err := l.Put(t.Context(), r); err != nil {
+				t.Fatalf("Put(%s): %v", r.ID, err)
+			}
+		}
+	}
+}
