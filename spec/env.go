@@ -1,0 +1,263 @@
+package spec
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"time"
+)
+
+// Defaults applied by [Env.Defaults]. Every image is configurable in the env file; these are the
+// images the test setup builds locally, since no registry is reachable on our machines.
+const (
+	// DefaultImage is the agentenv image: FROM scratch plus the static binary at /agentenv. It
+	// serves the gateway, db-mcp and the example servers.
+	DefaultImage = "agentenv:dev"
+	// DefaultDBImage is the service DB image. It must follow the official postgres image's
+	// conventions: POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB and /docker-entrypoint-initdb.d.
+	DefaultDBImage = "agentenv-postgres:local"
+	// DefaultWebUIImage is the DB web UI image (adminer on Debian).
+	DefaultWebUIImage = "agentenv-adminer:local"
+	// DefaultDBUser, DefaultDBPassword and DefaultDBName are the service DB's credentials and
+	// database when the file names none.
+	DefaultDBUser     = "agentenv"
+	DefaultDBPassword = "agentenv"
+	DefaultDBName     = "agentenv"
+	// DefaultPort is the port of the gateway, the sidecars and the stdio bridge.
+	DefaultPort = 8080
+	// DBPort is the port the service DB listens on inside its network.
+	DBPort = 5432
+	// DefaultPath is the MCP endpoint path of a server.
+	DefaultPath = "/mcp"
+	// DefaultReadyTimeout bounds the wait for one component to answer.
+	DefaultReadyTimeout = 60 * time.Second
+	// DefaultCallTimeout bounds one tool call through the gateway.
+	DefaultCallTimeout = 60 * time.Second
+)
+
+// Transport is how an MCP server speaks.
+type Transport string
+
+// Transports.
+const (
+	// TransportHTTP is MCP streamable HTTP on Server.Port at Server.Path.
+	TransportHTTP Transport = "http"
+	// TransportStdio is MCP over the standard streams of Server.Command, which runs behind the
+	// built-in bridge: agentenv stdio-bridge --listen :PORT -- COMMAND...
+	TransportStdio Transport = "stdio"
+)
+
+// ToolNames says how the gateway names the tools it aggregates.
+type ToolNames string
+
+// Tool naming policies.
+const (
+	// ToolNamesAuto keeps a tool's name when it is unique and prefixes "<server>__" on a clash.
+	ToolNamesAuto ToolNames = "auto"
+	// ToolNamesPrefix always prefixes "<server>__".
+	ToolNamesPrefix ToolNames = "prefix"
+	// ToolNamesNever never prefixes; a clash is a deploy error, never a silent shadow.
+	ToolNamesNever ToolNames = "never"
+)
+
+// GatewayMode says how the gateway schedules tool calls.
+type GatewayMode string
+
+// Gateway modes.
+const (
+	// ModeConsistent serialises tool calls, so a trajectory has one order.
+	ModeConsistent GatewayMode = "consistent"
+	// ModePerformance lets tool calls run concurrently.
+	ModePerformance GatewayMode = "performance"
+)
+
+// Env is an environment as declared in an env file, with defaults applied. Load and Parse return
+// it validated; a hand-built Env should be passed through [Env.Defaults].
+type Env struct {
+	// Name identifies the env: a DNS label (lower-case letters, digits and '-', at most 63).
+	Name string `yaml:"name"`
+	// Description is free text shown by the CLI.
+	Description string `yaml:"description"`
+	// Servers are the MCP servers, at least one, behind the gateway.
+	Servers []Server `yaml:"servers"`
+	// ServiceDB is the optional PostgreSQL state database and its sidecars.
+	ServiceDB *ServiceDB `yaml:"service_db"`
+	// Gateway configures the gateway in front of the servers.
+	Gateway Gateway `yaml:"gateway"`
+
+	// File is the path the env was loaded from (the name given to Parse).
+	File string `yaml:"-"`
+	// Dir is the directory relative paths in the file (init_sql, seed) are resolved against.
+	Dir string `yaml:"-"`
+
+	digest string
+	lines  map[string]int // field path -> line, for errors found after decoding
+}
+
+// Server is one MCP server component.
+type Server struct {
+	// Name is unique in the env, a DNS label, and the server's host name on the env's network.
+	Name string `yaml:"name"`
+	// Image is the container image; required.
+	Image string `yaml:"image"`
+	// Command replaces the image's command. For a stdio server it is the stdio program.
+	Command []string `yaml:"command"`
+	// Env is the server's environment. A value "env:NAME" is taken from the deployer's
+	// environment at deploy time.
+	Env map[string]string `yaml:"env"`
+	// Port is where the server (or, for stdio, the bridge) listens. Required for http; stdio
+	// defaults to DefaultPort.
+	Port int `yaml:"port"`
+	// Transport is http (the default) or stdio.
+	Transport Transport `yaml:"transport"`
+	// Path is the MCP endpoint path, DefaultPath unless set.
+	Path string `yaml:"path"`
+	// Database gives the server a schema named after it in the service DB, and DATABASE_URL and
+	// DATABASE_SCHEMA pointing at it. It needs a service_db.
+	Database bool `yaml:"database"`
+	// ReadyTimeout bounds the wait for the server to answer initialize and tools/list.
+	ReadyTimeout time.Duration `yaml:"ready_timeout"`
+}
+
+// ServiceDB is the env's PostgreSQL state database.
+type ServiceDB struct {
+	// Image is the PostgreSQL image (DefaultDBImage); see DefaultDBImage for its contract.
+	Image string `yaml:"image"`
+	// User, Password and Database are the superuser and the database the servers use.
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	Database string `yaml:"database"`
+	// InitSQL are SQL files, relative to the env file, run once when the database is created,
+	// after the servers' schemas exist.
+	InitSQL []string `yaml:"init_sql"`
+	// Seed are SQL files, relative to the env file, run after InitSQL: the initial data.
+	Seed []string `yaml:"seed"`
+	// WebUI is the DB web UI sidecar (adminer by default).
+	WebUI Sidecar `yaml:"web_ui"`
+	// DBMCP is the db-mcp sidecar, an MCP server over SQL on the whole database.
+	DBMCP Sidecar `yaml:"db_mcp"`
+	// ReadyTimeout bounds the wait for PostgreSQL to accept a query, seeds included.
+	ReadyTimeout time.Duration `yaml:"ready_timeout"`
+}
+
+// Sidecar is an optional component next to the service DB.
+type Sidecar struct {
+	// Enabled reports whether the sidecar is deployed.
+	Enabled bool `yaml:"enabled"`
+	// Image is the sidecar's image.
+	Image string `yaml:"image"`
+	// Port is where the sidecar listens (DefaultPort).
+	Port int `yaml:"port"`
+}
+
+// Gateway configures the deployment's gateway.
+type Gateway struct {
+	// Image is the image that runs "agentenv gateway" (DefaultImage).
+	Image string `yaml:"image"`
+	// Port is where the gateway listens (DefaultPort).
+	Port int `yaml:"port"`
+	// ToolNames is the tool naming policy (auto).
+	ToolNames ToolNames `yaml:"tool_names"`
+	// Mode is the scheduling mode (consistent).
+	Mode GatewayMode `yaml:"mode"`
+	// Roles maps a caller role to the tool name patterns disabled for it. A pattern is 1-128 of
+	// [A-Za-z0-9_.*-], where '*' matches any run of characters.
+	Roles map[string][]string `yaml:"roles"`
+	// CallTimeout bounds one tool call (DefaultCallTimeout).
+	CallTimeout time.Duration `yaml:"call_timeout"`
+}
+
+// Defaults fills every unset field with its default. It is idempotent; Load and Parse call it.
+func (e *Env) Defaults() {
+	for i := range e.Servers {
+		s := &e.Servers[i]
+		if s.Transport == "" {
+			s.Transport = TransportHTTP
+		}
+		if s.Transport == TransportStdio && s.Port == 0 {
+			s.Port = DefaultPort
+		}
+		if s.Path == "" {
+			s.Path = DefaultPath
+		}
+		if s.ReadyTimeout == 0 {
+			s.ReadyTimeout = DefaultReadyTimeout
+		}
+	}
+	if db := e.ServiceDB; db != nil {
+		setDefault(&db.Image, DefaultDBImage)
+		setDefault(&db.User, DefaultDBUser)
+		setDefault(&db.Password, DefaultDBPassword)
+		setDefault(&db.Database, DefaultDBName)
+		setDefault(&db.WebUI.Image, DefaultWebUIImage)
+		setDefault(&db.DBMCP.Image, DefaultImage)
+		if db.WebUI.Port == 0 {
+			db.WebUI.Port = DefaultPort
+		}
+		if db.DBMCP.Port == 0 {
+			db.DBMCP.Port = DefaultPort
+		}
+		if db.ReadyTimeout == 0 {
+			db.ReadyTimeout = DefaultReadyTimeout
+		}
+	}
+	g := &e.Gateway
+	setDefault(&g.Image, DefaultImage)
+	if g.Port == 0 {
+		g.Port = DefaultPort
+	}
+	if g.ToolNames == "" {
+		g.ToolNames = ToolNamesAuto
+	}
+	if g.Mode == "" {
+		g.Mode = ModeConsistent
+	}
+	if g.CallTimeout == 0 {
+		g.CallTimeout = DefaultCallTimeout
+	}
+}
+
+func setDefault(s *string, v string) {
+	if *s == "" {
+		*s = v
+	}
+}
+
+// Digest returns "sha256:" and the hex SHA-256 of the file's bytes, or "" for an Env that was
+// not parsed. The ledger records it to tell whether a deployment's file has changed.
+func (e *Env) Digest() string { return e.digest }
+
+// Server returns the server named name, or nil.
+func (e *Env) Server(name string) *Server {
+	for i := range e.Servers {
+		if e.Servers[i].Name == name {
+			return &e.Servers[i]
+		}
+	}
+	return nil
+}
+
+// Path resolves p, a path written in the env file, against the file's directory.
+func (e *Env) Path(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(e.Dir, p)
+}
+
+// Schema returns the name of the server's schema in the service DB: its name with '-' turned
+// into '_', so it needs no quoting in SQL.
+func (s *Server) Schema() string {
+	b := []byte(s.Name)
+	for i, c := range b {
+		if c == '-' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,130 @@
+package spec_test
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentenv/agentenv/spec"
+)
+
+func resolvedSchema(tb testing.TB) *jsonschema.Resolved {
+	tb.Helper()
+	var s jsonschema.Schema
+	if err := json.Unmarshal(spec.EnvSchema, &s); err != nil {
+		tb.Fatalf("unmarshal env.schema.json: %v", err)
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		tb.Fatalf("resolve env.schema.json: %v", err)
+	}
+	return rs
+}
+
+// yamlToJSON turns YAML into the value encoding/json would produce, as the validator wants.
+func yamlToJSON(tb testing.TB, data []byte) any {
+	tb.Helper()
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		tb.Fatal(err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+func TestEnvSchema_acceptsExamples(t *testing.T) {
+	rs := resolvedSchema(t)
+	for _, f := range []string{
+		"../examples/notes/env.yaml",
+		"../examples/kv/env.yaml",
+		"../examples/multi/env.yaml",
+		"testdata/full.yaml",
+	} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.Validate(yamlToJSON(t, data)); err != nil {
+			t.Errorf("%s does not validate against env.schema.json: %v", f, err)
+		}
+	}
+}
+
+func TestEnvSchema_rejects(t *testing.T) {
+	rs := resolvedSchema(t)
+	tests := []struct{ name, in string }{
+		{"typo", minimal + "    imgae: x\n"},
+		{"bad enum", minimal + "gateway: {mode: fast}\n"},
+		{"bad tool pattern", minimal + "gateway: {roles: {r: [\"a b\"]}}\n"},
+		{"port out of range", minimal + "gateway: {port: 70000}\n"},
+		{"bad duration", minimal + "    ready_timeout: soon\n"},
+		{"http without port", "name: ok\nservers: [{name: kv, image: x}]\n"},
+		{"stdio without command", "name: ok\nservers: [{name: kv, image: x, transport: stdio}]\n"},
+		{"reserved server name", "name: ok\nservers: [{name: gateway, image: x, port: 1}]\n"},
+		{"websites", minimal + "websites: [{name: shop}]\n"},
+		{"no servers", "name: ok\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := rs.Validate(yamlToJSON(t, []byte(tt.in))); err == nil {
+				t.Errorf("schema accepts %q, want an error", tt.in)
+			}
+			if _, err := spec.Parse(envFile, []byte(tt.in)); err == nil {
+				t.Errorf("Parse accepts %q, want an error", tt.in)
+			}
+		})
+	}
+}
+
+// TestEnvSchema_fields checks that the schema and the Go types name the same fields.
+func TestEnvSchema_fields(t *testing.T) {
+	var root map[string]any
+	if err := json.Unmarshal(spec.EnvSchema, &root); err != nil {
+		t.Fatal(err)
+	}
+	defs := root["$defs"].(map[string]any)
+	props := func(obj map[string]any) []string {
+		var names []string
+		for k := range obj["properties"].(map[string]any) {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		return names
+	}
+	tests := []struct {
+		typ    reflect.Type
+		schema map[string]any
+		extra  []string // reserved fields the Go type does not carry
+	}{
+		{reflect.TypeFor[spec.Env](), root, []string{"websites"}},
+		{reflect.TypeFor[spec.Server](), defs["server"].(map[string]any), nil},
+		{reflect.TypeFor[spec.ServiceDB](), defs["serviceDB"].(map[string]any), nil},
+		{reflect.TypeFor[spec.Sidecar](), defs["sidecar"].(map[string]any), nil},
+		{reflect.TypeFor[spec.Gateway](), defs["gateway"].(map[string]any), nil},
+	}
+	for _, tt := range tests {
+		want := slices.Clone(tt.extra)
+		for f := range tt.typ.Fields() {
+			if tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); f.IsExported() && tag != "-" && tag != "" {
+				want = append(want, tag)
+			}
+		}
+		slices.Sort(want)
+		if got := props(tt.schema); !slices.Equal(got, want) {
+			t.Errorf("schema properties of %s = %q, want the yaml fields %q", tt.typ.Name(), got, want)
+		}
+	}
+}

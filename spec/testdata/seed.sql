@@ -1,0 +1,1 @@
+INSERT INTO notes.note (body) VALUES ('first'), ('second');

@@ -1,0 +1,259 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Role is the part a component plays in a deployment. It is the value of the agentenv.role
+// label.
+type Role string
+
+// Roles of components, in start order.
+const (
+	RoleServiceDB Role = "service_db"
+	RoleMCPServer Role = "mcp_server"
+	RoleDBWeb     Role = "db_web"
+	RoleDBMCP     Role = "db_mcp"
+	RoleGateway   Role = "gateway"
+)
+
+// BinaryPath is where the agentenv binary is inside a component that runs it: the image's own
+// (our image is FROM scratch plus /agentenv), or the one a deployer mounts for a stdio server.
+const BinaryPath = "/agentenv"
+
+// initDir is where the service DB image runs SQL files at first start, in name order.
+const initDir = "/docker-entrypoint-initdb.d"
+
+// Component is one process of a deployed env, as a deployer starts it.
+type Component struct {
+	// Role is what the component is.
+	Role Role
+	// Name is unique in the env and is the component's host name on the env's network:
+	// "servicedb", "db-web", "db-mcp", "gateway", or a server's name.
+	Name string
+	// Image is the image to run.
+	Image string
+	// Command replaces the image's command; nil keeps it.
+	Command []string
+	// Env is the component's environment, with env:NAME references resolved and DATABASE_URL
+	// set where it applies.
+	Env map[string]string
+	// Port is where the component listens inside its network namespace.
+	Port int
+	// Path is the MCP endpoint path for servers, db-mcp and the gateway; "" for the others.
+	Path string
+	// After names the components that must be ready before this one starts.
+	After []string
+	// ReadyTimeout bounds the wait for the component to be ready.
+	ReadyTimeout time.Duration
+	// Bridge reports whether Command runs BinaryPath from outside the image (a stdio server
+	// behind the bridge): the deployer must mount or copy the agentenv binary there.
+	Bridge bool
+	// Files are to be placed in the container before it starts.
+	Files []File
+}
+
+// File is a file a component needs in its container.
+type File struct {
+	// Target is the absolute path in the container.
+	Target string
+	// Source is the host path to copy or mount; when empty, Content is the file.
+	Source string
+	// Content is the file's bytes when Source is empty.
+	Content []byte
+}
+
+// TopologyOptions say how components find one another. The zero value suits a stack where
+// components reach each other by name (docker, compose, a VM).
+type TopologyOptions struct {
+	// Host returns the host name other components reach the named component at. Nil means the
+	// component's name.
+	Host func(name string) string
+	// DBPassword, if set, replaces service_db.password (a deployer that generates one).
+	DBPassword string
+	// LookupEnv resolves env:NAME references. Nil means os.LookupEnv.
+	LookupEnv func(name string) (string, bool)
+	// TokenFile, if set, is passed to the gateway as --token-file. Otherwise the deployer gives
+	// the gateway its token in AGENTENV_GATEWAY_TOKEN.
+	TokenFile string
+}
+
+// Components returns every component of e in start order: the service DB; then the servers,
+// the DB web UI and db-mcp, which may start in parallel; then the gateway. An env:NAME reference
+// that LookupEnv cannot resolve is an [*Error].
+func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
+	host := opts.Host
+	if host == nil {
+		host = func(name string) string { return name }
+	}
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	c := &checker{e: e}
+	var out []Component
+	var dbAfter []string
+	db := e.ServiceDB
+	password := opts.DBPassword
+	if db != nil {
+		if password == "" {
+			password = db.Password
+		}
+		out = append(out, e.serviceDBComponent(password))
+		dbAfter = []string{nameServiceDB}
+	}
+	dbURL := func(schema string) string {
+		u := url.URL{
+			Scheme:   "postgres",
+			User:     url.UserPassword(db.User, password),
+			Host:     net.JoinHostPort(host(nameServiceDB), strconv.Itoa(DBPort)),
+			Path:     "/" + db.Database,
+			RawQuery: "sslmode=disable",
+		}
+		if schema != "" {
+			u.RawQuery += "&options=" + url.QueryEscape("-csearch_path="+schema)
+		}
+		return u.String()
+	}
+	var servers []string
+	for i := range e.Servers {
+		s := &e.Servers[i]
+		p := index("servers", i)
+		comp := Component{
+			Role:         RoleMCPServer,
+			Name:         s.Name,
+			Image:        s.Image,
+			Command:      s.Command,
+			Port:         s.Port,
+			Path:         s.Path,
+			After:        dbAfter,
+			ReadyTimeout: s.ReadyTimeout,
+		}
+		if s.Transport == TransportStdio {
+			comp.Bridge = true
+			comp.Command = append([]string{BinaryPath, "stdio-bridge", "--listen", ":" + strconv.Itoa(s.Port), "--"}, s.Command...)
+		}
+		if len(s.Env) > 0 || s.Database {
+			comp.Env = map[string]string{}
+		}
+		for _, k := range sortedKeys(s.Env) {
+			v := s.Env[k]
+			if ref, ok := EnvRef(v); ok {
+				if v, ok = lookup(ref); !ok {
+					c.errorf(p+".env."+k, "%s is not set in the deployer's environment", ref)
+				}
+			}
+			comp.Env[k] = v
+		}
+		if s.Database && db != nil {
+			comp.Env[envDatabaseURL] = dbURL(s.Schema())
+			comp.Env[envDatabaseSchema] = s.Schema()
+		}
+		out = append(out, comp)
+		servers = append(servers, fmt.Sprintf("%s=http://%s%s", s.Name, net.JoinHostPort(host(s.Name), strconv.Itoa(s.Port)), s.Path))
+	}
+	if db != nil && db.WebUI.Enabled {
+		out = append(out, Component{
+			Role:         RoleDBWeb,
+			Name:         nameDBWeb,
+			Image:        db.WebUI.Image,
+			Env:          map[string]string{"ADMINER_DEFAULT_SERVER": host(nameServiceDB)},
+			Port:         db.WebUI.Port,
+			After:        dbAfter,
+			ReadyTimeout: DefaultReadyTimeout,
+		})
+	}
+	if db != nil && db.DBMCP.Enabled {
+		out = append(out, Component{
+			Role:         RoleDBMCP,
+			Name:         nameDBMCP,
+			Image:        db.DBMCP.Image,
+			Command:      []string{BinaryPath, "serve", "db-mcp", "--listen", ":" + strconv.Itoa(db.DBMCP.Port)},
+			Env:          map[string]string{envDatabaseURL: dbURL("")},
+			Port:         db.DBMCP.Port,
+			Path:         DefaultPath,
+			After:        dbAfter,
+			ReadyTimeout: DefaultReadyTimeout,
+		})
+	}
+	var serverNames []string
+	for _, s := range e.Servers {
+		serverNames = append(serverNames, s.Name)
+	}
+	out = append(out, Component{
+		Role:         RoleGateway,
+		Name:         nameGateway,
+		Image:        e.Gateway.Image,
+		Command:      e.gatewayCommand(opts.TokenFile, servers),
+		Port:         e.Gateway.Port,
+		Path:         DefaultPath,
+		After:        serverNames,
+		ReadyTimeout: DefaultReadyTimeout,
+	})
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
+	}
+	return out, nil
+}
+
+func (e *Env) serviceDBComponent(password string) Component {
+	db := e.ServiceDB
+	comp := Component{
+		Role:  RoleServiceDB,
+		Name:  nameServiceDB,
+		Image: db.Image,
+		Env: map[string]string{
+			"POSTGRES_USER":     db.User,
+			"POSTGRES_PASSWORD": password,
+			"POSTGRES_DB":       db.Database,
+		},
+		Port:         DBPort,
+		ReadyTimeout: db.ReadyTimeout,
+	}
+	var schemas strings.Builder
+	for _, s := range e.Servers {
+		if s.Database {
+			fmt.Fprintf(&schemas, "CREATE SCHEMA IF NOT EXISTS %s;\n", s.Schema())
+		}
+	}
+	if schemas.Len() > 0 {
+		comp.Files = append(comp.Files, File{Target: initDir + "/00-agentenv-schemas.sql", Content: []byte(schemas.String())})
+	}
+	for i, f := range db.InitSQL {
+		comp.Files = append(comp.Files, File{Target: fmt.Sprintf("%s/10-init-%02d-%s", initDir, i, filepath.Base(f)), Source: e.Path(f)})
+	}
+	for i, f := range db.Seed {
+		comp.Files = append(comp.Files, File{Target: fmt.Sprintf("%s/20-seed-%02d-%s", initDir, i, filepath.Base(f)), Source: e.Path(f)})
+	}
+	return comp
+}
+
+// gatewayCommand is the gateway's command line. servers are NAME=URL pairs.
+func (e *Env) gatewayCommand(tokenFile string, servers []string) []string {
+	g := &e.Gateway
+	cmd := []string{BinaryPath, "gateway", "--listen", ":" + strconv.Itoa(g.Port)}
+	if tokenFile != "" {
+		cmd = append(cmd, "--token-file", tokenFile)
+	}
+	cmd = append(cmd,
+		"--tool-names", string(g.ToolNames),
+		"--mode", string(g.Mode),
+		"--call-timeout", g.CallTimeout.String())
+	for _, s := range servers {
+		cmd = append(cmd, "--server", s)
+	}
+	for _, role := range sortedKeys(g.Roles) {
+		for _, pat := range g.Roles[role] {
+			cmd = append(cmd, "--disable", role+"="+pat)
+		}
+	}
+	return cmd
+}

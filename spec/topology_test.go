@@ -1,0 +1,131 @@
+package spec_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/spec"
+)
+
+func TestComponents(t *testing.T) {
+	env, err := spec.Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	comps, err := env.Components(spec.TopologyOptions{
+		Host:       func(name string) string { return "dep-" + name },
+		DBPassword: "p@ss/word",
+		LookupEnv: func(name string) (string, bool) {
+			if name == "NOTES_API_KEY" {
+				return "k-123", true
+			}
+			return "", false
+		},
+		TokenFile: "/run/agentenv/token",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type summary struct {
+		Role  spec.Role
+		Name  string
+		After []string
+	}
+	var got []summary
+	byName := map[string]spec.Component{}
+	for _, c := range comps {
+		got = append(got, summary{c.Role, c.Name, c.After})
+		byName[c.Name] = c
+	}
+	db := []string{"servicedb"}
+	want := []summary{
+		{spec.RoleServiceDB, "servicedb", nil},
+		{spec.RoleMCPServer, "notes", db},
+		{spec.RoleMCPServer, "files", db},
+		{spec.RoleDBWeb, "db-web", db},
+		{spec.RoleDBMCP, "db-mcp", db},
+		{spec.RoleGateway, "gateway", []string{"notes", "files"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Components() order (-want +got):\n%s", diff)
+	}
+
+	notes := byName["notes"]
+	wantEnv := map[string]string{
+		"API_KEY":         "k-123",
+		"LOG_LEVEL":       "debug",
+		"PRICE":           "$5",
+		"DATABASE_URL":    "postgres://app:p%40ss%2Fword@dep-servicedb:5432/appdb?sslmode=disable&options=-csearch_path%3Dnotes",
+		"DATABASE_SCHEMA": "notes",
+	}
+	if diff := cmp.Diff(wantEnv, notes.Env); diff != "" {
+		t.Errorf("notes Env (-want +got):\n%s", diff)
+	}
+	files := byName["files"]
+	wantCmd := []string{"/agentenv", "stdio-bridge", "--listen", ":9001", "--", "node", "/srv/server.js", "--root", "/data"}
+	if diff := cmp.Diff(wantCmd, files.Command); diff != "" || !files.Bridge {
+		t.Errorf("files Command (-want +got):\n%s; Bridge = %v, want true", diff, files.Bridge)
+	}
+	if got := byName["servicedb"].Env["POSTGRES_PASSWORD"]; got != "p@ss/word" {
+		t.Errorf("servicedb POSTGRES_PASSWORD = %q, want the DBPassword override", got)
+	}
+	wantFiles := []string{
+		"/docker-entrypoint-initdb.d/00-agentenv-schemas.sql",
+		"/docker-entrypoint-initdb.d/10-init-00-schema.sql",
+		"/docker-entrypoint-initdb.d/20-seed-00-seed.sql",
+	}
+	var gotFiles []string
+	for _, f := range byName["servicedb"].Files {
+		gotFiles = append(gotFiles, f.Target)
+	}
+	if diff := cmp.Diff(wantFiles, gotFiles); diff != "" {
+		t.Errorf("servicedb Files (-want +got):\n%s", diff)
+	}
+	if got, want := string(byName["servicedb"].Files[0].Content), "CREATE SCHEMA IF NOT EXISTS notes;\n"; got != want {
+		t.Errorf("schema SQL = %q, want %q", got, want)
+	}
+	wantGateway := []string{
+		"/agentenv", "gateway", "--listen", ":8443", "--token-file", "/run/agentenv/token",
+		"--tool-names", "prefix", "--mode", "performance", "--call-timeout", "1m30s",
+		"--server", "notes=http://dep-notes:9000/mcp", "--server", "files=http://dep-files:9001/mcp",
+		"--disable", "guest=*", "--disable", "reader=*delete*", "--disable", "reader=notes__create_note",
+	}
+	if diff := cmp.Diff(wantGateway, byName["gateway"].Command); diff != "" {
+		t.Errorf("gateway Command (-want +got):\n%s", diff)
+	}
+}
+
+func TestComponents_unsetReference(t *testing.T) {
+	env, err := spec.Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.Components(spec.TopologyOptions{
+		LookupEnv: func(string) (string, bool) { return "", false },
+	})
+	var e *spec.Error
+	if !errors.As(err, &e) || !errors.Is(err, agentenv.ErrInvalid) {
+		t.Fatalf("Components() = %v, want a *spec.Error wrapping ErrInvalid", err)
+	}
+	want := &spec.Error{File: "testdata/full.yaml", Line: 10, Path: "servers[0].env.API_KEY", Msg: "NOTES_API_KEY is not set in the deployer's environment"}
+	if diff := cmp.Diff(want, e); diff != "" {
+		t.Errorf("Components() error (-want +got):\n%s", diff)
+	}
+}
+
+func TestComponents_noDB(t *testing.T) {
+	env, err := spec.Load("../examples/kv/env.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	comps, err := env.Components(spec.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comps) != 2 || comps[0].Name != "kv" || comps[0].After != nil || comps[1].Role != spec.RoleGateway {
+		t.Errorf("Components(kv) = %+v, want kv then gateway, kv with nothing before it", comps)
+	}
+}

@@ -1,0 +1,295 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+var (
+	dnsLabel    = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	envVarName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	sqlName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+	roleName    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	toolPattern = regexp.MustCompile(`^[A-Za-z0-9_.*-]{1,128}$`)
+)
+
+// Component names other than the servers'. A server may not take one: they are host names on
+// the env's network.
+const (
+	nameServiceDB = "servicedb"
+	nameDBWeb     = "db-web"
+	nameDBMCP     = "db-mcp"
+	nameGateway   = "gateway"
+)
+
+// Environment variables set for a server with database: true; the file may not set them.
+const (
+	envDatabaseURL    = "DATABASE_URL"
+	envDatabaseSchema = "DATABASE_SCHEMA"
+)
+
+// EnvRef reports whether v is a reference to the deployer's environment ("env:NAME") and
+// returns NAME.
+func EnvRef(v string) (name string, ok bool) {
+	return strings.CutPrefix(v, "env:")
+}
+
+// checker collects validation errors, placing each at the line recorded for its path.
+type checker struct {
+	e      *Env
+	failed map[string]bool
+	errs   []error
+}
+
+// failedAt reports whether path or one of its parents did not decode.
+func (c *checker) failedAt(path string) bool {
+	for p := path; ; {
+		if c.failed[p] {
+			return true
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			return c.failed[""]
+		}
+		p = p[:i]
+	}
+}
+
+// line finds the line of path, or of its nearest recorded parent.
+func (c *checker) line(path string) int {
+	for p := path; p != ""; {
+		if l, ok := c.e.lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 0
+}
+
+func (c *checker) errorf(path, format string, args ...any) {
+	if c.failedAt(path) {
+		return // already reported as a decode error
+	}
+	c.errs = append(c.errs, &Error{File: c.e.File, Line: c.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// enum checks that v is one of values; an empty v has already been defaulted.
+func enum[T ~string](c *checker, path string, v T, values ...T) {
+	if !slices.Contains(values, v) {
+		strs := make([]string, len(values))
+		for i, x := range values {
+			strs[i] = string(x)
+		}
+		c.errorf(path, "unknown value %q: want %s%s", v, oneOf(values), suggest(string(v), strs))
+	}
+}
+
+func (c *checker) port(path string, p int) {
+	if p < 1 || p > 65535 {
+		c.errorf(path, "port %d out of range 1-65535", p)
+	}
+}
+
+func (c *checker) required(path, v string) bool {
+	if v == "" {
+		c.errorf(path, "required")
+		return false
+	}
+	return true
+}
+
+// validate checks e after decoding and defaults; failed names the paths that did not decode.
+func (e *Env) validate(failed map[string]bool) []error {
+	c := &checker{e: e, failed: failed}
+	if c.required("name", e.Name) && !dnsLabel.MatchString(e.Name) {
+		c.errorf("name", "invalid name %q: want a DNS label (a-z, 0-9 and '-', at most 63, starting and ending alphanumeric)", e.Name)
+	}
+	if len(e.Servers) == 0 && !failed["servers"] {
+		c.errorf("servers", "at least one server is required")
+	}
+	firstName := map[string]string{}
+	for i := range e.Servers {
+		p := index("servers", i)
+		s := &e.Servers[i]
+		c.server(p, s)
+		if s.Name == "" {
+			continue
+		}
+		if first, dup := firstName[s.Name]; dup {
+			c.errorf(p+".name", "duplicate server name %q (also at line %d)", s.Name, c.line(first+".name"))
+			continue
+		}
+		firstName[s.Name] = p
+	}
+	if e.ServiceDB != nil {
+		c.serviceDB("service_db", e.ServiceDB)
+	}
+	c.gateway("gateway", &e.Gateway)
+	return c.errs
+}
+
+func (c *checker) server(p string, s *Server) {
+	if c.required(p+".name", s.Name) {
+		switch {
+		case !dnsLabel.MatchString(s.Name):
+			c.errorf(p+".name", "invalid name %q: want a DNS label (a-z, 0-9 and '-', at most 63, starting and ending alphanumeric)", s.Name)
+		case slices.Contains([]string{nameServiceDB, nameDBWeb, nameDBMCP, nameGateway}, s.Name):
+			c.errorf(p+".name", "name %q is reserved for a built-in component", s.Name)
+		}
+	}
+	c.required(p+".image", s.Image)
+	enum(c, p+".transport", s.Transport, TransportHTTP, TransportStdio)
+	switch {
+	case s.Port == 0 && s.Transport == TransportHTTP:
+		c.errorf(p+".port", "required for transport http")
+	case s.Port != 0:
+		c.port(p+".port", s.Port)
+	}
+	if s.Transport == TransportStdio && len(s.Command) == 0 {
+		c.errorf(p+".command", "required for transport stdio: the program to run behind the bridge")
+	}
+	switch {
+	case !strings.HasPrefix(s.Path, "/"):
+		c.errorf(p+".path", "invalid path %q: want an absolute URL path such as /mcp", s.Path)
+	case s.Transport == TransportStdio && s.Path != DefaultPath:
+		c.errorf(p+".path", "the stdio bridge serves %s only", DefaultPath)
+	}
+	if s.Database && c.e.ServiceDB == nil {
+		c.errorf(p+".database", "database: true needs a service_db")
+	}
+	for i, arg := range s.Command {
+		if strings.ContainsRune(arg, 0) {
+			c.errorf(index(p+".command", i), "contains a NUL byte")
+		}
+	}
+	for _, k := range sortedKeys(s.Env) {
+		c.envVar(p+".env."+k, k, s.Env[k], s.Database)
+	}
+}
+
+func (c *checker) envVar(p, key, val string, database bool) {
+	switch {
+	case !envVarName.MatchString(key):
+		c.errorf(p, "invalid variable name %q: want [A-Za-z_][A-Za-z0-9_]*", key)
+	case database && (key == envDatabaseURL || key == envDatabaseSchema):
+		c.errorf(p, "%s is set by database: true", key)
+	}
+	if strings.ContainsRune(val, 0) {
+		c.errorf(p, "contains a NUL byte")
+	}
+	if ref, ok := EnvRef(val); ok && !envVarName.MatchString(ref) {
+		c.errorf(p, "invalid reference %q: want env:NAME with NAME a variable name", val)
+	}
+}
+
+func (c *checker) serviceDB(p string, db *ServiceDB) {
+	c.required(p+".image", db.Image)
+	for _, f := range []struct {
+		path, v string
+	}{{p + ".user", db.User}, {p + ".database", db.Database}} {
+		if !sqlName.MatchString(f.v) {
+			c.errorf(f.path, "invalid name %q: want [A-Za-z_][A-Za-z0-9_]*, at most 63", f.v)
+		}
+	}
+	if strings.ContainsAny(db.Password, "\x00\n") {
+		c.errorf(p+".password", "must be one line without NUL bytes")
+	}
+	c.files(p+".init_sql", db.InitSQL)
+	c.files(p+".seed", db.Seed)
+	for _, sc := range []struct {
+		path string
+		s    *Sidecar
+	}{{p + ".web_ui", &db.WebUI}, {p + ".db_mcp", &db.DBMCP}} {
+		c.required(sc.path+".image", sc.s.Image)
+		c.port(sc.path+".port", sc.s.Port)
+	}
+}
+
+// files checks that each path names a readable regular file.
+func (c *checker) files(p string, paths []string) {
+	for i, f := range paths {
+		fp := index(p, i)
+		if !c.required(fp, f) {
+			continue
+		}
+		st, err := os.Stat(c.e.Path(f))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			c.errorf(fp, "file %q does not exist (relative to %s)", f, c.e.Dir)
+		case err != nil:
+			c.errorf(fp, "file %q: %v", f, err)
+		case !st.Mode().IsRegular():
+			c.errorf(fp, "%q is not a regular file", f)
+		}
+	}
+}
+
+func (c *checker) gateway(p string, g *Gateway) {
+	c.required(p+".image", g.Image)
+	c.port(p+".port", g.Port)
+	enum(c, p+".tool_names", g.ToolNames, ToolNamesAuto, ToolNamesPrefix, ToolNamesNever)
+	enum(c, p+".mode", g.Mode, ModeConsistent, ModePerformance)
+	for _, role := range sortedKeys(g.Roles) {
+		rp := p + ".roles." + role
+		if !roleName.MatchString(role) {
+			c.errorf(rp, "invalid role %q: want 1-64 of [A-Za-z0-9_.-]", role)
+		}
+		for i, pat := range g.Roles[role] {
+			if !toolPattern.MatchString(pat) {
+				c.errorf(index(rp, i), "invalid tool pattern %q: want 1-128 of [A-Za-z0-9_.*-]", pat)
+			}
+		}
+	}
+}
+
+// CheckSharedPorts reports a port clash as if every component of e listened in one network
+// namespace (the gateway, the servers, the service DB and its sidecars). Load does not apply
+// it: the docker, compose, Kubernetes and VM-with-Docker layouts give each component its own
+// namespace, where every component may listen on 8080. A deployer that runs components side by
+// side on one host (the process provider, a VM with host networking) calls it before starting.
+// Each clash is an [*Error] naming both lines.
+func (e *Env) CheckSharedPorts() error {
+	c := &checker{e: e}
+	first := map[int]string{}
+	claim := func(path string, port int) {
+		if port == 0 {
+			return
+		}
+		if prev, dup := first[port]; dup {
+			c.errorf(path, "port %d clashes with %s (line %d) in a shared network namespace", port, prev, c.line(prev))
+			return
+		}
+		first[port] = path
+	}
+	claim("gateway.port", e.Gateway.Port)
+	for i := range e.Servers {
+		claim(index("servers", i)+".port", e.Servers[i].Port)
+	}
+	if db := e.ServiceDB; db != nil {
+		claim("service_db", DBPort)
+		if db.WebUI.Enabled {
+			claim("service_db.web_ui.port", db.WebUI.Port)
+		}
+		if db.DBMCP.Enabled {
+			claim("service_db.db_mcp.port", db.DBMCP.Port)
+		}
+	}
+	return errors.Join(c.errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
