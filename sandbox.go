@@ -68,6 +68,9 @@ type SandboxSpec struct {
 	Labels  map[string]string // must include the agentenv.* labels; set by package lifecycle
 	Ports   []int             // container ports to reach from the host, published on 127.0.0.1
 	WorkDir string            // working directory of the main process
+	// Files are written into the sandbox before its main process starts, path -> content
+	// (mode 0755 for content starting with an ELF or #! header, else 0644).
+	Files map[string][]byte
 
 	Network string   // private network (a record id) to join, in container mode
 	Aliases []string // names under which other members of Network reach this sandbox

@@ -213,4 +213,3 @@ func mustIDs(r *rig) []string {
 	}
 	return ids
 }
-

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/config"
+	"github.com/agentenv/agentenv/internal/fault"
+	"github.com/agentenv/agentenv/ledger"
+	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/provider/docker"
+	"github.com/agentenv/agentenv/provider/process"
+)
+
+// app is what every command shares: settings, output streams, and the ledger, providers and
+// lifecycle manager, opened on first use and closed when the command returns.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	flags struct {
+		config, ledger, provider, logLevel string
+	}
+	cfg *config.Config
+	log *slog.Logger
+
+	led agentenv.Ledger
+	mgr *lifecycle.Manager
+}
+
+// load resolves the configuration and the logger; it runs before every command.
+func (a *app) load(cmd *cobra.Command) error {
+	if a.flags.config != "" {
+		os.Setenv("AGENTENV_CONFIG", a.flags.config)
+	}
+	wd, _ := os.Getwd()
+	cfg, err := config.Load(os.Getenv, wd)
+	if err != nil {
+		return err
+	}
+	set := func(flag, key, v string) {
+		if v != "" {
+			_ = cfg.Set(key, v, "--"+flag)
+		}
+	}
+	set("ledger", "ledger.dsn", a.flags.ledger)
+	set("log-level", "log.level", a.flags.logLevel)
+	a.cfg = cfg
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Raw("log.level"))); err != nil {
+		return fmt.Errorf("log.level %q (%s): %w", cfg.Raw("log.level"), source(cfg, "log.level"), agentenv.ErrInvalid)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Raw("log.format") == "json" {
+		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
+	} else {
+		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
+	}
+	for _, w := range cfg.Warnings {
+		a.log.Warn(w)
+	}
+	return nil
+}
+
+func source(cfg *config.Config, key string) string {
+	for _, v := range cfg.All() {
+		if v.Key == key {
+			return v.Source
+		}
+	}
+	return "default"
+}
+
+// stateDir returns $XDG_STATE_HOME/agentenv (or ~/.local/state/agentenv).
+func stateDir() (string, error) {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("state folder: %w", err)
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "agentenv"), nil
+}
+
+// manager opens the ledger and the providers and returns the lifecycle manager.
+func (a *app) manager(ctx context.Context) (*lifecycle.Manager, error) {
+	if a.mgr != nil {
+		return a.mgr, nil
+	}
+	dsn, err := a.cfg.Get("ledger.dsn")
+	if err != nil {
+		return nil, err
+	}
+	if dsn == "" {
+		if dsn, err = ledger.DefaultPath(); err != nil {
+			return nil, err
+		}
+	}
+	led, err := ledger.Open(ctx, dsn, a.log)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger: %w", err)
+	}
+	providers, err := a.providers()
+	if err != nil {
+		led.Close()
+		return nil, err
+	}
+	var d [4]time.Duration
+	for i, key := range []string{"lifecycle.lease", "lifecycle.reclaim_wait", "lifecycle.create_timeout", "lifecycle.terminate_timeout"} {
+		if d[i], err = a.cfg.Duration(key); err != nil {
+			led.Close()
+			return nil, err
+		}
+	}
+	mgr, err := lifecycle.New(lifecycle.Config{
+		Ledger: led, Providers: providers, Lease: d[0], ReclaimWait: d[1],
+		CreateTimeout: d[2], TerminateTimeout: d[3], Logger: a.log,
+	})
+	if err != nil {
+		led.Close()
+		return nil, err
+	}
+	a.led, a.mgr = led, mgr
+	return mgr, nil
+}
+
+// providers builds every configured provider. None does I/O until used, so an engine that does
+// not answer fails only the commands that need it, with a message naming its address.
+func (a *app) providers() (map[string]agentenv.Provider, error) {
+	host, err := a.cfg.Get("provider.docker.host")
+	if err != nil {
+		return nil, err
+	}
+	d, err := docker.New(docker.Config{Host: host}, a.log)
+	if err != nil {
+		return nil, err
+	}
+	root, err := a.cfg.Get("provider.process.root")
+	if err != nil {
+		return nil, err
+	}
+	if root == "" {
+		sd, err := stateDir()
+		if err != nil {
+			return nil, err
+		}
+		root = filepath.Join(sd, "sandboxes")
+	}
+	p, err := process.New(process.Config{Root: root}, a.log)
+	if err != nil {
+		return nil, err
+	}
+	providers := map[string]agentenv.Provider{"docker": d, "process": p}
+	return withFaults(providers, os.Getenv("AGENTENV_FAULTS"))
+}
+
+// withFaults wraps providers with the fault plans in spec, a comma list of
+// PROVIDER/OP:CALL:ACTION (for example "docker/terminate:1:error"). It is how tests make a real
+// backend misbehave on demand from outside the process; it is not meant for users.
+func withFaults(providers map[string]agentenv.Provider, spec string) (map[string]agentenv.Provider, error) {
+	if spec == "" {
+		return providers, nil
+	}
+	rules := map[string][]string{}
+	for _, f := range strings.Split(spec, ",") {
+		name, rule, ok := strings.Cut(strings.TrimSpace(f), "/")
+		if !ok || providers[name] == nil {
+			return nil, fmt.Errorf("AGENTENV_FAULTS: %q: want PROVIDER/OP:CALL:ACTION with a known provider: %w", f, agentenv.ErrInvalid)
+		}
+		rules[name] = append(rules[name], rule)
+	}
+	for name, rs := range rules {
+		plan, err := fault.Parse(strings.Join(rs, ","))
+		if err != nil {
+			return nil, fmt.Errorf("AGENTENV_FAULTS: %w: %w", err, agentenv.ErrInvalid)
+		}
+		providers[name] = fault.WrapProvider(providers[name], plan)
+	}
+	return providers, nil
+}
+
+// providerFlag returns the provider chain a command should use: the flag, else the config.
+func (a *app) providerFlag(flag string) string {
+	if strings.TrimSpace(flag) != "" {
+		return flag
+	}
+	return a.cfg.Raw("provider.default")
+}
+
+// close releases the ledger after a command.
+func (a *app) close() {
+	if a.mgr != nil {
+		a.mgr.Close()
+	}
+	if a.led != nil {
+		a.led.Close()
+	}
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentenv/agentenv/lifecycle"
+)
+
+func newGCCmd(a *app) *cobra.Command {
+	var f struct{ dryRun, json bool }
+	cmd := &cobra.Command{
+		Use:   "gc [--dry-run] [--json]",
+		Short: "Remove what nobody owns any more: dead owners, expired sandboxes, failed teardowns, leaks",
+		Long: `gc joins the ledger with each provider's listing. It terminates sandboxes whose owner
+process is dead or whose lease or expiry has passed, retries failed terminations, resolves
+creates whose outcome is unknown by listing their labels, and removes leaked sandboxes and
+work folders. Records owned by a live process are never touched, so gc is safe to run at any
+time, also while other runs are live.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			rep, err := mgr.GC(ctx, lifecycle.GCOptions{DryRun: f.dryRun})
+			if err != nil {
+				return err
+			}
+			if f.json {
+				if err := printJSON(a.stdout, rep); err != nil {
+					return err
+				}
+			} else {
+				rows := make([][]string, 0, len(rep.Actions))
+				for _, act := range rep.Actions {
+					out := string(act.Outcome)
+					if f.dryRun {
+						out = "would terminate"
+					}
+					rows = append(rows, []string{act.Record, act.Provider, act.Reason, out, act.Detail})
+				}
+				if len(rows) > 0 {
+					table(a.stdout, []string{"RECORD", "PROVIDER", "REASON", "OUTCOME", "DETAIL"}, rows)
+				}
+				fmt.Fprintf(a.stdout, "gc: %d collected, %d kept\n", len(rep.Actions), rep.Kept)
+				for _, e := range rep.Errors {
+					fmt.Fprintln(a.stderr, "gc:", e)
+				}
+			}
+			if !rep.Clean() {
+				return exitError{code: exitFailed}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "report what would be removed, remove nothing")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
+	return cmd
+}
