@@ -1,0 +1,221 @@
+// Package dockertest helps integration tests use the local Docker engine: it connects (failing,
+// never skipping, when no engine answers), builds the test workload image once per process, and
+// checks that a test left no containers, networks or volumes behind.
+//
+// Every helper filters by labels the caller chose, so tests of several people can share one
+// engine: a helper never lists or removes what does not carry the caller's labels.
+package dockertest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv/images"
+)
+
+// host returns the engine address the client dials, for messages.
+func host() string {
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		return h
+	}
+	return client.DefaultDockerHost
+}
+
+// Require returns a client of the engine named by DOCKER_HOST (default
+// unix:///var/run/docker.sock) after pinging it. Without an engine the test fails: integration
+// tests are opted into with a build tag, so a missing engine is an error, not a reason to skip.
+// The client is closed when the test ends.
+func Require(tb testing.TB) *client.Client {
+	tb.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+		cancel()
+	}
+	if err != nil {
+		tb.Fatalf("integration tests need a Docker engine at %s: %v", host(), err)
+	}
+	tb.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// testImage caches the test image's tag for the life of the test process.
+var testImage struct {
+	once sync.Once
+	tag  string
+	err  error
+}
+
+// TestImage returns the tag of a FROM scratch image whose entrypoint is a static build of
+// internal/testserver at /agentenv (so a container's command is "serve :8080", "sleep",
+// "exit 3", ...). It builds the binary and the image once per process, and tags the image
+// agentenv-testserver:<hash of the binary>, so an unchanged workload is not rebuilt. Images are
+// cached artifacts and are not removed.
+func TestImage(tb testing.TB) string {
+	tb.Helper()
+	cli := Require(tb)
+	testImage.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		testImage.tag, testImage.err = buildTestImage(ctx, cli)
+	})
+	if testImage.err != nil {
+		tb.Fatalf("build test image: %v", testImage.err)
+	}
+	return testImage.tag
+}
+
+func buildTestImage(ctx context.Context, cli *client.Client) (string, error) {
+	dir, err := os.MkdirTemp("", "agentenv-testserver-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "testserver")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w",
+		"-o", bin, "github.com/agentenv/agentenv/internal/testserver")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build testserver: %w: %s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	tag := "agentenv-testserver:" + hex.EncodeToString(sum[:])[:16]
+	if _, err := cli.ImageInspect(ctx, tag); err == nil {
+		return tag, nil
+	} else if !cerrdefs.IsNotFound(err) {
+		return "", fmt.Errorf("inspect %s: %w", tag, err)
+	}
+	err = images.Build(ctx, cli, images.Spec{
+		Tag:    tag,
+		Binary: bin,
+		Labels: map[string]string{"agentenv.test": "testserver"},
+	})
+	return tag, err
+}
+
+// Leftovers returns the containers, networks and volumes that carry every one of labels, as
+// "container NAME", "network NAME" and "volume NAME", sorted. labels must not be empty: an
+// empty filter would match everything on a shared engine.
+func Leftovers(ctx context.Context, cli *client.Client, labels map[string]string) ([]string, error) {
+	if len(labels) == 0 {
+		return nil, errors.New("leftovers: refusing an empty label filter")
+	}
+	f := make(client.Filters)
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	var out []string
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("leftovers: list containers: %w", err)
+	}
+	for _, c := range cs.Items {
+		name := c.ID
+		if len(c.Names) > 0 {
+			name = c.Names[0][1:]
+		}
+		out = append(out, "container "+name)
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("leftovers: list networks: %w", err)
+	}
+	for _, n := range ns.Items {
+		out = append(out, "network "+n.Name)
+	}
+	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("leftovers: list volumes: %w", err)
+	}
+	for _, v := range vs.Items {
+		out = append(out, "volume "+v.Name)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// CheckNoLeftovers registers a cleanup that fails tb if any container, network or volume with
+// labels remains when tb ends, and then removes them so the next test starts clean. Call it
+// before creating anything, so that its cleanup runs after the test's own.
+func CheckNoLeftovers(tb testing.TB, cli *client.Client, labels map[string]string) {
+	tb.Helper()
+	if len(labels) == 0 {
+		tb.Fatalf("CheckNoLeftovers: empty label filter")
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		left, err := Leftovers(ctx, cli, labels)
+		if err != nil {
+			tb.Errorf("check leftovers: %v", err)
+			return
+		}
+		if len(left) == 0 {
+			return
+		}
+		tb.Errorf("left behind with labels %v: %v", labels, left)
+		if err := Remove(ctx, cli, labels); err != nil {
+			tb.Errorf("remove leftovers: %v", err)
+		}
+	})
+}
+
+// Remove force-removes the containers (with their anonymous volumes), then the networks, then
+// the volumes that carry every one of labels. labels must not be empty.
+func Remove(ctx context.Context, cli *client.Client, labels map[string]string) error {
+	if len(labels) == 0 {
+		return errors.New("remove: refusing an empty label filter")
+	}
+	f := make(client.Filters)
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	var errs []error
+	if cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, c := range cs.Items {
+			_, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			if err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, n := range ns.Items {
+			if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, v := range vs.Items {
+			if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

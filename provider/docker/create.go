@@ -1,0 +1,313 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv"
+)
+
+// Bounds of the steps that run on a detached context, so that a cancelled caller never leaves
+// a container whose existence we do not know.
+const (
+	createBound  = 30 * time.Second // one ContainerCreate request
+	cleanupBound = 30 * time.Second // removing what a failed Create made
+)
+
+// loopback is where published ports listen: never on every interface.
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+// Create makes a container named spec.Name from spec and returns once it is running, with its
+// published ports read back into Endpoints. A process that exits at once is reported in the
+// returned Sandbox (State exited, ExitCode) rather than as an error; Get then reports ErrGone.
+//
+// The container is created on a detached, bounded context, so Create always knows whether it
+// exists; if ctx ends or any later step fails, Create removes everything labelled with the
+// record before returning. A missing image is pulled once; if that fails the error wraps
+// ErrInvalid and names the image. A spec whose agentenv.record label is not spec.Name is
+// ErrInvalid. A container of the same name that already exists is ErrConflict and is left alone.
+func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb agentenv.Sandbox, err error) {
+	opts, err := containerOptions(p.cfg, spec)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", spec.Name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", spec.Name, err)
+	}
+	log := p.log.With("record_id", spec.Name, "op", "create")
+	log.Debug("create container", "image", spec.Image)
+
+	made := false // whether a container may exist that this call must remove on error
+	defer func() {
+		if err == nil || !made {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
+		defer cancel()
+		if cerr := p.terminate(cctx, spec.Name); cerr != nil {
+			log.Warn("remove after failed create", "err", cerr)
+			err = errors.Join(err, fmt.Errorf("docker: remove %s after failed create: %w", spec.Name, cerr))
+		}
+	}()
+
+	made, err = p.createContainer(ctx, opts)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", spec.Name, p.kind(err))
+	}
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", spec.Name, err)
+	}
+	if _, err := p.cli.ContainerStart(ctx, spec.Name, client.ContainerStartOptions{}); err != nil {
+		if cerrdefs.IsNotFound(err) && spec.Network != "" && strings.Contains(err.Error(), "network") {
+			// The engine checks the network to join at start, not at create.
+			err = fmt.Errorf("network %q: %w: %w", spec.Network, agentenv.ErrInvalid, err)
+		}
+		return agentenv.Sandbox{}, fmt.Errorf("docker: start %s: %w", spec.Name, p.kind(ctxErr(ctx, err)))
+	}
+	res, err := p.cli.ContainerInspect(ctx, spec.Name, client.ContainerInspectOptions{})
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: inspect %s: %w", spec.Name, p.kind(ctxErr(ctx, err)))
+	}
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", spec.Name, err)
+	}
+	sb = p.fromInspect(spec.Name, res.Container)
+	log.Info("sandbox created", "state", sb.State, "endpoints", sb.Endpoints)
+	return sb, nil
+}
+
+// createContainer creates the container on a detached, bounded context, pulling a missing image
+// once. It reports whether a container may exist: true unless the engine certainly made none.
+func (p *Provider) createContainer(ctx context.Context, opts client.ContainerCreateOptions) (made bool, err error) {
+	pulled := false
+	for {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
+		_, err = p.cli.ContainerCreate(cctx, opts)
+		cancel()
+		switch {
+		case err == nil:
+			return true, nil
+		case client.IsErrConnectionFailed(err):
+			return false, err
+		case cerrdefs.IsConflict(err):
+			// The name is taken: by an earlier create of the same record, which is not ours
+			// to remove.
+			return false, fmt.Errorf("container name %s in use: %w: %w", opts.Name, agentenv.ErrConflict, err)
+		case cerrdefs.IsInvalidArgument(err):
+			return false, fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
+		case !cerrdefs.IsNotFound(err):
+			return true, err
+		}
+		image := opts.Config.Image
+		if _, ierr := p.cli.ImageInspect(ctx, image); ierr == nil {
+			// The image is here, so what is missing is the network to join.
+			return false, fmt.Errorf("network %q: %w: %w", opts.HostConfig.NetworkMode, agentenv.ErrInvalid, err)
+		}
+		if pulled {
+			return false, fmt.Errorf("image %s: %w: %w", image, agentenv.ErrInvalid, err)
+		}
+		if perr := p.pull(ctx, image); perr != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			return false, fmt.Errorf("image %s not found locally and pull failed: %w: %w", image, agentenv.ErrInvalid, perr)
+		}
+		pulled = true
+	}
+}
+
+// pull pulls image and waits for the pull to finish.
+func (p *Provider) pull(ctx context.Context, image string) error {
+	p.log.Info("pull image", "image", image)
+	resp, err := p.cli.ImagePull(ctx, image, client.ImagePullOptions{})
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	return resp.Wait(ctx)
+}
+
+// ctxErr prefers the context's error when ctx has ended, since a request cut short by it says
+// so less clearly.
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// containerOptions maps spec to the engine's create request. It does no I/O.
+func containerOptions(cfg Config, spec agentenv.SandboxSpec) (client.ContainerCreateOptions, error) {
+	if err := checkID(spec.Name); err != nil {
+		return client.ContainerCreateOptions{}, err
+	}
+	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
+		return client.ContainerCreateOptions{}, fmt.Errorf("label %s=%q, want the record id %q: %w",
+			agentenv.LabelRecord, got, spec.Name, agentenv.ErrInvalid)
+	}
+	if spec.Image == "" {
+		return client.ContainerCreateOptions{}, fmt.Errorf("no image: %w", agentenv.ErrInvalid)
+	}
+	if spec.Memory < 0 || spec.CPUs < 0 {
+		return client.ContainerCreateOptions{}, fmt.Errorf("negative limits: %w", agentenv.ErrInvalid)
+	}
+	exposed, bindings, err := portBindings(spec.Ports)
+	if err != nil {
+		return client.ContainerCreateOptions{}, err
+	}
+	labels := maps.Clone(spec.Labels)
+	if _, ok := labels[agentenv.LabelExpires]; !ok && !spec.Expires.IsZero() {
+		labels[agentenv.LabelExpires] = spec.Expires.UTC().Format(time.RFC3339)
+	}
+	env := make([]string, 0, len(spec.Env))
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	memory, cpus := spec.Memory, spec.CPUs
+	if memory == 0 {
+		memory = cfg.DefaultMemory
+	}
+	if cpus == 0 {
+		cpus = cfg.DefaultCPUs
+	}
+	grace := int((cfg.StopGrace + time.Second - 1) / time.Second)
+	withInit := true
+
+	opts := client.ContainerCreateOptions{
+		Name: spec.Name,
+		Config: &container.Config{
+			Image:        spec.Image,
+			Cmd:          spec.Command,
+			Env:          env,
+			WorkingDir:   spec.WorkDir,
+			Labels:       labels,
+			ExposedPorts: exposed,
+			StopTimeout:  &grace,
+		},
+		HostConfig: &container.HostConfig{
+			Init:         &withInit,
+			SecurityOpt:  []string{"no-new-privileges"},
+			CapDrop:      []string{"ALL"},
+			CapAdd:       slices.Clone(spec.CapAdd),
+			PortBindings: bindings,
+			Resources: container.Resources{
+				Memory:   memory,
+				NanoCPUs: int64(cpus * 1e9),
+			},
+		},
+	}
+	if spec.Network != "" {
+		if err := checkID(spec.Network); err != nil {
+			return client.ContainerCreateOptions{}, fmt.Errorf("network: %w", err)
+		}
+		opts.HostConfig.NetworkMode = container.NetworkMode(spec.Network)
+		opts.NetworkingConfig = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			spec.Network: {Aliases: slices.Clone(spec.Aliases)},
+		}}
+	} else if len(spec.Aliases) > 0 {
+		return client.ContainerCreateOptions{}, fmt.Errorf("aliases without a network: %w", agentenv.ErrInvalid)
+	}
+	return opts, nil
+}
+
+// portBindings publishes each TCP port on 127.0.0.1 at a host port the engine picks.
+func portBindings(ports []int) (network.PortSet, network.PortMap, error) {
+	if len(ports) == 0 {
+		return nil, nil, nil
+	}
+	exposed := make(network.PortSet, len(ports))
+	bindings := make(network.PortMap, len(ports))
+	for _, n := range ports {
+		port, ok := network.PortFrom(uint16(n), network.TCP)
+		if !ok || n < 1 || n > 65535 {
+			return nil, nil, fmt.Errorf("port %d: want 1-65535: %w", n, agentenv.ErrInvalid)
+		}
+		exposed[port] = struct{}{}
+		bindings[port] = []network.PortBinding{{HostIP: loopback, HostPort: ""}}
+	}
+	return exposed, bindings, nil
+}
+
+// endpointsFromBindings maps each published TCP port to the host address it is reached at.
+func endpointsFromBindings(ports network.PortMap) map[string]string {
+	out := make(map[string]string)
+	for port, bs := range ports {
+		if port.Proto() != network.TCP {
+			continue
+		}
+		for _, b := range bs {
+			if b.HostPort == "" {
+				continue
+			}
+			ip := b.HostIP
+			if !ip.IsValid() || ip.IsUnspecified() {
+				ip = loopback
+			}
+			key := strconv.Itoa(int(port.Num()))
+			if _, seen := out[key]; !seen || ip.Is4() {
+				out[key] = net.JoinHostPort(ip.String(), b.HostPort)
+			}
+		}
+	}
+	return out
+}
+
+// endpointsFromSummary is endpointsFromBindings for the port list of a container listing.
+func endpointsFromSummary(ports []container.PortSummary) map[string]string {
+	out := make(map[string]string)
+	for _, ps := range ports {
+		if ps.PublicPort == 0 || (ps.Type != "" && ps.Type != "tcp") {
+			continue
+		}
+		ip := ps.IP
+		if !ip.IsValid() || ip.IsUnspecified() {
+			ip = loopback
+		}
+		key := strconv.Itoa(int(ps.PrivatePort))
+		if _, seen := out[key]; !seen || ip.Is4() {
+			out[key] = net.JoinHostPort(ip.String(), strconv.Itoa(int(ps.PublicPort)))
+		}
+	}
+	return out
+}
+
+// fromInspect makes the Sandbox of record id from a container's inspection.
+func (p *Provider) fromInspect(id string, c container.InspectResponse) agentenv.Sandbox {
+	sb := agentenv.Sandbox{ID: id, Name: id, Provider: p.cfg.Name, State: agentenv.SandboxCreating}
+	if c.Config != nil {
+		sb.Labels = c.Config.Labels
+	}
+	if c.State != nil {
+		sb.State = sandboxState(c.State.Status)
+		sb.ExitCode = c.State.ExitCode
+	}
+	if c.NetworkSettings != nil {
+		sb.Endpoints = endpointsFromBindings(c.NetworkSettings.Ports)
+	}
+	sb.Created, _ = time.Parse(time.RFC3339Nano, c.Created)
+	return sb
+}
+
+// sandboxState maps a container state to a sandbox state.
+func sandboxState(s container.ContainerState) agentenv.SandboxState {
+	switch s {
+	case container.StateCreated:
+		return agentenv.SandboxCreating
+	case container.StateRunning, container.StatePaused, container.StateRestarting:
+		return agentenv.SandboxRunning
+	}
+	return agentenv.SandboxExited // exited, dead, removing
+}

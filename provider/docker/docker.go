@@ -1,0 +1,162 @@
+// Package docker is the agentenv provider for a local Docker engine, spoken to through the
+// Engine API (github.com/moby/moby/client).
+//
+// A docker sandbox is everything that carries the label agentenv.record=<id>: usually one
+// container named <id>, and for a network record the bridge network named <id>. The sandbox's
+// ID is the record id, so Terminate, Get and List need no handle but the labels. Containers run
+// with an init process, no-new-privileges, every capability dropped except SandboxSpec.CapAdd,
+// and their ports published on 127.0.0.1 at host ports the engine picks.
+package docker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv"
+)
+
+// Config configures a Provider. Zero values mean the documented defaults.
+type Config struct {
+	Name          string        // provider name as configured; default "docker"
+	Host          string        // engine address; default $DOCKER_HOST, else unix:///var/run/docker.sock
+	StopGrace     time.Duration // time a container gets between SIGTERM and SIGKILL on stop; default 1s
+	DefaultMemory int64         // memory limit in bytes when a spec sets none; 0 means no limit
+	DefaultCPUs   float64       // CPU limit when a spec sets none; 0 means no limit
+}
+
+// Provider creates, finds and terminates sandboxes on a Docker engine. It is safe for
+// concurrent use, and by several processes sharing the engine.
+type Provider struct {
+	cfg  Config
+	host string
+	cli  *client.Client
+	log  *slog.Logger
+}
+
+var (
+	_ agentenv.Provider  = (*Provider)(nil)
+	_ agentenv.Networker = (*Provider)(nil)
+	_ agentenv.Execer    = (*Provider)(nil)
+	_ agentenv.Files     = (*Provider)(nil)
+)
+
+// New returns a Provider for cfg. It does no I/O: the engine is first contacted, and the API
+// version negotiated, by the first call that needs it. A nil logger discards.
+func New(cfg Config, logger *slog.Logger) (*Provider, error) {
+	if cfg.Name == "" {
+		cfg.Name = "docker"
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = time.Second
+	}
+	if cfg.DefaultMemory < 0 || cfg.DefaultCPUs < 0 {
+		return nil, fmt.Errorf("docker: negative default limits: %w", agentenv.ErrInvalid)
+	}
+	host := cfg.Host
+	if host == "" {
+		host = os.Getenv(client.EnvOverrideHost)
+	}
+	if host == "" {
+		host = client.DefaultDockerHost
+	}
+	cli, err := client.New(client.FromEnv, client.WithHost(host))
+	if err != nil {
+		return nil, fmt.Errorf("docker: client for %s: %w: %w", host, agentenv.ErrInvalid, err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{cfg: cfg, host: host, cli: cli, log: logger.With("provider", cfg.Name)}, nil
+}
+
+// Name returns the configured name, "docker" by default.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// Capabilities reports what the docker provider supports: everything but a backstop lifetime
+// (a local container lives until terminated; gc removes it after its expiry label).
+func (p *Provider) Capabilities() agentenv.Capabilities {
+	return agentenv.Capabilities{
+		OnThisMachine:   true,
+		ContainerMode:   true,
+		VMMode:          true,
+		PrivateNetworks: true,
+		ListByLabel:     true,
+	}
+}
+
+// Client returns the Engine API client the provider uses, for callers that need more of the
+// engine (tests checking leftovers, image builds).
+func (p *Provider) Client() *client.Client { return p.cli }
+
+// Host returns the engine address the provider dials.
+func (p *Provider) Host() string { return p.host }
+
+// Close releases the client's idle connections.
+func (p *Provider) Close() error { return p.cli.Close() }
+
+// kind maps an Engine API error to an agentenv error kind, keeping the original in the chain.
+// Errors of no particular kind are returned as they are.
+func (p *Provider) kind(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, agentenv.ErrNotFound), errors.Is(err, agentenv.ErrGone),
+		errors.Is(err, agentenv.ErrInvalid), errors.Is(err, agentenv.ErrUnavailable),
+		errors.Is(err, agentenv.ErrConflict):
+		return err
+	case client.IsErrConnectionFailed(err):
+		return fmt.Errorf("engine at %s: %w: %w", p.host, agentenv.ErrUnavailable, err)
+	case cerrdefs.IsUnavailable(err):
+		return fmt.Errorf("engine at %s: %w: %w", p.host, agentenv.ErrUnavailable, err)
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%w: %w", agentenv.ErrNotFound, err)
+	case cerrdefs.IsInvalidArgument(err):
+		return fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("%w: %w", agentenv.ErrConflict, err)
+	}
+	return err
+}
+
+// containerName is what Docker accepts as a container name.
+var containerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
+
+// checkID validates a sandbox id (a record id) before it goes into a filter or a name.
+func checkID(id string) error {
+	if !containerName.MatchString(id) {
+		return fmt.Errorf("sandbox id %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]+: %w", id, agentenv.ErrInvalid)
+	}
+	return nil
+}
+
+// recordFilter returns a filter for objects carrying every one of labels and the record label.
+func recordFilter(labels map[string]string) client.Filters {
+	f := make(client.Filters).Add("label", agentenv.LabelRecord)
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	return f
+}
+
+// idFilter returns a filter for the objects of one record.
+func idFilter(id string) client.Filters {
+	return recordFilter(map[string]string{agentenv.LabelRecord: id})
+}
+
+// isGoneErr reports whether err says the object is already absent or on its way out, which a
+// removal counts as success.
+func isGoneErr(err error) bool {
+	if cerrdefs.IsNotFound(err) {
+		return true
+	}
+	msg := err.Error()
+	return cerrdefs.IsConflict(err) && strings.Contains(msg, "already in progress")
+}

@@ -1,0 +1,365 @@
+//go:build integration
+
+package docker_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/provider/docker"
+	"github.com/agentenv/agentenv/provider/providertest"
+)
+
+// testLabel marks everything one test makes, so CheckNoLeftovers can find it on an engine that
+// other tests share.
+const testLabel = "agentenv.test"
+
+// setup returns a provider, the engine client, the test image and labels that CheckNoLeftovers
+// watches for the rest of the test.
+func setup(t *testing.T) (*docker.Provider, *client.Client, string, map[string]string) {
+	t.Helper()
+	cli := dockertest.Require(t)
+	image := dockertest.TestImage(t)
+	labels := map[string]string{testLabel: providertest.NewID()}
+	dockertest.CheckNoLeftovers(t, cli, labels)
+	p, err := docker.New(docker.Config{}, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, cli, image, labels
+}
+
+// spec returns a spec for a fresh record running argv on the test image.
+func spec(image string, labels map[string]string, argv ...string) agentenv.SandboxSpec {
+	id := providertest.NewID()
+	l := map[string]string{agentenv.LabelRecord: id}
+	for k, v := range labels {
+		l[k] = v
+	}
+	return agentenv.SandboxSpec{Name: id, Image: image, Command: argv, Labels: l}
+}
+
+func TestConformance(t *testing.T) {
+	cli := dockertest.Require(t)
+	image := dockertest.TestImage(t)
+	labels := map[string]string{testLabel: providertest.NewID()}
+	dockertest.CheckNoLeftovers(t, cli, labels)
+	providertest.Run(t, func(t *testing.T) agentenv.Provider {
+		p, err := docker.New(docker.Config{}, nil)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}, providertest.Options{
+		Image:       image,
+		Command:     []string{"serve", ":8080"},
+		Port:        8080,
+		ExitCommand: []string{"exit", "3"},
+		ExitCode:    3,
+		Labels:      labels,
+	})
+}
+
+func TestTerminate_RemovedBehindOurBack(t *testing.T) {
+	p, cli, image, labels := setup(t)
+	ctx := t.Context()
+	s := spec(image, labels, "sleep")
+	if _, err := p.Create(ctx, s); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if _, err := cli.ContainerRemove(ctx, s.Name, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatalf("docker rm -f %s: %v", s.Name, err)
+	}
+	if err := p.Terminate(ctx, s.Name); err != nil {
+		t.Errorf("Terminate(%s) of a container removed behind our back = %v, want nil", s.Name, err)
+	}
+	if _, err := p.Get(ctx, s.Name); !errors.Is(err, agentenv.ErrNotFound) {
+		t.Errorf("Get(%s) = %v, want ErrNotFound", s.Name, err)
+	}
+}
+
+func TestGet_Killed(t *testing.T) {
+	p, cli, image, labels := setup(t)
+	ctx := t.Context()
+	s := spec(image, labels, "sleep")
+	t.Cleanup(func() { p.Terminate(context.Background(), s.Name) })
+	if _, err := p.Create(ctx, s); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if _, err := cli.ContainerKill(ctx, s.Name, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		t.Fatalf("docker kill %s: %v", s.Name, err)
+	}
+	wait := cli.ContainerWait(ctx, s.Name, client.ContainerWaitOptions{})
+	select {
+	case <-wait.Result:
+	case err := <-wait.Error:
+		t.Fatalf("wait: %v", err)
+	}
+	sb, err := p.Get(ctx, s.Name)
+	if !errors.Is(err, agentenv.ErrGone) {
+		t.Fatalf("Get(%s) of a killed container = %v, want ErrGone", s.Name, err)
+	}
+	if sb.ExitCode != 137 || sb.State != agentenv.SandboxExited {
+		t.Errorf("Get(%s) = state %q exit %d, want exited 137", s.Name, sb.State, sb.ExitCode)
+	}
+	if err := p.Terminate(ctx, s.Name); err != nil {
+		t.Errorf("Terminate(%s) of a killed container = %v, want nil", s.Name, err)
+	}
+}
+
+func TestCreate_EngineUnreachable(t *testing.T) {
+	const host = "unix:///nonexistent.sock"
+	p, err := docker.New(docker.Config{Host: host}, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	s := spec("agentenv-testserver:any", nil, "sleep")
+	for name, err := range map[string]error{
+		"Create":    func() error { _, err := p.Create(t.Context(), s); return err }(),
+		"Terminate": p.Terminate(t.Context(), s.Name),
+		"List":      func() error { _, err := p.List(t.Context(), nil); return err }(),
+	} {
+		if !errors.Is(err, agentenv.ErrUnavailable) || !strings.Contains(err.Error(), host) {
+			t.Errorf("%s with no engine = %v, want ErrUnavailable naming %s", name, err, host)
+		}
+		t.Logf("%s with no engine: %v", name, err)
+	}
+}
+
+func TestCreate_MissingImage(t *testing.T) {
+	p, _, _, labels := setup(t)
+	image := "agentenv-missing-" + providertest.NewID() + ":none"
+	s := spec(image, labels, "sleep")
+	_, err := p.Create(t.Context(), s)
+	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), image) {
+		t.Errorf("Create with image %s = %v, want ErrInvalid naming the image", image, err)
+	}
+	t.Logf("Create with a missing image: %v", err)
+	if sbs, err := p.List(t.Context(), map[string]string{agentenv.LabelRecord: s.Name}); err != nil || len(sbs) != 0 {
+		t.Errorf("List after a refused Create = %v, %v; want none", sbs, err)
+	}
+}
+
+func TestCreate_MissingNetwork(t *testing.T) {
+	p, _, image, labels := setup(t)
+	s := spec(image, labels, "sleep")
+	s.Network = providertest.NewID()
+	if _, err := p.Create(t.Context(), s); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), s.Network) {
+		t.Errorf("Create on a missing network = %v, want ErrInvalid naming it", err)
+	}
+}
+
+func TestCreate_NameTaken(t *testing.T) {
+	p, _, image, labels := setup(t)
+	s := spec(image, labels, "sleep")
+	t.Cleanup(func() { p.Terminate(context.Background(), s.Name) })
+	if _, err := p.Create(t.Context(), s); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if _, err := p.Create(t.Context(), s); !errors.Is(err, agentenv.ErrConflict) {
+		t.Errorf("second Create(%s) = %v, want ErrConflict", s.Name, err)
+	}
+	if _, err := p.Get(t.Context(), s.Name); err != nil {
+		t.Errorf("Get(%s) after a refused second Create = %v; the first must be left alone", s.Name, err)
+	}
+}
+
+func TestCreate_Hardening(t *testing.T) {
+	p, cli, image, labels := setup(t)
+	s := spec(image, labels, "sleep")
+	s.CapAdd, s.Memory, s.CPUs = []string{"NET_BIND_SERVICE"}, 64<<20, 0.5
+	t.Cleanup(func() { p.Terminate(context.Background(), s.Name) })
+	if _, err := p.Create(t.Context(), s); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	res, err := cli.ContainerInspect(t.Context(), s.Name, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	hc := res.Container.HostConfig
+	if hc.Init == nil || !*hc.Init || hc.Memory != 64<<20 || hc.NanoCPUs != 5e8 ||
+		strings.Join(hc.CapDrop, ",") != "ALL" || strings.TrimPrefix(strings.Join(hc.CapAdd, ","), "CAP_") != "NET_BIND_SERVICE" ||
+		strings.Join(hc.SecurityOpt, ",") != "no-new-privileges" {
+		t.Errorf("HostConfig = init %v mem %d cpus %d drop %v add %v secopt %v; want init, 64MiB, 0.5, ALL, NET_BIND_SERVICE, no-new-privileges",
+			hc.Init, hc.Memory, hc.NanoCPUs, hc.CapDrop, hc.CapAdd, hc.SecurityOpt)
+	}
+	if got := res.Container.Config.StopTimeout; got == nil || *got != 1 {
+		t.Errorf("StopTimeout = %v, want 1", got)
+	}
+}
+
+func TestExecAndFiles(t *testing.T) {
+	p, cli, image, labels := setup(t)
+	ctx := t.Context()
+	s := spec(image, labels, "sleep")
+	t.Cleanup(func() { p.Terminate(context.Background(), s.Name) })
+	if _, err := p.Create(ctx, s); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	res, err := p.Exec(ctx, s.Name, []string{"/agentenv", "echo", "hello", "world"})
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "hello world\n" {
+		t.Errorf("Exec echo = %+v, %v; want exit 0 and %q", res, err, "hello world\n")
+	}
+	res, err = p.Exec(ctx, s.Name, []string{"/agentenv", "cat", "/missing"})
+	if err != nil || res.ExitCode != 1 || !strings.Contains(string(res.Stderr), "no such file") {
+		t.Errorf("Exec cat /missing = %+v (stderr %q), %v; want exit 1 and an error on stderr", res, res.Stderr, err)
+	}
+
+	if err := p.WriteFile(ctx, s.Name, "/tmp/a/b/c.txt", []byte("data")); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	if got, err := p.ReadFile(ctx, s.Name, "/tmp/a/b/c.txt"); err != nil || string(got) != "data" {
+		t.Errorf("ReadFile = %q, %v; want %q", got, err, "data")
+	}
+	res, err = p.Exec(ctx, s.Name, []string{"/agentenv", "write", "/tmp/w.txt", "from exec"})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Exec write = %+v, %v", res, err)
+	}
+	if got, err := p.ReadFile(ctx, s.Name, "/tmp/w.txt"); err != nil || string(got) != "from exec" {
+		t.Errorf("ReadFile of a file written by exec = %q, %v", got, err)
+	}
+	if _, err := p.ReadFile(ctx, s.Name, "/tmp/missing"); !errors.Is(err, agentenv.ErrNotFound) {
+		t.Errorf("ReadFile(/tmp/missing) = %v, want ErrNotFound", err)
+	}
+	// /tmp must keep its mode 1777 after writes below it.
+	if err := p.WriteFile(ctx, s.Name, "/tmp/x", []byte("x")); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	st, err := cli.ContainerStatPath(ctx, s.Name, client.ContainerStatPathOptions{Path: "/tmp"})
+	if err != nil || st.Stat.Mode.Perm() != 0o777 || st.Stat.Mode&os.ModeSticky == 0 {
+		t.Errorf("stat /tmp after WriteFile = %v, %v; want drwxrwxrwt", st.Stat.Mode, err)
+	}
+	if _, err := p.Exec(ctx, providertest.NewID(), []string{"/agentenv", "echo"}); !errors.Is(err, agentenv.ErrNotFound) {
+		t.Errorf("Exec in an unknown sandbox = %v, want ErrNotFound", err)
+	}
+}
+
+func TestLogs(t *testing.T) {
+	p, _, image, labels := setup(t)
+	ctx := t.Context()
+	s := spec(image, labels, "exit", "7")
+	t.Cleanup(func() { p.Terminate(context.Background(), s.Name) })
+	if _, err := p.Create(ctx, s); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	s2 := spec(image, labels, "bogus")
+	t.Cleanup(func() { p.Terminate(context.Background(), s2.Name) })
+	if _, err := p.Create(ctx, s2); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var logs string
+	for time.Now().Before(deadline) {
+		var err error
+		if logs, err = p.Logs(ctx, s2.Name, 10); err != nil {
+			t.Fatalf("Logs: %v", err)
+		}
+		if strings.Contains(logs, "usage") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("Logs(%s) = %q, want the usage message", s2.Name, logs)
+}
+
+func TestNetwork_AliasReachable(t *testing.T) {
+	p, _, image, labels := setup(t)
+	ctx := t.Context()
+	netID := providertest.NewID()
+	nl := map[string]string{agentenv.LabelRecord: netID}
+	for k, v := range labels {
+		nl[k] = v
+	}
+	t.Cleanup(func() { p.Terminate(context.Background(), netID) })
+	if _, err := p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: netID, Labels: nl}); err != nil {
+		t.Fatalf("CreateNetwork: %v", err)
+	}
+	if _, err := p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: netID, Labels: nl}); !errors.Is(err, agentenv.ErrConflict) {
+		t.Errorf("second CreateNetwork(%s) = %v, want ErrConflict", netID, err)
+	}
+	server := spec(image, labels, "serve", ":8080")
+	server.Network, server.Aliases = netID, []string{"web"}
+	t.Cleanup(func() { p.Terminate(context.Background(), server.Name) })
+	client := spec(image, labels, "sleep")
+	client.Network = netID
+	t.Cleanup(func() { p.Terminate(context.Background(), client.Name) })
+	for _, s := range []agentenv.SandboxSpec{server, client} {
+		if _, err := p.Create(ctx, s); err != nil {
+			t.Fatalf("Create(%s): %v", s.Name, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := p.Exec(ctx, client.Name, []string{"/agentenv", "get", "http://web:8080/"})
+		if err == nil && res.ExitCode == 0 && string(res.Stdout) == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET http://web:8080/ from a peer = %+v (stderr %q), %v", res, res.Stderr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// BenchmarkCreateTerminate measures Create then Terminate of one container serving a port.
+// Compare with BenchmarkDockerCLI, the same through `docker run -d` and `docker rm -f`.
+func BenchmarkCreateTerminate(b *testing.B) {
+	cli := dockertest.Require(b)
+	image := dockertest.TestImage(b)
+	labels := map[string]string{testLabel: providertest.NewID()}
+	dockertest.CheckNoLeftovers(b, cli, labels)
+	p, err := docker.New(docker.Config{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var terminate time.Duration
+	for b.Loop() {
+		s := spec(image, labels, "serve", ":8080")
+		s.Ports = []int{8080}
+		if _, err := p.Create(ctx, s); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := p.Terminate(ctx, s.Name); err != nil {
+			b.Fatal(err)
+		}
+		terminate += time.Since(start)
+	}
+	b.ReportMetric(float64(terminate.Milliseconds())/float64(b.N), "terminate-ms/op")
+}
+
+// BenchmarkDockerCLI is the baseline for BenchmarkCreateTerminate.
+func BenchmarkDockerCLI(b *testing.B) {
+	cli := dockertest.Require(b)
+	image := dockertest.TestImage(b)
+	labels := map[string]string{testLabel: providertest.NewID()}
+	dockertest.CheckNoLeftovers(b, cli, labels)
+	var terminate time.Duration
+	for b.Loop() {
+		name := providertest.NewID()
+		run := exec.Command("docker", "run", "-d", "--name", name, "--init", "-p", "127.0.0.1::8080",
+			"--label", agentenv.LabelRecord+"="+name, "--label", testLabel+"="+labels[testLabel],
+			image, "serve", ":8080")
+		if out, err := run.CombinedOutput(); err != nil {
+			b.Fatalf("docker run: %v: %s", err, out)
+		}
+		start := time.Now()
+		if out, err := exec.Command("docker", "rm", "-f", name).CombinedOutput(); err != nil {
+			b.Fatalf("docker rm -f: %v: %s", err, out)
+		}
+		terminate += time.Since(start)
+	}
+	b.ReportMetric(float64(terminate.Milliseconds())/float64(b.N), "terminate-ms/op")
+}

@@ -1,0 +1,296 @@
+package docker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv"
+)
+
+// Terminate removes everything labelled agentenv.record=id: its containers (forced, with their
+// anonymous volumes), then its networks (disconnecting any container still attached), then its
+// volumes. The listings run concurrently, and so do the removals of each kind. An object that
+// is already gone, or being removed, counts as removed; Terminate of an unknown id is nil.
+func (p *Provider) Terminate(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return fmt.Errorf("docker: terminate: %w", err)
+	}
+	if err := p.terminate(ctx, id); err != nil {
+		return fmt.Errorf("docker: terminate %s: %w", id, p.kind(err))
+	}
+	p.log.Debug("terminated", "record_id", id)
+	return nil
+}
+
+func (p *Provider) terminate(ctx context.Context, id string) error {
+	f := idFilter(id)
+	var (
+		wg                 sync.WaitGroup
+		nets               []string
+		vols               []string
+		netErr, volErr     error
+		containerErrs      []error
+		containerErrsMutex sync.Mutex
+	)
+	// Networks and volumes are listed while the containers go; they are removed after, since
+	// a container still using them would make their removal fail.
+	wg.Go(func() {
+		res, err := p.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+		netErr = err
+		for _, n := range res.Items {
+			nets = append(nets, n.ID)
+		}
+	})
+	wg.Go(func() {
+		res, err := p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+		volErr = err
+		for _, v := range res.Items {
+			vols = append(vols, v.Name)
+		}
+	})
+	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		wg.Wait()
+		return fmt.Errorf("list containers: %w", err)
+	}
+	for _, c := range cs.Items {
+		wg.Go(func() {
+			_, err := p.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			if err != nil && !isGoneErr(err) {
+				containerErrsMutex.Lock()
+				containerErrs = append(containerErrs, fmt.Errorf("remove container %s: %w", c.ID[:12], err))
+				containerErrsMutex.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	errs := containerErrs
+	if netErr != nil {
+		errs = append(errs, fmt.Errorf("list networks: %w", netErr))
+	}
+	if volErr != nil {
+		errs = append(errs, fmt.Errorf("list volumes: %w", volErr))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+
+	var mu sync.Mutex
+	for _, n := range nets {
+		wg.Go(func() {
+			if err := p.removeNetwork(ctx, n); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("remove network %s: %w", n, err))
+				mu.Unlock()
+			}
+		})
+	}
+	for _, v := range vols {
+		wg.Go(func() {
+			_, err := p.cli.VolumeRemove(ctx, v, client.VolumeRemoveOptions{Force: true})
+			if err != nil && !isGoneErr(err) {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("remove volume %s: %w", v, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// removeNetwork removes a network, disconnecting the containers still attached if the first
+// attempt fails because of them.
+func (p *Provider) removeNetwork(ctx context.Context, netID string) error {
+	_, err := p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{})
+	if err == nil || isGoneErr(err) {
+		return nil
+	}
+	res, ierr := p.cli.NetworkInspect(ctx, netID, client.NetworkInspectOptions{})
+	if ierr != nil {
+		if isGoneErr(ierr) {
+			return nil
+		}
+		return errors.Join(err, ierr)
+	}
+	if len(res.Network.Containers) == 0 {
+		return err
+	}
+	for cid := range res.Network.Containers {
+		_, derr := p.cli.NetworkDisconnect(ctx, netID, client.NetworkDisconnectOptions{Container: cid, Force: true})
+		if derr != nil && !isGoneErr(derr) {
+			return fmt.Errorf("disconnect %s: %w", cid, derr)
+		}
+	}
+	if _, err := p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{}); err != nil && !isGoneErr(err) {
+		return err
+	}
+	return nil
+}
+
+// Get returns the running sandbox of record id for reattach. It is ErrNotFound when nothing
+// carries the record's label, and ErrGone (with the Sandbox, State exited) when its containers
+// have finished. A network record is running while the network exists.
+func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error) {
+	if err := checkID(id); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: get: %w", err)
+	}
+	sbs, err := p.list(ctx, map[string]string{agentenv.LabelRecord: id})
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: get %s: %w", id, p.kind(err))
+	}
+	if len(sbs) == 0 {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: get %s: %w", id, agentenv.ErrNotFound)
+	}
+	sb := sbs[0]
+	if sb.State == agentenv.SandboxExited {
+		return sb, fmt.Errorf("docker: get %s: exit code %d: %w", id, sb.ExitCode, agentenv.ErrGone)
+	}
+	return sb, nil
+}
+
+// List returns one Sandbox per record among the containers, networks and volumes that carry
+// every one of labels and the agentenv.record label. A record is running if any of its
+// containers runs (or it has only networks and volumes), exited if all its containers
+// finished, and creating if none has started yet.
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
+	sbs, err := p.list(ctx, labels)
+	if err != nil {
+		return nil, fmt.Errorf("docker: list: %w", p.kind(err))
+	}
+	return sbs, nil
+}
+
+func (p *Provider) list(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
+	f := recordFilter(labels)
+	var (
+		wg               sync.WaitGroup
+		cs               client.ContainerListResult
+		ns               client.NetworkListResult
+		vs               client.VolumeListResult
+		cErr, nErr, vErr error
+	)
+	wg.Go(func() { cs, cErr = p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}) })
+	wg.Go(func() { ns, nErr = p.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}) })
+	wg.Go(func() { vs, vErr = p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}) })
+	wg.Wait()
+	// One unreachable engine fails all three alike; the first error says it.
+	if err := cmp.Or(cErr, nErr, vErr); err != nil {
+		return nil, err
+	}
+	g := newGrouper(p.cfg.Name)
+	for _, c := range cs.Items {
+		g.container(c)
+	}
+	for _, n := range ns.Items {
+		g.other(n.Labels, n.Created)
+	}
+	for _, v := range vs.Items {
+		created, _ := time.Parse(time.RFC3339, v.CreatedAt)
+		g.other(v.Labels, created)
+	}
+	return g.sandboxes(), nil
+}
+
+// grouper folds containers, networks and volumes into one Sandbox per record.
+type grouper struct {
+	provider string
+	byID     map[string]*group
+}
+
+type group struct {
+	sb                        agentenv.Sandbox
+	containers, running, made int
+}
+
+func newGrouper(provider string) *grouper {
+	return &grouper{provider: provider, byID: make(map[string]*group)}
+}
+
+func (g *grouper) get(labels map[string]string, created time.Time) *group {
+	id := labels[agentenv.LabelRecord]
+	gr, ok := g.byID[id]
+	if !ok {
+		gr = &group{sb: agentenv.Sandbox{
+			ID: id, Name: id, Provider: g.provider, Labels: labels,
+			Endpoints: map[string]string{}, Created: created,
+		}}
+		g.byID[id] = gr
+	}
+	if !created.IsZero() && (gr.sb.Created.IsZero() || created.Before(gr.sb.Created)) {
+		gr.sb.Created = created
+	}
+	return gr
+}
+
+func (g *grouper) container(c container.Summary) {
+	gr := g.get(c.Labels, time.Unix(c.Created, 0))
+	if gr.containers == 0 {
+		gr.sb.Labels = c.Labels // a container's labels are the sandbox's own
+	}
+	gr.containers++
+	switch sandboxState(c.State) {
+	case agentenv.SandboxRunning:
+		gr.running++
+	case agentenv.SandboxExited:
+		if code := exitCodeFromStatus(c.Status); code != 0 || gr.sb.ExitCode == 0 {
+			gr.sb.ExitCode = code
+		}
+	case agentenv.SandboxCreating:
+		gr.made++
+	}
+	for k, v := range endpointsFromSummary(c.Ports) {
+		gr.sb.Endpoints[k] = v
+	}
+}
+
+func (g *grouper) other(labels map[string]string, created time.Time) {
+	g.get(labels, created)
+}
+
+func (g *grouper) sandboxes() []agentenv.Sandbox {
+	out := make([]agentenv.Sandbox, 0, len(g.byID))
+	for _, gr := range g.byID {
+		switch {
+		case gr.containers == 0 || gr.running > 0:
+			gr.sb.State = agentenv.SandboxRunning
+		case gr.made > 0:
+			gr.sb.State = agentenv.SandboxCreating
+		default:
+			gr.sb.State = agentenv.SandboxExited
+		}
+		if gr.sb.State != agentenv.SandboxExited {
+			gr.sb.ExitCode = 0
+		}
+		out = append(out, gr.sb)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// exitCodeFromStatus reads the exit code from a listing's status text, such as
+// "Exited (137) 5 seconds ago"; it is 0 when the text has none.
+func exitCodeFromStatus(status string) int {
+	_, rest, ok := strings.Cut(status, "(")
+	if !ok {
+		return 0
+	}
+	num, _, ok := strings.Cut(rest, ")")
+	if !ok {
+		return 0
+	}
+	var code int
+	if _, err := fmt.Sscanf(num, "%d", &code); err != nil {
+		return 0
+	}
+	return code
+}

@@ -1,0 +1,369 @@
+// Package providertest is the conformance suite every agentenv.Provider passes. A provider's
+// test calls Run with a constructor and an image; Run checks the contracts written on
+// agentenv.Provider (and on agentenv.Networker when the provider implements it): labels round
+// trip, List finds by record, Terminate is idempotent and counts a finished sandbox as
+// terminated, Get tells a finished sandbox from a missing one, and a Create that is cancelled
+// or refused leaves nothing listed.
+//
+// Every subtest uses its own random record ids and terminates what it made in t.Cleanup.
+package providertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentenv/agentenv"
+)
+
+// Options describes the workload the suite runs in sandboxes.
+type Options struct {
+	Image   string   // image of every sandbox; required
+	Command []string // serves HTTP 200 on "/" at Port until terminated; required
+	Port    int      // the container port Command listens on; required
+
+	// ExitCommand exits at once with status ExitCode (non-zero); required, for the subtest of
+	// a sandbox whose process has finished.
+	ExitCommand []string
+	ExitCode    int
+
+	// Labels are added to every sandbox and network the suite makes, so that the caller can
+	// check for leftovers by them (dockertest.CheckNoLeftovers).
+	Labels map[string]string
+
+	// Wait bounds each wait for a sandbox to serve or to finish; default 30s.
+	Wait time.Duration
+}
+
+// Run runs the conformance suite against the providers newProvider returns (one per subtest).
+func Run(t *testing.T, newProvider func(t *testing.T) agentenv.Provider, opts Options) {
+	if opts.Image == "" || len(opts.Command) == 0 || opts.Port == 0 || len(opts.ExitCommand) == 0 || opts.ExitCode == 0 {
+		t.Fatalf("providertest: Options need Image, Command, Port, ExitCommand and a non-zero ExitCode: %+v", opts)
+	}
+	if opts.Wait == 0 {
+		opts.Wait = 30 * time.Second
+	}
+	s := &suite{opts: opts}
+	tests := []struct {
+		name string
+		fn   func(*testing.T, agentenv.Provider)
+	}{
+		{"Lifecycle", s.lifecycle},
+		{"TerminateUnknown", s.terminateUnknown},
+		{"Exited", s.exited},
+		{"CreateAlreadyCancelled", s.createAlreadyCancelled},
+		{"CreateCancelledMidway", s.createCancelledMidway},
+		{"InvalidRecordLabel", s.invalidRecordLabel},
+		{"Network", s.network},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newProvider(t)) })
+	}
+}
+
+type suite struct{ opts Options }
+
+// NewID returns a fresh record id, "t-" and 16 hex digits.
+func NewID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "t-" + hex.EncodeToString(b)
+}
+
+// spec returns a sandbox spec for record id running command, with the agentenv labels.
+func (s *suite) spec(id string, command []string) agentenv.SandboxSpec {
+	return agentenv.SandboxSpec{
+		Name:    id,
+		Image:   s.opts.Image,
+		Command: command,
+		Labels:  s.labels(id),
+		Ports:   []int{s.opts.Port},
+		Expires: time.Now().Add(time.Hour),
+	}
+}
+
+func (s *suite) labels(id string) map[string]string {
+	l := map[string]string{
+		agentenv.LabelRecord:     id,
+		agentenv.LabelRun:        "providertest",
+		agentenv.LabelDeployment: "",
+		agentenv.LabelRole:       "conformance",
+		"example.com/team":       "agentenv",
+	}
+	maps.Copy(l, s.opts.Labels)
+	return l
+}
+
+// terminateAtEnd terminates id when t ends, whatever the test did.
+func terminateAtEnd(t *testing.T, p agentenv.Provider, id string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := p.Terminate(ctx, id); err != nil {
+			t.Errorf("cleanup: Terminate(%s) = %v", id, err)
+		}
+	})
+}
+
+// listRecord returns what p lists under record id.
+func listRecord(t *testing.T, p agentenv.Provider, id string) []agentenv.Sandbox {
+	t.Helper()
+	sbs, err := p.List(t.Context(), map[string]string{agentenv.LabelRecord: id})
+	if err != nil {
+		t.Fatalf("List(record=%s) = %v", id, err)
+	}
+	return sbs
+}
+
+func (s *suite) lifecycle(t *testing.T, p agentenv.Provider) {
+	ctx := t.Context()
+	id := NewID()
+	terminateAtEnd(t, p, id)
+	spec := s.spec(id, s.opts.Command)
+
+	sb, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("Create(%s) = %v", id, err)
+	}
+	if sb.ID == "" || sb.Name != id || sb.Provider != p.Name() || sb.State != agentenv.SandboxRunning {
+		t.Errorf("Create(%s) = {ID:%q Name:%q Provider:%q State:%q}, want an ID, Name %q, Provider %q, running",
+			id, sb.ID, sb.Name, sb.Provider, sb.State, id, p.Name())
+	}
+
+	sbs := listRecord(t, p, id)
+	if len(sbs) != 1 || sbs[0].ID != sb.ID {
+		t.Fatalf("List(record=%s) = %v, want exactly the sandbox %s", id, sbs, sb.ID)
+	}
+	for k, v := range spec.Labels {
+		if got, ok := sbs[0].Labels[k]; !ok || got != v {
+			t.Errorf("List: label %s = %q (present %v), want %q", k, got, ok, v)
+		}
+	}
+	byTwo, err := p.List(ctx, map[string]string{agentenv.LabelRecord: id, agentenv.LabelRole: "conformance"})
+	if err != nil || len(byTwo) != 1 {
+		t.Errorf("List(record, role) = %v, %v; want the sandbox", byTwo, err)
+	}
+	other, err := p.List(ctx, map[string]string{agentenv.LabelRecord: id, agentenv.LabelRole: "not-this"})
+	if err != nil || len(other) != 0 {
+		t.Errorf("List(record, other role) = %v, %v; want none", other, err)
+	}
+
+	got, err := p.Get(ctx, sb.ID)
+	if err != nil {
+		t.Fatalf("Get(%s) = %v", sb.ID, err)
+	}
+	if got.State != agentenv.SandboxRunning {
+		t.Errorf("Get(%s).State = %q, want running", sb.ID, got.State)
+	}
+	port := strconv.Itoa(s.opts.Port)
+	for name, m := range map[string]map[string]string{"Create": sb.Endpoints, "Get": got.Endpoints, "List": sbs[0].Endpoints} {
+		if m[port] == "" {
+			t.Errorf("%s: Endpoints = %v, want one for port %s", name, m, port)
+		}
+	}
+	if ep := sb.Endpoints[port]; ep != "" {
+		s.checkServes(t, ep)
+	}
+
+	if err := p.Terminate(ctx, sb.ID); err != nil {
+		t.Fatalf("Terminate(%s) = %v", sb.ID, err)
+	}
+	if err := p.Terminate(ctx, sb.ID); err != nil {
+		t.Errorf("Terminate(%s) again = %v, want nil", sb.ID, err)
+	}
+	if _, err := p.Get(ctx, sb.ID); !errors.Is(err, agentenv.ErrNotFound) {
+		t.Errorf("Get(%s) after Terminate = %v, want ErrNotFound", sb.ID, err)
+	}
+	if sbs := listRecord(t, p, id); len(sbs) != 0 {
+		t.Errorf("List(record=%s) after Terminate = %v, want none", id, sbs)
+	}
+}
+
+// checkServes waits until the endpoint answers HTTP 200 on "/".
+func (s *suite) checkServes(t *testing.T, endpoint string) {
+	t.Helper()
+	url := endpoint
+	if !strings.Contains(url, "://") {
+		url = "http://" + url
+	}
+	deadline := time.Now().Add(s.opts.Wait)
+	var last string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				cancel()
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		cancel()
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("GET %s/: %s, want 200 within %v", url, last, s.opts.Wait)
+}
+
+func (s *suite) terminateUnknown(t *testing.T, p agentenv.Provider) {
+	id := NewID()
+	if err := p.Terminate(t.Context(), id); err != nil {
+		t.Errorf("Terminate(unknown %s) = %v, want nil", id, err)
+	}
+	if _, err := p.Get(t.Context(), id); !errors.Is(err, agentenv.ErrNotFound) {
+		t.Errorf("Get(unknown %s) = %v, want ErrNotFound", id, err)
+	}
+}
+
+func (s *suite) exited(t *testing.T, p agentenv.Provider) {
+	ctx := t.Context()
+	id := NewID()
+	terminateAtEnd(t, p, id)
+	spec := s.spec(id, s.opts.ExitCommand)
+	spec.Ports = nil
+	sb, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("Create(%s) = %v", id, err)
+	}
+	deadline := time.Now().Add(s.opts.Wait)
+	for {
+		_, err = p.Get(ctx, sb.ID)
+		if errors.Is(err, agentenv.ErrGone) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !errors.Is(err, agentenv.ErrGone) {
+		t.Fatalf("Get(%s) of a finished sandbox = %v, want ErrGone", sb.ID, err)
+	}
+	sbs := listRecord(t, p, id)
+	if len(sbs) != 1 || sbs[0].State != agentenv.SandboxExited || sbs[0].ExitCode != s.opts.ExitCode {
+		t.Errorf("List(record=%s) = %+v, want one exited sandbox with exit code %d", id, sbs, s.opts.ExitCode)
+	}
+	if err := p.Terminate(ctx, sb.ID); err != nil {
+		t.Errorf("Terminate(%s) of a finished sandbox = %v, want nil", sb.ID, err)
+	}
+	if sbs := listRecord(t, p, id); len(sbs) != 0 {
+		t.Errorf("List(record=%s) after Terminate = %v, want none", id, sbs)
+	}
+}
+
+func (s *suite) createAlreadyCancelled(t *testing.T, p agentenv.Provider) {
+	id := NewID()
+	terminateAtEnd(t, p, id)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := p.Create(ctx, s.spec(id, s.opts.Command)); !errors.Is(err, context.Canceled) {
+		t.Errorf("Create(%s) with a cancelled context = %v, want context.Canceled", id, err)
+	}
+	if sbs := listRecord(t, p, id); len(sbs) != 0 {
+		t.Errorf("List(record=%s) after a cancelled Create = %v, want none", id, sbs)
+	}
+}
+
+func (s *suite) createCancelledMidway(t *testing.T, p agentenv.Provider) {
+	for _, after := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond} {
+		t.Run(after.String(), func(t *testing.T) {
+			id := NewID()
+			terminateAtEnd(t, p, id)
+			ctx, cancel := context.WithCancel(t.Context())
+			timer := time.AfterFunc(after, cancel)
+			defer timer.Stop()
+			sb, err := p.Create(ctx, s.spec(id, s.opts.Command))
+			cancel()
+			if err == nil {
+				// Create won the race; what it made is ours to remove.
+				if err := p.Terminate(t.Context(), sb.ID); err != nil {
+					t.Errorf("Terminate(%s) = %v", sb.ID, err)
+				}
+				return
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Create(%s) cancelled after %v = %v, want context.Canceled", id, after, err)
+			}
+			if sbs := listRecord(t, p, id); len(sbs) != 0 {
+				t.Errorf("List(record=%s) after Create cancelled at %v = %v, want none", id, after, sbs)
+			}
+		})
+	}
+}
+
+func (s *suite) invalidRecordLabel(t *testing.T, p agentenv.Provider) {
+	id, other := NewID(), NewID()
+	terminateAtEnd(t, p, id)
+	terminateAtEnd(t, p, other)
+	missing := s.spec(id, s.opts.Command)
+	delete(missing.Labels, agentenv.LabelRecord)
+	mismatched := s.spec(id, s.opts.Command)
+	mismatched.Labels[agentenv.LabelRecord] = other
+	malformed := s.spec("Bad Id!", s.opts.Command)
+	for name, spec := range map[string]agentenv.SandboxSpec{"missing": missing, "mismatched": mismatched, "malformed": malformed} {
+		if _, err := p.Create(t.Context(), spec); !errors.Is(err, agentenv.ErrInvalid) {
+			t.Errorf("Create with a %s record label = %v, want ErrInvalid", name, err)
+		}
+	}
+	for _, rid := range []string{id, other, "Bad Id!"} {
+		if sbs := listRecord(t, p, rid); len(sbs) != 0 {
+			t.Errorf("List(record=%s) after refused Creates = %v, want none", rid, sbs)
+		}
+	}
+}
+
+func (s *suite) network(t *testing.T, p agentenv.Provider) {
+	nw, ok := p.(agentenv.Networker)
+	if !ok {
+		if p.Capabilities().PrivateNetworks {
+			t.Fatalf("%s declares PrivateNetworks but does not implement agentenv.Networker", p.Name())
+		}
+		return
+	}
+	ctx := t.Context()
+	netID, id := NewID(), NewID()
+	terminateAtEnd(t, p, id)
+	terminateAtEnd(t, p, netID)
+
+	bad := agentenv.NetworkSpec{Name: netID, Labels: map[string]string{agentenv.LabelRecord: id}}
+	if _, err := nw.CreateNetwork(ctx, bad); !errors.Is(err, agentenv.ErrInvalid) {
+		t.Errorf("CreateNetwork with a mismatched record label = %v, want ErrInvalid", err)
+	}
+	net, err := nw.CreateNetwork(ctx, agentenv.NetworkSpec{Name: netID, Labels: s.labels(netID)})
+	if err != nil {
+		t.Fatalf("CreateNetwork(%s) = %v", netID, err)
+	}
+	if sbs := listRecord(t, p, net.ID); len(sbs) != 1 || sbs[0].State != agentenv.SandboxRunning {
+		t.Errorf("List(record=%s) = %v, want the network, running", netID, sbs)
+	}
+	spec := s.spec(id, s.opts.Command)
+	spec.Network, spec.Aliases = net.ID, []string{"svc"}
+	sb, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("Create(%s) on network %s = %v", id, net.ID, err)
+	}
+	if _, err := p.Get(ctx, sb.ID); err != nil {
+		t.Errorf("Get(%s) = %v", sb.ID, err)
+	}
+	// The network goes first, while the sandbox is still attached to it.
+	if err := p.Terminate(ctx, net.ID); err != nil {
+		t.Errorf("Terminate(network %s) with a sandbox attached = %v, want nil", net.ID, err)
+	}
+	if err := p.Terminate(ctx, sb.ID); err != nil {
+		t.Errorf("Terminate(%s) = %v", sb.ID, err)
+	}
+	for _, rid := range []string{netID, id} {
+		if sbs := listRecord(t, p, rid); len(sbs) != 0 {
+			t.Errorf("List(record=%s) after Terminate = %v, want none", rid, sbs)
+		}
+	}
+}
