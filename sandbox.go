@@ -189,3 +189,21 @@ type Files interface {
 	// ReadFile returns the contents of path in the sandbox; ErrNotFound if there is no such file.
 	ReadFile(ctx context.Context, id, path string) ([]byte, error)
 }
+
+// VMHost is implemented by providers whose VM-mode sandboxes host a stack of containers
+// (Capabilities.VMMode). The VM is one record; the containers of its stack are not records of
+// their own but carry the VM's labels, so Terminate of the VM removes them with it.
+type VMHost interface {
+	// CreateVM makes an empty VM named spec.Name (the record id) that a stack then runs in. The
+	// rules of Provider.Create apply.
+	CreateVM(ctx context.Context, spec SandboxSpec) (Sandbox, error)
+
+	// RunInVM starts spec as a container of vm's stack, reachable by the others as spec.Name
+	// (spec.Aliases too) and from the caller through Endpoints. What it makes carries vm's labels
+	// (plus spec.Labels' role); on error it removes what it made and leaves the VM.
+	RunInVM(ctx context.Context, vm string, spec SandboxSpec) (Sandbox, error)
+
+	// RemoveFromVM removes the container name of vm's stack and nothing else; one that is gone
+	// counts as removed. It is how a deploy into a caller's VM undoes only its own part.
+	RemoveFromVM(ctx context.Context, vm, name string) error
+}

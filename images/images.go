@@ -37,7 +37,8 @@ const hostCABundle = "/etc/ssl/certs/ca-certificates.crt"
 type Spec struct {
 	Tag        string            // image reference to tag the result with; required
 	Binary     string            // path of a statically linked executable; required
-	Entrypoint []string          // the image's entrypoint; default ["/agentenv"]
+	Entrypoint []string          // the image's entrypoint; none if empty
+	Cmd        []string          // the image's command; default ["/agentenv"]
 	Labels     map[string]string // image labels
 }
 
@@ -136,15 +137,27 @@ func Context(spec Spec, caBundle string) ([]byte, error) {
 		return nil, err
 	}
 
-	entrypoint := spec.Entrypoint
-	if len(entrypoint) == 0 {
-		entrypoint = []string{"/agentenv"}
+	// With no entrypoint, a container's command is its whole argv ("/agentenv serve kv"), as
+	// env files and compose files write it.
+	dockerfile := "FROM scratch\nADD rootfs.tar /\n"
+	if len(spec.Entrypoint) > 0 {
+		ep, err := json.Marshal(spec.Entrypoint)
+		if err != nil {
+			return nil, err
+		}
+		dockerfile += "ENTRYPOINT " + string(ep) + "\n"
 	}
-	ep, err := json.Marshal(entrypoint)
-	if err != nil {
-		return nil, err
+	cmd := spec.Cmd
+	if len(cmd) == 0 && len(spec.Entrypoint) == 0 {
+		cmd = []string{"/agentenv"}
 	}
-	dockerfile := "FROM scratch\nADD rootfs.tar /\nENTRYPOINT " + string(ep) + "\n"
+	if len(cmd) > 0 {
+		c, err := json.Marshal(cmd)
+		if err != nil {
+			return nil, err
+		}
+		dockerfile += "CMD " + string(c) + "\n"
+	}
 
 	var out bytes.Buffer
 	if err := writeTar(tar.NewWriter(&out), []tarEntry{

@@ -11,7 +11,8 @@ import (
 
 func newEnvCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "env", Short: "Validate, render, deploy and tear down environments"}
-	cmd.AddCommand(newEnvValidateCmd(a), newEnvRenderCmd(a), newEnvSchemaCmd(a))
+	cmd.AddCommand(newEnvValidateCmd(a), newEnvRenderCmd(a), newEnvSchemaCmd(a),
+		newEnvDeployCmd(a), newEnvLsCmd(a), newEnvGetCmd(a), newEnvTeardownCmd(a))
 	return cmd
 }
 

@@ -39,6 +39,8 @@ verified, and 'agentenv gc' finds whatever a killed process left behind.`,
 		newEnvCmd(a),
 		newServeCmd(a),
 		newStdioBridgeCmd(a),
+		newGatewayCmd(a),
+		newImagesCmd(a),
 	)
 	return root, a.close
 }

@@ -104,9 +104,10 @@ func buildTestImage(ctx context.Context, cli *client.Client) (string, error) {
 		return "", fmt.Errorf("inspect %s: %w", tag, err)
 	}
 	err = images.Build(ctx, cli, images.Spec{
-		Tag:    tag,
-		Binary: bin,
-		Labels: map[string]string{"agentenv.test": "testserver"},
+		Tag:        tag,
+		Binary:     bin,
+		Entrypoint: []string{"/agentenv"},
+		Labels:     map[string]string{"agentenv.test": "testserver"},
 	})
 	return tag, err
 }

@@ -39,15 +39,26 @@ var loopback = netip.MustParseAddr("127.0.0.1")
 // record before returning. A missing image is pulled once; if that fails the error wraps
 // ErrInvalid and names the image. A spec whose agentenv.record label is not spec.Name is
 // ErrInvalid. A container of the same name that already exists is ErrConflict and is left alone.
-func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb agentenv.Sandbox, err error) {
-	opts, err := containerOptions(p.cfg, spec)
+func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: label %s=%q, want the record id %q: %w",
+			spec.Name, agentenv.LabelRecord, got, spec.Name, agentenv.ErrInvalid)
+	}
+	// On failure, everything labelled with the record goes.
+	return p.create(ctx, spec.Name, spec, func(ctx context.Context) error { return p.terminate(ctx, spec.Name) })
+}
+
+// create makes and starts container name from spec; on failure it calls undo on a detached,
+// bounded context if a container may exist.
+func (p *Provider) create(ctx context.Context, name string, spec agentenv.SandboxSpec, undo func(context.Context) error) (sb agentenv.Sandbox, err error) {
+	opts, err := containerOptions(p.cfg, name, spec)
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", spec.Name, err)
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", spec.Name, err)
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
 	}
-	log := p.log.With("record_id", spec.Name, "op", "create")
+	log := p.log.With("record_id", spec.Labels[agentenv.LabelRecord], "container", name, "op", "create")
 	log.Debug("create container", "image", spec.Image)
 
 	made := false // whether a container may exist that this call must remove on error
@@ -57,34 +68,39 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
 		defer cancel()
-		if cerr := p.terminate(cctx, spec.Name); cerr != nil {
+		if cerr := undo(cctx); cerr != nil {
 			log.Warn("remove after failed create", "err", cerr)
-			err = errors.Join(err, fmt.Errorf("docker: remove %s after failed create: %w", spec.Name, cerr))
+			err = errors.Join(err, fmt.Errorf("docker: remove %s after failed create: %w", name, cerr))
 		}
 	}()
 
 	made, err = p.createContainer(ctx, opts)
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", spec.Name, p.kind(err))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, p.kind(err))
 	}
 	if err := ctx.Err(); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", spec.Name, err)
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
 	}
-	if _, err := p.cli.ContainerStart(ctx, spec.Name, client.ContainerStartOptions{}); err != nil {
+	for file, data := range spec.Files {
+		if err := p.WriteFile(ctx, name, file, data); err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
+		}
+	}
+	if _, err := p.cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
 		if cerrdefs.IsNotFound(err) && spec.Network != "" && strings.Contains(err.Error(), "network") {
 			// The engine checks the network to join at start, not at create.
 			err = fmt.Errorf("network %q: %w: %w", spec.Network, agentenv.ErrInvalid, err)
 		}
-		return agentenv.Sandbox{}, fmt.Errorf("docker: start %s: %w", spec.Name, p.kind(ctxErr(ctx, err)))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: start %s: %w", name, p.kind(ctxErr(ctx, err)))
 	}
-	res, err := p.cli.ContainerInspect(ctx, spec.Name, client.ContainerInspectOptions{})
+	res, err := p.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: inspect %s: %w", spec.Name, p.kind(ctxErr(ctx, err)))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: inspect %s: %w", name, p.kind(ctxErr(ctx, err)))
 	}
 	if err := ctx.Err(); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", spec.Name, err)
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
 	}
-	sb = p.fromInspect(spec.Name, res.Container)
+	sb = p.fromInspect(name, res.Container)
 	log.Info("sandbox created", "state", sb.State, "endpoints", sb.Endpoints)
 	return sb, nil
 }
@@ -150,13 +166,12 @@ func ctxErr(ctx context.Context, err error) error {
 }
 
 // containerOptions maps spec to the engine's create request. It does no I/O.
-func containerOptions(cfg Config, spec agentenv.SandboxSpec) (client.ContainerCreateOptions, error) {
-	if err := checkID(spec.Name); err != nil {
+func containerOptions(cfg Config, name string, spec agentenv.SandboxSpec) (client.ContainerCreateOptions, error) {
+	if err := checkID(name); err != nil {
 		return client.ContainerCreateOptions{}, err
 	}
-	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
-		return client.ContainerCreateOptions{}, fmt.Errorf("label %s=%q, want the record id %q: %w",
-			agentenv.LabelRecord, got, spec.Name, agentenv.ErrInvalid)
+	if spec.Labels[agentenv.LabelRecord] == "" {
+		return client.ContainerCreateOptions{}, fmt.Errorf("no %s label: %w", agentenv.LabelRecord, agentenv.ErrInvalid)
 	}
 	if spec.Image == "" {
 		return client.ContainerCreateOptions{}, fmt.Errorf("no image: %w", agentenv.ErrInvalid)
@@ -187,7 +202,7 @@ func containerOptions(cfg Config, spec agentenv.SandboxSpec) (client.ContainerCr
 	withInit := true
 
 	opts := client.ContainerCreateOptions{
-		Name: spec.Name,
+		Name: name,
 		Config: &container.Config{
 			Image:        spec.Image,
 			Cmd:          spec.Command,

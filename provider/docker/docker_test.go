@@ -32,7 +32,7 @@ func validSpec() agentenv.SandboxSpec {
 
 func TestContainerOptions(t *testing.T) {
 	cfg := Config{StopGrace: 1500 * time.Millisecond, DefaultMemory: 1 << 30, DefaultCPUs: 2}
-	opts, err := containerOptions(cfg, validSpec())
+	opts, err := containerOptions(cfg, validSpec().Name, validSpec())
 	if err != nil {
 		t.Fatalf("containerOptions: %v", err)
 	}
@@ -73,7 +73,7 @@ func TestContainerOptions(t *testing.T) {
 
 	spec := validSpec()
 	spec.Network, spec.Aliases, spec.Memory, spec.CPUs = "net-1", []string{"db"}, 1<<20, 0.25
-	opts, err = containerOptions(cfg, spec)
+	opts, err = containerOptions(cfg, spec.Name, spec)
 	if err != nil {
 		t.Fatalf("containerOptions with a network: %v", err)
 	}
@@ -91,7 +91,6 @@ func TestContainerOptions_Invalid(t *testing.T) {
 		edit func(*agentenv.SandboxSpec)
 	}{
 		{"no record label", func(s *agentenv.SandboxSpec) { delete(s.Labels, agentenv.LabelRecord) }},
-		{"other record label", func(s *agentenv.SandboxSpec) { s.Labels[agentenv.LabelRecord] = "r-2" }},
 		{"bad name", func(s *agentenv.SandboxSpec) { s.Name = "bad name"; s.Labels[agentenv.LabelRecord] = "bad name" }},
 		{"empty name", func(s *agentenv.SandboxSpec) { s.Name = ""; s.Labels[agentenv.LabelRecord] = "" }},
 		{"no image", func(s *agentenv.SandboxSpec) { s.Image = "" }},
@@ -105,7 +104,7 @@ func TestContainerOptions_Invalid(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := validSpec()
 			tt.edit(&s)
-			if _, err := containerOptions(Config{}, s); !errors.Is(err, agentenv.ErrInvalid) {
+			if _, err := containerOptions(Config{}, s.Name, s); !errors.Is(err, agentenv.ErrInvalid) {
 				t.Errorf("containerOptions = %v, want ErrInvalid", err)
 			}
 		})
@@ -235,5 +234,17 @@ func TestNew_Defaults(t *testing.T) {
 	}
 	if _, err := New(Config{Host: "no-scheme"}, nil); !errors.Is(err, agentenv.ErrInvalid) {
 		t.Errorf("New(bogus host) = %v, want ErrInvalid", err)
+	}
+}
+
+func TestCreate_RecordLabelMustBeTheName(t *testing.T) {
+	p, err := New(Config{Host: "unix:///nonexistent.sock"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := validSpec()
+	s.Labels[agentenv.LabelRecord] = "r-2"
+	if _, err := p.Create(t.Context(), s); !errors.Is(err, agentenv.ErrInvalid) {
+		t.Errorf("Create with another record label = %v, want ErrInvalid before any engine call", err)
 	}
 }

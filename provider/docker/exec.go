@@ -120,7 +120,7 @@ func fileArchive(base, file string, data []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(data))}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: fileMode(data), Typeflag: tar.TypeReg, Size: int64(len(data))}); err != nil {
 		return nil, err
 	}
 	if _, err := tw.Write(data); err != nil {
@@ -130,6 +130,15 @@ func fileArchive(base, file string, data []byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// fileMode is 0755 for an executable (an ELF binary or a #! script), else 0644, as
+// SandboxSpec.Files promises.
+func fileMode(data []byte) int64 {
+	if bytes.HasPrefix(data, []byte("\x7fELF")) || bytes.HasPrefix(data, []byte("#!")) {
+		return 0o755
+	}
+	return 0o644
 }
 
 // ReadFile returns the contents of the regular file at path in sandbox id. It is ErrNotFound if

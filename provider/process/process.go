@@ -114,6 +114,12 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 		os.RemoveAll(dir)
 		return agentenv.Sandbox{}, fmt.Errorf("process: create %s: %w", spec.Name, err)
 	}
+	for file, data := range spec.Files {
+		if err := p.WriteFile(ctx, spec.Name, file, data); err != nil {
+			os.RemoveAll(dir)
+			return agentenv.Sandbox{}, fmt.Errorf("process: create %s: %w", spec.Name, err)
+		}
+	}
 	if len(spec.Command) > 0 {
 		pid, start, err := p.start(dir, spec)
 		if err != nil {

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/spec"
+)
+
+func newEnvDeployCmd(a *app) *cobra.Command {
+	var f struct {
+		provider, mode, name, into string
+		ttl, budget                time.Duration
+		json                       bool
+	}
+	cmd := &cobra.Command{
+		Use:   "deploy FILE [--provider P|A,B] [--mode vm|container] [--ttl D] [--name ID]",
+		Short: "Deploy an env behind its gateway; prints the gateway URL and token",
+		Long: `deploy starts every component of the env (service DB first, then the MCP servers and
+sidecars in parallel, then the gateway), waits until each answers, and prints the gateway's
+MCP URL and bearer token. The deployment outlives this command until its TTL passes; tear it
+down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything it made.`,
+		Example: `  agentenv env deploy examples/notes/env.yaml
+  agentenv env deploy examples/kv/env.yaml --mode vm --ttl 30m --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			env, err := spec.Load(args[0])
+			if err != nil {
+				return err
+			}
+			if f.ttl == 0 {
+				if f.ttl, err = a.cfg.Duration("lifecycle.ttl"); err != nil {
+					return err
+				}
+			}
+			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			mgr.KeepAlive(ctx)
+			progress := func(e deploy.Event) {
+				if !f.json {
+					fmt.Fprintln(a.stderr, e)
+				}
+			}
+			d := deploy.New(mgr, a.log)
+			res, err := d.Deploy(ctx, env, deploy.Options{
+				Provider: a.providerFlag(f.provider), Mode: f.mode, TTL: f.ttl, Name: f.name,
+				Into: f.into, Budget: f.budget, Progress: progress,
+			})
+			if err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				// Interrupted in the instant it finished: undo it, as the user asked.
+				rc, _ := d.Teardown(ctx, res.Doc.ID)
+				printReceipt(a.stderr, rc)
+				return context.Cause(ctx)
+			}
+			if f.json {
+				return printJSON(a.stdout, map[string]any{
+					"id": res.Doc.ID, "gateway_url": res.GatewayURL, "token": res.Token,
+					"env": res.Doc.Env, "provider": res.Doc.Winner, "mode": res.Doc.Mode,
+					"servers": res.Doc.Servers, "tools": res.Doc.Tools, "urls": res.Doc.URLs,
+					"database_url": res.DatabaseURL, "expires": res.Doc.Expires, "records": res.Records,
+				})
+			}
+			fmt.Fprintf(a.stdout, "deployment  %s\ngateway     %s\ntoken       %s\nservers     %s (%d tools)\nprovider    %s, %s mode\nexpires     %s\n",
+				res.Doc.ID, res.GatewayURL, res.Token, strings.Join(res.Doc.Servers, ", "), res.Doc.Tools,
+				res.Doc.Winner, res.Doc.Mode, res.Doc.Expires.Format(time.RFC3339))
+			if u := res.Doc.URLs["db-web"]; u != "" {
+				fmt.Fprintf(a.stdout, "db web UI   %s\n", u)
+			}
+			fmt.Fprintf(a.stdout, "tear down:  agentenv env teardown %s\n", res.Doc.ID)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.provider, "provider", "", "provider or comma chain (default: provider.default)")
+	fl.StringVar(&f.mode, "mode", "", "container or vm (default: container where the provider supports it)")
+	fl.DurationVar(&f.ttl, "ttl", 0, "lifetime after which gc removes it (default: lifecycle.ttl, 3h)")
+	fl.StringVar(&f.name, "name", "", "deployment id (default: drawn)")
+	fl.StringVar(&f.into, "into", "", "VM mode: deploy into this existing VM record (it is never torn down by the deploy)")
+	fl.DurationVar(&f.budget, "budget", 0, "wall-clock bound on the whole deploy (default 5m)")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object (id, gateway_url, token, ...)")
+	return cmd
+}
+
+func newEnvLsCmd(a *app) *cobra.Command {
+	var f struct{ all, json bool }
+	cmd := &cobra.Command{
+		Use:   "ls [--all] [--json]",
+		Short: "List deployments (live and deploying, or all with --all)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			states := []string{deploy.StateLive, deploy.StateDeploying}
+			if f.all {
+				states = nil
+			}
+			docs, err := mgr.Ledger().Deployments().List(ctx, states, 0)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				if docs == nil {
+					docs = []agentenv.Deployment{}
+				}
+				return printJSON(a.stdout, docs)
+			}
+			rows := make([][]string, 0, len(docs))
+			for _, d := range docs {
+				rows = append(rows, []string{d.ID, d.Env, d.State, d.Winner, d.Mode, d.GatewayURL, ago(d.Expires)})
+			}
+			table(a.stdout, []string{"ID", "ENV", "STATE", "PROVIDER", "MODE", "GATEWAY", "EXPIRES"}, rows)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&f.all, "all", false, "include failed and torn-down deployments")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
+	return cmd
+}
+
+func newEnvGetCmd(a *app) *cobra.Command {
+	var f struct{ json bool }
+	cmd := &cobra.Command{
+		Use:   "get ID [--json]",
+		Short: "Show a deployment: its record, its sandboxes and their health",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			doc, err := mgr.Ledger().Deployments().Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			recs, err := mgr.Ledger().List(ctx, agentenv.Filter{Deployment: doc.ID})
+			if err != nil {
+				return err
+			}
+			type sandbox struct {
+				Record string         `json:"record"`
+				Role   string         `json:"role"`
+				State  agentenv.State `json:"state"`
+				Health string         `json:"health"`
+			}
+			var sbs []sandbox
+			for _, r := range recs {
+				h := "-"
+				if r.State != agentenv.StateGone {
+					h = health(ctx, a, r)
+				}
+				sbs = append(sbs, sandbox{r.ID, r.Role, r.State, h})
+			}
+			if f.json {
+				return printJSON(a.stdout, map[string]any{"deployment": doc, "sandboxes": sbs})
+			}
+			fmt.Fprintf(a.stdout, "deployment %s  env %s  state %s  provider %s (%s)  expires %s\n", doc.ID, doc.Env, doc.State, doc.Winner, doc.Mode, ago(doc.Expires))
+			if doc.GatewayURL != "" {
+				fmt.Fprintf(a.stdout, "gateway %s  servers %s  tools %d\n", doc.GatewayURL, strings.Join(doc.Servers, ","), doc.Tools)
+			}
+			if doc.Error != "" {
+				fmt.Fprintf(a.stdout, "error: %s\n", doc.Error)
+			}
+			rows := make([][]string, 0, len(sbs))
+			for _, s := range sbs {
+				rows = append(rows, []string{s.Record, s.Role, string(s.State), s.Health})
+			}
+			table(a.stdout, []string{"RECORD", "ROLE", "LEDGER", "HEALTH"}, rows)
+			if doc.Receipt != nil {
+				printReceipt(a.stdout, *doc.Receipt)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
+	return cmd
+}
+
+// health asks the record's provider whether its sandbox runs.
+func health(ctx context.Context, a *app, r agentenv.Record) string {
+	p, err := a.mgr.Provider(r.Provider)
+	if err != nil {
+		return "unknown provider"
+	}
+	if _, err := p.Get(ctx, r.SandboxID); err != nil {
+		return "down: " + err.Error()
+	}
+	return "running"
+}
+
+func newEnvTeardownCmd(a *app) *cobra.Command {
+	var f struct{ json bool }
+	cmd := &cobra.Command{
+		Use:   "teardown ID...",
+		Short: "Tear deployments down and print the verified receipt",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			d := deploy.New(mgr, a.log)
+			clean := true
+			for _, id := range args {
+				rc, err := d.Teardown(ctx, id)
+				if err != nil && len(rc.Items) == 0 {
+					return err
+				}
+				clean = clean && rc.Clean()
+				if f.json {
+					if err := printJSON(a.stdout, map[string]any{"deployment": id, "receipt": rc}); err != nil {
+						return err
+					}
+					continue
+				}
+				fmt.Fprintf(a.stdout, "deployment %s\n", id)
+				printReceipt(a.stdout, rc)
+			}
+			if !clean {
+				return exitError{code: exitFailed}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&f.json, "json", false, "print the receipts as JSON")
+	return cmd
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentenv/agentenv/gateway"
+)
+
+func newGatewayCmd(a *app) *cobra.Command {
+	var f struct {
+		listen, tokenFile, name, toolNames, mode string
+		servers, disable, origins               []string
+		callTimeout, connectTimeout             time.Duration
+	}
+	cmd := &cobra.Command{
+		Use:   "gateway --listen HOST:PORT [--token-file F] --server NAME=URL [--server NAME=URL ...]",
+		Short: "Serve one MCP gateway in front of an env's MCP servers",
+		Long: `gateway aggregates the tools of every --server behind one authenticated MCP endpoint at /mcp,
+and serves the composed card, /state, /step, /trajectory, role gating and /healthz. Every route
+but /healthz needs "Authorization: Bearer TOKEN"; the token comes from --token-file, else from
+$AGENTENV_GATEWAY_TOKEN.`,
+		Example: `  echo secret > token; agentenv gateway --listen 127.0.0.1:8080 --token-file token \
+      --server notes=http://127.0.0.1:8081/mcp --server kv=http://127.0.0.1:8082/mcp`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			token := os.Getenv("AGENTENV_GATEWAY_TOKEN")
+			if f.tokenFile != "" {
+				b, err := os.ReadFile(f.tokenFile)
+				if err != nil {
+					return usageError{fmt.Sprintf("--token-file: %v", err)}
+				}
+				token = strings.TrimSpace(string(b))
+			}
+			if token == "" {
+				return usageError{"gateway needs a token: --token-file F or $AGENTENV_GATEWAY_TOKEN"}
+			}
+			cfg := gateway.Config{
+				Name: f.name, Token: token, ToolNames: f.toolNames, Mode: f.mode,
+				CallTimeout: f.callTimeout, ConnectTimeout: f.connectTimeout,
+				AllowedOrigins: f.origins, Logger: a.log, Roles: map[string][]string{},
+			}
+			for _, s := range f.servers {
+				name, url, ok := strings.Cut(s, "=")
+				if !ok || name == "" || url == "" {
+					return usageError{fmt.Sprintf("--server %q: want NAME=URL", s)}
+				}
+				cfg.Servers = append(cfg.Servers, gateway.Backend{Name: name, URL: url})
+			}
+			if len(cfg.Servers) == 0 {
+				return usageError{"gateway needs at least one --server NAME=URL"}
+			}
+			for _, d := range f.disable {
+				role, pattern, ok := strings.Cut(d, "=")
+				if !ok || role == "" || pattern == "" {
+					return usageError{fmt.Sprintf("--disable %q: want ROLE=PATTERN", d)}
+				}
+				cfg.Roles[role] = append(cfg.Roles[role], pattern)
+			}
+			return gateway.ListenAndServe(cmd.Context(), f.listen, cfg, func(addr string) {
+				a.log.Info("gateway serving", "addr", addr, "servers", len(cfg.Servers))
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve on")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (default: $AGENTENV_GATEWAY_TOKEN)")
+	fl.StringVar(&f.name, "name", "env", "env name on the composed card")
+	fl.StringArrayVar(&f.servers, "server", nil, "backend MCP server NAME=URL (repeatable)")
+	fl.StringVar(&f.toolNames, "tool-names", "auto", "auto, prefix or never")
+	fl.StringVar(&f.mode, "mode", "performance", "consistent (serialize tool calls) or performance")
+	fl.DurationVar(&f.callTimeout, "call-timeout", 0, "bound on one tool call (default 600s)")
+	fl.DurationVar(&f.connectTimeout, "connect-timeout", 0, "deadline to reach every backend at start (default 60s)")
+	fl.StringArrayVar(&f.disable, "disable", nil, "ROLE=PATTERN: hide and refuse matching tools for a role (repeatable)")
+	fl.StringArrayVar(&f.origins, "allow-origin", nil, "browser origin allowed besides localhost (repeatable)")
+	return cmd
+}

@@ -1,0 +1,244 @@
+// Package deploy turns an env file into running sandboxes behind one MCP gateway, and back into
+// nothing. It follows DESIGN.md §4: container mode (one sandbox per component on a private
+// network, each recorded the moment it is created) or VM mode (one VM record owning the whole
+// stack); readiness that means the real thing answers; every wait drawn from one deploy budget;
+// and on any failure or cancellation, teardown of exactly what this attempt created, never a
+// caller's sandbox or an earlier deployment's.
+package deploy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/spec"
+)
+
+// Deployment states as written to the ledger's deployment document.
+const (
+	StateDeploying = "deploying"
+	StateLive      = "live"
+	StateFailed    = "failed"
+	StateTornDown  = "torn_down"
+)
+
+// Modes.
+const (
+	ModeContainer = "container"
+	ModeVM        = "vm"
+)
+
+// DefaultBudget bounds a whole deploy, every wait included.
+const DefaultBudget = 5 * time.Minute
+
+// Deployer deploys envs through a lifecycle manager. It is safe for concurrent use.
+type Deployer struct {
+	mgr *lifecycle.Manager
+	log *slog.Logger
+}
+
+// New returns a Deployer; a nil logger discards.
+func New(mgr *lifecycle.Manager, logger *slog.Logger) *Deployer {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Deployer{mgr: mgr, log: logger}
+}
+
+// Options tune one deploy.
+type Options struct {
+	Provider string        // provider or comma chain; required
+	Mode     string        // container, vm, or "" to pick by the provider's capabilities
+	TTL      time.Duration // lifetime after the deploying process lets go; lifecycle.DefaultTTL if 0
+	Name     string        // deployment id; drawn once for all chain members if empty
+	Run      string        // run id the sandboxes belong to, if any
+	Into     string        // VM mode: an existing VM record to deploy into (never torn down by us)
+	Budget   time.Duration // wall-clock bound on the whole deploy; DefaultBudget if 0
+	Keep     bool          // keep the records owned by this process instead of handing them to the TTL
+	Progress func(Event)   // called as components are created, started and ready; may be nil
+}
+
+// Event is one progress report.
+type Event struct {
+	Component string        `json:"component"`
+	Role      spec.Role     `json:"role"`
+	Phase     string        `json:"phase"` // created, ready, failed, probe
+	Elapsed   time.Duration `json:"elapsed"`
+	Detail    string        `json:"detail,omitempty"`
+}
+
+// String formats e as a progress line.
+func (e Event) String() string {
+	s := fmt.Sprintf("%-10s %-12s %-8s %6s", e.Component, e.Role, e.Phase, e.Elapsed.Round(time.Millisecond))
+	if e.Detail != "" {
+		s += "  " + e.Detail
+	}
+	return s
+}
+
+// Result is a live deployment.
+type Result struct {
+	Doc         agentenv.Deployment
+	Token       string            // the gateway's bearer token; never written to the ledger
+	GatewayURL  string            // the MCP endpoint, http://127.0.0.1:PORT/mcp
+	DatabaseURL string            // the service DB as reachable from this host, if any
+	Endpoints   map[string]string // component name -> host address of its main port
+	Records     []string          // record ids owned by the deployment
+}
+
+// Deploy deploys env and returns once its gateway serves the card and lists every tool. On
+// failure or cancellation everything this deploy created has been torn down (and the deployment
+// document says failed) before Deploy returns.
+func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Result, error) {
+	if opts.Budget <= 0 {
+		opts.Budget = DefaultBudget
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = lifecycle.DefaultTTL
+	}
+	members, err := d.mgr.ParseChain(opts.Provider)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Into != "" && len(members) > 1 {
+		return nil, fmt.Errorf("deploy --into takes one provider, not a chain: %w", agentenv.ErrInvalid)
+	}
+	id := opts.Name
+	if id == "" {
+		id = lifecycle.NewID("dep")
+	}
+	if _, err := d.mgr.Ledger().Deployments().Get(ctx, id); err == nil {
+		return nil, fmt.Errorf("deployment %s exists already: %w", id, agentenv.ErrConflict)
+	}
+	now := time.Now().UTC()
+	doc := agentenv.Deployment{
+		ID: id, Env: env.Name, EnvFile: env.File, EnvDigest: env.Digest(), Provider: opts.Provider,
+		State: StateDeploying, Run: opts.Run, Created: now, Expires: now.Add(opts.TTL).Truncate(time.Second), Updated: now,
+	}
+	if err := d.mgr.Ledger().Deployments().Put(ctx, doc); err != nil {
+		return nil, fmt.Errorf("deploy %s: record deployment: %w", env.Name, err)
+	}
+	bctx, cancel := context.WithTimeout(ctx, opts.Budget)
+	defer cancel()
+
+	var errs []error
+	for i, member := range members {
+		if i > 0 {
+			d.log.Warn("deploy failed on a chain member; trying the next", "deployment", id, "failed", members[i-1], "next", member)
+		}
+		res, err := d.attempt(bctx, env, member, doc, opts)
+		if err == nil {
+			return res, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", member, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	err = errors.Join(errs...)
+	if ctx.Err() != nil {
+		err = fmt.Errorf("deploy %s: %w (%w)", env.Name, context.Cause(ctx), err)
+	} else {
+		err = fmt.Errorf("deploy %s: %w", env.Name, err)
+	}
+	doc.State, doc.Error, doc.Updated = StateFailed, err.Error(), time.Now().UTC()
+	d.putDoc(ctx, doc)
+	return nil, err
+}
+
+// attempt deploys env on one provider. Whatever it fails with, it first tears down every
+// record it created (the deployment's records: earlier attempts have already torn theirs down).
+func (d *Deployer) attempt(ctx context.Context, env *spec.Env, member string, doc agentenv.Deployment, opts Options) (res *Result, err error) {
+	p, err := d.mgr.Provider(member)
+	if err != nil {
+		return nil, err
+	}
+	mode := opts.Mode
+	caps := p.Capabilities()
+	switch {
+	case mode == "" && caps.ContainerMode && opts.Into == "":
+		mode = ModeContainer
+	case mode == "":
+		mode = ModeVM
+	case mode != ModeContainer && mode != ModeVM:
+		return nil, fmt.Errorf("mode %q: want container or vm: %w", mode, agentenv.ErrInvalid)
+	}
+	if mode == ModeContainer && !caps.ContainerMode || mode == ModeVM && !caps.VMMode {
+		return nil, fmt.Errorf("provider %s does not support %s mode: %w", member, mode, agentenv.ErrInvalid)
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	st := &stack{
+		d: d, env: env, member: member, p: p, doc: doc, opts: opts, token: token, start: time.Now(),
+		endpoints: map[string]string{}, tools: map[string][]string{},
+	}
+	defer func() {
+		if err != nil {
+			st.undo(ctx)
+		}
+	}()
+	if mode == ModeContainer {
+		err = st.upContainers(ctx)
+	} else {
+		err = st.upVM(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := st.probe(ctx); err != nil {
+		return nil, err
+	}
+	return st.finish(ctx, mode)
+}
+
+// Teardown tears down every sandbox of deployment id and records the receipt.
+func (d *Deployer) Teardown(ctx context.Context, id string) (agentenv.Receipt, error) {
+	doc, err := d.mgr.Ledger().Deployments().Get(ctx, id)
+	if err != nil {
+		return agentenv.Receipt{}, fmt.Errorf("teardown %s: %w", id, err)
+	}
+	recs, err := d.mgr.Ledger().List(ctx, agentenv.Filter{Deployment: id})
+	if err != nil {
+		return agentenv.Receipt{}, fmt.Errorf("teardown %s: %w", id, err)
+	}
+	rc, terr := d.mgr.Teardown(ctx, recs)
+	doc.Receipt = &rc
+	if rc.Clean() {
+		doc.State = StateTornDown
+	}
+	doc.Updated = time.Now().UTC()
+	d.putDoc(ctx, doc)
+	return rc, terr
+}
+
+func (d *Deployer) putDoc(ctx context.Context, doc agentenv.Deployment) {
+	cctx, cancel := cleanup.Context(ctx, 10*time.Second)
+	defer cancel()
+	if err := d.mgr.Ledger().Deployments().Put(cctx, doc); err != nil {
+		d.log.Warn("ledger: write deployment", "deployment", doc.ID, "err", err)
+	}
+}
+
+func newToken() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// TokenHash is what the ledger keeps of a token.
+func TokenHash(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(h[:])
+}

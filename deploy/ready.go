@@ -1,0 +1,175 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/spec"
+)
+
+// pollEvery is the pause between readiness tries; each try has its own short bound, and the
+// whole wait the caller's deadline.
+const (
+	pollEvery = 50 * time.Millisecond
+	tryBound  = 3 * time.Second
+)
+
+// poll calls try until it succeeds or ctx ends, and returns the last error.
+func poll(ctx context.Context, try func(ctx context.Context) error) error {
+	var last error
+	for {
+		tctx, cancel := context.WithTimeout(ctx, tryBound)
+		err := try(tctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return errors.Join(context.Cause(ctx), last)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// waitPostgres waits until PostgreSQL at url answers a query.
+func waitPostgres(ctx context.Context, url string) error {
+	return poll(ctx, func(ctx context.Context) error {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		var one int
+		return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+	})
+}
+
+// initDB runs the service DB's init files (schemas, init_sql, seed) in order, once it answers.
+// They run through a client rather than the image's init folder, so that any PostgreSQL image
+// works and nothing runs twice.
+func initDB(ctx context.Context, url string, files []spec.File) error {
+	if len(files) == 0 {
+		return nil
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Target < files[j].Target })
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("service db: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, f := range files {
+		sql := f.Content
+		if f.Source != "" {
+			if sql, err = os.ReadFile(f.Source); err != nil {
+				return fmt.Errorf("service db init: %w", err)
+			}
+		}
+		if _, err := conn.Exec(ctx, string(sql)); err != nil {
+			return fmt.Errorf("service db init %s: %w", f.Target, err)
+		}
+	}
+	return nil
+}
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return b.next.RoundTrip(r)
+}
+
+// listTools connects to an MCP endpoint and returns its tool names.
+func listTools(ctx context.Context, url, token string) ([]string, error) {
+	c := mcp.NewClient(&mcp.Implementation{Name: "agentenv-deploy", Version: "v1"}, nil)
+	tr := &mcp.StreamableClientTransport{
+		Endpoint:   url,
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+		MaxRetries: -1,
+	}
+	cs, err := c.Connect(ctx, tr, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer cs.Close()
+	var names []string
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, t.Name)
+	}
+	return names, nil
+}
+
+// waitMCP waits until an MCP server answers initialize and tools/list, and returns its tools.
+func waitMCP(ctx context.Context, url, token string) ([]string, error) {
+	var tools []string
+	err := poll(ctx, func(ctx context.Context) error {
+		t, err := listTools(ctx, url, token)
+		tools = t
+		return err
+	})
+	return tools, err
+}
+
+// waitHTTP waits until url answers any HTTP status below 500.
+func waitHTTP(ctx context.Context, url string) error {
+	return poll(ctx, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
+	})
+}
+
+// waitGateway waits until the gateway at base serves its card to the token and lists tools.
+func waitGateway(ctx context.Context, base, token string) error {
+	err := poll(ctx, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+envproto.CardPath, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET card: %s", resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	_, err = waitMCP(ctx, base+envproto.MCPPath, token)
+	return err
+}

@@ -1,0 +1,422 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/spec"
+)
+
+// stack is one attempt at deploying an env on one provider: what it has created so far, so that
+// a failure undoes exactly that.
+type stack struct {
+	d      *Deployer
+	env    *spec.Env
+	member string
+	p      agentenv.Provider
+	doc    agentenv.Deployment
+	opts   Options
+	token  string
+	start  time.Time
+
+	mu        sync.Mutex
+	network   string            // container mode: the private network's provider id
+	vm        string            // VM mode: the VM's provider id
+	inVM      []string          // VM mode with --into: components started in the caller's VM
+	endpoints map[string]string // component -> host address of its main port
+	tools     map[string][]string
+	dbURL     string
+	bin       []byte // this binary, for stdio servers behind the bridge
+}
+
+func (st *stack) emit(c spec.Component, phase, detail string) {
+	if st.opts.Progress != nil {
+		st.opts.Progress(Event{Component: c.Name, Role: c.Role, Phase: phase, Elapsed: time.Since(st.start), Detail: detail})
+	}
+}
+
+func (st *stack) request(kind agentenv.Kind, role string, sp agentenv.SandboxSpec, prefix string) lifecycle.CreateRequest {
+	return lifecycle.CreateRequest{
+		Provider: st.member, Kind: kind, ID: lifecycle.NewID(prefix), Spec: sp,
+		Run: st.opts.Run, Deployment: st.doc.ID, Role: role, TTL: st.opts.TTL,
+	}
+}
+
+// components returns the env's components with a password drawn for this deployment.
+func (st *stack) components() ([]spec.Component, error) {
+	return st.env.Components(spec.TopologyOptions{DBPassword: st.token[:20]})
+}
+
+// upContainers runs container mode: a private network, then the components in dependency order,
+// each its own recorded sandbox, concurrently where nothing orders them.
+func (st *stack) upContainers(ctx context.Context) error {
+	comps, err := st.components()
+	if err != nil {
+		return err
+	}
+	_, nsb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindNetwork, "network", agentenv.SandboxSpec{}, "net"))
+	if err != nil {
+		return fmt.Errorf("private network: %w", err)
+	}
+	st.network = nsb.ID
+	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+		sp.Network = st.network
+		sp.Aliases = []string{c.Name}
+		sp.Labels = map[string]string{}
+		_, sb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindSandbox, string(c.Role), sp, c.Name))
+		return sb, err
+	})
+}
+
+// upVM runs VM mode: one VM record (or the caller's VM, with --into), then the stack inside it.
+func (st *stack) upVM(ctx context.Context) error {
+	host, ok := st.p.(agentenv.VMHost)
+	if !ok {
+		return fmt.Errorf("provider %s cannot host a VM stack: %w", st.member, agentenv.ErrInvalid)
+	}
+	comps, err := st.components()
+	if err != nil {
+		return err
+	}
+	if st.opts.Into != "" {
+		rec, err := st.d.mgr.Ledger().Get(ctx, st.opts.Into)
+		if err != nil {
+			return fmt.Errorf("--into %s: %w", st.opts.Into, err)
+		}
+		if rec.Kind != agentenv.KindVM || rec.State != agentenv.StateLive || rec.Provider != st.member {
+			return fmt.Errorf("--into %s: want a live %s VM, have a %s %s on %s: %w", st.opts.Into, st.member, rec.State, rec.Kind, rec.Provider, agentenv.ErrInvalid)
+		}
+		st.vm = rec.SandboxID
+	} else {
+		_, vsb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindVM, "vm", agentenv.SandboxSpec{}, "vm"))
+		if err != nil {
+			return fmt.Errorf("vm: %w", err)
+		}
+		st.vm = vsb.ID
+		st.emit(spec.Component{Name: "vm", Role: "vm"}, "created", vsb.ID)
+	}
+	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+		sp.Labels = map[string]string{agentenv.LabelRole: string(c.Role)}
+		sp.Name = c.Name
+		if st.opts.Into != "" {
+			st.mu.Lock()
+			st.inVM = append(st.inVM, c.Name)
+			st.mu.Unlock()
+		}
+		return runInVM(ctx, host, st.vm, sp)
+	})
+}
+
+// runInVM starts one component of a VM stack on a context of its own: like a lifecycle create,
+// a cancelled caller does not abandon a half-made container (the VM's teardown removes it).
+func runInVM(ctx context.Context, host agentenv.VMHost, vm string, sp agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	type result struct {
+		sb  agentenv.Sandbox
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		sb, err := host.RunInVM(context.WithoutCancel(ctx), vm, sp)
+		ch <- result{sb, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.sb, r.err
+	case <-ctx.Done():
+		return agentenv.Sandbox{}, fmt.Errorf("start %s: %w", sp.Name, context.Cause(ctx))
+	}
+}
+
+// startFunc makes one component's sandbox from a spec filled with what every mode shares.
+type startFunc func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (agentenv.Sandbox, error)
+
+// inOrder starts comps so that each starts once everything in its After is ready, concurrently
+// otherwise, and waits for each to be ready. The first failure cancels the rest, and inOrder
+// returns once every started component has returned.
+func (st *stack) inOrder(ctx context.Context, comps []spec.Component, start startFunc) error {
+	ready := map[string]bool{}
+	left := comps
+	for len(left) > 0 {
+		var wave, later []spec.Component
+		for _, c := range left {
+			if allReady(c.After, ready) {
+				wave = append(wave, c)
+			} else {
+				later = append(later, c)
+			}
+		}
+		if len(wave) == 0 {
+			return fmt.Errorf("components wait on each other: %v: %w", names(later), agentenv.ErrInvalid)
+		}
+		wctx, cancel := context.WithCancelCause(ctx)
+		var wg sync.WaitGroup
+		errs := make([]error, len(wave))
+		for i, c := range wave {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := st.up(wctx, c, start); err != nil {
+					errs[i] = fmt.Errorf("%s: %w", c.Name, err)
+					cancel(errs[i])
+				}
+			}()
+		}
+		wg.Wait()
+		cancel(nil)
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		for _, c := range wave {
+			ready[c.Name] = true
+		}
+		left = later
+	}
+	return nil
+}
+
+// up starts one component and waits until it is ready.
+func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) error {
+	sp := agentenv.SandboxSpec{Image: c.Image, Command: c.Command, Env: maps.Clone(c.Env), Ports: []int{c.Port}}
+	if c.Role == spec.RoleGateway {
+		if sp.Env == nil {
+			sp.Env = map[string]string{}
+		}
+		sp.Env[spec.ComposeTokenVar] = st.token
+	}
+	if c.Bridge {
+		bin, err := st.binary()
+		if err != nil {
+			return err
+		}
+		sp.Files = map[string][]byte{spec.BinaryPath: bin}
+	}
+	sb, err := start(ctx, c, sp)
+	if err != nil {
+		st.emit(c, "failed", err.Error())
+		return err
+	}
+	addr := sb.Endpoints[strconv.Itoa(c.Port)]
+	st.emit(c, "created", addr)
+	if addr == "" {
+		return fmt.Errorf("port %d not published", c.Port)
+	}
+	st.mu.Lock()
+	st.endpoints[c.Name] = addr
+	st.mu.Unlock()
+
+	timeout := c.ReadyTimeout
+	if timeout <= 0 {
+		timeout = spec.DefaultReadyTimeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := st.ready(rctx, c, addr); err != nil {
+		if ctx.Err() == nil && rctx.Err() != nil {
+			err = fmt.Errorf("not ready within %s: %w", timeout, err)
+		}
+		if c.Role == spec.RoleGateway {
+			err = fmt.Errorf("%w%s", err, st.logs(ctx, sb))
+		}
+		st.emit(c, "failed", err.Error())
+		return err
+	}
+	st.emit(c, "ready", "")
+	return nil
+}
+
+// ready waits until c answers as its role requires.
+func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error {
+	switch c.Role {
+	case spec.RoleServiceDB:
+		db := st.env.ServiceDB
+		url := fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", db.User, st.token[:20], addr, db.Database)
+		if err := waitPostgres(ctx, url); err != nil {
+			return err
+		}
+		if err := initDB(ctx, url, c.Files); err != nil {
+			return err
+		}
+		st.mu.Lock()
+		st.dbURL = url
+		st.mu.Unlock()
+		return nil
+	case spec.RoleMCPServer, spec.RoleDBMCP:
+		tools, err := waitMCP(ctx, "http://"+addr+c.Path, "")
+		if err != nil {
+			return err
+		}
+		if c.Role == spec.RoleMCPServer {
+			// db-mcp is reached directly, not through the gateway.
+			st.mu.Lock()
+			st.tools[c.Name] = tools
+			st.mu.Unlock()
+		}
+		return nil
+	case spec.RoleGateway:
+		return waitGateway(ctx, "http://"+addr, st.token)
+	default:
+		return waitHTTP(ctx, "http://"+addr+"/")
+	}
+}
+
+// logs returns the last lines of a failed component's output, for the error message.
+func (st *stack) logs(ctx context.Context, sb agentenv.Sandbox) string {
+	lg, ok := st.p.(interface {
+		Logs(ctx context.Context, id string, tail int) (string, error)
+	})
+	if !ok {
+		return ""
+	}
+	cctx, cancel := cleanup.Context(ctx, 5*time.Second)
+	defer cancel()
+	id := sb.ID
+	if st.vm != "" {
+		id = st.vm
+	}
+	out, err := lg.Logs(cctx, id, 20)
+	if err != nil || out == "" {
+		return ""
+	}
+	return "\nlast log lines:\n" + out
+}
+
+// binary returns this executable, to copy into stdio servers as the bridge.
+func (st *stack) binary() ([]byte, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.bin != nil {
+		return st.bin, nil
+	}
+	path, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("stdio bridge: %w", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("stdio bridge: %w", err)
+	}
+	st.bin = b
+	return b, nil
+}
+
+// probe lists the gateway's tools and compares them with what each server listed. It is bounded
+// and never fails the deploy, except by the caller's cancellation.
+func (st *stack) probe(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	gw := st.endpoints["gateway"]
+	tools, err := listTools(pctx, "http://"+gw+"/mcp", st.token)
+	if ctx.Err() != nil {
+		return fmt.Errorf("tools probe: %w", context.Cause(ctx))
+	}
+	c := spec.Component{Name: "gateway", Role: spec.RoleGateway}
+	if err != nil {
+		st.d.log.Warn("tools probe failed", "deployment", st.doc.ID, "err", err)
+		st.emit(c, "probe", "failed: "+err.Error())
+		return nil
+	}
+	want := 0
+	for _, ts := range st.tools {
+		want += len(ts)
+	}
+	detail := fmt.Sprintf("%d tools from %d servers", len(tools), len(st.tools))
+	if len(tools) != want {
+		detail += fmt.Sprintf(" (the servers list %d)", want)
+		st.d.log.Warn("gateway tools differ from the servers'", "deployment", st.doc.ID, "gateway", len(tools), "servers", want)
+	}
+	st.emit(c, "probe", detail)
+	return nil
+}
+
+// finish hands the deployment to its TTL and records it live.
+func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
+	recs, err := st.d.mgr.Ledger().List(ctx, agentenv.Filter{Deployment: st.doc.ID, States: []agentenv.State{agentenv.StateLive}})
+	if err != nil {
+		return nil, fmt.Errorf("list records: %w", err)
+	}
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.ID
+	}
+	if !st.opts.Keep {
+		if err := st.d.mgr.Release(ctx, ids...); err != nil {
+			return nil, err
+		}
+	}
+	doc := st.doc
+	doc.State, doc.Winner, doc.Mode = StateLive, st.member, mode
+	doc.GatewayURL = "http://" + st.endpoints["gateway"] + "/mcp"
+	doc.TokenHash = TokenHash(st.token)
+	doc.URLs = map[string]string{}
+	for name, addr := range st.endpoints {
+		if name != "servicedb" { // its URL carries the password; Result.DatabaseURL has it
+			doc.URLs[name] = "http://" + addr
+		}
+	}
+	for name, ts := range st.tools {
+		doc.Servers = append(doc.Servers, name)
+		doc.Tools += len(ts)
+	}
+	sort.Strings(doc.Servers)
+	doc.Updated = time.Now().UTC()
+	if err := st.d.mgr.Ledger().Deployments().Put(ctx, doc); err != nil {
+		return nil, fmt.Errorf("record deployment: %w", err)
+	}
+	return &Result{Doc: doc, Token: st.token, GatewayURL: doc.GatewayURL, DatabaseURL: st.dbURL, Endpoints: st.endpoints, Records: ids}, nil
+}
+
+// undo tears down everything this attempt created, on a detached bounded context: the
+// components it started in a caller's VM, then every record of the deployment (never the
+// caller's VM, which is not one of them).
+func (st *stack) undo(ctx context.Context) {
+	cctx, cancel := cleanup.Context(ctx, 2*time.Minute)
+	defer cancel()
+	if host, ok := st.p.(agentenv.VMHost); ok {
+		for _, name := range st.inVM {
+			if err := host.RemoveFromVM(cctx, st.vm, name); err != nil {
+				st.d.log.Warn("remove from the caller's vm", "vm", st.vm, "component", name, "err", err)
+			}
+		}
+	}
+	recs, err := st.d.mgr.Ledger().List(cctx, agentenv.Filter{Deployment: st.doc.ID})
+	if err != nil {
+		st.d.log.Warn("list records to undo a failed deploy; gc will find them by label", "deployment", st.doc.ID, "err", err)
+		return
+	}
+	var mine []agentenv.Record
+	for _, r := range recs {
+		if r.State != agentenv.StateGone {
+			mine = append(mine, r)
+		}
+	}
+	if _, err := st.d.mgr.Teardown(ctx, mine); err != nil {
+		st.d.log.Warn("undo a failed deploy", "deployment", st.doc.ID, "err", err)
+	}
+}
+
+func allReady(after []string, ready map[string]bool) bool {
+	for _, a := range after {
+		if !ready[a] {
+			return false
+		}
+	}
+	return true
+}
+
+func names(cs []spec.Component) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Name
+	}
+	return out
+}
