@@ -1,0 +1,299 @@
+// Package gateway is the MCP gateway of a deployment: one process in front of an env's MCP
+// servers (the backends). It serves the union of their tools over MCP streamable HTTP at /mcp,
+// the composed env card, /state, /step (a tool call without an MCP client), /trajectory (NDJSON
+// of every tool call), per-role tool gating and the env data plane, all behind the deployment's
+// bearer token.
+//
+// Naming: a backend's tool keeps its name when no other backend has one of that name and is
+// exposed as <server>__<tool> otherwise (policy "auto"); "prefix" always prefixes and "never"
+// refuses a clash at start. A tool is never silently shadowed.
+//
+// Sessions: the gateway owns its MCP sessions (the go-sdk StreamableHTTPHandler serves them, so
+// session ids, 404 after a session ends, DELETE and the protocol-version header follow the
+// spec). It holds one client session per backend, shared by all of its own sessions, and stamps
+// each forwarded call with the caller's role and session in _meta ("agentenv.io/role",
+// "agentenv.io/session") and the AgentEnv-Role header.
+//
+// A backend that dies makes its tools fail fast with [ErrBackendUnavailable]; a monitor pings it
+// and reconnects when it comes back.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sync"
+	"time"
+)
+
+// Error kinds of the gateway, tested with errors.Is.
+var (
+	// ErrBackendUnavailable means the backend serving a tool cannot be reached: it refused the
+	// connection, closed its session or failed its health check.
+	ErrBackendUnavailable = errors.New("backend unavailable")
+	// ErrToolNotFound means no backend serves a tool of that name.
+	ErrToolNotFound = errors.New("tool not found")
+	// ErrToolDisabled means the tool is disabled for the caller's role.
+	ErrToolDisabled = errors.New("tool disabled")
+	// ErrNameClash means two backends serve a tool of the same name under policy "never", or a
+	// prefixed name collides with another tool.
+	ErrNameClash = errors.New("tool name clash")
+)
+
+// Naming policies of [Config.ToolNames].
+const (
+	NamesAuto   = "auto"
+	NamesPrefix = "prefix"
+	NamesNever  = "never"
+)
+
+// Modes of [Config.Mode].
+const (
+	ModePerformance = "performance"
+	ModeConsistent  = "consistent"
+)
+
+// RoleHeader is the request header that names the caller's role; absent means DefaultRole.
+const RoleHeader = "AgentEnv-Role"
+
+// SessionHeader optionally names the caller's session on /step calls, for the trajectory.
+const SessionHeader = "AgentEnv-Session"
+
+// DefaultRole is the role of a caller that names none.
+const DefaultRole = "default"
+
+// Meta keys the gateway stamps on every forwarded tool call.
+const (
+	MetaRole    = "agentenv.io/role"
+	MetaSession = "agentenv.io/session"
+)
+
+// Defaults of the zero Config.
+const (
+	DefaultCallTimeout    = 600 * time.Second
+	DefaultConnectTimeout = 60 * time.Second
+	DefaultSessionTimeout = time.Hour
+)
+
+// Backend is one MCP server behind the gateway.
+type Backend struct {
+	Name string // unique; letters, digits, '_', '-' and '.'
+	URL  string // its MCP endpoint, e.g. http://notes:8080/mcp
+}
+
+// Config configures a Gateway. Zero values are the documented defaults.
+type Config struct {
+	Name    string    // env name, the composed card's name
+	Token   string    // bearer token every route but /healthz requires; must not be empty
+	Servers []Backend // at least one
+	// ToolNames is the naming policy: "auto" (default), "prefix" or "never".
+	ToolNames string
+	// Mode is "performance" (default: tool calls run concurrently) or "consistent" (tool calls
+	// are serialized across the whole gateway).
+	Mode string
+	// Roles maps a role to the tool patterns disabled for it; '*' matches any run of
+	// characters. A pattern matches a tool's public name or its <server>__<tool> name.
+	Roles map[string][]string
+	// CallTimeout bounds one forwarded tool call; default 600 s.
+	CallTimeout time.Duration
+	// ConnectTimeout is the wall-clock deadline to reach every backend at start; default 60 s.
+	ConnectTimeout time.Duration
+	// SessionTimeout closes a gateway MCP session idle this long; default 1 h.
+	SessionTimeout time.Duration
+	// AllowedOrigins lists the browser origins (scheme://host[:port]) allowed besides
+	// localhost ones; a request with another Origin header gets 403.
+	AllowedOrigins []string
+	// Logger receives the gateway's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+var serverNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// withDefaults validates cfg and fills in its defaults.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Token == "" {
+		return cfg, errors.New("empty token")
+	}
+	if len(cfg.Servers) == 0 {
+		return cfg, errors.New("no servers")
+	}
+	seen := make(map[string]bool)
+	for _, s := range cfg.Servers {
+		if !serverNameRE.MatchString(s.Name) {
+			return cfg, fmt.Errorf("server name %q: want 1-64 of [A-Za-z0-9_.-]", s.Name)
+		}
+		if seen[s.Name] {
+			return cfg, fmt.Errorf("server %q named twice", s.Name)
+		}
+		seen[s.Name] = true
+		if s.URL == "" {
+			return cfg, fmt.Errorf("server %q: empty url", s.Name)
+		}
+	}
+	switch cfg.ToolNames {
+	case "":
+		cfg.ToolNames = NamesAuto
+	case NamesAuto, NamesPrefix, NamesNever:
+	default:
+		return cfg, fmt.Errorf("tool names %q: want auto, prefix or never", cfg.ToolNames)
+	}
+	switch cfg.Mode {
+	case "":
+		cfg.Mode = ModePerformance
+	case ModePerformance, ModeConsistent:
+	default:
+		return cfg, fmt.Errorf("mode %q: want performance or consistent", cfg.Mode)
+	}
+	for role, pats := range cfg.Roles {
+		if err := validRole(role); err != nil {
+			return cfg, err
+		}
+		if err := validPatterns(pats); err != nil {
+			return cfg, fmt.Errorf("role %s: %w", role, err)
+		}
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg, nil
+}
+
+// Gateway serves the union of its backends' tools. It is safe for concurrent use.
+type Gateway struct {
+	cfg      Config
+	log      *slog.Logger
+	backends []*backend
+	byName   map[string]*backend
+
+	mu    sync.RWMutex
+	union *union // current tool union, replaced whole on every change
+
+	roles *roles
+	mcp   *mcpServers
+	traj  *trajectory
+	calls *callGate
+
+	handler http.Handler
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	closed  sync.Once
+}
+
+// New connects to every backend (retrying until cfg.ConnectTimeout, since backends may still be
+// starting), lists their tools, builds the union under the naming policy and fetches each
+// backend's card. The gateway runs a monitor per backend until Close.
+func New(ctx context.Context, cfg Config) (*Gateway, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	g := &Gateway{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		byName: make(map[string]*backend),
+		roles:  newRoles(cfg.Roles),
+		traj:   newTrajectory(maxTrajectory),
+		calls:  newCallGate(cfg.Mode == ModeConsistent),
+		stop:   stop,
+	}
+	for _, s := range cfg.Servers {
+		b := newBackend(s, g.log, g.backendChanged)
+		g.backends = append(g.backends, b)
+		g.byName[s.Name] = b
+	}
+	g.mcp = newMCPServers(g)
+
+	connectCtx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	errs := make([]error, len(g.backends))
+	var wg sync.WaitGroup
+	for i, b := range g.backends {
+		wg.Go(func() { errs[i] = b.start(connectCtx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		g.closeBackends()
+		stop()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	u, err := buildUnion(cfg.ToolNames, g.backends)
+	if err != nil {
+		g.closeBackends()
+		stop()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.union = u
+	g.mcp.sync()
+	g.handler = g.routes()
+	for _, b := range g.backends {
+		g.wg.Go(func() { b.monitor(runCtx) })
+	}
+	g.log.Info("gateway ready", "env", cfg.Name, "servers", len(g.backends), "tools", len(u.tools))
+	return g, nil
+}
+
+// Handler returns the gateway's HTTP handler with every route.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Close stops the monitors, closes the gateway's MCP sessions and the backend sessions. It is
+// bounded: a backend that does not answer the session DELETE is given up on after a few
+// seconds. Close is idempotent.
+func (g *Gateway) Close() error {
+	g.closed.Do(func() {
+		g.stop()
+		g.mcp.closeSessions()
+		g.closeBackends()
+		g.wg.Wait()
+	})
+	return nil
+}
+
+// closeBackends closes every backend session in parallel.
+func (g *Gateway) closeBackends() {
+	var wg sync.WaitGroup
+	for _, b := range g.backends {
+		wg.Go(b.close)
+	}
+	wg.Wait()
+}
+
+// currentUnion returns the tool union in force.
+func (g *Gateway) currentUnion() *union {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.union
+}
+
+// backendChanged rebuilds the union after b's tool list changed. Under policy "never" a new
+// clash keeps the previous union and is recorded as b's error.
+func (g *Gateway) backendChanged(b *backend) {
+	g.mu.Lock()
+	if g.union == nil { // still starting: New builds the first union
+		g.mu.Unlock()
+		return
+	}
+	u, err := buildUnion(g.cfg.ToolNames, g.backends)
+	if err != nil {
+		g.mu.Unlock()
+		b.setError(fmt.Errorf("relist: %w", err))
+		g.log.Warn("backend tools rejected", "component", b.name, "err", err)
+		return
+	}
+	g.union = u
+	g.mu.Unlock()
+	g.mcp.sync()
+	g.log.Info("tools changed", "component", b.name, "tools", len(u.tools))
+}

@@ -1,0 +1,215 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const testToken = "s3cret-token"
+
+// echoIn is the input of the test tools.
+type echoIn struct {
+	Text string `json:"text"`
+}
+
+// testBackend is a real go-sdk MCP server over loopback HTTP.
+type testBackend struct {
+	name string
+	srv  *httptest.Server
+	mcp  *mcp.Server
+	url  string
+}
+
+// addEcho adds a tool that answers "<server>/<tool>:<text>".
+func (b *testBackend) addEcho(tool string) {
+	mcp.AddTool(b.mcp, &mcp.Tool{Name: tool, Description: "echo of " + b.name},
+		func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.TextContent{Text: fmt.Sprintf("%s/%s:%s", b.name, tool, in.Text)},
+			}}, nil, nil
+		})
+}
+
+// kill stops the backend as a crash would: every connection is cut.
+func (b *testBackend) kill() {
+	b.srv.CloseClientConnections()
+	b.srv.Close()
+}
+
+// newBackend starts an MCP server named name with echo tools; withCard also serves an env card
+// and a data plane that answers every request with its own name.
+func newBackend(tb testing.TB, name string, withCard bool, tools ...string) *testBackend {
+	tb.Helper()
+	b := &testBackend{name: name, mcp: mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)}
+	for _, t := range tools {
+		b.addEcho(t)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.mcp }, nil))
+	if withCard {
+		mux.HandleFunc("GET "+envproto.CardPath, func(w http.ResponseWriter, r *http.Request) {
+			var ct []envproto.Tool
+			for _, t := range tools {
+				ct = append(ct, envproto.Tool{Name: t})
+			}
+			_ = json.NewEncoder(w).Encode(envproto.Card{
+				Name: name, Description: "card of " + name, ProtocolVersion: envproto.Version, Tools: ct,
+				Endpoints: map[string]string{"mcp": "/mcp", "data": "/agentenv", "card": envproto.CardPath},
+			})
+		})
+		mux.HandleFunc("POST /agentenv", func(w http.ResponseWriter, r *http.Request) {
+			var req envproto.Request
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			res, _ := json.Marshal(map[string]string{"server": name, "method": req.Method, "role": r.Header.Get(gateway.RoleHeader)})
+			_ = json.NewEncoder(w).Encode(envproto.Response{JSONRPC: "2.0", ID: req.ID, Result: res})
+		})
+	}
+	b.srv = httptest.NewServer(mux)
+	b.url = b.srv.URL + "/mcp"
+	tb.Cleanup(func() {
+		b.srv.CloseClientConnections()
+		b.srv.Close()
+	})
+	return b
+}
+
+// newGateway starts a gateway in front of backends and serves it over loopback HTTP.
+func newGateway(tb testing.TB, cfg gateway.Config, backends ...*testBackend) (*gateway.Gateway, *httptest.Server) {
+	tb.Helper()
+	cfg.Token = testToken
+	if cfg.Name == "" {
+		cfg.Name = "testenv"
+	}
+	for _, b := range backends {
+		cfg.Servers = append(cfg.Servers, gateway.Backend{Name: b.name, URL: b.url})
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g, err := gateway.New(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	tb.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		_ = g.Close()
+	})
+	return g, srv
+}
+
+// headerTransport adds fixed headers to every request.
+type headerTransport struct {
+	base http.RoundTripper
+	h    http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header[k] = v
+	}
+	return t.base.RoundTrip(r)
+}
+
+func authClient(role string) *http.Client {
+	h := http.Header{"Authorization": {"Bearer " + testToken}}
+	if role != "" {
+		h.Set(gateway.RoleHeader, role)
+	}
+	return &http.Client{Transport: headerTransport{http.DefaultTransport, h}}
+}
+
+// connect opens a go-sdk client session to the gateway's /mcp with the token and role.
+func connect(tb testing.TB, gwURL, role string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gwURL + "/mcp", HTTPClient: authClient(role)}, nil)
+	if err != nil {
+		tb.Fatalf("connect to gateway: %v", err)
+	}
+	tb.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func toolNames(tools []*mcp.Tool) []string {
+	var out []string
+	for _, t := range tools {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+func listNames(tb testing.TB, cs *mcp.ClientSession) []string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		tb.Fatalf("ListTools: %v", err)
+	}
+	return toolNames(res.Tools)
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var sb strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			sb.WriteString(t.Text)
+		}
+	}
+	return sb.String()
+}
+
+// do sends a request to the gateway and returns the status and body.
+func do(tb testing.TB, method, url, token string, body any, hdr map[string]string) (int, []byte, http.Header) {
+	tb.Helper()
+	var rd io.Reader
+	switch v := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(v)
+	default:
+		b, _ := json.Marshal(v)
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
+}
