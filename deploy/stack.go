@@ -220,7 +220,14 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if st.vm == "" {
+		// A component that exits will never be ready: fail at once, not at the deadline.
+		rctx = st.watch(rctx, sb.ID)
+	}
 	if err := st.ready(rctx, c, addr); err != nil {
+		if cause := context.Cause(rctx); errors.Is(cause, errExited) {
+			err = cause
+		}
 		if ctx.Err() == nil && rctx.Err() != nil {
 			err = fmt.Errorf("not ready within %s: %w", timeout, err)
 		}
@@ -232,6 +239,32 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 	}
 	st.emit(c, "ready", "")
 	return nil
+}
+
+// errExited is the cause of a readiness wait cut short because the component's sandbox exited.
+var errExited = errors.New("exited before it was ready")
+
+// watch returns a context that is cancelled, with a cause wrapping errExited, once the sandbox
+// id no longer runs.
+func (st *stack) watch(ctx context.Context, id string) context.Context {
+	wctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		defer cancel(nil)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := st.p.Get(wctx, id); errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrNotFound) {
+				cancel(fmt.Errorf("%w: %w", errExited, err))
+				return
+			}
+		}
+	}()
+	return wctx
 }
 
 // ready waits until c answers as its role requires.

@@ -53,12 +53,8 @@ func Require(tb testing.TB) *client.Client {
 	return cli
 }
 
-// testImage caches the test image's tag for the life of the test process.
-var testImage struct {
-	once sync.Once
-	tag  string
-	err  error
-}
+// testImage caches the test image for the life of the test process.
+var testImage builtImage
 
 // TestImage returns the tag of a FROM scratch image whose entrypoint is a static build of
 // internal/testserver at /agentenv (so a container's command is "serve :8080", "sleep",
@@ -67,49 +63,74 @@ var testImage struct {
 // cached artifacts and are not removed.
 func TestImage(tb testing.TB) string {
 	tb.Helper()
-	cli := Require(tb)
-	testImage.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		testImage.tag, testImage.err = buildTestImage(ctx, cli)
-	})
-	if testImage.err != nil {
-		tb.Fatalf("build test image: %v", testImage.err)
-	}
-	return testImage.tag
+	return testImage.get(tb, "github.com/agentenv/agentenv/internal/testserver", "agentenv-testserver", []string{"/agentenv"})
 }
 
-func buildTestImage(ctx context.Context, cli *client.Client) (string, error) {
-	dir, err := os.MkdirTemp("", "agentenv-testserver-")
-	if err != nil {
-		return "", err
+// RuntimeImage returns the tag of the runtime image built from the agentenv command of this
+// checkout (FROM scratch, /agentenv, no entrypoint), as `agentenv images build` makes it:
+// agentenv-runtime:<hash of the binary>. Env files in tests name it in place of agentenv:dev.
+// It also returns the path of the static binary, which tests may run.
+func RuntimeImage(tb testing.TB) (tag, binary string) {
+	tb.Helper()
+	tag = runtimeImage.get(tb, "github.com/agentenv/agentenv/cmd/agentenv", "agentenv-runtime", nil)
+	return tag, runtimeImage.bin
+}
+
+var runtimeImage builtImage
+
+// builtImage builds one image from one Go package, once per process.
+type builtImage struct {
+	once sync.Once
+	tag  string
+	bin  string
+	err  error
+}
+
+func (b *builtImage) get(tb testing.TB, pkg, repo string, entrypoint []string) string {
+	tb.Helper()
+	cli := Require(tb)
+	b.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		b.tag, b.bin, b.err = buildImage(ctx, cli, pkg, repo, entrypoint)
+	})
+	if b.err != nil {
+		tb.Fatalf("build %s image: %v", repo, b.err)
 	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "testserver")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w",
-		"-o", bin, "github.com/agentenv/agentenv/internal/testserver")
+	return b.tag
+}
+
+// buildImage builds pkg statically into a folder that lives as long as the process, and the
+// image repo:<hash> from it unless the engine has it already.
+func buildImage(ctx context.Context, cli *client.Client, pkg, repo string, entrypoint []string) (string, string, error) {
+	dir, err := os.MkdirTemp("", "agentenv-image-")
+	if err != nil {
+		return "", "", err
+	}
+	bin := filepath.Join(dir, "agentenv")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build testserver: %w: %s", err, out)
+		return "", "", fmt.Errorf("go build %s: %w: %s", pkg, err, out)
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	sum := sha256.Sum256(data)
-	tag := "agentenv-testserver:" + hex.EncodeToString(sum[:])[:16]
+	tag := repo + ":" + hex.EncodeToString(sum[:])[:16]
 	if _, err := cli.ImageInspect(ctx, tag); err == nil {
-		return tag, nil
+		return tag, bin, nil
 	} else if !cerrdefs.IsNotFound(err) {
-		return "", fmt.Errorf("inspect %s: %w", tag, err)
+		return "", "", fmt.Errorf("inspect %s: %w", tag, err)
 	}
 	err = images.Build(ctx, cli, images.Spec{
 		Tag:        tag,
 		Binary:     bin,
-		Entrypoint: []string{"/agentenv"},
-		Labels:     map[string]string{"agentenv.test": "testserver"},
+		Entrypoint: entrypoint,
+		Labels:     map[string]string{"agentenv.test": repo},
 	})
-	return tag, err
+	return tag, bin, err
 }
 
 // Leftovers returns the containers, networks and volumes that carry every one of labels, as

@@ -1,0 +1,69 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/spec"
+)
+
+// Reattach rebuilds a live view of deployment id from the ledger, checking each sandbox with its
+// provider's Get. As the seeds define it: a dead MCP server or gateway is an error; a dead
+// service DB is skipped with a warning, except in a multi env (several servers share it), where
+// it is an error. The token is not in the ledger, so the Result has none. Reattach never tears
+// anything down.
+func (d *Deployer) Reattach(ctx context.Context, id string) (*Result, []string, error) {
+	doc, err := d.mgr.Ledger().Deployments().Get(ctx, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reattach %s: %w", id, err)
+	}
+	if doc.State != StateLive {
+		return nil, nil, fmt.Errorf("reattach %s: deployment is %s: %w", id, doc.State, agentenv.ErrGone)
+	}
+	recs, err := d.mgr.Ledger().List(ctx, agentenv.Filter{Deployment: id})
+	if err != nil {
+		return nil, nil, fmt.Errorf("reattach %s: %w", id, err)
+	}
+	res := &Result{Doc: doc, GatewayURL: doc.GatewayURL, Endpoints: map[string]string{}}
+	var warnings []string
+	var errs []error
+	multi := len(doc.Servers) > 1
+	for _, r := range recs {
+		if r.Kind == agentenv.KindNetwork || r.State == agentenv.StateGone {
+			continue
+		}
+		res.Records = append(res.Records, r.ID)
+		p, err := d.mgr.Provider(r.Provider)
+		if err == nil {
+			_, err = p.Get(ctx, r.SandboxID)
+		}
+		if err == nil {
+			for k, v := range r.Attrs {
+				if strings.HasPrefix(k, "endpoint.") {
+					res.Endpoints[r.ID] = v
+				}
+			}
+			continue
+		}
+		switch {
+		case r.Role == string(spec.RoleServiceDB) && !multi:
+			warnings = append(warnings, fmt.Sprintf("service DB %s is down (%v); reattached without it", r.ID, err))
+		case r.Role == string(spec.RoleDBWeb):
+			warnings = append(warnings, fmt.Sprintf("DB web UI %s is down (%v)", r.ID, err))
+		case r.Role == string(spec.RoleServiceDB):
+			errs = append(errs, fmt.Errorf("service DB %s of a multi env is down: %w", r.ID, err))
+		default:
+			errs = append(errs, fmt.Errorf("%s %s is down: %w", r.Role, r.ID, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, warnings, fmt.Errorf("reattach %s: %w", id, err)
+	}
+	for _, w := range warnings {
+		d.log.Warn(w, "deployment", id)
+	}
+	return res, warnings, nil
+}
