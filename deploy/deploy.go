@@ -211,7 +211,13 @@ func (d *Deployer) Teardown(ctx context.Context, id string) (agentenv.Receipt, e
 	if err != nil {
 		return agentenv.Receipt{}, fmt.Errorf("teardown %s: %w", id, err)
 	}
-	rc, terr := d.mgr.Teardown(ctx, recs)
+	var up []agentenv.Record
+	for _, r := range recs {
+		if r.State != agentenv.StateGone { // gone records are history (a failed chain member's)
+			up = append(up, r)
+		}
+	}
+	rc, terr := d.mgr.Teardown(ctx, up)
 	doc.Receipt = &rc
 	if rc.Clean() {
 		doc.State = StateTornDown

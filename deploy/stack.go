@@ -117,8 +117,9 @@ func (st *stack) upVM(ctx context.Context) error {
 	})
 }
 
-// runInVM starts one component of a VM stack on a context of its own: like a lifecycle create,
-// a cancelled caller does not abandon a half-made container (the VM's teardown removes it).
+// runInVM starts one component of a VM stack on a context of its own. Like a lifecycle create,
+// a cancelled caller still waits (bounded) for a start in flight to finish, so that the VM's
+// teardown, which comes next, sees what it made; past the bound, gc finds it by the VM's label.
 func runInVM(ctx context.Context, host agentenv.VMHost, vm string, sp agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	type result struct {
 		sb  agentenv.Sandbox
@@ -133,8 +134,14 @@ func runInVM(ctx context.Context, host agentenv.VMHost, vm string, sp agentenv.S
 	case r := <-ch:
 		return r.sb, r.err
 	case <-ctx.Done():
-		return agentenv.Sandbox{}, fmt.Errorf("start %s: %w", sp.Name, context.Cause(ctx))
 	}
+	wctx, cancel := cleanup.Context(ctx, lifecycle.DefaultReclaimWait)
+	defer cancel()
+	select {
+	case <-ch:
+	case <-wctx.Done():
+	}
+	return agentenv.Sandbox{}, fmt.Errorf("start %s: %w", sp.Name, context.Cause(ctx))
 }
 
 // startFunc makes one component's sandbox from a spec filled with what every mode shares.
@@ -207,6 +214,11 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 	}
 	addr := sb.Endpoints[strconv.Itoa(c.Port)]
 	st.emit(c, "created", addr)
+	if sb.State == agentenv.SandboxExited {
+		err := fmt.Errorf("%w: exit code %d%s", errExited, sb.ExitCode, st.logs(ctx, sb))
+		st.emit(c, "failed", err.Error())
+		return err
+	}
 	if addr == "" {
 		return fmt.Errorf("port %d not published", c.Port)
 	}
@@ -231,7 +243,7 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 		if ctx.Err() == nil && rctx.Err() != nil {
 			err = fmt.Errorf("not ready within %s: %w", timeout, err)
 		}
-		if c.Role == spec.RoleGateway {
+		if c.Role == spec.RoleGateway || errors.Is(err, errExited) {
 			err = fmt.Errorf("%w%s", err, st.logs(ctx, sb))
 		}
 		st.emit(c, "failed", err.Error())

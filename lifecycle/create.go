@@ -161,10 +161,13 @@ func (m *Manager) run(ctx context.Context, pc *pendingCreate, p guarded, rec age
 	}
 }
 
-// callCreate calls the provider's Create or CreateNetwork, by kind.
+// callCreate calls the provider's Create, CreateNetwork or CreateVM, by kind.
 func callCreate(ctx context.Context, p guarded, kind agentenv.Kind, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if kind == agentenv.KindNetwork {
+	switch kind {
+	case agentenv.KindNetwork:
 		return p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: spec.Name, Labels: spec.Labels})
+	case agentenv.KindVM:
+		return p.CreateVM(ctx, spec)
 	}
 	return p.Create(ctx, spec)
 }

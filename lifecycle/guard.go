@@ -84,3 +84,12 @@ func (g guardedLedger) RenewLease(ctx context.Context, o agentenv.Owner, until t
 	defer ledgerRecovered(&err, "renew lease", o.String())
 	return g.Ledger.RenewLease(ctx, o, until)
 }
+
+func (g guarded) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (sb agentenv.Sandbox, err error) {
+	defer recovered(&err, g.p, "create vm", spec.Name)
+	h, ok := g.p.(agentenv.VMHost)
+	if !ok {
+		return agentenv.Sandbox{}, fmt.Errorf("%s cannot host VMs: %w", g.p.Name(), agentenv.ErrInvalid)
+	}
+	return h.CreateVM(ctx, spec)
+}
