@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/moby/moby/client"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"

@@ -14,8 +14,8 @@ import (
 func newGatewayCmd(a *app) *cobra.Command {
 	var f struct {
 		listen, tokenFile, name, toolNames, mode string
-		servers, disable, origins               []string
-		callTimeout, connectTimeout             time.Duration
+		servers, disable, origins                []string
+		callTimeout, connectTimeout              time.Duration
 	}
 	cmd := &cobra.Command{
 		Use:   "gateway --listen HOST:PORT [--token-file F] --server NAME=URL [--server NAME=URL ...]",
