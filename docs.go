@@ -15,6 +15,7 @@ type Deployment struct {
 	Mode       string            `json:"mode"`       // vm or container
 	State      string            `json:"state"`      // deploying, live, failed, torn_down
 	Run        string            `json:"run,omitempty"`
+	Owner      Owner             `json:"owner,omitzero"` // the deploying process; zero once live
 	GatewayURL string            `json:"gateway_url,omitempty"`
 	TokenHash  string            `json:"token_hash,omitempty"` // sha256 of the bearer token
 	Servers    []string          `json:"servers,omitempty"`

@@ -62,7 +62,7 @@ type Options struct {
 	Run      string        // run id the sandboxes belong to, if any
 	Into     string        // VM mode: an existing VM record to deploy into (never torn down by us)
 	Budget   time.Duration // wall-clock bound on the whole deploy; DefaultBudget if 0
-	Keep     bool          // keep the records owned by this process instead of handing them to the TTL
+	Own      bool          // records stay owned by this process (a run tears them down itself) instead of passing to the TTL
 	Progress func(Event)   // called as components are created, started and ready; may be nil
 }
 
@@ -121,7 +121,7 @@ func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Re
 	now := time.Now().UTC()
 	doc := agentenv.Deployment{
 		ID: id, Env: env.Name, EnvFile: env.File, EnvDigest: env.Digest(), Provider: opts.Provider,
-		State: StateDeploying, Run: opts.Run, Created: now, Expires: now.Add(opts.TTL).Truncate(time.Second), Updated: now,
+		State: StateDeploying, Run: opts.Run, Owner: d.mgr.Owner(), Created: now, Expires: now.Add(opts.TTL).Truncate(time.Second), Updated: now,
 	}
 	if err := d.mgr.Ledger().Deployments().Put(ctx, doc); err != nil {
 		return nil, fmt.Errorf("deploy %s: record deployment: %w", env.Name, err)

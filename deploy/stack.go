@@ -393,13 +393,16 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	for i, r := range recs {
 		ids[i] = r.ID
 	}
-	if !st.opts.Keep {
+	if !st.opts.Own {
 		if err := st.d.mgr.Release(ctx, ids...); err != nil {
 			return nil, err
 		}
 	}
 	doc := st.doc
 	doc.State, doc.Winner, doc.Mode = StateLive, st.member, mode
+	if !st.opts.Own {
+		doc.Owner = agentenv.Owner{}
+	}
 	doc.GatewayURL = "http://" + st.endpoints["gateway"] + "/mcp"
 	doc.TokenHash = TokenHash(st.token)
 	doc.URLs = map[string]string{}

@@ -132,7 +132,58 @@ func (m *Manager) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	for _, it := range rc.Items {
 		rep.Actions = append(rep.Actions, GCAction{Record: it.Record, Provider: it.Provider, Reason: reasons[it.Record], Outcome: it.Outcome, Detail: it.Reason})
 	}
+	if err := m.reconcileDeployments(ctx, now); err != nil {
+		rep.Errors = append(rep.Errors, err.Error())
+	}
 	return rep, nil
+}
+
+// reconcileDeployments closes the documents of deployments that have nothing up any more: one
+// whose deploying process died is failed, a live one whose sandboxes are all gone is torn down.
+// A deployment whose deploying process still runs is left alone, even with no record yet.
+func (m *Manager) reconcileDeployments(ctx context.Context, now time.Time) error {
+	docs, err := m.cfg.Ledger.Deployments().List(ctx, []string{"deploying", "live"}, 0)
+	if err != nil {
+		return fmt.Errorf("gc: list deployments: %w", err)
+	}
+	for _, d := range docs {
+		if d.State == "deploying" && !d.Owner.IsZero() && m.ownerAlive(d.Owner, d.Updated.Add(m.cfg.Lease), now) {
+			continue
+		}
+		recs, err := m.cfg.Ledger.List(ctx, agentenv.Filter{Deployment: d.ID})
+		if err != nil {
+			return fmt.Errorf("gc: list records of %s: %w", d.ID, err)
+		}
+		up := false
+		for _, r := range recs {
+			up = up || r.State != agentenv.StateGone
+		}
+		if up {
+			continue
+		}
+		if d.State == "deploying" {
+			d.State, d.Error = "failed", "the deploying process ended before the deploy did; gc removed what it made"
+		} else {
+			d.State = "torn_down"
+		}
+		d.Owner, d.Updated = agentenv.Owner{}, now.UTC()
+		if err := m.cfg.Ledger.Deployments().Put(ctx, d); err != nil {
+			return fmt.Errorf("gc: close deployment %s: %w", d.ID, err)
+		}
+	}
+	return nil
+}
+
+// ownerAlive reports whether owner still works: on this host, by its process; elsewhere, by
+// its lease.
+func (m *Manager) ownerAlive(o agentenv.Owner, leaseUntil, now time.Time) bool {
+	if o == m.cfg.Owner {
+		return true
+	}
+	if o.Host == m.cfg.Owner.Host {
+		return ProcessAlive(o)
+	}
+	return now.Before(leaseUntil)
 }
 
 // collectReason says why gc should collect r, or "" to keep it.
@@ -152,19 +203,13 @@ func (m *Manager) collectReason(r agentenv.Record, now time.Time) string {
 		}
 		return "no owner for a " + string(r.State) + " record"
 	}
-	if r.Owner == m.cfg.Owner {
-		return "" // this process is working on it
-	}
-	if r.Owner.Host == m.cfg.Owner.Host {
-		if !ProcessAlive(r.Owner) {
-			return "owner process is dead"
-		}
+	if m.ownerAlive(r.Owner, r.LeaseUntil, now) {
 		return ""
 	}
-	if now.After(r.LeaseUntil) {
-		return "owner lease expired"
+	if r.Owner.Host == m.cfg.Owner.Host {
+		return "owner process is dead"
 	}
-	return ""
+	return "owner lease expired"
 }
 
 // orphanReason says why gc should collect a listed sandbox that has no active record.

@@ -31,6 +31,8 @@ verified, and 'agentenv gc' finds whatever a killed process left behind.`,
 	pf.StringVar(&a.flags.logLevel, "log-level", "", "debug, info, warn or error (overrides log.level)")
 
 	root.AddCommand(
+		newRunCmd(a),
+		newRunsCmd(a),
 		newSandboxCmd(a),
 		newGCCmd(a),
 		newLedgerCmd(a),

@@ -61,7 +61,7 @@ func (l *Ledger) migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, `INSERT INTO agentenv_schema_migrations (version) VALUES ($1)`, v); err != nil {
 				return fmt.Errorf("migration %s: %w", name, err)
 			}
-			l.log.Info("ledger schema migrated", "version", v)
+			l.log.Debug("ledger schema migrated", "version", v)
 		}
 		if current > newest {
 			return fmt.Errorf("schema version %d is newer than this agentenv knows (%d); upgrade agentenv", current, newest)

@@ -54,7 +54,7 @@ func (l *Ledger) migrate(ctx context.Context) error {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied) VALUES (?, ?)`, v, now); err != nil {
 				return fmt.Errorf("migration %s: %w", name, err)
 			}
-			l.log.Info("ledger schema migrated", "version", v)
+			l.log.Debug("ledger schema migrated", "version", v)
 		}
 		if current > newest {
 			return fmt.Errorf("schema version %d is newer than this agentenv knows (%d); upgrade agentenv", current, newest)

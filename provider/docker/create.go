@@ -101,7 +101,7 @@ func (p *Provider) create(ctx context.Context, name string, spec agentenv.Sandbo
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
 	}
 	sb = p.fromInspect(name, res.Container)
-	log.Info("sandbox created", "state", sb.State, "endpoints", sb.Endpoints)
+	log.Debug("sandbox created", "state", sb.State, "endpoints", sb.Endpoints)
 	return sb, nil
 }
 

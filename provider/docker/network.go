@@ -50,7 +50,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 		p.cleanup(ctx, spec.Name)
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create network %s: %w", spec.Name, err)
 	}
-	p.log.Info("network created", "record_id", spec.Name, "network_id", res.ID)
+	p.log.Debug("network created", "record_id", spec.Name, "network_id", res.ID)
 	return agentenv.Sandbox{
 		ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
 		Labels: spec.Labels, Endpoints: map[string]string{}, Created: time.Now(),

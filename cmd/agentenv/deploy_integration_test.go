@@ -1,0 +1,153 @@
+//go:build integration
+
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentenv/agentenv/internal/dockertest"
+)
+
+// kvEnvFile writes an env file of the kv example that runs this checkout's runtime image, with
+// the test's label on nothing (deployments are found by their own label) and returns its path.
+func (c *cli) kvEnvFile() string {
+	c.t.Helper()
+	runtime, _ := dockertest.RuntimeImage(c.t)
+	p := filepath.Join(c.t.TempDir(), "env.yaml")
+	y := fmt.Sprintf("name: kv\nservers:\n  - name: kv\n    image: %[1]s\n    command: [/agentenv, serve, kv, --listen, \":8080\"]\n    port: 8080\ngateway:\n  image: %[1]s\n", runtime)
+	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+// deployLeftovers lists what any deployment of this test's ledger left: every container,
+// network and volume whose agentenv.deployment label names a deployment this test drew.
+func (c *cli) deployLeftovers(prefix string) []string {
+	c.t.Helper()
+	var left []string
+	out := c.run(context.Background(), nil, "ledger", "ls", "--all", "--json")
+	var recs []struct{ Deployment string }
+	if err := json.Unmarshal([]byte(out.stdout), &recs); err != nil {
+		c.t.Fatalf("ledger ls: %v\n%s", err, out.stdout)
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if r.Deployment == "" || seen[r.Deployment] {
+			continue
+		}
+		seen[r.Deployment] = true
+		l, err := dockertest.Leftovers(context.Background(), c.dc, map[string]string{"agentenv.deployment": r.Deployment})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		left = append(left, l...)
+	}
+	return left
+}
+
+var deploymentLine = regexp.MustCompile(`(?m)^deployment\s+(\S+)$`)
+
+func TestEnvDeployGetTeardown(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	env := c.kvEnvFile()
+	r := c.run(t.Context(), nil, "env", "deploy", env, "--json")
+	if r.code != 0 {
+		t.Fatalf("env deploy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var out struct{ ID, GatewayURL, Token string }
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &raw); err != nil {
+		t.Fatalf("env deploy --json: %v\n%s", err, r.stdout)
+	}
+	out.ID, _ = raw["id"].(string)
+	out.GatewayURL, _ = raw["gateway_url"].(string)
+	out.Token, _ = raw["token"].(string)
+	if out.ID == "" || !strings.HasPrefix(out.GatewayURL, "http://127.0.0.1:") || out.Token == "" {
+		t.Fatalf("env deploy --json = %s, want id, gateway_url and token", r.stdout)
+	}
+	ls := c.run(t.Context(), nil, "env", "ls")
+	if !strings.Contains(ls.stdout, out.ID) || !strings.Contains(ls.stdout, "live") {
+		t.Errorf("env ls:\n%s", ls.stdout)
+	}
+	get := c.run(t.Context(), nil, "env", "get", out.ID)
+	if strings.Count(get.stdout, "running") != 3 {
+		t.Errorf("env get: want network, server and gateway running:\n%s", get.stdout)
+	}
+	if strings.Contains(get.stdout, out.Token) {
+		t.Error("env get prints the token")
+	}
+	td := c.run(t.Context(), nil, "env", "teardown", out.ID)
+	if td.code != 0 || !strings.Contains(td.stdout, "3 terminated") {
+		t.Errorf("env teardown: exit %d\n%s%s", td.code, td.stdout, td.stderr)
+	}
+	noFalseWarnings(t, td.stdout+td.stderr)
+	if left := c.deployLeftovers("dep"); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
+
+func TestEnvDeploySIGINTAtRandomLeavesNothing(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	env := c.kvEnvFile()
+	finished, codes := c.signalledCmd(30, syscall.SIGINT, 30*time.Millisecond, 1500*time.Millisecond, deploymentLine, "env", "deploy", env)
+	interrupted := 0
+	for _, code := range codes {
+		switch code {
+		case 0:
+		case 130:
+			interrupted++
+		default:
+			t.Errorf("exit code %d after SIGINT, want 130 (or 0 if it had finished)", code)
+		}
+	}
+	t.Logf("%d of 30 deploys interrupted (exit 130), %d finished first", interrupted, len(finished))
+	for _, id := range finished {
+		c.run(t.Context(), nil, "env", "teardown", id)
+	}
+	if left := c.deployLeftovers("dep"); len(left) != 0 {
+		t.Errorf("after SIGINTs the engine still has %v", left)
+	}
+}
+
+func TestEnvDeploySIGKILLAtRandomThenGC(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	env := c.kvEnvFile()
+	finished, _ := c.signalledCmd(30, syscall.SIGKILL, 0, 1500*time.Millisecond, deploymentLine, "env", "deploy", env)
+	t.Logf("%d of 30 deploys finished before SIGKILL", len(finished))
+	for _, id := range finished {
+		c.run(t.Context(), nil, "env", "teardown", id)
+	}
+	if r := c.run(t.Context(), nil, "gc"); r.code != 0 {
+		t.Errorf("gc: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A deploy killed after it handed its deployment to the TTL but before it printed it is
+	// live by design; it is the user's (here, the test's) to tear down.
+	var live []map[string]any
+	ls := c.run(t.Context(), nil, "env", "ls", "--json")
+	if err := json.Unmarshal([]byte(ls.stdout), &live); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range live {
+		t.Logf("live after kill: %v (%v)", d["id"], d["state"])
+		c.run(t.Context(), nil, "env", "teardown", d["id"].(string))
+	}
+	if len(live) > 1 {
+		t.Errorf("%d deployments live after SIGKILLs and gc; at most the rare one killed between hand-over and print", len(live))
+	}
+	if left := c.deployLeftovers("dep"); len(left) != 0 {
+		t.Errorf("after SIGKILLs and gc the engine still has %v", left)
+	}
+}

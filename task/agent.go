@@ -1,0 +1,218 @@
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Agent kinds of prompt_agent.
+const (
+	AgentScripted = "scripted" // replays a list of tool calls; for deterministic runs and soak tests
+	AgentOpenAI   = "openai"   // a tool-calling loop against an OpenAI-compatible chat endpoint
+)
+
+// DefaultMaxTurns is the turn budget of the openai agent when the step sets none.
+const DefaultMaxTurns = 20
+
+// promptAgent lets an agent act in a deployed env through its gateway, and records the
+// trajectory.
+type promptAgent struct {
+	Env      string         `yaml:"env" task:"required"`   // the deploy_env step
+	Agent    string         `yaml:"agent" task:"required"` // scripted or openai
+	Prompt   string         `yaml:"prompt"`
+	System   string         `yaml:"system"`    // openai: the system message
+	Model    string         `yaml:"model"`     // openai: overrides model.name
+	MaxTurns int            `yaml:"max_turns"` // openai: model turns allowed; DefaultMaxTurns if 0
+	Calls    []scriptedCall `yaml:"calls"`     // scripted: the tool calls to replay
+	Response string         `yaml:"response"`  // scripted: the final answer; the last call's text if empty
+}
+
+// scriptedCall is one tool call of a scripted agent.
+type scriptedCall struct {
+	Tool      string         `yaml:"tool" task:"required"`
+	Arguments map[string]any `yaml:"arguments"`
+}
+
+func (s *promptAgent) Check() error {
+	switch s.Agent {
+	case AgentScripted:
+		if len(s.Calls) == 0 {
+			return errors.New("calls: a scripted agent needs at least one call")
+		}
+	case AgentOpenAI:
+		if s.Prompt == "" {
+			return errors.New("prompt: the openai agent needs a prompt")
+		}
+		if len(s.Calls) > 0 || s.Response != "" {
+			return errors.New("calls and response are for the scripted agent")
+		}
+		if s.MaxTurns < 0 {
+			return errors.New("max_turns: want a positive number")
+		}
+	default:
+		return fmt.Errorf("agent: want scripted or openai, got %q%s", s.Agent, suggest(s.Agent, []string{AgentScripted, AgentOpenAI}))
+	}
+	return nil
+}
+
+func (s *promptAgent) Refs() []Ref { return []Ref{{"env", s.Env, envTypes}} }
+
+func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
+	env, err := sc.env(s.Env)
+	if err != nil {
+		return Result{}, err
+	}
+	dir, err := sc.runDir()
+	if err != nil {
+		return Result{}, err
+	}
+	tr, err := newTrajectory(filepath.Join(dir, sc.s.ID+".trajectory.ndjson"))
+	if err != nil {
+		return Result{}, err
+	}
+	defer tr.close()
+	res := Result{Outputs: map[string]string{"trajectory": tr.path}}
+	tr.write(trajLine{Kind: "prompt", Text: s.Prompt, Agent: s.Agent})
+
+	out, err := s.act(ctx, sc, env, tr)
+	res.Outputs["turns"] = strconv.Itoa(out.turns)
+	res.Outputs["tool_calls"] = strconv.Itoa(out.calls)
+	if err != nil {
+		tr.write(trajLine{Kind: "error", Error: err.Error()})
+		return res, err
+	}
+	res.Outputs["response"] = out.response
+	tr.write(trajLine{Kind: "response", Text: out.response})
+	return res, tr.err()
+}
+
+// agentRun is what an agent did.
+type agentRun struct {
+	response     string
+	turns, calls int
+}
+
+func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *trajectory) (agentRun, error) {
+	cs, err := sc.connect(ctx, env)
+	if err != nil {
+		return agentRun{}, err
+	}
+	defer cs.Close()
+	if s.Agent == AgentOpenAI {
+		return s.openai(ctx, sc, cs, tr)
+	}
+	var out agentRun
+	for i, c := range s.Calls {
+		tr.write(trajLine{Kind: "tool_call", Turn: i + 1, Tool: c.Tool, Arguments: json.RawMessage(marshal(c.Arguments))})
+		tc, err := callOne(ctx, cs, c.Tool, c.Arguments)
+		out.calls++
+		if err != nil {
+			return out, fmt.Errorf("scripted call %d: %w", i+1, err)
+		}
+		tr.writeResult(i+1, c.Tool, "", tc)
+		out.response = tc.Text
+	}
+	if s.Response != "" {
+		out.response = s.Response
+	}
+	return out, nil
+}
+
+// trajectory is an NDJSON file of what an agent did: one line per model turn, tool call and
+// tool result.
+type trajectory struct {
+	path string
+	mu   sync.Mutex
+	f    *os.File
+	enc  *json.Encoder
+	seq  int
+	werr error
+}
+
+// trajLine is one line of a trajectory.
+type trajLine struct {
+	Seq       int             `json:"seq"`
+	Time      time.Time       `json:"time"`
+	Kind      string          `json:"kind"` // prompt, model, tool_call, tool_result, response, error
+	Agent     string          `json:"agent,omitempty"`
+	Turn      int             `json:"turn,omitempty"`
+	Model     string          `json:"model,omitempty"`
+	Tool      string          `json:"tool,omitempty"`
+	CallID    string          `json:"call_id,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Text      string          `json:"text,omitempty"`
+	JSON      json.RawMessage `json:"json,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+	ToolCalls int             `json:"tool_calls,omitempty"`
+	Error     string          `json:"error,omitempty"`
+}
+
+func newTrajectory(path string) (*trajectory, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("trajectory: %w", err)
+	}
+	return &trajectory{path: path, f: f, enc: json.NewEncoder(f)}, nil
+}
+
+func (t *trajectory) write(l trajLine) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seq++
+	l.Seq, l.Time = t.seq, time.Now().UTC()
+	if len(l.Arguments) > 0 && !json.Valid(l.Arguments) {
+		l.Arguments = json.RawMessage(marshal(string(l.Arguments)))
+	}
+	if err := t.enc.Encode(l); err != nil && t.werr == nil {
+		t.werr = fmt.Errorf("trajectory: %w", err)
+	}
+}
+
+func (t *trajectory) writeResult(turn int, tool, callID string, tc toolCall) {
+	l := trajLine{Kind: "tool_result", Turn: turn, Tool: tool, CallID: callID, Text: tc.Text, IsError: tc.IsError}
+	if tc.JSON != "" {
+		l.JSON = json.RawMessage(tc.JSON)
+	}
+	t.write(l)
+}
+
+func (t *trajectory) err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.werr
+}
+
+func (t *trajectory) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.f.Close(); err != nil && t.werr == nil {
+		t.werr = fmt.Errorf("trajectory: %w", err)
+	}
+}
+
+// toolsOf lists the tools the gateway offers, following pagination.
+func toolsOf(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
+	var out []*mcp.Tool
+	params := &mcp.ListToolsParams{}
+	for range 100 {
+		res, err := cs.ListTools(ctx, params)
+		if err != nil {
+			return nil, fmt.Errorf("list tools: %w", err)
+		}
+		out = append(out, res.Tools...)
+		if res.NextCursor == "" {
+			return out, nil
+		}
+		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
+	}
+	return out, nil
+}

@@ -1,0 +1,214 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+)
+
+// Defaults for the zero values of Runner and RunOptions.
+const (
+	DefaultDrainTimeout    = 30 * time.Second
+	DefaultTeardownTimeout = 2 * time.Minute
+	DefaultStepConcurrency = 8
+)
+
+// errCancelled marks a run stopped by its caller.
+var errCancelled = errors.New("run cancelled")
+
+// runDAG runs the episode's steps: each as soon as its dependencies have ended, at most
+// StepConcurrency at once. A failing step with fail_task_on_error stops dispatch and cancels
+// the steps in flight; so does a cancelled ctx. Either way it waits for the steps in flight,
+// up to the drain timeout. It returns the fatal failure (or errCancelled), nil if none.
+func (e *episode) runDAG(ctx context.Context) error {
+	steps := e.t.Steps
+	limit := e.opts.StepConcurrency
+	if limit <= 0 {
+		limit = DefaultStepConcurrency
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	type done struct {
+		i   int
+		res Result
+		err error
+	}
+	doneCh := make(chan done, len(steps)) // buffered: a step that outlives the drain never blocks
+	status := make([]string, len(steps))
+	for i := range status {
+		status[i] = StatusPending
+	}
+	pos := map[string]int{}
+	for i, s := range steps {
+		pos[s.ID] = i
+	}
+	var fatal error
+	running := 0
+	cancelled := ctx.Done()
+	var drain <-chan time.Time
+
+	stop := func(err error) {
+		if fatal == nil {
+			fatal = err
+			cancel()
+			drain = time.After(e.r.drainTimeout())
+		}
+	}
+	for {
+		if fatal == nil {
+			for i, s := range steps {
+				if status[i] != StatusPending || running >= limit {
+					continue
+				}
+				ready, blocked := true, ""
+				for _, dep := range s.DependsOn {
+					switch status[pos[dep]] {
+					case StatusPending, StatusRunning:
+						ready = false
+					case StatusSkipped, StatusCancelled:
+						blocked = dep
+					}
+				}
+				if !ready {
+					continue
+				}
+				if blocked != "" {
+					status[i] = StatusSkipped
+					e.skip(ctx, s, StatusSkipped, fmt.Sprintf("dependency %s did not run", blocked))
+					continue
+				}
+				status[i] = StatusRunning
+				running++
+				e.transition(ctx, s, func(st *stepState) {
+					st.rec.Status, st.rec.Started = StatusRunning, time.Now().UTC()
+				})
+				go func() {
+					res, err := e.runStep(dctx, s)
+					doneCh <- done{i, res, err}
+				}()
+			}
+		}
+		if running == 0 {
+			break
+		}
+		select {
+		case d := <-doneCh:
+			running--
+			s := steps[d.i]
+			st := e.finish(ctx, dctx, s, d.res, d.err)
+			status[d.i] = st
+			if st == StatusFailed && s.FailTaskOnError {
+				stop(fmt.Errorf("step %s: %w", s.ID, d.err))
+			}
+		case <-cancelled:
+			cancelled = nil
+			stop(errCancelled)
+		case <-drain:
+			for i, s := range steps {
+				if status[i] == StatusRunning {
+					status[i] = StatusCancelled
+					e.transition(ctx, s, func(st *stepState) {
+						st.rec.Status, st.rec.Ended = StatusCancelled, time.Now().UTC()
+						st.rec.Error = fmt.Sprintf("did not stop within %s of the cancellation", e.r.drainTimeout())
+					})
+				}
+			}
+			running = 0
+		}
+	}
+	why := StatusSkipped
+	if errors.Is(fatal, errCancelled) {
+		why = StatusCancelled
+	}
+	for i, s := range steps {
+		if status[i] == StatusPending {
+			e.skip(ctx, s, why, "not started: "+fatal.Error())
+		}
+	}
+	return fatal
+}
+
+// skip records that s did not run.
+func (e *episode) skip(ctx context.Context, s *StepSpec, status, reason string) {
+	e.transition(ctx, s, func(st *stepState) {
+		st.rec.Status, st.rec.Error = status, reason
+		if e.t.kinds[s.Type].verifier {
+			zero := 0.0
+			st.rec.Score = &zero
+		}
+	})
+}
+
+// finish records how step s ended and returns its status.
+func (e *episode) finish(ctx, dctx context.Context, s *StepSpec, res Result, err error) string {
+	status := StatusPassed
+	switch {
+	case err != nil && dctx.Err() != nil && !errors.Is(err, errStepTimeout):
+		status = StatusCancelled
+	case err != nil:
+		status = StatusFailed
+	}
+	if err != nil {
+		res.Score = nil // an errored verifier scores 0, never a silent pass
+	}
+	e.transition(ctx, s, func(st *stepState) {
+		e.setOutputs(s, st, res)
+		st.rec.Status, st.rec.Ended = status, time.Now().UTC()
+		if err != nil {
+			st.rec.Error = err.Error()
+		}
+	})
+	return status
+}
+
+// errStepTimeout marks a step that ran out of its own time.
+var errStepTimeout = errors.New("step timed out")
+
+// runStep fills s's output references, decodes it and runs it within its timeout.
+func (e *episode) runStep(ctx context.Context, s *StepSpec) (res Result, err error) {
+	sctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("step panicked", "step", s.ID, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic: %v", p)
+		}
+		if err != nil && errors.Is(sctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("%w after %s: %w", errStepTimeout, s.Timeout, err)
+		}
+	}()
+	if e.t.kinds[s.Type].verifier {
+		if err := e.failedAgent(s); err != nil {
+			return Result{}, err
+		}
+	}
+	fields, err := fillOutputs(e.fields[s.ID], e.lookup)
+	if err != nil {
+		return Result{}, err
+	}
+	st, err := e.t.decodeFields(s, fields)
+	if err != nil {
+		return Result{}, err
+	}
+	sc := &scope{e: e, s: s, log: e.log.With("step", s.ID, "type", s.Type)}
+	return st.Run(sctx, sc)
+}
+
+// failedAgent returns an error naming the first prompt_agent step s depends on that failed: the
+// verifiers of an errored agent score 0 with its reason, whatever they check.
+func (e *episode) failedAgent(s *StepSpec) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, dep := range e.t.Steps {
+		if dep.Type != TypePromptAgent || !e.t.anc[s.ID][dep.ID] {
+			continue
+		}
+		if st := e.states[dep.ID]; st.rec.Status != StatusPassed {
+			return fmt.Errorf("agent step %s %s: %s", dep.ID, st.rec.Status, st.rec.Error)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package task
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentenv/agentenv/envproto"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// bearer is an http.RoundTripper that adds the deployment's bearer token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// authClient returns an HTTP client like base that authenticates to env's gateway.
+func authClient(base *http.Client, token string) *http.Client {
+	c := *base
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = bearer{token: token, next: next}
+	return &c
+}
+
+// connect opens an MCP client session to env's gateway with the official Go SDK over
+// streamable HTTP. The caller closes it.
+func (sc *scope) connect(ctx context.Context, env DeployedEnv) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentenv-task", Version: envproto.Version}, nil)
+	t := &mcp.StreamableClientTransport{
+		Endpoint:             env.GatewayURL,
+		HTTPClient:           authClient(sc.e.r.httpClient(), env.Token),
+		MaxRetries:           -1, // a step fails plainly; its timeout bounds it
+		DisableStandaloneSSE: true,
+	}
+	cs, err := client.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to gateway %s: %w", env.GatewayURL, err)
+	}
+	return cs, nil
+}
+
+// toolCall is the result of one tool call, as steps read it.
+type toolCall struct {
+	Text    string // the text content, concatenated
+	JSON    string // the structured content, if any
+	IsError bool
+}
+
+// callOne calls tool with args on session cs.
+func callOne(ctx context.Context, cs *mcp.ClientSession, tool string, args map[string]any) (toolCall, error) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return toolCall{}, fmt.Errorf("call %s: %w", tool, err)
+	}
+	return readResult(res), nil
+}
+
+func readResult(res *mcp.CallToolResult) toolCall {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString(t.Text)
+		}
+	}
+	out := toolCall{Text: b.String(), IsError: res.IsError}
+	if res.StructuredContent != nil {
+		out.JSON = marshal(res.StructuredContent)
+	}
+	return out
+}
+
+// dataURL returns the gateway's data plane URL for env: its /mcp URL with /agentenv instead.
+func dataURL(env DeployedEnv) string {
+	return strings.TrimSuffix(strings.TrimSuffix(env.GatewayURL, "/"), envproto.MCPPath) + envproto.DataPath
+}
+
+// dataCall sends one JSON-RPC request to env's data plane and decodes the result into out.
+func (sc *scope) dataCall(ctx context.Context, env DeployedEnv, method string, params, out any) error {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	// One request per POST, so a constant id suffices.
+	body, _ := json.Marshal(envproto.Request{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method, Params: p})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dataURL(env), bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := authClient(sc.e.r.httpClient(), env.Token).Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: gateway answered %s: %s", method, resp.Status, tail(string(raw), 300))
+	}
+	var r envproto.Response
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("%s: bad response: %w", method, err)
+	}
+	if r.Error != nil {
+		return fmt.Errorf("%s: %w", method, r.Error)
+	}
+	if out != nil && len(r.Result) > 0 {
+		if err := json.Unmarshal(r.Result, out); err != nil {
+			return fmt.Errorf("%s: bad result: %w", method, err)
+		}
+	}
+	return nil
+}

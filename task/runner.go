@@ -1,0 +1,411 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/lifecycle"
+	"gopkg.in/yaml.v3"
+)
+
+// ModelSource resolves the [model] settings (model.base_url, model.name, model.api_key) at
+// the moment an agent needs them; *config.Config implements it. Values are never recorded.
+type ModelSource interface {
+	Get(key string) (string, error)
+}
+
+// Runner runs tasks as graded episodes. Every sandbox goes through Manager and is written to
+// the ledger before it is created; every episode ends with the teardown of everything it made
+// unless RunOptions.Keep. A Runner is safe for concurrent use once configured.
+type Runner struct {
+	Manager  *lifecycle.Manager
+	Ledger   agentenv.Ledger // run documents and records; Manager.Ledger() if nil
+	Deployer EnvDeployer     // deploys env files for deploy_env; those steps fail if nil
+	Logger   *slog.Logger    // nil means discard
+	Workdir  string          // run folders (trajectories) go to Workdir/runs/<run id>; os.TempDir() if empty
+	Progress func(Event)     // receives every step, episode and teardown event; may be nil
+	Model    ModelSource     // settings of the openai agent; its steps fail if nil
+
+	// HTTPClient is used for gateways and the model endpoint; a fresh client per call if nil.
+	HTTPClient *http.Client
+	// DrainTimeout bounds how long a stopping episode waits for its steps in flight.
+	DrainTimeout time.Duration
+	// TeardownTimeout bounds an episode's final teardown.
+	TeardownTimeout time.Duration
+}
+
+// RunOptions tune one Run call.
+type RunOptions struct {
+	K               int    // episodes per task instance; 1 if 0
+	Concurrency     int    // episodes at once; 1 if 0
+	StepConcurrency int    // steps at once within an episode; DefaultStepConcurrency if 0
+	Seeds           string // CSV file: a header of placeholder names, one task instance per row
+	Provider        string // provider (or comma chain) of steps that name none
+	Keep            bool   // leave what episodes made running; see Runner.Teardown
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Logger
+}
+
+func (r *Runner) ledger() agentenv.Ledger {
+	if r.Ledger != nil {
+		return r.Ledger
+	}
+	if r.Manager != nil {
+		return r.Manager.Ledger()
+	}
+	return nil
+}
+
+func (r *Runner) runs() agentenv.DocStore[agentenv.Run] {
+	if l := r.ledger(); l != nil {
+		return l.Runs()
+	}
+	return nil
+}
+
+func (r *Runner) drainTimeout() time.Duration {
+	if r.DrainTimeout > 0 {
+		return r.DrainTimeout
+	}
+	return DefaultDrainTimeout
+}
+
+func (r *Runner) teardownTimeout() time.Duration {
+	if r.TeardownTimeout > 0 {
+		return r.TeardownTimeout
+	}
+	return DefaultTeardownTimeout
+}
+
+func (r *Runner) httpClient() *http.Client {
+	if r.HTTPClient != nil {
+		return r.HTTPClient
+	}
+	return &http.Client{}
+}
+
+// instance is one seeds row of a task: every step's fields with placeholders filled.
+type instance struct {
+	seed   map[string]string
+	fields map[string]*yaml.Node
+}
+
+// instances fills the task's placeholders from each seeds row and checks every step again, so
+// that a missing placeholder or a bad value is an error before anything runs.
+func (r *Runner) instances(t *Task, seeds string) ([]instance, error) {
+	rows := []map[string]string{nil}
+	if seeds != "" {
+		var err error
+		if rows, err = readSeeds(seeds); err != nil {
+			return nil, fmt.Errorf("%w: %w", err, agentenv.ErrInvalid)
+		}
+	}
+	var out []instance
+	for i, row := range rows {
+		in := instance{seed: row, fields: map[string]*yaml.Node{}}
+		var errs []error
+		for _, s := range t.Steps {
+			f, err := fillPlaceholders(s.fields, row)
+			if err == nil {
+				_, err = t.decodeFields(s, f)
+			}
+			if err != nil {
+				where := fmt.Sprintf("%s:%d: %s (%s)", t.File, s.Line, s.path, s.ID)
+				if seeds == "" {
+					errs = append(errs, fmt.Errorf("%s: %w: give a seeds file with a column of that name: %w", where, err, agentenv.ErrInvalid))
+				} else {
+					errs = append(errs, fmt.Errorf("%s: seeds row %d: %w: %w", where, i+1, err, agentenv.ErrInvalid))
+				}
+				continue
+			}
+			in.fields[s.ID] = f
+		}
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// Run runs t: K episodes of each task instance (one per seeds row, or one), Concurrency at a
+// time. Bad input (seeds, placeholders, options) is an error wrapping agentenv.ErrInvalid
+// before anything is deployed. Each episode is a run document in the ledger and ends with the
+// teardown of everything it made, on a detached bounded context, even when ctx is cancelled,
+// unless opts.Keep. The error is non-nil only for bad input or when ctx was cancelled; how the
+// episodes went is in the Summary.
+func (r *Runner) Run(ctx context.Context, t *Task, opts RunOptions) (Summary, error) {
+	start := time.Now()
+	if opts.K <= 0 {
+		opts.K = 1
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 1
+	}
+	sum := Summary{Task: t.Name, TaskDigest: t.Digest, K: opts.K}
+	if r.runs() == nil {
+		return sum, fmt.Errorf("run %s: no ledger: %w", t.Name, agentenv.ErrInvalid)
+	}
+	insts, err := r.instances(t, opts.Seeds)
+	if err != nil {
+		return sum, err
+	}
+	sum.Instances = len(insts)
+	total := len(insts) * opts.K
+	sum.Episodes = make([]Episode, total)
+
+	var progressMu sync.Mutex
+	emit := func(ev Event) {
+		if r.Progress != nil {
+			progressMu.Lock()
+			defer progressMu.Unlock()
+			r.Progress(ev)
+		}
+	}
+	sem := make(chan struct{}, opts.Concurrency)
+	var wg sync.WaitGroup
+	for n := range total {
+		in := insts[n/opts.K]
+		sum.Episodes[n] = Episode{Instance: n / opts.K, Attempt: n%opts.K + 1, Seed: in.seed, Outcome: OutcomeCancelled}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		if ctx.Err() != nil {
+			<-sem
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			e := r.newEpisode(t, opts, in, n+1, total, emit)
+			res := e.run(ctx)
+			res.Instance, res.Attempt, res.Seed = sum.Episodes[n].Instance, sum.Episodes[n].Attempt, in.seed
+			sum.Episodes[n] = res
+		}()
+	}
+	wg.Wait()
+	sum.tally()
+	sum.Elapsed = time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return sum, fmt.Errorf("run %s: %w", t.Name, err)
+	}
+	return sum, nil
+}
+
+func (r *Runner) newEpisode(t *Task, opts RunOptions, in instance, num, total int, emit func(Event)) *episode {
+	id := lifecycle.NewID("run")
+	e := &episode{
+		r: r, t: t, opts: opts, id: id, num: num, total: total, seed: in.seed, fields: in.fields,
+		log: r.logger().With("run", id, "task", t.Name), emit: emit,
+		states: map[string]*stepState{}, sandboxes: map[string]sandboxRef{}, envs: map[string]*envRef{},
+	}
+	for _, s := range t.Steps {
+		e.states[s.ID] = &stepState{rec: agentenv.StepRecord{ID: s.ID, Type: s.Type, Status: StatusPending}}
+	}
+	attrs := map[string]string{"episode": fmt.Sprint(num), "file": t.File}
+	for k, v := range in.seed {
+		attrs["seed."+k] = v
+	}
+	e.doc = agentenv.Run{ID: id, Task: t.Name, TaskDigest: t.Digest, Status: RunRunning, Attrs: attrs, Created: time.Now().UTC()}
+	return e
+}
+
+// run runs the episode from its first ledger write to its teardown.
+func (e *episode) run(ctx context.Context) Episode {
+	start := time.Now()
+	e.emit(Event{Kind: EventEpisode, Time: start, Run: e.id, Episode: e.num, Episodes: e.total, Status: "started"})
+	e.save(ctx)
+	fatal := e.runDAG(ctx)
+
+	res := Episode{Run: e.id}
+	score := e.score()
+	res.Score = score
+	switch {
+	case errors.Is(fatal, errCancelled) || ctx.Err() != nil:
+		res.Outcome, res.Error = OutcomeCancelled, "cancelled"
+	case fatal != nil:
+		res.Outcome, res.Error = OutcomeFailed, fatal.Error()
+	case score == nil:
+		res.Outcome = OutcomeUnscored
+	case *score >= 1:
+		res.Outcome = OutcomePassed
+	default:
+		res.Outcome = OutcomeScoredBelow
+	}
+
+	if e.opts.Keep {
+		res.Kept = true
+		e.mu.Lock()
+		e.doc.Attrs["kept"] = "true"
+		e.mu.Unlock()
+	} else {
+		tstart := time.Now()
+		rc, err := e.r.teardownRun(ctx, e.id, e.trackedDeployments())
+		res.Receipt = &rc
+		ev := Event{Kind: EventTeardown, Time: time.Now(), Run: e.id, Episode: e.num, Episodes: e.total,
+			Status:  fmt.Sprintf("%d down", rc.Count(agentenv.OutcomeTerminated)+rc.Count(agentenv.OutcomeAlreadyGone)),
+			Elapsed: time.Since(tstart)}
+		if err != nil {
+			ev.Error = err.Error()
+			if res.Outcome != OutcomeCancelled {
+				res.Outcome = OutcomeFailed
+			}
+			res.Error = joinMsg(res.Error, err.Error())
+		}
+		e.emit(ev)
+	}
+
+	e.mu.Lock()
+	e.doc.Score, e.doc.Receipt, e.doc.Ended = score, res.Receipt, time.Now().UTC()
+	e.doc.Error = res.Error
+	switch res.Outcome {
+	case OutcomeCancelled:
+		e.doc.Status = RunCancelled
+	case OutcomeFailed:
+		e.doc.Status = RunFailed
+	default:
+		e.doc.Status = RunCompleted
+	}
+	e.mu.Unlock()
+	e.save(ctx)
+
+	e.mu.Lock()
+	res.Error = e.redact(res.Error)
+	res.Warnings = append([]string(nil), e.warnings...)
+	for _, s := range e.t.Steps {
+		res.Steps = append(res.Steps, e.states[s.ID].rec)
+	}
+	e.mu.Unlock()
+	res.Elapsed = time.Since(start)
+	e.emit(Event{Kind: EventEpisode, Time: time.Now(), Run: e.id, Episode: e.num, Episodes: e.total,
+		Status: string(res.Outcome), Score: res.Score, Elapsed: res.Elapsed, Error: res.Error})
+	return res
+}
+
+func joinMsg(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// score combines the task's verifiers by its score mode; nil if it has none. A verifier that
+// did not run scores 0.
+func (e *episode) score() *float64 {
+	ids := e.t.Verifiers()
+	if len(ids) == 0 {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	scores := make([]float64, len(ids))
+	weights := make([]float64, len(ids))
+	for i, id := range ids {
+		if s := e.states[id].rec.Score; s != nil && e.states[id].rec.Status == StatusPassed {
+			scores[i] = *s
+		}
+		weights[i] = e.t.step(id).Weight
+	}
+	s := combine(e.t.Score, scores, weights)
+	return &s
+}
+
+// trackedDeployments returns the deployments the episode made and has not torn down, newest
+// first.
+func (e *episode) trackedDeployments() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, id := range slices.Backward(e.envOrder) {
+		if env := e.envs[id]; !env.tornDown {
+			out = append(out, env.ID)
+		}
+	}
+	return out
+}
+
+// Teardown tears down everything run runID left (after a Run with Keep, or after a crash): its
+// deployments, through the Deployer, and every lifecycle record carrying the run's id.
+func (r *Runner) Teardown(ctx context.Context, runID string) (agentenv.Receipt, error) {
+	rc, err := r.teardownRun(ctx, runID, nil)
+	if runs := r.runs(); runs != nil {
+		if doc, gerr := runs.Get(ctx, runID); gerr == nil {
+			doc.Receipt = &rc
+			if perr := putRun(ctx, runs, doc); perr != nil {
+				err = errors.Join(err, fmt.Errorf("write run record: %w", perr))
+			}
+		}
+	}
+	return rc, err
+}
+
+// teardownRun tears down the deployments (tracked by the episode, and any the ledger names for
+// the run), then every record of the run that is not gone, on a detached bounded context.
+func (r *Runner) teardownRun(ctx context.Context, runID string, deployments []string) (agentenv.Receipt, error) {
+	tctx, cancel := cleanup.Context(ctx, r.teardownTimeout())
+	defer cancel()
+	rc := agentenv.Receipt{Started: time.Now().UTC()}
+	var errs []error
+	l := r.ledger()
+	if l != nil && r.Deployer != nil {
+		docs, err := l.Deployments().List(tctx, []string{"deploying", "live", "failed"}, 0)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list deployments: %w", err))
+		}
+		for _, d := range docs {
+			if d.Run == runID && !slices.Contains(deployments, d.ID) {
+				deployments = append(deployments, d.ID)
+			}
+		}
+	}
+	for _, id := range deployments {
+		if r.Deployer == nil {
+			errs = append(errs, fmt.Errorf("deployment %s: no env deployer", id))
+			continue
+		}
+		drc, err := r.Deployer.Teardown(tctx, id)
+		rc.Items = append(rc.Items, drc.Items...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("deployment %s: %w", id, err))
+		}
+	}
+	if l != nil {
+		recs, err := l.List(tctx, agentenv.Filter{Run: runID})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list records: %w", err))
+		}
+		recs = slices.DeleteFunc(recs, func(x agentenv.Record) bool { return x.State == agentenv.StateGone })
+		if len(recs) > 0 {
+			if r.Manager == nil {
+				errs = append(errs, fmt.Errorf("%d records left and no lifecycle manager", len(recs)))
+			} else {
+				mrc, err := r.Manager.Teardown(tctx, recs)
+				rc.Items = append(rc.Items, mrc.Items...)
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	rc.Finished = time.Now().UTC()
+	if err := errors.Join(errs...); err != nil {
+		return rc, fmt.Errorf("teardown %s: %w", runID, err)
+	}
+	return rc, nil
+}

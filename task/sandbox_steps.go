@@ -1,0 +1,356 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/lifecycle"
+)
+
+var sandboxTypes = []string{TypeDeploySandbox}
+
+// deploySandbox creates a bare sandbox through the lifecycle manager.
+type deploySandbox struct {
+	Provider string            `yaml:"provider"` // provider or comma chain; the run's --provider if empty
+	Image    string            `yaml:"image"`
+	Command  []string          `yaml:"command"`
+	Env      map[string]string `yaml:"env"`
+	TTL      string            `yaml:"ttl"` // lifetime until gc may remove it; lifecycle's default if empty
+}
+
+func (s *deploySandbox) Check() error {
+	if s.TTL != "" {
+		if d, err := time.ParseDuration(s.TTL); err != nil || d <= 0 {
+			return fmt.Errorf("ttl: want a positive duration such as \"10m\", got %q", s.TTL)
+		}
+	}
+	return nil
+}
+
+func (s *deploySandbox) Refs() []Ref { return nil }
+
+func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
+	m := sc.e.r.Manager
+	if m == nil {
+		return Result{}, fmt.Errorf("no lifecycle manager configured")
+	}
+	prov := s.Provider
+	if prov == "" {
+		prov = sc.e.opts.Provider
+	}
+	if prov == "" {
+		return Result{}, fmt.Errorf("no provider: set provider in the step or give the run one")
+	}
+	members, err := m.ParseChain(prov)
+	if err != nil {
+		return Result{}, err
+	}
+	ttl, _ := time.ParseDuration(s.TTL)
+	req := lifecycle.CreateRequest{
+		Provider: members[0], Run: sc.e.id, Role: "task:" + sc.s.ID, TTL: ttl,
+		Spec: agentenv.SandboxSpec{Image: s.Image, Command: s.Command, Env: s.Env},
+	}
+	var rec agentenv.Record
+	var sb agentenv.Sandbox
+	if len(members) > 1 {
+		rec, sb, err = m.CreateChain(ctx, members, req)
+	} else {
+		rec, sb, err = m.Create(ctx, req)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	ref := sandboxRef{Record: rec.ID, Provider: rec.Provider, SandboxID: sb.ID}
+	sc.e.mu.Lock()
+	sc.e.sandboxes[sc.s.ID] = ref
+	sc.e.mu.Unlock()
+	return Result{Outputs: map[string]string{"sandbox_id": sb.ID, "record": rec.ID, "provider": rec.Provider}}, nil
+}
+
+// execer returns the Execer of the sandbox made by step id.
+func (sc *scope) execer(id string) (agentenv.Execer, sandboxRef, error) {
+	ref, err := sc.sandbox(id)
+	if err != nil {
+		return nil, ref, err
+	}
+	p, err := sc.e.r.Manager.Provider(ref.Provider)
+	if err != nil {
+		return nil, ref, err
+	}
+	x, ok := p.(agentenv.Execer)
+	if !ok {
+		return nil, ref, fmt.Errorf("provider %s cannot run commands in a sandbox: %w", ref.Provider, agentenv.ErrInvalid)
+	}
+	return x, ref, nil
+}
+
+// files returns the Files of the sandbox made by step id.
+func (sc *scope) files(id string) (agentenv.Files, sandboxRef, error) {
+	ref, err := sc.sandbox(id)
+	if err != nil {
+		return nil, ref, err
+	}
+	p, err := sc.e.r.Manager.Provider(ref.Provider)
+	if err != nil {
+		return nil, ref, err
+	}
+	f, ok := p.(agentenv.Files)
+	if !ok {
+		return nil, ref, fmt.Errorf("provider %s cannot read or write files in a sandbox: %w", ref.Provider, agentenv.ErrInvalid)
+	}
+	return f, ref, nil
+}
+
+// execStep runs a command in a sandbox.
+type execStep struct {
+	Sandbox      string   `yaml:"sandbox" task:"required"` // the deploy_sandbox step
+	Command      []string `yaml:"command" task:"required"` // argv
+	AllowFailure bool     `yaml:"allow_failure"`           // a non-zero exit does not fail the step
+}
+
+func (s *execStep) Check() error {
+	if len(s.Command) == 0 {
+		return errors.New("command: want a non-empty argv list")
+	}
+	return nil
+}
+
+func (s *execStep) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
+
+func (s *execStep) Run(ctx context.Context, sc *scope) (Result, error) {
+	x, ref, err := sc.execer(s.Sandbox)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := x.Exec(ctx, ref.SandboxID, s.Command)
+	if err != nil {
+		return Result{}, err
+	}
+	out := Result{Outputs: map[string]string{
+		"exit_code": strconv.Itoa(res.ExitCode), "stdout": string(res.Stdout), "stderr": string(res.Stderr)}}
+	if res.ExitCode != 0 && !s.AllowFailure {
+		return out, fmt.Errorf("%s exited %d: %s", s.Command[0], res.ExitCode, tail(string(res.Stderr), 300))
+	}
+	return out, nil
+}
+
+// tail returns the last n bytes of s, trimmed.
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// writeFile writes a file into a sandbox.
+type writeFile struct {
+	Sandbox string `yaml:"sandbox" task:"required"`
+	Path    string `yaml:"path" task:"required"` // in the sandbox
+	Content string `yaml:"content"`              // the file's text
+	From    string `yaml:"from"`                 // or a local file, relative to the task file
+}
+
+func (s *writeFile) Check() error {
+	if s.Content != "" && s.From != "" {
+		return errors.New("set content or from, not both")
+	}
+	return nil
+}
+
+func (s *writeFile) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
+
+func (s *writeFile) Run(ctx context.Context, sc *scope) (Result, error) {
+	f, ref, err := sc.files(s.Sandbox)
+	if err != nil {
+		return Result{}, err
+	}
+	data := []byte(s.Content)
+	if s.From != "" {
+		if data, err = os.ReadFile(sc.path(s.From)); err != nil {
+			return Result{}, fmt.Errorf("from: %w", err)
+		}
+	}
+	if err := f.WriteFile(ctx, ref.SandboxID, s.Path, data); err != nil {
+		return Result{}, err
+	}
+	return Result{Outputs: map[string]string{"bytes": strconv.Itoa(len(data))}}, nil
+}
+
+// fileContains checks a file in a sandbox.
+type fileContains struct {
+	Sandbox  string `yaml:"sandbox" task:"required"`
+	Path     string `yaml:"path" task:"required"`
+	Contains string `yaml:"contains"`
+	Regex    string `yaml:"regex"`
+}
+
+func (s *fileContains) Check() error {
+	if s.Contains == "" && s.Regex == "" {
+		return errors.New("set contains or regex (or both)")
+	}
+	return checkRegex("regex", s.Regex)
+}
+
+func (s *fileContains) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
+
+func (s *fileContains) Run(ctx context.Context, sc *scope) (Result, error) {
+	f, ref, err := sc.files(s.Sandbox)
+	if err != nil {
+		return Result{}, err
+	}
+	data, err := f.ReadFile(ctx, ref.SandboxID, s.Path)
+	if errors.Is(err, agentenv.ErrNotFound) {
+		return verdict([]Row{{Check: "file " + s.Path + " exists", Expected: "a file", Got: "no such file"}}), nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return verdict(match("file "+s.Path, string(data), matcher{Contains: s.Contains, Regex: s.Regex})), nil
+}
+
+// commandSucceeds runs a command in a sandbox and checks that it exits 0 (and its stdout).
+type commandSucceeds struct {
+	Sandbox        string   `yaml:"sandbox" task:"required"`
+	Command        []string `yaml:"command" task:"required"`
+	StdoutContains string   `yaml:"stdout_contains"`
+	StdoutRegex    string   `yaml:"stdout_regex"`
+}
+
+func (s *commandSucceeds) Check() error {
+	if len(s.Command) == 0 {
+		return errors.New("command: want a non-empty argv list")
+	}
+	return checkRegex("stdout_regex", s.StdoutRegex)
+}
+
+func (s *commandSucceeds) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
+
+func (s *commandSucceeds) Run(ctx context.Context, sc *scope) (Result, error) {
+	x, ref, err := sc.execer(s.Sandbox)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := x.Exec(ctx, ref.SandboxID, s.Command)
+	if err != nil {
+		return Result{}, err
+	}
+	got := strconv.Itoa(res.ExitCode)
+	if res.ExitCode != 0 {
+		got += ": " + tail(string(res.Stderr), 200)
+	}
+	rows := []Row{{Check: "exit code of " + strings.Join(s.Command, " "), Expected: "0", Got: got, Pass: res.ExitCode == 0}}
+	rows = append(rows, match("stdout", string(res.Stdout), matcher{Contains: s.StdoutContains, Regex: s.StdoutRegex})...)
+	return verdict(rows), nil
+}
+
+// teardownSandboxes tears down the sandboxes and deployments of named deploy steps mid-run.
+type teardownSandboxes struct {
+	Steps []string `yaml:"steps" task:"required"` // deploy_sandbox and deploy_env steps
+}
+
+func (s *teardownSandboxes) Check() error {
+	if len(s.Steps) == 0 {
+		return errors.New("steps: name at least one deploy step")
+	}
+	return nil
+}
+
+func (s *teardownSandboxes) Refs() []Ref {
+	var out []Ref
+	for i, id := range s.Steps {
+		out = append(out, Ref{fmt.Sprintf("steps[%d]", i), id, []string{TypeDeploySandbox, TypeDeployEnv}})
+	}
+	return out
+}
+
+func (s *teardownSandboxes) Run(ctx context.Context, sc *scope) (Result, error) {
+	e := sc.e
+	rc := agentenv.Receipt{Started: time.Now().UTC()}
+	var errs []error
+	var records []string
+	for _, id := range s.Steps {
+		e.mu.Lock()
+		sb, isSandbox := e.sandboxes[id]
+		env := e.envs[id]
+		e.mu.Unlock()
+		switch {
+		case isSandbox:
+			records = append(records, sb.Record)
+		case env != nil && !env.tornDown:
+			if e.r.Deployer == nil {
+				errs = append(errs, fmt.Errorf("%s: no env deployer", id))
+				continue
+			}
+			drc, err := e.r.Deployer.Teardown(ctx, env.ID)
+			rc.Items = append(rc.Items, drc.Items...)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", id, err))
+				continue
+			}
+			e.mu.Lock()
+			env.tornDown = true
+			e.mu.Unlock()
+		}
+	}
+	if len(records) > 0 {
+		mrc, err := e.r.Manager.TeardownIDs(ctx, records...)
+		rc.Items = append(rc.Items, mrc.Items...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	rc.Finished = time.Now().UTC()
+	n := rc.Count(agentenv.OutcomeTerminated) + rc.Count(agentenv.OutcomeAlreadyGone)
+	out := Result{Outputs: map[string]string{"receipt": marshal(rc), "terminated": strconv.Itoa(n)}}
+	return out, errors.Join(errs...)
+}
+
+// matcher is the text checks a verifier can make; every non-empty one is a row.
+type matcher struct {
+	Contains string
+	Regex    string
+	Equals   *string
+}
+
+// match checks got against m, one row per check.
+func match(what, got string, m matcher) []Row {
+	var rows []Row
+	if m.Contains != "" {
+		rows = append(rows, Row{Check: what + " contains", Expected: m.Contains, Got: clip(got), Pass: strings.Contains(got, m.Contains)})
+	}
+	if m.Regex != "" {
+		re, err := regexp.Compile(m.Regex)
+		rows = append(rows, Row{Check: what + " matches", Expected: m.Regex, Got: clip(got), Pass: err == nil && re.MatchString(got)})
+	}
+	if m.Equals != nil {
+		rows = append(rows, Row{Check: what + " equals", Expected: *m.Equals, Got: clip(got), Pass: got == *m.Equals})
+	}
+	return rows
+}
+
+// clip shortens what a row records of a long value.
+func clip(s string) string {
+	const n = 500
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func checkRegex(field, re string) error {
+	if re == "" {
+		return nil
+	}
+	if _, err := regexp.Compile(re); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	return nil
+}

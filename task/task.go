@@ -1,0 +1,324 @@
+package task
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ScoreMode says how the scores of a task's verifiers (or an aggregate's) combine into one.
+type ScoreMode string
+
+// Score modes.
+const (
+	AllPass         ScoreMode = "all_pass"         // 1 if every score is 1, else 0
+	AnyPass         ScoreMode = "any_pass"         // 1 if any score is 1, else 0
+	WeightedAverage ScoreMode = "weighted_average" // sum of weight*score over sum of weights
+	Min             ScoreMode = "min"              // the lowest score
+)
+
+func (m ScoreMode) valid() bool {
+	return m == AllPass || m == AnyPass || m == WeightedAverage || m == Min
+}
+
+// Task is a parsed and validated task file: a DAG of typed steps and how their scores combine.
+type Task struct {
+	Name        string
+	Description string
+	Score       ScoreMode // AllPass if the file names none
+	Steps       []*StepSpec
+	File        string // the path (or name) it was parsed from
+	Dir         string // base of the relative paths in it
+	Digest      string // "sha256:" and the hex digest of the file's bytes
+
+	kinds        map[string]kind
+	placeholders []string                   // every <name> used, sorted by first use
+	anc          map[string]map[string]bool // each step's transitive dependencies
+}
+
+// StepSpec is one step as declared. Its type-specific fields are kept as parsed and decoded
+// afresh into the type's Step each time it runs, after substitution.
+type StepSpec struct {
+	ID              string
+	Type            string
+	DependsOn       []string      // as resolved: all earlier steps when the file has none
+	FailTaskOnError bool          // true unless the file says false
+	Timeout         time.Duration // the type's default if the file has none
+	Weight          float64       // a verifier's weight in weighted_average; 1 by default
+	Line            int           // where the step starts in the file
+
+	fields *yaml.Node // the type-specific fields, a mapping
+	path   string     // "steps[2]", for messages
+}
+
+// commonFields are the fields every step has.
+var commonFields = []string{"id", "type", "depends_on", "fail_task_on_error", "timeout"}
+
+// The task file of `agentenv run hello`.
+//
+//go:embed hello.yaml
+var helloYAML []byte
+
+// Schema is the JSON Schema (draft 2020-12) of task files, as published for editors and CI.
+// Load also checks what a schema cannot (the DAG, references, placeholders). Callers must not
+// modify it.
+//
+//go:embed task.schema.json
+var Schema []byte
+
+// Hello returns the built-in hello task: a process sandbox, two files, a file check and a
+// command check. It needs no Docker, no model and no config.
+func Hello() *Task {
+	t, err := Parse("hello", helloYAML)
+	if err != nil {
+		panic(fmt.Sprintf("built-in hello task: %v", err)) // a test keeps this from happening
+	}
+	t.Dir = ""
+	return t
+}
+
+// Load reads and validates the task file at path (YAML or JSON).
+func Load(path string) (*Task, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load task: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// LoadPath loads a task file, or the task.yaml (or task.json) of a folder.
+func LoadPath(path string) (*Task, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("load task: %w", err)
+	}
+	if !fi.IsDir() {
+		return Load(path)
+	}
+	for _, name := range []string{"task.yaml", "task.yml", "task.json"} {
+		p := filepath.Join(path, name)
+		if _, err := os.Stat(p); err == nil {
+			return Load(p)
+		}
+	}
+	return nil, fmt.Errorf("load task: %s has no task.yaml or task.json: %w", path, os.ErrNotExist)
+}
+
+// Parse decodes and validates data as a task file named name (used in errors, and its folder
+// as the base of relative paths). Decoding is strict and every problem is reported at once,
+// each an [*Error] naming the file, line and field.
+func Parse(name string, data []byte) (*Task, error) {
+	return parse(name, data, builtinKinds())
+}
+
+func parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
+	root, err := parseYAML(name, data)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	t := &Task{File: name, Dir: filepath.Dir(name), Digest: "sha256:" + hex.EncodeToString(sum[:]), Score: AllPass, kinds: kinds}
+	d := newDecoder(name)
+	t.decode(d, root)
+	if len(d.errs) == 0 {
+		t.validate(d)
+	}
+	if len(d.errs) > 0 {
+		return nil, errors.Join(d.errs...)
+	}
+	return t, nil
+}
+
+// decode reads the top level and each step's common fields.
+func (t *Task) decode(d *decoder, root *yaml.Node) {
+	known := []string{"name", "description", "score", "steps"}
+	pairs, ok := d.pairs(root, "")
+	if !ok {
+		return
+	}
+	var steps *yaml.Node
+	for _, kv := range pairs {
+		k, v := kv[0], kv[1]
+		switch k.Value {
+		case "name":
+			t.Name = d.str(v, "name")
+		case "description":
+			t.Description = d.str(v, "description")
+		case "score":
+			t.Score = ScoreMode(d.str(v, "score"))
+			if !t.Score.valid() {
+				d.errorf(v.Line, "score", "want all_pass, any_pass, weighted_average or min, got %q%s", t.Score,
+					suggest(string(t.Score), []string{"all_pass", "any_pass", "weighted_average", "min"}))
+			}
+		case "steps":
+			steps = v
+		default:
+			d.unknown(k, "", known)
+		}
+	}
+	if t.Name == "" {
+		t.Name = strings.TrimSuffix(filepath.Base(t.File), filepath.Ext(t.File))
+	}
+	if steps == nil || isNull(steps) {
+		d.errorf(root.Line, "steps", "missing field: a task needs at least one step")
+		return
+	}
+	if steps = d.resolve(steps, "steps"); steps == nil || steps.Kind != yaml.SequenceNode {
+		d.errorf(root.Line, "steps", "want a list of steps")
+		return
+	}
+	for i, n := range steps.Content {
+		if s := t.decodeStep(d, n, index("steps", i)); s != nil {
+			t.Steps = append(t.Steps, s)
+		}
+	}
+}
+
+// decodeStep reads one step's common fields and checks its type-specific ones.
+func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
+	s := &StepSpec{Line: n.Line, path: path, FailTaskOnError: true, Weight: 1}
+	pairs, ok := d.pairs(n, path)
+	if !ok {
+		return nil
+	}
+	s.fields = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
+	var deps *yaml.Node
+	var weight *yaml.Node
+	for _, kv := range pairs {
+		k, v := kv[0], kv[1]
+		p := join(path, k.Value)
+		switch k.Value {
+		case "id":
+			s.ID = d.str(v, p)
+		case "type":
+			s.Type = d.str(v, p)
+		case "depends_on":
+			deps = v
+		case "fail_task_on_error":
+			if err := v.Decode(&s.FailTaskOnError); err != nil {
+				d.errorf(v.Line, p, "want true or false, got %s", describe(v))
+			}
+		case "timeout":
+			s.Timeout = d.duration(v, p)
+		case "weight":
+			weight = v
+			if err := v.Decode(&s.Weight); err != nil || s.Weight <= 0 {
+				d.errorf(v.Line, p, "want a positive number, got %s", describe(v))
+			}
+		default:
+			s.fields.Content = append(s.fields.Content, k, v)
+		}
+	}
+	if s.ID == "" {
+		d.errorf(n.Line, join(path, "id"), "missing field")
+	}
+	if s.Type == "" {
+		d.errorf(n.Line, join(path, "type"), "missing field")
+		return nil
+	}
+	k, ok := t.kinds[s.Type]
+	if !ok {
+		d.errorf(n.Line, join(path, "type"), "unknown step type %q%s", s.Type, suggest(s.Type, t.kindNames()))
+		return nil
+	}
+	if weight != nil && !k.verifier {
+		d.errorf(weight.Line, join(path, "weight"), "only verifiers have a weight")
+	}
+	extra := commonFields
+	if k.verifier {
+		extra = append(append([]string(nil), commonFields...), "weight")
+	}
+	if s.Timeout == 0 {
+		s.Timeout = k.timeout
+	}
+	typ := reflect.TypeOf(k.new())
+	d.check(s.fields, typ, path, extra)
+	if deps != nil {
+		s.DependsOn, _ = d.strs(deps, join(path, "depends_on"))
+		if s.DependsOn == nil {
+			s.DependsOn = []string{} // depends_on: null is no dependency, like []
+		}
+	}
+	return s
+}
+
+func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
+	s := d.str(n, path)
+	if s == "" {
+		return 0
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v <= 0 {
+		d.errorf(n.Line, path, "want a positive duration such as \"30s\" or \"2m\", got %q", s)
+		return 0
+	}
+	return v
+}
+
+func (t *Task) kindNames() []string {
+	out := make([]string, 0, len(t.kinds))
+	for name := range t.kinds {
+		out = append(out, name)
+	}
+	return out
+}
+
+// step returns the step with id, or nil.
+func (t *Task) step(id string) *StepSpec {
+	for _, s := range t.Steps {
+		if s.ID == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// Placeholders returns the <name> placeholders the task uses, in order of first use; each
+// needs a column of that name in the seeds file.
+func (t *Task) Placeholders() []string { return append([]string(nil), t.placeholders...) }
+
+// Verifiers returns the ids of the verifier steps whose scores make up the task's score: every
+// verifier that no aggregate step consumes.
+func (t *Task) Verifiers() []string {
+	used := map[string]bool{}
+	for _, s := range t.Steps {
+		if s.Type == TypeAggregate {
+			if a, err := t.decodeFields(s, s.fields); err == nil {
+				for _, id := range a.(*aggregate).Verifiers {
+					used[id] = true
+				}
+			}
+		}
+	}
+	var out []string
+	for _, s := range t.Steps {
+		if t.kinds[s.Type].verifier && !used[s.ID] {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+// decodeFields decodes fields (s's own, or a substituted copy) into a fresh Step of s's type
+// and checks it.
+func (t *Task) decodeFields(s *StepSpec, fields *yaml.Node) (Step, error) {
+	st := t.kinds[s.Type].new()
+	d := newDecoder(t.File)
+	if err := fields.Decode(st); err != nil {
+		d.yamlError(s.path, err)
+		return nil, errors.Join(d.errs...)
+	}
+	if err := st.Check(); err != nil {
+		return nil, &Error{File: t.File, Line: s.Line, Path: s.path + " (" + s.ID + ")", Msg: err.Error()}
+	}
+	return st, nil
+}

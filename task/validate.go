@@ -1,0 +1,273 @@
+package task
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// validID is what a step id may look like: it appears in ${steps.<id>.outputs.<name>}.
+var validID = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
+
+// validate checks the DAG, the references between steps and the output references, before
+// anything runs.
+func (t *Task) validate(d *decoder) {
+	pos := map[string]int{}
+	for i, s := range t.Steps {
+		if s.ID == "" {
+			continue
+		}
+		if !validID.MatchString(s.ID) {
+			d.errorf(s.Line, join(s.path, "id"), "%q: want letters, digits, _ and -, starting with a letter or _", s.ID)
+		}
+		if j, dup := pos[s.ID]; dup {
+			d.errorf(s.Line, join(s.path, "id"), "duplicate step id %q (first at line %d)", s.ID, t.Steps[j].Line)
+			continue
+		}
+		pos[s.ID] = i
+	}
+	ids := make([]string, 0, len(t.Steps))
+	for i, s := range t.Steps {
+		if s.DependsOn == nil {
+			s.DependsOn = append([]string{}, ids...)
+		}
+		ids = append(ids, s.ID)
+		for j, dep := range s.DependsOn {
+			p := index(join(s.path, "depends_on"), j)
+			if _, ok := pos[dep]; !ok {
+				d.errorf(s.Line, p, "unknown step %q%s", dep, suggest(dep, ids[:i]))
+			}
+		}
+	}
+	if len(d.errs) > 0 {
+		return
+	}
+	onCycle := t.cycles(d, pos)
+	for i, s := range t.Steps {
+		for j, dep := range s.DependsOn {
+			if pos[dep] >= i && !onCycle[s.ID+"\x00"+dep] {
+				d.errorf(s.Line, index(join(s.path, "depends_on"), j),
+					"step %q comes later: a step may depend only on earlier steps", dep)
+			}
+		}
+	}
+	if len(d.errs) > 0 {
+		return
+	}
+	anc := t.ancestors()
+	t.anc = anc
+	seen := map[string]bool{}
+	for _, s := range t.Steps {
+		t.validateStep(d, s, anc[s.ID])
+		eachString(s.fields, func(n *yaml.Node) {
+			for _, name := range placeholdersIn(n.Value) {
+				if !seen[name] {
+					seen[name] = true
+					t.placeholders = append(t.placeholders, name)
+				}
+			}
+		})
+	}
+}
+
+// cycles reports every cycle of the dependency graph, naming its steps in order, and returns
+// the edges on them ("from\x00to").
+func (t *Task) cycles(d *decoder, pos map[string]int) map[string]bool {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	edges := map[string]bool{}
+	var stack []string
+	var visit func(id string)
+	visit = func(id string) {
+		color[id] = grey
+		stack = append(stack, id)
+		s := t.Steps[pos[id]]
+		for _, dep := range s.DependsOn {
+			switch color[dep] {
+			case white:
+				visit(dep)
+			case grey:
+				i := slices.Index(stack, dep)
+				cyc := append(append([]string(nil), stack[i:]...), dep)
+				for k := 0; k+1 < len(cyc); k++ {
+					edges[cyc[k]+"\x00"+cyc[k+1]] = true
+				}
+				d.errorf(s.Line, join(s.path, "depends_on"), "dependency cycle: %s", strings.Join(cyc, " -> "))
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[id] = black
+	}
+	for _, s := range t.Steps {
+		if color[s.ID] == white {
+			visit(s.ID)
+		}
+	}
+	return edges
+}
+
+// ancestors returns, for each step, the set of steps it transitively depends on.
+func (t *Task) ancestors() map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, s := range t.Steps { // steps depend only on earlier ones, so one pass suffices
+		set := map[string]bool{}
+		for _, dep := range s.DependsOn {
+			set[dep] = true
+			for a := range out[dep] {
+				set[a] = true
+			}
+		}
+		out[s.ID] = set
+	}
+	return out
+}
+
+// validateStep decodes a step's fields and checks its references to other steps.
+func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool) {
+	st, err := t.decodeFields(s, s.fields)
+	if err != nil {
+		d.errs = append(d.errs, err)
+		return
+	}
+	for _, r := range st.Refs() {
+		p := join(s.path, r.Field)
+		other := t.step(r.ID)
+		switch {
+		case r.ID == "":
+			d.errorf(s.Line, p, "missing step id")
+		case other == nil:
+			d.errorf(s.Line, p, "unknown step %q%s", r.ID, suggest(r.ID, t.stepIDs()))
+		case len(r.Types) > 0 && !slices.Contains(r.Types, other.Type):
+			d.errorf(s.Line, p, "step %q is a %s; want %s", r.ID, other.Type, strings.Join(r.Types, " or "))
+		case !anc[r.ID]:
+			d.errorf(s.Line, p, "step %q is not a dependency of %q: add it to depends_on", r.ID, s.ID)
+		}
+	}
+	eachString(s.fields, func(n *yaml.Node) {
+		for _, ref := range outputRefs(n.Value) {
+			p := s.path + " (" + s.ID + ")"
+			other := t.step(ref.step)
+			switch {
+			case ref.bad != "":
+				d.errorf(n.Line, p, "bad output reference %q: want ${steps.<id>.outputs.<name>}", ref.bad)
+			case other == nil:
+				d.errorf(n.Line, p, "%s: unknown step %q%s", ref.text, ref.step, suggest(ref.step, t.stepIDs()))
+			case !anc[ref.step]:
+				d.errorf(n.Line, p, "%s: step %q is not a dependency of %q: add it to depends_on", ref.text, ref.step, s.ID)
+			default:
+				if _, ok := t.kinds[other.Type].output(ref.name); !ok {
+					d.errorf(n.Line, p, "%s: a %s step has no output %q (it has %s)", ref.text, other.Type, ref.name, outputNames(t.kinds[other.Type]))
+				}
+			}
+		}
+	})
+}
+
+func (t *Task) stepIDs() []string {
+	out := make([]string, len(t.Steps))
+	for i, s := range t.Steps {
+		out[i] = s.ID
+	}
+	return out
+}
+
+func outputNames(k kind) string {
+	var names []string
+	for _, o := range k.outputsOf() {
+		names = append(names, o.Name)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// outputRef is one ${steps.<id>.outputs.<name>} in a string.
+type outputRef struct {
+	text, step, name string
+	bad              string // set when it starts like a reference but is malformed
+}
+
+var (
+	refPattern   = regexp.MustCompile(`\$\{steps\.([A-Za-z_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_]*)\}`)
+	refStart     = regexp.MustCompile(`\$\{steps\.[^}]*\}?`)
+	placeholderP = regexp.MustCompile(`<([A-Za-z_][A-Za-z0-9_]*)>`)
+)
+
+// outputRefs finds the output references in s.
+func outputRefs(s string) []outputRef {
+	if !strings.Contains(s, "${steps.") {
+		return nil
+	}
+	var out []outputRef
+	for _, loc := range refStart.FindAllStringIndex(s, -1) {
+		text := s[loc[0]:loc[1]]
+		m := refPattern.FindStringSubmatch(text)
+		if m == nil || m[0] != text {
+			out = append(out, outputRef{bad: text})
+			continue
+		}
+		out = append(out, outputRef{text: text, step: m[1], name: m[2]})
+	}
+	return out
+}
+
+// placeholdersIn returns the <name> placeholders in s.
+func placeholdersIn(s string) []string {
+	var out []string
+	for _, m := range placeholderP.FindAllStringSubmatch(s, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// fillPlaceholders returns a copy of fields with every <name> replaced from seed, or an error
+// naming the first placeholder seed lacks.
+func fillPlaceholders(fields *yaml.Node, seed map[string]string) (*yaml.Node, error) {
+	c := cloneNode(fields)
+	var missing []string
+	eachString(c, func(n *yaml.Node) {
+		n.Value = placeholderP.ReplaceAllStringFunc(n.Value, func(m string) string {
+			name := m[1 : len(m)-1]
+			v, ok := seed[name]
+			if !ok {
+				if !slices.Contains(missing, name) {
+					missing = append(missing, name)
+				}
+				return m
+			}
+			return v
+		})
+	})
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("placeholder <%s> has no value", strings.Join(missing, ">, <"))
+	}
+	return c, nil
+}
+
+// fillOutputs returns a copy of fields with every output reference replaced by lookup's value.
+func fillOutputs(fields *yaml.Node, lookup func(step, name string) (string, error)) (*yaml.Node, error) {
+	c := cloneNode(fields)
+	var firstErr error
+	eachString(c, func(n *yaml.Node) {
+		if !strings.Contains(n.Value, "${steps.") {
+			return
+		}
+		n.Value = refPattern.ReplaceAllStringFunc(n.Value, func(m string) string {
+			sub := refPattern.FindStringSubmatch(m)
+			v, err := lookup(sub[1], sub[2])
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("%s: %w", m, err)
+			}
+			return v
+		})
+	})
+	return c, firstErr
+}
