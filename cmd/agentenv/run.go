@@ -17,7 +17,7 @@ import (
 
 func newRunCmd(a *app) *cobra.Command {
 	var f struct {
-		k, concurrency int
+		k, concurrency  int
 		seeds, provider string
 		keep, json      bool
 	}
