@@ -17,8 +17,6 @@ import (
 	"github.com/agentenv/agentenv/internal/fault"
 	"github.com/agentenv/agentenv/ledger"
 	"github.com/agentenv/agentenv/lifecycle"
-	"github.com/agentenv/agentenv/provider/docker"
-	"github.com/agentenv/agentenv/provider/process"
 )
 
 // app is what every command shares: settings, output streams, and the ledger, providers and
@@ -135,33 +133,20 @@ func (a *app) manager(ctx context.Context) (*lifecycle.Manager, error) {
 	return mgr, nil
 }
 
-// providers builds every configured provider. None does I/O until used, so an engine that does
-// not answer fails only the commands that need it, with a message naming its address.
+// providers builds every provider of the table in providers.go. None does I/O until used, so
+// an engine or cloud that does not answer fails only the commands that need it, with a message
+// naming its address.
 func (a *app) providers() (map[string]agentenv.Provider, error) {
-	host, err := a.cfg.Get("provider.docker.host")
-	if err != nil {
-		return nil, err
-	}
-	d, err := docker.New(docker.Config{Host: host}, a.log)
-	if err != nil {
-		return nil, err
-	}
-	root, err := a.cfg.Get("provider.process.root")
-	if err != nil {
-		return nil, err
-	}
-	if root == "" {
-		sd, err := stateDir()
+	providers := map[string]agentenv.Provider{}
+	for _, c := range providerTable {
+		p, err := c.build(a)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("provider %s: %w", c.name, err)
 		}
-		root = filepath.Join(sd, "sandboxes")
+		if p != nil {
+			providers[c.name] = p
+		}
 	}
-	p, err := process.New(process.Config{Root: root}, a.log)
-	if err != nil {
-		return nil, err
-	}
-	providers := map[string]agentenv.Provider{"docker": d, "process": p}
 	return withFaults(providers, os.Getenv("AGENTENV_FAULTS"))
 }
 

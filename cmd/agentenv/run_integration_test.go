@@ -1,0 +1,162 @@
+//go:build integration
+
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+// buildRuntimeImage runs `agentenv images build` with the binary under test, as a user would
+// before deploying the examples (which name agentenv:dev).
+func (c *cli) buildRuntimeImage() {
+	c.t.Helper()
+	if r := c.run(c.t.Context(), nil, "images", "build"); r.code != 0 {
+		c.t.Fatalf("images build: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestRunHelloWithNoDockerLeavesNothing(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	env := []string{"DOCKER_HOST=unix:///nonexistent/docker.sock", "AGENTENV_PROVIDER_DOCKER_HOST=unix:///nonexistent/docker.sock"}
+	for i := range 2 { // the second run reuses the ledger the first made
+		r := c.run(t.Context(), env, "run", "hello")
+		if r.code != 0 || !strings.Contains(r.stdout, "passed: 1 passed") {
+			t.Fatalf("run hello #%d: exit %d\n%s%s", i+1, r.code, r.stdout, r.stderr)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(c.state, "agentenv", "sandboxes"))
+	if err != nil || len(entries) != 0 {
+		t.Errorf("work folders left: %v (%v)", entries, err)
+	}
+	ls := c.run(t.Context(), nil, "runs", "ls", "--json")
+	if strings.Count(ls.stdout, `"status": "completed"`) != 2 {
+		t.Errorf("runs ls: want two completed runs:\n%s", ls.stdout)
+	}
+}
+
+func TestRunNotesTaskK4(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.buildRuntimeImage()
+	r := c.run(t.Context(), nil, "run", "../../examples/notes-task", "--k", "4", "--concurrency", "4")
+	if r.code != 0 || !strings.Contains(r.stdout, "passed: 4 passed") || !strings.Contains(r.stdout, "mean score 1") {
+		t.Fatalf("run notes-task: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	noFalseWarnings(t, r.stdout)
+	if left := c.deployLeftovers("dep"); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+	id := runLine(r.stdout)
+	get := c.run(t.Context(), nil, "runs", "get", id)
+	if !strings.Contains(get.stdout, "completed") || !strings.Contains(get.stdout, "terminated") {
+		t.Errorf("runs get %s:\n%s", id, get.stdout)
+	}
+}
+
+// runLine returns the first run id in a summary table.
+func runLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "run-") {
+			return strings.Fields(l)[0]
+		}
+	}
+	return ""
+}
+
+func TestRunInterruptedLeavesNothing(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.buildRuntimeImage()
+	for _, after := range []time.Duration{300 * time.Millisecond, 1500 * time.Millisecond, 3 * time.Second} {
+		cmd := c.cmd(t.Context(), nil, "run", "../../examples/notes-task", "--k", "2", "--concurrency", "2")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(after)
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		_ = cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != 130 && code != 0 {
+			t.Errorf("SIGINT after %s: exit %d, want 130", after, code)
+		}
+		if left := c.deployLeftovers("dep"); len(left) != 0 {
+			t.Errorf("SIGINT after %s left %v", after, left)
+		}
+	}
+}
+
+// TestRunWhoseEnvIsRemovedMidEpisode: the episode fails with a clear reason, the rest is torn
+// down, and nothing is reported as "may still be up".
+func TestRunWhoseEnvIsRemovedMidEpisode(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	env := c.kvEnvFile()
+	taskFile := filepath.Join(t.TempDir(), "task.yaml")
+	task := `name: removed
+steps:
+  - id: env
+    type: deploy_env
+    file: ` + env + `
+  - id: box
+    type: deploy_sandbox
+    provider: process
+  - id: wait
+    type: exec
+    sandbox: box
+    command: [sleep, "4"]
+  - id: set
+    type: call_tool
+    env: env
+    tool: set
+    arguments: {key: a, value: b}
+`
+	if err := os.WriteFile(taskFile, []byte(task), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		// Remove the kv server as soon as this test's ledger has it live.
+		defer close(done)
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			out := c.run(context.Background(), nil, "ledger", "ls", "--json")
+			var recs []struct{ ID, Role, State string }
+			if json.Unmarshal([]byte(out.stdout), &recs) != nil {
+				continue
+			}
+			for _, rec := range recs {
+				if rec.Role == "mcp_server" && rec.State == "live" {
+					if _, err := c.dc.ContainerRemove(context.Background(), rec.ID, client.ContainerRemoveOptions{Force: true}); err == nil {
+						return
+					}
+				}
+			}
+		}
+	}()
+	r := c.run(t.Context(), nil, "run", taskFile)
+	<-done
+	if r.code != 1 || !strings.Contains(r.stdout, "failed") {
+		t.Fatalf("run: exit %d, want 1 and a failed episode\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "already gone") {
+		t.Errorf("receipt does not count the removed server as already gone:\n%s", r.stdout)
+	}
+	for _, bad := range []string{"may still be up", "not terminated"} {
+		if strings.Contains(r.stdout+r.stderr, bad) {
+			t.Errorf("output says %q:\n%s%s", bad, r.stdout, r.stderr)
+		}
+	}
+	if left := c.deployLeftovers("dep"); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
