@@ -43,6 +43,7 @@ verified, and 'agentenv gc' finds whatever a killed process left behind.`,
 		newStdioBridgeCmd(a),
 		newGatewayCmd(a),
 		newImagesCmd(a),
+		newSoakCmd(a),
 	)
 	return root, a.close
 }

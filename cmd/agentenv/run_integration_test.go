@@ -129,6 +129,11 @@ steps:
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
+			// Once the deployment is live, that is mid-episode.
+			deps := c.run(context.Background(), nil, "env", "ls", "--json")
+			if !strings.Contains(deps.stdout, `"state": "live"`) {
+				continue
+			}
 			out := c.run(context.Background(), nil, "ledger", "ls", "--json")
 			var recs []struct{ ID, Role, State string }
 			if json.Unmarshal([]byte(out.stdout), &recs) != nil {
