@@ -550,3 +550,28 @@ func TestStoppedTeardownKeepsTheRestForTheNext(t *testing.T) {
 	}
 	assertReceiptClean(t, teardown(t, r, id), false)
 }
+
+func TestMissingImageFailsBeforeAnythingIsCreated(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	id := r.name()
+	env := r.parse("kv", fmt.Sprintf(`name: kv
+servers:
+  - name: kv
+    image: agentenv-no-such-image:0
+    port: 8080
+gateway:
+  image: %s
+`, r.runtime))
+	_, err := r.d.Deploy(t.Context(), env, deploy.Options{Provider: "docker", Name: id})
+	if err == nil || !strings.Contains(err.Error(), "mcp_server kv") || !strings.Contains(err.Error(), "agentenv-no-such-image:0") {
+		t.Fatalf("Deploy = %v, want an error naming the server and its image", err)
+	}
+	if !errors.Is(err, agentenv.ErrInvalid) {
+		t.Errorf("Deploy error does not wrap ErrInvalid: %v", err)
+	}
+	recs, _ := r.mgr.Ledger().List(t.Context(), agentenv.Filter{Deployment: id})
+	if len(recs) != 0 {
+		t.Errorf("records made before the image check: %v", recs)
+	}
+}

@@ -52,15 +52,38 @@ func (st *stack) request(kind agentenv.Kind, role string, sp agentenv.SandboxSpe
 	}
 }
 
-// components returns the env's components with a password drawn for this deployment.
-func (st *stack) components() ([]spec.Component, error) {
-	return st.env.Components(spec.TopologyOptions{DBPassword: st.token[:20]})
+// components returns the env's components with a password drawn for this deployment, once
+// the provider has confirmed it can run every image: an env that names a missing image fails
+// here, naming the component, before anything is created.
+func (st *stack) components(ctx context.Context) ([]spec.Component, error) {
+	comps, err := st.env.Components(spec.TopologyOptions{DBPassword: st.token[:20]})
+	if err != nil {
+		return nil, err
+	}
+	ic, ok := st.p.(interface {
+		EnsureImage(ctx context.Context, image string) error
+	})
+	if !ok {
+		return comps, nil
+	}
+	var errs []error
+	checked := map[string]bool{}
+	for _, c := range comps {
+		if checked[c.Image] {
+			continue
+		}
+		checked[c.Image] = true
+		if err := ic.EnsureImage(ctx, c.Image); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", c.Role, c.Name, err))
+		}
+	}
+	return comps, errors.Join(errs...)
 }
 
 // upContainers runs container mode: a private network, then the components in dependency order,
 // each its own recorded sandbox, concurrently where nothing orders them.
 func (st *stack) upContainers(ctx context.Context) error {
-	comps, err := st.components()
+	comps, err := st.components(ctx)
 	if err != nil {
 		return err
 	}
@@ -84,7 +107,7 @@ func (st *stack) upVM(ctx context.Context) error {
 	if !ok {
 		return fmt.Errorf("provider %s cannot host a VM stack: %w", st.member, agentenv.ErrInvalid)
 	}
-	comps, err := st.components()
+	comps, err := st.components(ctx)
 	if err != nil {
 		return err
 	}

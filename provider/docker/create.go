@@ -326,3 +326,23 @@ func sandboxState(s container.ContainerState) agentenv.SandboxState {
 	}
 	return agentenv.SandboxExited // exited, dead, removing
 }
+
+// EnsureImage makes image available on the engine: present already, or pulled once. It is how a
+// deploy refuses an env whose image cannot run before it starts anything. A missing image
+// wraps ErrInvalid and names it; an engine that does not answer wraps ErrUnavailable.
+func (p *Provider) EnsureImage(ctx context.Context, image string) error {
+	_, err := p.cli.ImageInspect(ctx, image)
+	if err == nil {
+		return nil
+	}
+	if !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("docker: image %s: %w", image, p.kind(err))
+	}
+	if perr := p.pull(ctx, image); perr != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("docker: image %s: %w", image, ctx.Err())
+		}
+		return fmt.Errorf("docker: image %s not found locally and pull failed: %w: %w", image, agentenv.ErrInvalid, perr)
+	}
+	return nil
+}
