@@ -16,9 +16,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,6 +39,9 @@ type Config struct {
 type Provider struct {
 	cfg Config
 	log *slog.Logger
+
+	mu       sync.Mutex
+	children map[string]chan struct{} // by sandbox: closed once its exit code is on disk
 }
 
 var (
@@ -45,8 +50,12 @@ var (
 	_ agentenv.Files    = (*Provider)(nil)
 )
 
-// metaFile is the file in each work folder that carries the sandbox's labels and process.
-const metaFile = "sandbox.json"
+// metaFile is the file in each work folder that carries the sandbox's labels and process;
+// exitFile holds the exit code of its process once it has exited.
+const (
+	metaFile = "sandbox.json"
+	exitFile = "sandbox.exit"
+)
 
 // meta is what metaFile holds.
 type meta struct {
@@ -72,7 +81,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{cfg: cfg, log: logger}, nil
+	return &Provider{cfg: cfg, log: logger, children: map[string]chan struct{}{}}, nil
 }
 
 // Name implements agentenv.Provider.
@@ -159,9 +168,26 @@ func (p *Provider) start(dir string, spec agentenv.SandboxSpec) (int, int64, err
 		return 0, 0, fmt.Errorf("start %s: %w", spec.Command[0], err)
 	}
 	pid := cmd.Process.Pid
-	// Reap the child when it exits so it does not linger as a zombie of this process.
-	go cmd.Wait()                   //nolint:errcheck // the exit status is read from /proc by Get
 	start, _ := procinfo.Start(pid) // 0 (unknown) if it already exited
+	// Reap the child when it exits, so it does not linger as a zombie of this process, and
+	// keep its exit code beside it while this process lives to see it.
+	exited := make(chan struct{})
+	p.mu.Lock()
+	p.children[spec.Name] = exited
+	p.mu.Unlock()
+	go func() {
+		defer func() {
+			close(exited)
+			p.mu.Lock()
+			delete(p.children, spec.Name)
+			p.mu.Unlock()
+		}()
+		_ = cmd.Wait()
+		code := []byte(strconv.Itoa(cmd.ProcessState.ExitCode()))
+		if _, err := os.Stat(dir); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, exitFile), code, 0o600)
+		}
+	}()
 	return pid, start, nil
 }
 
@@ -191,11 +217,26 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 		}
 	} else if err == nil {
 		p.kill(m)
+		// A child of this process: let its reaper finish writing into the folder first.
+		p.mu.Lock()
+		exited := p.children[id]
+		p.mu.Unlock()
+		if exited != nil {
+			select {
+			case <-exited:
+			case <-time.After(p.cfg.StopGrace + time.Second):
+			case <-ctx.Done():
+			}
+		}
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("process: terminate %s: %w", id, err)
+	var err2 error
+	for range 3 {
+		if err2 = os.RemoveAll(dir); err2 == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return nil
+	return fmt.Errorf("process: terminate %s: %w", id, err2)
 }
 
 // kill stops m's process group: SIGTERM, then SIGKILL after the grace period.
@@ -304,7 +345,7 @@ func (p *Provider) within(id, path string) (string, error) {
 		return "", fmt.Errorf("process: sandbox %s: %w", id, agentenv.ErrNotFound)
 	}
 	rel := filepath.Clean(strings.TrimPrefix(path, "/"))
-	if rel == "." || rel == metaFile || strings.HasPrefix(rel, "..") {
+	if rel == "." || rel == metaFile || rel == exitFile || strings.HasPrefix(rel, "..") {
 		return "", fmt.Errorf("process: path %q is outside the work folder of %s: %w", path, id, agentenv.ErrInvalid)
 	}
 	return filepath.Join(p.Dir(id), rel), nil
@@ -316,7 +357,21 @@ func (p *Provider) sandbox(m meta) agentenv.Sandbox {
 		Labels: m.Labels, Created: m.Created, Endpoints: map[string]string{},
 	}
 	if m.PID > 0 && !procinfo.Alive(m.PID, m.Start) {
+		// A child of this process has its exit code written by the goroutine that reaps it:
+		// wait for that (briefly) rather than report a code not yet known.
+		p.mu.Lock()
+		exited := p.children[m.Name]
+		p.mu.Unlock()
+		if exited != nil {
+			select {
+			case <-exited:
+			case <-time.After(2 * time.Second):
+			}
+		}
 		sb.State = agentenv.SandboxExited
+		if b, err := os.ReadFile(filepath.Join(p.Dir(m.Name), exitFile)); err == nil {
+			sb.ExitCode, _ = strconv.Atoi(string(b))
+		}
 	}
 	for _, port := range m.Ports {
 		sb.Endpoints[strconv.Itoa(port)] = "127.0.0.1:" + strconv.Itoa(port)
@@ -360,9 +415,12 @@ func hasLabels(have, want map[string]string) bool {
 	return true
 }
 
-// validName reports whether id is safe as a folder name.
+// nameRE is what a record id may look like here, as on the other providers.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// validName reports whether id is a record id, and so safe as a folder name.
 func validName(id string) error {
-	if id == "" || len(id) > 128 || strings.ContainsAny(id, "/\\\x00") || id == "." || id == ".." {
+	if !nameRE.MatchString(id) {
 		return agentenv.ErrInvalid
 	}
 	return nil

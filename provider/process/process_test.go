@@ -1,0 +1,57 @@
+package process_test
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/provider/process"
+	"github.com/agentenv/agentenv/provider/providertest"
+)
+
+// TestConformance runs the provider suite with real processes: the test workload binary
+// (internal/testserver) serving HTTP on a free loopback port.
+func TestConformance(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "testserver")
+	build := exec.Command("go", "build", "-o", bin, "github.com/agentenv/agentenv/internal/testserver")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build testserver: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	root := filepath.Join(dir, "sandboxes")
+	providertest.Run(t, func(t *testing.T) agentenv.Provider {
+		p, err := process.New(process.Config{Root: root}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}, providertest.Options{
+		Image:       "host",
+		Command:     []string{bin, "serve", "127.0.0.1:" + strconv.Itoa(port)},
+		Port:        port,
+		ExitCommand: []string{bin, "exit", "3"},
+		ExitCode:    3,
+	})
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Errorf("work folders left: %v", entries)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
