@@ -64,6 +64,9 @@ type Options struct {
 	Budget   time.Duration // wall-clock bound on the whole deploy; DefaultBudget if 0
 	Own      bool          // records stay owned by this process (a run tears them down itself) instead of passing to the TTL
 	Progress func(Event)   // called as components are created, started and ready; may be nil
+	// BridgeBinary is the static agentenv binary copied into stdio servers to run the bridge;
+	// this executable if empty.
+	BridgeBinary string
 }
 
 // Event is one progress report.

@@ -575,3 +575,50 @@ gateway:
 		t.Errorf("records made before the image check: %v", recs)
 	}
 }
+
+// TestMultiEnvWithAStdioServer deploys three servers behind one gateway, one of them a stdio
+// server run behind the built-in bridge, and calls each through the gateway.
+func TestMultiEnvWithAStdioServer(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	_, bin := dockertest.RuntimeImage(t)
+	id := r.name()
+	env := r.parse("multi", fmt.Sprintf(`name: multi
+servers:
+  - name: notes
+    image: %[1]s
+    command: [/agentenv, serve, notes, --listen, ":8080"]
+    port: 8080
+    database: true
+  - name: kv
+    image: %[1]s
+    command: [/agentenv, serve, kv, --listen, ":8080"]
+    port: 8080
+  - name: kv-stdio
+    image: %[1]s
+    transport: stdio
+    command: [/agentenv, serve, kv, --stdio]
+service_db:
+  image: %[2]s
+gateway:
+  image: %[1]s
+  tool_names: prefix
+`, r.runtime, postgresImage))
+	res, err := r.d.Deploy(t.Context(), env, deploy.Options{Provider: "docker", Name: id, BridgeBinary: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Doc.Servers) != 3 || res.Doc.Tools != 12 {
+		t.Errorf("servers %v with %d tools, want 3 servers and 12 tools", res.Doc.Servers, res.Doc.Tools)
+	}
+	cs := session(t, res)
+	call(t, cs, "kv-stdio__set", map[string]any{"key": "via", "value": "stdio"})
+	if got := call(t, cs, "kv-stdio__get", map[string]any{"key": "via"}); !strings.Contains(got, "stdio") {
+		t.Errorf("kv-stdio__get = %s", got)
+	}
+	if got := call(t, cs, "kv__get", map[string]any{"key": "via"}); strings.Contains(got, "stdio") {
+		t.Errorf("the http kv sees the stdio kv's key: %s", got)
+	}
+	call(t, cs, "notes__add_note", map[string]any{"title": "multi", "body": "three servers"})
+	assertReceiptClean(t, teardown(t, r, id), false)
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/images"
 	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/spec"
@@ -358,16 +359,24 @@ func (st *stack) logs(ctx context.Context, sb agentenv.Sandbox) string {
 	return "\nlast log lines:\n" + out
 }
 
-// binary returns this executable, to copy into stdio servers as the bridge.
+// binary returns the agentenv binary to copy into stdio servers as the bridge: static, since
+// the server's image may have no libc.
 func (st *stack) binary() ([]byte, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.bin != nil {
 		return st.bin, nil
 	}
-	path, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("stdio bridge: %w", err)
+	path := st.opts.BridgeBinary
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("stdio bridge: %w", err)
+		}
+		path = exe
+	}
+	if err := images.CheckStatic(path); err != nil {
+		return nil, fmt.Errorf("stdio bridge: %w (build agentenv with CGO_ENABLED=0 to run stdio servers)", err)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
