@@ -151,3 +151,31 @@ func TestEnvDeploySIGKILLAtRandomThenGC(t *testing.T) {
 		t.Errorf("after SIGKILLs and gc the engine still has %v", left)
 	}
 }
+
+// TestDeploymentOutlivesItsCLIUntilItsTTL: a deployment is handed to its TTL when env deploy
+// exits; gc leaves it alone until then and removes it after.
+func TestDeploymentOutlivesItsCLIUntilItsTTL(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	r := c.run(t.Context(), nil, "env", "deploy", c.kvEnvFile(), "--ttl", "4s", "--json")
+	if r.code != 0 {
+		t.Fatalf("env deploy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if g := c.run(t.Context(), nil, "gc"); g.code != 0 || !strings.Contains(g.stdout, "0 collected") {
+		t.Errorf("gc before the TTL: exit %d\n%s", g.code, g.stdout)
+	}
+	if left := c.deployLeftovers("dep"); len(left) != 3 {
+		t.Fatalf("before the TTL the engine has %v, want the deployment's network and two containers", left)
+	}
+	time.Sleep(5 * time.Second)
+	if g := c.run(t.Context(), nil, "gc"); g.code != 0 || !strings.Contains(g.stdout, "expired") {
+		t.Errorf("gc after the TTL: exit %d\n%s%s", g.code, g.stdout, g.stderr)
+	}
+	if left := c.deployLeftovers("dep"); len(left) != 0 {
+		t.Errorf("after the TTL and gc the engine still has %v", left)
+	}
+	ls := c.run(t.Context(), nil, "env", "ls", "--all", "--json")
+	if !strings.Contains(ls.stdout, `"state": "torn_down"`) {
+		t.Errorf("the expired deployment is not recorded torn down:\n%s", ls.stdout)
+	}
+}
