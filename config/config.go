@@ -18,6 +18,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/suggest"
 )
 
 // Key describes one setting.
@@ -34,6 +35,13 @@ var Keys = []Key{
 	{Name: "provider.default", Default: "docker", Doc: "provider or comma chain used when a command names none"},
 	{Name: "provider.docker.host", Doc: "Docker engine address (default: DOCKER_HOST, else unix:///var/run/docker.sock)"},
 	{Name: "provider.process.root", Doc: "work folders of the process provider (default: $XDG_STATE_HOME/agentenv/sandboxes)"},
+	{Name: "provider.docker_vm.image", Default: "agentenv-dind:local", Doc: "Docker-in-Docker image of the docker_vm provider's VMs (images/debian/build.sh dind)"},
+	{Name: "provider.modal.token_id", Default: "env:MODAL_TOKEN_ID", Doc: "Modal token id, a reference (env:NAME or secret:KEY)", Secret: true},
+	{Name: "provider.modal.token_secret", Default: "env:MODAL_TOKEN_SECRET", Doc: "Modal token secret, a reference (env:NAME or secret:KEY)", Secret: true},
+	{Name: "provider.modal.app", Default: "agentenv", Doc: "Modal app the sandboxes belong to"},
+	{Name: "provider.modal.regions", Doc: "comma list of Modal regions (empty: Modal chooses)"},
+	{Name: "provider.modal.rate", Default: "5", Doc: "Modal sandbox creates per second"},
+	{Name: "provider.modal.concurrency", Default: "50", Doc: "Modal sandbox creates in flight"},
 	{Name: "lifecycle.ttl", Default: "3h", Doc: "lifetime of a sandbox or deployment after its creator exits; gc removes it after"},
 	{Name: "lifecycle.lease", Default: "60s", Doc: "how long an owner's claim lasts without renewal"},
 	{Name: "lifecycle.reclaim_wait", Default: "30s", Doc: "how long a cancelled create may still finish so it can be undone"},
@@ -144,7 +152,12 @@ func (c *Config) readFile(path string) error {
 	for _, n := range names {
 		k, ok := known[n]
 		if !ok {
-			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: unknown key %q (did you mean %q?)", path, n, closest(n)))
+			names := make([]string, len(Keys))
+			for i, k := range Keys {
+				names[i] = k.Name
+			}
+			best, _ := suggest.Closest(n, names)
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: unknown key %q (did you mean %q?)", path, n, best))
 			continue
 		}
 		c.values[n] = Value{Key: n, Value: flat[n], Source: "file " + path, Secret: k.Secret}
@@ -256,36 +269,4 @@ func (c *Config) secret(key, name string) (string, error) {
 		return "", fmt.Errorf("config: %s refers to secret:%s, which %s does not hold: %w", key, name, path, agentenv.ErrInvalid)
 	}
 	return v, nil
-}
-
-// closest returns the known key nearest to s by edit distance.
-func closest(s string) string {
-	best, bestD := "", 1<<30
-	for _, k := range Keys {
-		if d := distance(s, k.Name); d < bestD {
-			best, bestD = k.Name, d
-		}
-	}
-	return best
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

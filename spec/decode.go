@@ -2,15 +2,15 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
-)
 
-// nodeBudget bounds how many YAML nodes one file may expand to through aliases, so a file of
-// nested anchors cannot make Parse do exponential work.
-const nodeBudget = 100_000
+	"github.com/agentenv/agentenv/internal/suggest"
+	"github.com/agentenv/agentenv/internal/yamlfile"
+)
 
 // decoder walks a yaml.Node tree into an Env. It decodes strictly (an unknown field is an
 // error), records the line of every field path for later checks, and keeps going after an
@@ -20,11 +20,11 @@ type decoder struct {
 	errs   []error
 	failed map[string]bool // paths whose value did not decode; later checks skip them
 	lines  map[string]int
-	budget int
+	budget yamlfile.Budget
 }
 
 func newDecoder(file string) *decoder {
-	return &decoder{file: file, failed: map[string]bool{}, lines: map[string]int{}, budget: nodeBudget}
+	return &decoder{file: file, failed: map[string]bool{}, lines: map[string]int{}, budget: yamlfile.NodeBudget}
 }
 
 func (d *decoder) errorf(line int, path, format string, args ...any) {
@@ -37,69 +37,20 @@ func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 	d.errorf(n.Line, path, format, args...)
 }
 
-// resolve follows aliases and charges the node budget. It returns nil once the budget is spent.
+// resolve follows aliases and charges the node budget; nil once the budget is spent.
 func (d *decoder) resolve(n *yaml.Node, path string) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
-		n = n.Alias
-	}
-	if n == nil || n.Kind == yaml.AliasNode {
-		return nil
-	}
-	d.budget--
-	if d.budget == 0 {
-		d.errorf(n.Line, path, "document too large: more than %d nodes after expanding aliases", nodeBudget)
-	}
-	if d.budget <= 0 {
-		return nil
-	}
-	return n
+	return d.budget.Resolve(n, func(line int) { d.errorf(line, path, "%s", yamlfile.TooLarge) })
 }
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-}
-
-// describe names what n is, for "want X, got Y" messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.DocumentNode:
-		return "a document"
-	}
-	switch n.ShortTag() {
-	case "!!int":
-		return "an integer"
-	case "!!float":
-		return "a number"
-	case "!!bool":
-		return "a boolean"
-	case "!!null":
-		return "null"
-	}
-	return fmt.Sprintf("%q", n.Value)
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 
 // fields decodes the mapping n at path. For each key in known it records the key's line and
 // calls set with the key, its value and its path; any other key is an error with a suggestion.
 // A null n is an empty mapping. It reports whether n was a mapping (or null).
 func (d *decoder) fields(n *yaml.Node, path string, known []string, set func(key string, v *yaml.Node, p string)) bool {
-	if n = d.resolve(n, path); n == nil || isNull(n) {
+	if n = d.resolve(n, path); n == nil || yamlfile.IsNull(n) {
 		return n != nil
 	}
 	if n.Kind != yaml.MappingNode {
-		d.fail(n, path, "want a mapping, got %s", describe(n))
+		d.fail(n, path, "want a mapping, got %s", yamlfile.Describe(n))
 		return false
 	}
 	seen := map[string]int{}
@@ -109,14 +60,14 @@ func (d *decoder) fields(n *yaml.Node, path string, known []string, set func(key
 		if !ok {
 			continue
 		}
-		p := join(path, key)
+		p := yamlfile.Join(path, key)
 		if first, dup := seen[key]; dup {
 			d.fail(k, p, "duplicate field (first at line %d)", first)
 			continue
 		}
 		seen[key] = k.Line
-		if !contains(known, key) {
-			d.errorf(k.Line, p, "unknown field%s", suggest(key, known))
+		if !slices.Contains(known, key) {
+			d.errorf(k.Line, p, "unknown field%s", suggest.DidYouMean(key, known))
 			continue
 		}
 		d.lines[p] = k.Line
@@ -131,7 +82,7 @@ func (d *decoder) key(k *yaml.Node, path string) (string, bool) {
 		return "", false
 	}
 	if k.Kind != yaml.ScalarNode {
-		d.errorf(k.Line, path, "want a string key, got %s", describe(k))
+		d.errorf(k.Line, path, "want a string key, got %s", yamlfile.Describe(k))
 		return "", false
 	}
 	if k.ShortTag() == "!!merge" {
@@ -141,47 +92,38 @@ func (d *decoder) key(k *yaml.Node, path string) (string, bool) {
 	return k.Value, true
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // str decodes a string. Any scalar is accepted as its text (so password: 1234 is "1234"); null
 // is "".
 func (d *decoder) str(n *yaml.Node, path string) string {
-	if n = d.resolve(n, path); n == nil || isNull(n) {
+	if n = d.resolve(n, path); n == nil || yamlfile.IsNull(n) {
 		return ""
 	}
 	if n.Kind != yaml.ScalarNode {
-		d.fail(n, path, "want a string, got %s", describe(n))
+		d.fail(n, path, "want a string, got %s", yamlfile.Describe(n))
 		return ""
 	}
 	return n.Value
 }
 
 func (d *decoder) integer(n *yaml.Node, path string) int {
-	if n = d.resolve(n, path); n == nil || isNull(n) {
+	if n = d.resolve(n, path); n == nil || yamlfile.IsNull(n) {
 		return 0
 	}
 	var v int
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
-		d.fail(n, path, "want an integer, got %s", describe(n))
+		d.fail(n, path, "want an integer, got %s", yamlfile.Describe(n))
 		return 0
 	}
 	return v
 }
 
 func (d *decoder) boolean(n *yaml.Node, path string) bool {
-	if n = d.resolve(n, path); n == nil || isNull(n) {
+	if n = d.resolve(n, path); n == nil || yamlfile.IsNull(n) {
 		return false
 	}
 	v, err := strconv.ParseBool(n.Value)
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || err != nil {
-		d.fail(n, path, "want true or false, got %s", describe(n))
+		d.fail(n, path, "want true or false, got %s", yamlfile.Describe(n))
 		return false
 	}
 	return v
@@ -189,11 +131,11 @@ func (d *decoder) boolean(n *yaml.Node, path string) bool {
 
 // duration decodes a Go duration string ("30s", "1m30s"); it must be positive.
 func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
-	if n = d.resolve(n, path); n == nil || isNull(n) {
+	if n = d.resolve(n, path); n == nil || yamlfile.IsNull(n) {
 		return 0
 	}
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
-		d.fail(n, path, "want a duration such as \"30s\" or \"2m\", got %s", describe(n))
+		d.fail(n, path, "want a duration such as \"30s\" or \"2m\", got %s", yamlfile.Describe(n))
 		return 0
 	}
 	v, err := time.ParseDuration(n.Value)
@@ -206,15 +148,15 @@ func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
 
 // list calls item for each element of the sequence n; null is an empty list.
 func (d *decoder) list(n *yaml.Node, path string, item func(i int, v *yaml.Node, p string)) {
-	if n = d.resolve(n, path); n == nil || isNull(n) {
+	if n = d.resolve(n, path); n == nil || yamlfile.IsNull(n) {
 		return
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.fail(n, path, "want a list, got %s", describe(n))
+		d.fail(n, path, "want a list, got %s", yamlfile.Describe(n))
 		return
 	}
 	for i, v := range n.Content {
-		p := index(path, i)
+		p := yamlfile.Index(path, i)
 		d.lines[p] = v.Line
 		item(i, v, p)
 	}
@@ -242,11 +184,11 @@ func (d *decoder) stringMap(n *yaml.Node, path string) map[string]string {
 
 // mapping calls set for each entry of a mapping with free-form keys (env, roles).
 func (d *decoder) mapping(n *yaml.Node, path string, set func(key string, v *yaml.Node, p string)) {
-	if n = d.resolve(n, path); n == nil || isNull(n) {
+	if n = d.resolve(n, path); n == nil || yamlfile.IsNull(n) {
 		return
 	}
 	if n.Kind != yaml.MappingNode {
-		d.fail(n, path, "want a mapping, got %s", describe(n))
+		d.fail(n, path, "want a mapping, got %s", yamlfile.Describe(n))
 		return
 	}
 	seen := map[string]int{}
@@ -256,7 +198,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, set func(key string, v *yam
 		if !ok {
 			continue
 		}
-		p := join(path, key)
+		p := yamlfile.Join(path, key)
 		if first, dup := seen[key]; dup {
 			d.fail(k, p, "duplicate key (first at line %d)", first)
 			continue

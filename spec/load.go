@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentenv/agentenv/internal/yamlfile"
 )
 
 // Load reads, decodes and validates the env file at path. Relative paths in the file are
@@ -80,8 +82,8 @@ func syntaxError(name string, err error) error {
 }
 
 func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
-	if n.Kind != yaml.MappingNode && !isNull(n) {
-		d.fail(n, "", "want a mapping of env fields, got %s", describe(n))
+	if n.Kind != yaml.MappingNode && !yamlfile.IsNull(n) {
+		d.fail(n, "", "want a mapping of env fields, got %s", yamlfile.Describe(n))
 		return
 	}
 	known := []string{"name", "description", "servers", "service_db", "gateway", "websites"}
@@ -98,7 +100,7 @@ func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
 				e.Servers = append(e.Servers, s)
 			})
 		case "service_db":
-			if v = d.resolve(v, p); v != nil && !isNull(v) {
+			if v = d.resolve(v, p); v != nil && !yamlfile.IsNull(v) {
 				e.ServiceDB = &ServiceDB{}
 				d.decodeServiceDB(v, p, e.ServiceDB)
 			}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentenv/agentenv/internal/yamlfile"
 )
 
 // Role is the part a component plays in a deployment. It is the value of the agentenv.role
@@ -126,7 +128,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	var servers []string
 	for i := range e.Servers {
 		s := &e.Servers[i]
-		p := index("servers", i)
+		p := yamlfile.Index("servers", i)
 		comp := Component{
 			Role:         RoleMCPServer,
 			Name:         s.Name,

@@ -7,6 +7,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/agentenv/agentenv/internal/suggest"
+	"github.com/agentenv/agentenv/internal/yamlfile"
 )
 
 var (
@@ -88,7 +91,7 @@ func enum[T ~string](c *checker, path string, v T, values ...T) {
 		for i, x := range values {
 			strs[i] = string(x)
 		}
-		c.errorf(path, "unknown value %q: want %s%s", v, oneOf(values), suggest(string(v), strs))
+		c.errorf(path, "unknown value %q: want %s%s", v, oneOf(values), suggest.DidYouMean(string(v), strs))
 	}
 }
 
@@ -117,7 +120,7 @@ func (e *Env) validate(failed map[string]bool) []error {
 	}
 	firstName := map[string]string{}
 	for i := range e.Servers {
-		p := index("servers", i)
+		p := yamlfile.Index("servers", i)
 		s := &e.Servers[i]
 		c.server(p, s)
 		if s.Name == "" {
@@ -167,7 +170,7 @@ func (c *checker) server(p string, s *Server) {
 	}
 	for i, arg := range s.Command {
 		if strings.ContainsRune(arg, 0) {
-			c.errorf(index(p+".command", i), "contains a NUL byte")
+			c.errorf(yamlfile.Index(p+".command", i), "contains a NUL byte")
 		}
 	}
 	for _, k := range sortedKeys(s.Env) {
@@ -216,7 +219,7 @@ func (c *checker) serviceDB(p string, db *ServiceDB) {
 // files checks that each path names a readable regular file.
 func (c *checker) files(p string, paths []string) {
 	for i, f := range paths {
-		fp := index(p, i)
+		fp := yamlfile.Index(p, i)
 		if !c.required(fp, f) {
 			continue
 		}
@@ -244,7 +247,7 @@ func (c *checker) gateway(p string, g *Gateway) {
 		}
 		for i, pat := range g.Roles[role] {
 			if !toolPattern.MatchString(pat) {
-				c.errorf(index(rp, i), "invalid tool pattern %q: want 1-128 of [A-Za-z0-9_.*-]", pat)
+				c.errorf(yamlfile.Index(rp, i), "invalid tool pattern %q: want 1-128 of [A-Za-z0-9_.*-]", pat)
 			}
 		}
 	}
@@ -271,7 +274,7 @@ func (e *Env) CheckSharedPorts() error {
 	}
 	claim("gateway.port", e.Gateway.Port)
 	for i := range e.Servers {
-		claim(index("servers", i)+".port", e.Servers[i].Port)
+		claim(yamlfile.Index("servers", i)+".port", e.Servers[i].Port)
 	}
 	if db := e.ServiceDB; db != nil {
 		claim("service_db", DBPort)

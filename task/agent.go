@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentenv/agentenv/internal/suggest"
 )
 
 // Agent kinds of prompt_agent.
@@ -59,7 +61,7 @@ func (s *promptAgent) Check() error {
 			return errors.New("max_turns: want a positive number")
 		}
 	default:
-		return fmt.Errorf("agent: want scripted or openai, got %q%s", s.Agent, suggest(s.Agent, []string{AgentScripted, AgentOpenAI}))
+		return fmt.Errorf("agent: want scripted or openai, got %q%s", s.Agent, suggest.DidYouMean(s.Agent, []string{AgentScripted, AgentOpenAI}))
 	}
 	return nil
 }

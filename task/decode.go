@@ -7,24 +7,25 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
-)
 
-// nodeBudget bounds how many YAML nodes one file may expand to through aliases.
-const nodeBudget = 100_000
+	"github.com/agentenv/agentenv/internal/suggest"
+	"github.com/agentenv/agentenv/internal/yamlfile"
+)
 
 // decoder walks yaml.Node trees strictly: an unknown field is an error with a suggestion, and it
 // keeps going after an error so that one pass reports every problem.
 type decoder struct {
 	file   string
 	errs   []error
-	budget int
+	budget yamlfile.Budget
 }
 
-func newDecoder(file string) *decoder { return &decoder{file: file, budget: nodeBudget} }
+func newDecoder(file string) *decoder { return &decoder{file: file, budget: yamlfile.NodeBudget} }
 
 func (d *decoder) errorf(line int, path, format string, args ...any) {
 	d.errs = append(d.errs, &Error{File: d.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
@@ -32,53 +33,8 @@ func (d *decoder) errorf(line int, path, format string, args ...any) {
 
 // resolve follows aliases and charges the node budget; nil once the budget is spent.
 func (d *decoder) resolve(n *yaml.Node, path string) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
-		n = n.Alias
-	}
-	if n == nil || n.Kind == yaml.AliasNode {
-		return nil
-	}
-	d.budget--
-	if d.budget == 0 {
-		d.errorf(n.Line, path, "document too large: more than %d nodes after expanding aliases", nodeBudget)
-	}
-	if d.budget <= 0 {
-		return nil
-	}
-	return n
+	return d.budget.Resolve(n, func(line int) { d.errorf(line, path, "%s", yamlfile.TooLarge) })
 }
-
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
-
-// describe names what n is, for "want X, got Y" messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	switch n.ShortTag() {
-	case "!!int":
-		return "an integer"
-	case "!!float":
-		return "a number"
-	case "!!bool":
-		return "a boolean"
-	case "!!null":
-		return "null"
-	}
-	return fmt.Sprintf("%q", n.Value)
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 
 // pairs returns the key/value pairs of the mapping n at path, reporting duplicate and
 // non-string keys. A null n has no pairs. It reports whether n was a mapping (or null).
@@ -86,11 +42,11 @@ func (d *decoder) pairs(n *yaml.Node, path string) ([][2]*yaml.Node, bool) {
 	if n = d.resolve(n, path); n == nil {
 		return nil, false
 	}
-	if isNull(n) {
+	if yamlfile.IsNull(n) {
 		return nil, true
 	}
 	if n.Kind != yaml.MappingNode {
-		d.errorf(n.Line, path, "want a mapping, got %s", describe(n))
+		d.errorf(n.Line, path, "want a mapping, got %s", yamlfile.Describe(n))
 		return nil, false
 	}
 	seen := map[string]int{}
@@ -101,11 +57,11 @@ func (d *decoder) pairs(n *yaml.Node, path string) ([][2]*yaml.Node, bool) {
 			continue
 		}
 		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
-			d.errorf(k.Line, path, "want a field name, got %s", describe(k))
+			d.errorf(k.Line, path, "want a field name, got %s", yamlfile.Describe(k))
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
-			d.errorf(k.Line, join(path, k.Value), "duplicate field (first at line %d)", first)
+			d.errorf(k.Line, yamlfile.Join(path, k.Value), "duplicate field (first at line %d)", first)
 			continue
 		}
 		seen[k.Value] = k.Line
@@ -116,16 +72,16 @@ func (d *decoder) pairs(n *yaml.Node, path string) ([][2]*yaml.Node, bool) {
 
 // unknown reports key as an unknown field of path, with a suggestion from known.
 func (d *decoder) unknown(k *yaml.Node, path string, known []string) {
-	d.errorf(k.Line, join(path, k.Value), "unknown field%s", suggest(k.Value, known))
+	d.errorf(k.Line, yamlfile.Join(path, k.Value), "unknown field%s", suggest.DidYouMean(k.Value, known))
 }
 
 // str decodes a string scalar; null is "".
 func (d *decoder) str(n *yaml.Node, path string) string {
-	if n = d.resolve(n, path); n == nil || isNull(n) {
+	if n = d.resolve(n, path); n == nil || yamlfile.IsNull(n) {
 		return ""
 	}
 	if n.Kind != yaml.ScalarNode {
-		d.errorf(n.Line, path, "want a string, got %s", describe(n))
+		d.errorf(n.Line, path, "want a string, got %s", yamlfile.Describe(n))
 		return ""
 	}
 	return n.Value
@@ -133,16 +89,16 @@ func (d *decoder) str(n *yaml.Node, path string) string {
 
 // strs decodes a list of strings. present is false for an absent or null list.
 func (d *decoder) strs(n *yaml.Node, path string) (list []string, present bool) {
-	if n = d.resolve(n, path); n == nil || isNull(n) {
+	if n = d.resolve(n, path); n == nil || yamlfile.IsNull(n) {
 		return nil, false
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.errorf(n.Line, path, "want a list, got %s", describe(n))
+		d.errorf(n.Line, path, "want a list, got %s", yamlfile.Describe(n))
 		return nil, true
 	}
 	list = []string{}
 	for i, e := range n.Content {
-		list = append(list, d.str(e, index(path, i)))
+		list = append(list, d.str(e, yamlfile.Index(path, i)))
 	}
 	return list, true
 }
@@ -222,7 +178,7 @@ func (d *decoder) check(n *yaml.Node, t reflect.Type, path string, extra []strin
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if n = d.resolve(n, path); n == nil || isNull(n) {
+	if n = d.resolve(n, path); n == nil || yamlfile.IsNull(n) {
 		return
 	}
 	switch t.Kind() {
@@ -240,23 +196,23 @@ func (d *decoder) check(n *yaml.Node, t reflect.Type, path string, extra []strin
 			i := fieldIndex(fs, k.Value)
 			switch {
 			case i >= 0:
-				d.check(v, t.Field(fs[i].index).Type, join(path, k.Value), nil)
-			case !contains(extra, k.Value):
+				d.check(v, t.Field(fs[i].index).Type, yamlfile.Join(path, k.Value), nil)
+			case !slices.Contains(extra, k.Value):
 				d.unknown(k, path, known)
 			}
 		}
 		for _, f := range fs {
 			if f.required && !have[f.name] {
-				d.errorf(n.Line, join(path, f.name), "missing field")
+				d.errorf(n.Line, yamlfile.Join(path, f.name), "missing field")
 			}
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			d.errorf(n.Line, path, "want a list, got %s", describe(n))
+			d.errorf(n.Line, path, "want a list, got %s", yamlfile.Describe(n))
 			return
 		}
 		for i, e := range n.Content {
-			d.check(e, t.Elem(), index(path, i), nil)
+			d.check(e, t.Elem(), yamlfile.Index(path, i), nil)
 		}
 	case reflect.Map:
 		pairs, ok := d.pairs(n, path)
@@ -264,7 +220,7 @@ func (d *decoder) check(n *yaml.Node, t reflect.Type, path string, extra []strin
 			return
 		}
 		for _, kv := range pairs {
-			d.check(kv[1], t.Elem(), join(path, kv[0].Value), nil)
+			d.check(kv[1], t.Elem(), yamlfile.Join(path, kv[0].Value), nil)
 		}
 	}
 }
@@ -276,15 +232,6 @@ func fieldIndex(fs []fieldInfo, name string) int {
 		}
 	}
 	return -1
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // cloneNode deep-copies n so that substitutions do not touch the parsed task.

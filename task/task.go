@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentenv/agentenv/internal/suggest"
+	"github.com/agentenv/agentenv/internal/yamlfile"
 )
 
 // ScoreMode says how the scores of a task's verifiers (or an aggregate's) combine into one.
@@ -157,7 +160,7 @@ func (t *Task) decode(d *decoder, root *yaml.Node) {
 			t.Score = ScoreMode(d.str(v, "score"))
 			if !t.Score.valid() {
 				d.errorf(v.Line, "score", "want all_pass, any_pass, weighted_average or min, got %q%s", t.Score,
-					suggest(string(t.Score), []string{"all_pass", "any_pass", "weighted_average", "min"}))
+					suggest.DidYouMean(string(t.Score), []string{"all_pass", "any_pass", "weighted_average", "min"}))
 			}
 		case "steps":
 			steps = v
@@ -168,7 +171,7 @@ func (t *Task) decode(d *decoder, root *yaml.Node) {
 	if t.Name == "" {
 		t.Name = strings.TrimSuffix(filepath.Base(t.File), filepath.Ext(t.File))
 	}
-	if steps == nil || isNull(steps) {
+	if steps == nil || yamlfile.IsNull(steps) {
 		d.errorf(root.Line, "steps", "missing field: a task needs at least one step")
 		return
 	}
@@ -177,7 +180,7 @@ func (t *Task) decode(d *decoder, root *yaml.Node) {
 		return
 	}
 	for i, n := range steps.Content {
-		if s := t.decodeStep(d, n, index("steps", i)); s != nil {
+		if s := t.decodeStep(d, n, yamlfile.Index("steps", i)); s != nil {
 			t.Steps = append(t.Steps, s)
 		}
 	}
@@ -195,7 +198,7 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 	var weight *yaml.Node
 	for _, kv := range pairs {
 		k, v := kv[0], kv[1]
-		p := join(path, k.Value)
+		p := yamlfile.Join(path, k.Value)
 		switch k.Value {
 		case "id":
 			s.ID = d.str(v, p)
@@ -205,33 +208,33 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 			deps = v
 		case "fail_task_on_error":
 			if err := v.Decode(&s.FailTaskOnError); err != nil {
-				d.errorf(v.Line, p, "want true or false, got %s", describe(v))
+				d.errorf(v.Line, p, "want true or false, got %s", yamlfile.Describe(v))
 			}
 		case "timeout":
 			s.Timeout = d.duration(v, p)
 		case "weight":
 			weight = v
 			if err := v.Decode(&s.Weight); err != nil || s.Weight <= 0 {
-				d.errorf(v.Line, p, "want a positive number, got %s", describe(v))
+				d.errorf(v.Line, p, "want a positive number, got %s", yamlfile.Describe(v))
 			}
 		default:
 			s.fields.Content = append(s.fields.Content, k, v)
 		}
 	}
 	if s.ID == "" {
-		d.errorf(n.Line, join(path, "id"), "missing field")
+		d.errorf(n.Line, yamlfile.Join(path, "id"), "missing field")
 	}
 	if s.Type == "" {
-		d.errorf(n.Line, join(path, "type"), "missing field")
+		d.errorf(n.Line, yamlfile.Join(path, "type"), "missing field")
 		return nil
 	}
 	k, ok := t.kinds[s.Type]
 	if !ok {
-		d.errorf(n.Line, join(path, "type"), "unknown step type %q%s", s.Type, suggest(s.Type, t.kindNames()))
+		d.errorf(n.Line, yamlfile.Join(path, "type"), "unknown step type %q%s", s.Type, suggest.DidYouMean(s.Type, t.kindNames()))
 		return nil
 	}
 	if weight != nil && !k.verifier {
-		d.errorf(weight.Line, join(path, "weight"), "only verifiers have a weight")
+		d.errorf(weight.Line, yamlfile.Join(path, "weight"), "only verifiers have a weight")
 	}
 	extra := commonFields
 	if k.verifier {
@@ -243,7 +246,7 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 	typ := reflect.TypeOf(k.new())
 	d.check(s.fields, typ, path, extra)
 	if deps != nil {
-		s.DependsOn, _ = d.strs(deps, join(path, "depends_on"))
+		s.DependsOn, _ = d.strs(deps, yamlfile.Join(path, "depends_on"))
 		if s.DependsOn == nil {
 			s.DependsOn = []string{} // depends_on: null is no dependency, like []
 		}

@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentenv/agentenv/internal/suggest"
+	"github.com/agentenv/agentenv/internal/yamlfile"
 )
 
 // validID is what a step id may look like: it appears in ${steps.<id>.outputs.<name>}.
@@ -21,10 +24,10 @@ func (t *Task) validate(d *decoder) {
 			continue
 		}
 		if !validID.MatchString(s.ID) {
-			d.errorf(s.Line, join(s.path, "id"), "%q: want letters, digits, _ and -, starting with a letter or _", s.ID)
+			d.errorf(s.Line, yamlfile.Join(s.path, "id"), "%q: want letters, digits, _ and -, starting with a letter or _", s.ID)
 		}
 		if j, dup := pos[s.ID]; dup {
-			d.errorf(s.Line, join(s.path, "id"), "duplicate step id %q (first at line %d)", s.ID, t.Steps[j].Line)
+			d.errorf(s.Line, yamlfile.Join(s.path, "id"), "duplicate step id %q (first at line %d)", s.ID, t.Steps[j].Line)
 			continue
 		}
 		pos[s.ID] = i
@@ -36,9 +39,9 @@ func (t *Task) validate(d *decoder) {
 		}
 		ids = append(ids, s.ID)
 		for j, dep := range s.DependsOn {
-			p := index(join(s.path, "depends_on"), j)
+			p := yamlfile.Index(yamlfile.Join(s.path, "depends_on"), j)
 			if _, ok := pos[dep]; !ok {
-				d.errorf(s.Line, p, "unknown step %q%s", dep, suggest(dep, ids[:i]))
+				d.errorf(s.Line, p, "unknown step %q%s", dep, suggest.DidYouMean(dep, ids[:i]))
 			}
 		}
 	}
@@ -49,7 +52,7 @@ func (t *Task) validate(d *decoder) {
 	for i, s := range t.Steps {
 		for j, dep := range s.DependsOn {
 			if pos[dep] >= i && !onCycle[s.ID+"\x00"+dep] {
-				d.errorf(s.Line, index(join(s.path, "depends_on"), j),
+				d.errorf(s.Line, yamlfile.Index(yamlfile.Join(s.path, "depends_on"), j),
 					"step %q comes later: a step may depend only on earlier steps", dep)
 			}
 		}
@@ -99,7 +102,7 @@ func (t *Task) cycles(d *decoder, pos map[string]int) map[string]bool {
 				for k := 0; k+1 < len(cyc); k++ {
 					edges[cyc[k]+"\x00"+cyc[k+1]] = true
 				}
-				d.errorf(s.Line, join(s.path, "depends_on"), "dependency cycle: %s", strings.Join(cyc, " -> "))
+				d.errorf(s.Line, yamlfile.Join(s.path, "depends_on"), "dependency cycle: %s", strings.Join(cyc, " -> "))
 			}
 		}
 		stack = stack[:len(stack)-1]
@@ -137,13 +140,13 @@ func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool) {
 		return
 	}
 	for _, r := range st.Refs() {
-		p := join(s.path, r.Field)
+		p := yamlfile.Join(s.path, r.Field)
 		other := t.step(r.ID)
 		switch {
 		case r.ID == "":
 			d.errorf(s.Line, p, "missing step id")
 		case other == nil:
-			d.errorf(s.Line, p, "unknown step %q%s", r.ID, suggest(r.ID, t.stepIDs()))
+			d.errorf(s.Line, p, "unknown step %q%s", r.ID, suggest.DidYouMean(r.ID, t.stepIDs()))
 		case len(r.Types) > 0 && !slices.Contains(r.Types, other.Type):
 			d.errorf(s.Line, p, "step %q is a %s; want %s", r.ID, other.Type, strings.Join(r.Types, " or "))
 		case !anc[r.ID]:
@@ -158,7 +161,7 @@ func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool) {
 			case ref.bad != "":
 				d.errorf(n.Line, p, "bad output reference %q: want ${steps.<id>.outputs.<name>}", ref.bad)
 			case other == nil:
-				d.errorf(n.Line, p, "%s: unknown step %q%s", ref.text, ref.step, suggest(ref.step, t.stepIDs()))
+				d.errorf(n.Line, p, "%s: unknown step %q%s", ref.text, ref.step, suggest.DidYouMean(ref.step, t.stepIDs()))
 			case !anc[ref.step]:
 				d.errorf(n.Line, p, "%s: step %q is not a dependency of %q: add it to depends_on", ref.text, ref.step, s.ID)
 			default:
