@@ -6,8 +6,6 @@ package dbmcp
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -24,8 +22,6 @@ const (
 	MaxRows = 1000
 	// StatementTimeout bounds each statement the tools run.
 	StatementTimeout = 30 * time.Second
-	// DefaultConnectTimeout bounds [Connect] when its context has no deadline.
-	DefaultConnectTimeout = 60 * time.Second
 )
 
 // Config configures [Run].
@@ -36,48 +32,15 @@ type Config struct {
 	DatabaseURL string
 }
 
-// Run connects to the database (retrying until ctx's deadline, or DefaultConnectTimeout) and
+// Run connects to the database (retrying until ctx's deadline, or envsdk.DefaultConnectTimeout) and
 // serves db-mcp until ctx ends. A nil logger discards.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	pool, err := Connect(ctx, cfg.DatabaseURL, logger)
+	pool, err := envsdk.OpenDB(ctx, cfg.DatabaseURL, logger)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	return New(pool, logger).Serve(ctx, cfg.Listen)
-}
-
-// Connect opens a pool on dsn and waits until the database answers a query, retrying until
-// ctx's deadline, or for DefaultConnectTimeout if ctx has none. A nil logger discards.
-func Connect(ctx context.Context, dsn string, logger *slog.Logger) (*pgxpool.Pool, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultConnectTimeout)
-		defer cancel()
-	}
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("dbmcp: open database: %w", err)
-	}
-	wait := 100 * time.Millisecond
-	for {
-		var one int
-		err = pool.QueryRow(ctx, "SELECT 1").Scan(&one)
-		if err == nil {
-			return pool, nil
-		}
-		logger.Warn("database not ready, retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-			pool.Close()
-			return nil, fmt.Errorf("dbmcp: database not ready: %w", errors.Join(err, context.Cause(ctx)))
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
 }
 
 // New returns the db-mcp server over pool; the caller keeps owning pool. A nil logger discards.

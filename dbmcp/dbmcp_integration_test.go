@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentenv/agentenv/dbmcp"
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/envsdk"
 	"github.com/agentenv/agentenv/examples/notes"
 )
 
@@ -65,7 +66,7 @@ func TestDBMCP(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	pool, err := dbmcp.Connect(ctx, dsn, nil)
+	pool, err := envsdk.OpenDB(ctx, dsn, nil)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

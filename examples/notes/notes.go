@@ -21,9 +21,6 @@ import (
 // DefaultSchema is the schema holding the notes table when Config.Schema is empty.
 const DefaultSchema = "notes"
 
-// DefaultConnectTimeout bounds [Connect] when its context has no deadline.
-const DefaultConnectTimeout = 60 * time.Second
-
 // Config configures [Run].
 type Config struct {
 	// Listen is the HTTP address (host:port) to serve on, unless Stdio is set.
@@ -36,11 +33,11 @@ type Config struct {
 	Stdio bool
 }
 
-// Run connects to the database (retrying until ctx's deadline, or DefaultConnectTimeout),
+// Run connects to the database (retrying until ctx's deadline, or envsdk.DefaultConnectTimeout),
 // creates the schema and table if missing, and serves the notes env until ctx ends. A nil logger
 // discards.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	pool, err := Connect(ctx, cfg.DatabaseURL, logger)
+	pool, err := envsdk.OpenDB(ctx, cfg.DatabaseURL, logger)
 	if err != nil {
 		return err
 	}
@@ -53,39 +50,6 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return s.ServeStdio(ctx)
 	}
 	return s.Serve(ctx, cfg.Listen)
-}
-
-// Connect opens a pool on dsn and waits until the database answers a query, retrying until
-// ctx's deadline, or for DefaultConnectTimeout if ctx has none. A nil logger discards.
-func Connect(ctx context.Context, dsn string, logger *slog.Logger) (*pgxpool.Pool, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultConnectTimeout)
-		defer cancel()
-	}
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("notes: open database: %w", err)
-	}
-	wait := 100 * time.Millisecond
-	for {
-		var one int
-		err = pool.QueryRow(ctx, "SELECT 1").Scan(&one)
-		if err == nil {
-			return pool, nil
-		}
-		logger.Warn("database not ready, retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-			pool.Close()
-			return nil, fmt.Errorf("notes: database not ready: %w", errors.Join(err, context.Cause(ctx)))
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
 }
 
 // Note is one note as the tools and the data plane show it.

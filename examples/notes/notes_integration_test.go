@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/envsdk"
 	"github.com/agentenv/agentenv/examples/notes"
 )
 
@@ -33,7 +34,7 @@ func testDB(tb testing.TB) (*pgxpool.Pool, string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := notes.Connect(ctx, dsn, nil)
+	pool, err := envsdk.OpenDB(ctx, dsn, nil)
 	if err != nil {
 		tb.Fatalf("connect: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/agentenv/envsdk"
 	"github.com/agentenv/agentenv/examples/notes"
 )
 
@@ -13,7 +14,7 @@ func TestConnect_GivesUpAtDeadline(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	// Port 1 on loopback refuses connections, so Connect retries until the deadline.
-	pool, err := notes.Connect(ctx, "postgres://nobody:x@127.0.0.1:1/none?sslmode=disable&connect_timeout=1", nil)
+	pool, err := envsdk.OpenDB(ctx, "postgres://nobody:x@127.0.0.1:1/none?sslmode=disable&connect_timeout=1", nil)
 	if err == nil {
 		pool.Close()
 		t.Fatal("Connect to a closed port = nil error, want one")
