@@ -241,7 +241,7 @@ func (e *Env) serviceDBComponent(password string) Component {
 // gatewayCommand is the gateway's command line. servers are NAME=URL pairs.
 func (e *Env) gatewayCommand(tokenFile string, servers []string) []string {
 	g := &e.Gateway
-	cmd := []string{BinaryPath, "gateway", "--listen", ":" + strconv.Itoa(g.Port)}
+	cmd := []string{BinaryPath, "gateway", "--listen", ":" + strconv.Itoa(g.Port), "--name", e.Name}
 	if tokenFile != "" {
 		cmd = append(cmd, "--token-file", tokenFile)
 	}

@@ -88,7 +88,7 @@ func TestComponents(t *testing.T) {
 		t.Errorf("schema SQL = %q, want %q", got, want)
 	}
 	wantGateway := []string{
-		"/agentenv", "gateway", "--listen", ":8443", "--token-file", "/run/agentenv/token",
+		"/agentenv", "gateway", "--listen", ":8443", "--name", "full", "--token-file", "/run/agentenv/token",
 		"--tool-names", "prefix", "--mode", "performance", "--call-timeout", "1m30s",
 		"--server", "notes=http://dep-notes:9000/mcp", "--server", "files=http://dep-files:9001/mcp",
 		"--disable", "guest=*", "--disable", "reader=*delete*", "--disable", "reader=notes__create_note",
