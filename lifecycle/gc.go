@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -28,6 +29,10 @@ type GCReport struct {
 	Actions []GCAction `json:"actions"`
 	Kept    int        `json:"kept"` // records left alone: owned by a live process, or not expired
 	Errors  []string   `json:"errors,omitempty"`
+	// Unlisted names the providers gc could not list although no record of this ledger is up
+	// on them (an engine that is not running, a cloud without credentials): not an error, but
+	// their expired unrecorded sandboxes were not looked for.
+	Unlisted []string `json:"unlisted,omitempty"`
 }
 
 // Clean reports whether every collected sandbox is down (true on a dry run with no errors).
@@ -82,8 +87,16 @@ func (m *Manager) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	inUse := map[string]bool{}
+	for _, r := range recs {
+		inUse[r.Provider] = true
+	}
 	for _, name := range names {
 		listed, err := guarded{m.cfg.Providers[name]}.List(ctx, nil)
+		if err != nil && !inUse[name] && errors.Is(err, agentenv.ErrUnavailable) {
+			rep.Unlisted = append(rep.Unlisted, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
 		if err != nil {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("list %s: %v", name, err))
 			continue

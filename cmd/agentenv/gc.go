@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,6 +48,15 @@ time, also while other runs are live.`,
 				fmt.Fprintf(a.stdout, "gc: %d collected, %d kept\n", len(rep.Actions), rep.Kept)
 				for _, e := range rep.Errors {
 					fmt.Fprintln(a.stderr, "gc:", e)
+				}
+				if len(rep.Unlisted) > 0 {
+					var names []string
+					for _, u := range rep.Unlisted {
+						name, _, _ := strings.Cut(u, ":")
+						names = append(names, name)
+						a.log.Debug("gc: provider not listed", "why", u)
+					}
+					fmt.Fprintf(a.stderr, "gc: could not list %s; nothing of this ledger is up there (--log-level debug says why)\n", strings.Join(names, ", "))
 				}
 			}
 			if !rep.Clean() {

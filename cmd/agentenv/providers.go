@@ -18,6 +18,8 @@ var providerTable = []struct {
 }{
 	{"docker", newDocker},
 	{"process", newProcess},
+	{"docker_vm", newDockerVM},
+	{"modal", newModal},
 }
 
 func newDocker(a *app) (agentenv.Provider, error) {

@@ -7,6 +7,7 @@
 #   postgres       agentenv-postgres:local   (PostgreSQL from bookworm; env like postgres:16)
 #   adminer        agentenv-adminer:local    (adminer on php -S, port 8080)
 #   node           agentenv-node:local       (Node 20 from trixie + npm MCP servers)
+#   dind           agentenv-dind:local       (Debian docker.io engine, the docker_vm provider's VM)
 #
 # It is idempotent: an image that already exists is kept (FORCE=1 rebuilds the named image, not
 # its base). Needs root (debootstrap), docker, and the Debian mirror (MIRROR, default
@@ -73,8 +74,9 @@ base-trixie) base trixie ;;
 postgres) image postgres agentenv-postgres:local bookworm ;;
 adminer) image adminer agentenv-adminer:local bookworm ;;
 node) image node agentenv-node:local trixie ;;
+dind) image dind agentenv-dind:local bookworm ;;
 *)
-	echo "usage: build.sh base-bookworm|base-trixie|postgres|adminer|node" >&2
+	echo "usage: build.sh base-bookworm|base-trixie|postgres|adminer|node|dind" >&2
 	exit 2
 	;;
 esac

@@ -41,6 +41,11 @@ type Options struct {
 
 	// Wait bounds each wait for a sandbox to serve or to finish; default 30s.
 	Wait time.Duration
+
+	// FinishedUnlisted says the backend does not list a sandbox that finished on its own
+	// (Modal lists running sandboxes only): the Exited subtest then wants List to return
+	// nothing for it, instead of one exited sandbox. Get must still report ErrGone.
+	FinishedUnlisted bool
 }
 
 // Run runs the conformance suite against the providers newProvider returns (one per subtest).
@@ -249,7 +254,11 @@ func (s *suite) exited(t *testing.T, p agentenv.Provider) {
 		t.Fatalf("Get(%s) of a finished sandbox = %v, want ErrGone", sb.ID, err)
 	}
 	sbs := listRecord(t, p, id)
-	if len(sbs) != 1 || sbs[0].State != agentenv.SandboxExited || sbs[0].ExitCode != s.opts.ExitCode {
+	if s.opts.FinishedUnlisted {
+		if len(sbs) != 0 {
+			t.Errorf("List(record=%s) = %+v, want none: the provider says finished sandboxes are not listed", id, sbs)
+		}
+	} else if len(sbs) != 1 || sbs[0].State != agentenv.SandboxExited || sbs[0].ExitCode != s.opts.ExitCode {
 		t.Errorf("List(record=%s) = %+v, want one exited sandbox with exit code %d", id, sbs, s.opts.ExitCode)
 	}
 	if err := p.Terminate(ctx, sb.ID); err != nil {

@@ -1,0 +1,253 @@
+// Package modal is the agentenv provider for Modal sandboxes (container mode), written against
+// Modal's official Go SDK, github.com/modal-labs/modal-client/go v0.11.1.
+//
+// The record id is the sandbox's Name (unique among an app's running sandboxes) and the
+// record's labels are its Tags, both set in the create request itself, so a create whose
+// response was lost, or whose process was killed, is found by List. Terminate goes by id with
+// no live handle (FromID, then Terminate: no tunnels, no exec); a sandbox that has finished or
+// does not exist counts as terminated. Get reads the tunnels and so fails for a finished
+// sandbox. A lifetime backstop (Modal's sandbox timeout) is always set: the spec's Timeout, else
+// the time to its expiry plus Margin, else DefaultTimeout; never "none", at most 24 h.
+//
+// Ports are reached through Modal's unencrypted (TCP) tunnels, as host:port, since callers
+// speak plain HTTP or the Postgres protocol to them. Env vars are sent as the SDK sends them,
+// folded into an ephemeral Modal secret.
+//
+// List by tags needs Modal's V1 sandboxes (the SDK's V2 sandboxes are not listed): set
+// MODAL_SANDBOX_V2=0, as the agentenv command does when it is unset.
+//
+// Verified only against the in-repo emulator (package modalemu), which the SDK reaches when
+// MODAL_SERVER_URL points at it; no Modal account was reachable from where this was written.
+package modal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	modal "github.com/modal-labs/modal-client/go"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+)
+
+// Defaults for the zero values of Config. The rate and concurrency defaults stay well inside
+// Modal's published sandbox limits.
+const (
+	DefaultName          = "modal"
+	DefaultApp           = "agentenv"
+	DefaultTimeout       = 3*time.Hour + 10*time.Minute
+	DefaultMargin        = 10 * time.Minute
+	MaxTimeout           = 24 * time.Hour
+	DefaultRate          = 5.0 // creates per second
+	DefaultConcurrency   = 50  // creates in flight
+	DefaultCreateTimeout = 3 * time.Minute
+	DefaultTunnelWait    = 60 * time.Second
+)
+
+// Regions are the region names accepted in Config.Regions (Modal's region selection guide,
+// https://modal.com/docs/guide/region-selection: broad groups and cloud regions).
+var Regions = []string{
+	"us", "eu", "ap", "uk", "jp", "au", "ca", "me", "sa",
+	"us-east", "us-west", "us-central", "eu-west", "eu-north", "eu-central", "ap-northeast", "ap-southeast", "ap-south",
+	"us-east-1", "us-east-2", "us-west-1", "us-west-2", "eu-west-1", "eu-west-2", "eu-central-1", "ap-northeast-1", "ap-southeast-1",
+}
+
+// Config configures a Provider. Zero values mean the documented defaults.
+type Config struct {
+	Name        string // provider name as configured; default "modal"
+	TokenID     string // Modal token id, resolved from a config reference; required
+	TokenSecret string // Modal token secret, resolved from a config reference; required
+	// CredentialHint says what to set when a token is missing, for the error; default names
+	// provider.modal.token_id and provider.modal.token_secret.
+	CredentialHint string
+	App            string        // Modal app the sandboxes belong to; default "agentenv"
+	Environment    string        // Modal environment; default the profile's
+	Regions        []string      // where sandboxes may run; empty lets Modal choose
+	Timeout        time.Duration // backstop when a spec has neither Timeout nor Expires; default 3h10m
+	Margin         time.Duration // added to a spec's time to expiry; default 10m
+	Rate           float64       // creates per second; default 5
+	Concurrency    int           // creates in flight; default 50
+	CreateTimeout  time.Duration // bound on one create request; default 3m
+	TunnelWait     time.Duration // bound on reading a new sandbox's tunnels; default 60s
+}
+
+// Provider creates, finds and terminates Modal sandboxes. It is safe for concurrent use.
+type Provider struct {
+	cfg     Config
+	log     *slog.Logger
+	limiter *rate.Limiter
+	slots   chan struct{}
+
+	mu     sync.Mutex
+	client *modal.Client
+	app    *modal.App
+}
+
+var _ agentenv.Provider = (*Provider)(nil)
+
+// New returns a Provider for cfg. It does no I/O and never fails for missing credentials: every
+// call then fails, before anything is created, with ErrUnavailable and a message naming what
+// to set (so a chain moves on). A nil logger discards; secrets are never logged.
+func New(cfg Config, logger *slog.Logger) (*Provider, error) {
+	if cfg.Name == "" {
+		cfg.Name = DefaultName
+	}
+	if cfg.App == "" {
+		cfg.App = DefaultApp
+	}
+	if cfg.CredentialHint == "" {
+		cfg.CredentialHint = "set provider.modal.token_id and provider.modal.token_secret (for example env:MODAL_TOKEN_ID and env:MODAL_TOKEN_SECRET)"
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Timeout, DefaultTimeout)
+	def(&cfg.Margin, DefaultMargin)
+	def(&cfg.CreateTimeout, DefaultCreateTimeout)
+	def(&cfg.TunnelWait, DefaultTunnelWait)
+	if cfg.Rate == 0 {
+		cfg.Rate = DefaultRate
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.Rate < 0 || cfg.Concurrency < 0 || cfg.Timeout > MaxTimeout {
+		return nil, fmt.Errorf("modal: rate %g, concurrency %d, timeout %s: %w", cfg.Rate, cfg.Concurrency, cfg.Timeout, agentenv.ErrInvalid)
+	}
+	for _, r := range cfg.Regions {
+		if !slices.Contains(Regions, r) {
+			return nil, fmt.Errorf("modal: unknown region %q (known: %v): %w", r, Regions, agentenv.ErrInvalid)
+		}
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{
+		cfg: cfg, log: logger.With("provider", cfg.Name),
+		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate))),
+		slots:   make(chan struct{}, cfg.Concurrency),
+	}, nil
+}
+
+// Name returns the configured name, "modal" by default.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// Capabilities reports container sandboxes, listed by tag, with a backstop lifetime.
+func (p *Provider) Capabilities() agentenv.Capabilities {
+	return agentenv.Capabilities{ListByLabel: true, BackstopLifetime: true}
+}
+
+// Close releases the SDK's connections.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client != nil {
+		p.client.Close()
+		p.client, p.app = nil, nil
+	}
+	return nil
+}
+
+// connect returns the SDK client and the app, made on first use.
+func (p *Provider) connect(ctx context.Context) (*modal.Client, *modal.App, error) {
+	if p.cfg.TokenID == "" || p.cfg.TokenSecret == "" {
+		return nil, nil, fmt.Errorf("modal: no credentials: %s: %w", p.cfg.CredentialHint, agentenv.ErrUnavailable)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.app != nil {
+		return p.client, p.app, nil
+	}
+	if p.client == nil {
+		c, err := modal.NewClientWithOptions(&modal.ClientParams{
+			TokenID: p.cfg.TokenID, TokenSecret: p.cfg.TokenSecret, Environment: p.cfg.Environment, Logger: p.log,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("modal: client: %w", kind(err))
+		}
+		p.client = c
+	}
+	app, err := p.client.Apps.FromName(ctx, p.cfg.App, &modal.AppFromNameParams{CreateIfMissing: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("modal: app %s: %w", p.cfg.App, kind(err))
+	}
+	p.app = app
+	return p.client, p.app, nil
+}
+
+// kind maps an SDK or gRPC error to an agentenv error kind, keeping the original.
+func kind(err error) error {
+	var nf modal.NotFoundError
+	var ae modal.AlreadyExistsError
+	var re modal.ResourceExhaustedError
+	var inv modal.InvalidError
+	var remote modal.RemoteError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &nf):
+		return fmt.Errorf("%w: %w", agentenv.ErrNotFound, err)
+	case errors.As(err, &ae):
+		return fmt.Errorf("%w: %w", agentenv.ErrConflict, err)
+	case errors.As(err, &re):
+		return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
+	case errors.As(err, &inv), errors.As(err, &remote):
+		return fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
+	}
+	switch status.Code(err) {
+	case codes.Canceled:
+		return fmt.Errorf("%w: %w", context.Canceled, err)
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	case codes.NotFound:
+		return fmt.Errorf("%w: %w", agentenv.ErrNotFound, err)
+	case codes.AlreadyExists:
+		return fmt.Errorf("%w: %w", agentenv.ErrConflict, err)
+	case codes.FailedPrecondition:
+		return fmt.Errorf("%w: %w", agentenv.ErrGone, err)
+	case codes.ResourceExhausted, codes.Unavailable, codes.Unauthenticated, codes.PermissionDenied:
+		return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
+	case codes.InvalidArgument:
+		return fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
+	}
+	return err
+}
+
+// name is what a record id must look like to be a Modal sandbox name.
+var name = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// timeout is the backstop lifetime of spec.
+func (p *Provider) timeout(spec agentenv.SandboxSpec) time.Duration {
+	t := spec.Timeout
+	if t <= 0 && !spec.Expires.IsZero() {
+		t = time.Until(spec.Expires) + p.cfg.Margin
+	}
+	if t <= 0 {
+		t = p.cfg.Timeout
+	}
+	return min(t.Round(time.Second)+time.Second, MaxTimeout)
+}
+
+// release terminates sandbox id after a create that will not be used, on a detached bounded
+// context; a failure is logged naming the sandbox (gc finds it by name and tags).
+func (p *Provider) release(ctx context.Context, id, record string) {
+	cctx, cancel := cleanup.Context(ctx, time.Minute)
+	defer cancel()
+	if err := p.Terminate(cctx, id); err != nil {
+		p.log.Warn("sandbox was not terminated after a failed or cancelled create; it runs until its timeout unless gc removes it",
+			"sandbox_id", id, "record_id", record, "err", err)
+	}
+}

@@ -1,0 +1,486 @@
+// Package modalemu is an in-process emulator of the subset of Modal's control-plane gRPC
+// service (modal.client.ModalClient, as generated in github.com/modal-labs/modal-client/go
+// v0.11.1, proto/modal_proto) that provider/modal uses through the official Go SDK: AuthTokenGet,
+// EnvironmentGetOrCreate, AppGetOrCreate, ImageGetOrCreate, SecretGetOrCreate, SandboxCreate,
+// SandboxGetTaskId, SandboxGetTunnels, SandboxWait, SandboxTerminate, SandboxList and
+// SandboxTagsGet. It speaks the real wire format: a grpc.Server on a loopback port, which the
+// SDK reaches when MODAL_SERVER_URL is http://ADDR. Behaviour follows the SDK's own
+// expectations and Modal's sandbox guide (https://modal.com/docs/guide/sandbox): terminate is a
+// no-op once finished, tunnels of a finished sandbox are refused (FAILED_PRECONDITION, "already
+// finished"), names are unique among an app's running sandboxes (ALREADY_EXISTS), finished
+// sandboxes are not listed.
+//
+// Workloads are emulated, not run: a sandbox whose command is "exit N" finishes with code N
+// shortly after it is scheduled; any other command "runs" until terminated or its timeout, and
+// each of its unencrypted ports is served by a local HTTP server answering 200 on "/", which is
+// what its tunnel points at.
+//
+// It misbehaves on demand (SetCreateFault, SetTerminateFault): a create that completes after the
+// client gave up, a create that hangs until released, a create that fails with a given status
+// (RESOURCE_EXHAUSTED for rate or capacity), and terminates that fail.
+package modalemu
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// CreateFault makes SandboxCreate misbehave.
+type CreateFault struct {
+	// Err, if set, is returned and nothing is created (e.g. status.Error(codes.ResourceExhausted, ...)).
+	Err error
+	// Delay makes the server create the sandbox at once but answer only after Delay, whether or
+	// not the client is still waiting: a create that completes after the client cancelled.
+	Delay time.Duration
+	// Hang, if set, holds the request until it is closed; the sandbox is created then (even if
+	// the client has gone): a create request that hangs.
+	Hang <-chan struct{}
+	// Times is how many creates the fault applies to; 0 means every one.
+	Times int
+}
+
+// Server is the emulator. Its methods are safe for concurrent use.
+type Server struct {
+	pb.UnimplementedModalClientServer
+
+	addr string
+	gs   *grpc.Server
+
+	mu        sync.Mutex
+	next      int
+	apps      map[string]string // name -> id
+	sandboxes map[string]*sandbox
+	createF   *CreateFault
+	termErr   error
+	termTimes int
+	calls     map[string]int
+	pending   sync.WaitGroup
+}
+
+type sandbox struct {
+	id, name, app string
+	tags          map[string]string
+	created       time.Time
+	timeout       time.Duration
+	finished      bool
+	status        pb.GenericResult_GenericStatus
+	exit          int
+	servers       map[int]*httptest.Server
+}
+
+// Start runs an emulator on a loopback port until Close.
+func Start() (*Server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("modalemu: listen: %w", err)
+	}
+	s := &Server{addr: l.Addr().String(), gs: grpc.NewServer(), apps: map[string]string{}, sandboxes: map[string]*sandbox{}, calls: map[string]int{}}
+	pb.RegisterModalClientServer(s.gs, s)
+	go s.gs.Serve(l)
+	return s, nil
+}
+
+// URL is the value of MODAL_SERVER_URL that points the SDK here.
+func (s *Server) URL() string { return "http://" + s.addr }
+
+// Close stops the server and every emulated workload, once the requests held by faults end.
+func (s *Server) Close() {
+	s.gs.Stop()
+	s.pending.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sb := range s.sandboxes {
+		sb.stop()
+	}
+}
+
+// SetCreateFault makes the next creates misbehave as f says; nil clears it.
+func (s *Server) SetCreateFault(f *CreateFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.createF = f
+}
+
+// SetTerminateFault makes the next times terminates (every one if times is 0) fail with err;
+// a nil err clears it.
+func (s *Server) SetTerminateFault(err error, times int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.termErr, s.termTimes = err, times
+}
+
+// Calls returns how many times method (such as "SandboxCreate") was called.
+func (s *Server) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+// Running returns the ids of the sandboxes that have not finished, sorted.
+func (s *Server) Running() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for id, sb := range s.sandboxes {
+		if !sb.done() {
+			out = append(out, id+" ("+sb.name+")")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Kill finishes sandbox id out of band with exit code, as an OOM kill or a crash would.
+func (s *Server) Kill(id string, code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb := s.sandboxes[id]; sb != nil && !sb.done() {
+		sb.finish(pb.GenericResult_GENERIC_STATUS_FAILURE, code)
+	}
+}
+
+// done reports whether sb has finished, finishing it first if its timeout passed.
+func (sb *sandbox) done() bool {
+	if !sb.finished && sb.timeout > 0 && time.Since(sb.created) > sb.timeout {
+		sb.finish(pb.GenericResult_GENERIC_STATUS_TIMEOUT, 124)
+	}
+	return sb.finished
+}
+
+func (sb *sandbox) finish(st pb.GenericResult_GenericStatus, code int) {
+	sb.finished, sb.status, sb.exit = true, st, code
+	sb.stop()
+}
+
+func (sb *sandbox) stop() {
+	for _, srv := range sb.servers {
+		srv.Close()
+	}
+	sb.servers = nil
+}
+
+func (s *Server) count(method string) {
+	s.mu.Lock()
+	s.calls[method]++
+	s.mu.Unlock()
+}
+
+// id returns a fresh object id in Modal's form: a prefix, a dash and 22 base-62 characters
+// (the SDK tells a V1 sandbox from a V2 one by this shape).
+func (s *Server) id(prefix string) string {
+	s.next++
+	return fmt.Sprintf("%s-emu%019d", prefix, s.next)
+}
+
+// AuthTokenGet implements the SDK's token fetch: an unsigned JWT whose exp is an hour away.
+func (s *Server) AuthTokenGet(context.Context, *pb.AuthTokenGetRequest) (*pb.AuthTokenGetResponse, error) {
+	s.count("AuthTokenGet")
+	enc := base64.RawURLEncoding.EncodeToString
+	tok := enc([]byte(`{"alg":"none"}`)) + "." + enc(fmt.Appendf(nil, `{"exp":%d}`, time.Now().Add(time.Hour).Unix())) + ".x"
+	return pb.AuthTokenGetResponse_builder{Token: tok}.Build(), nil
+}
+
+// EnvironmentGetOrCreate returns the one environment, with an image builder version.
+func (s *Server) EnvironmentGetOrCreate(_ context.Context, req *pb.EnvironmentGetOrCreateRequest) (*pb.EnvironmentGetOrCreateResponse, error) {
+	s.count("EnvironmentGetOrCreate")
+	return pb.EnvironmentGetOrCreateResponse_builder{
+		EnvironmentId: "en-emu",
+		Metadata: pb.EnvironmentMetadata_builder{
+			Name:     "main",
+			Settings: pb.EnvironmentSettings_builder{ImageBuilderVersion: "2024.10"}.Build(),
+		}.Build(),
+	}.Build(), nil
+}
+
+// AppGetOrCreate looks an app up by name, creating it when asked to.
+func (s *Server) AppGetOrCreate(_ context.Context, req *pb.AppGetOrCreateRequest) (*pb.AppGetOrCreateResponse, error) {
+	s.count("AppGetOrCreate")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.apps[req.GetAppName()]
+	if !ok {
+		if req.GetObjectCreationType() != pb.ObjectCreationType_OBJECT_CREATION_TYPE_CREATE_IF_MISSING {
+			return nil, status.Errorf(codes.NotFound, "App '%s' not found", req.GetAppName())
+		}
+		id = s.id("ap")
+		s.apps[req.GetAppName()] = id
+	}
+	return pb.AppGetOrCreateResponse_builder{AppId: id}.Build(), nil
+}
+
+// ImageGetOrCreate "builds" an image at once. A FROM line naming an image with "invalid" in it
+// fails the build, as a registry image that does not exist would.
+func (s *Server) ImageGetOrCreate(_ context.Context, req *pb.ImageGetOrCreateRequest) (*pb.ImageGetOrCreateResponse, error) {
+	s.count("ImageGetOrCreate")
+	s.mu.Lock()
+	id := s.id("im")
+	s.mu.Unlock()
+	res := pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_SUCCESS}
+	for _, c := range req.GetImage().GetDockerfileCommands() {
+		if strings.HasPrefix(c, "FROM ") && strings.Contains(c, "invalid") {
+			res = pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_FAILURE, Exception: "pull access denied for " + strings.TrimPrefix(c, "FROM ")}
+		}
+	}
+	return pb.ImageGetOrCreateResponse_builder{ImageId: id, Result: res.Build()}.Build(), nil
+}
+
+// SecretGetOrCreate stores nothing and returns an id (the SDK folds env vars into a secret).
+func (s *Server) SecretGetOrCreate(context.Context, *pb.SecretGetOrCreateRequest) (*pb.SecretGetOrCreateResponse, error) {
+	s.count("SecretGetOrCreate")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return pb.SecretGetOrCreateResponse_builder{SecretId: s.id("st")}.Build(), nil
+}
+
+// SandboxCreate creates a sandbox, subject to the create fault.
+func (s *Server) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequest) (*pb.SandboxCreateResponse, error) {
+	s.count("SandboxCreate")
+	s.mu.Lock()
+	f := s.createF
+	if f != nil && f.Times > 0 {
+		f.Times--
+		if f.Times == 0 {
+			s.createF = nil
+		}
+	}
+	s.mu.Unlock()
+	if f != nil && f.Err != nil {
+		return nil, f.Err
+	}
+	if f != nil && f.Hang != nil {
+		s.pending.Add(1)
+		defer s.pending.Done()
+		<-f.Hang
+	}
+	id, err := s.create(req)
+	if err != nil {
+		return nil, err
+	}
+	if f != nil && f.Delay > 0 {
+		s.pending.Add(1)
+		defer s.pending.Done()
+		time.Sleep(f.Delay) // the sandbox exists; the answer comes late, waited for or not
+	}
+	return pb.SandboxCreateResponse_builder{SandboxId: id}.Build(), nil
+}
+
+func (s *Server) create(req *pb.SandboxCreateRequest) (string, error) {
+	def := req.GetDefinition()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if name := def.GetName(); name != "" {
+		for _, o := range s.sandboxes {
+			if o.name == name && o.app == req.GetAppId() && !o.done() {
+				return "", status.Errorf(codes.AlreadyExists, "Sandbox with name '%s' already exists", name)
+			}
+		}
+	}
+	sb := &sandbox{
+		id: s.id("sb"), name: def.GetName(), app: req.GetAppId(), tags: map[string]string{},
+		created: time.Now(), timeout: time.Duration(def.GetTimeoutSecs()) * time.Second, servers: map[int]*httptest.Server{},
+	}
+	for _, t := range req.GetTags() {
+		sb.tags[t.GetTagName()] = t.GetTagValue()
+	}
+	args := def.GetEntrypointArgs()
+	if len(args) == 2 && args[0] == "exit" {
+		code, _ := strconv.Atoi(args[1])
+		time.AfterFunc(200*time.Millisecond, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if !sb.finished {
+				sb.finish(pb.GenericResult_GENERIC_STATUS_FAILURE, code)
+			}
+		})
+	} else {
+		for _, p := range def.GetOpenPorts().GetPorts() {
+			sb.servers[int(p.GetPort())] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				fmt.Fprintf(w, "emulated %s port %d\n", sb.id, p.GetPort())
+			}))
+		}
+	}
+	s.sandboxes[sb.id] = sb
+	return sb.id, nil
+}
+
+// lookup returns sandbox id or NOT_FOUND.
+func (s *Server) lookup(id string) (*sandbox, error) {
+	sb := s.sandboxes[id]
+	if sb == nil {
+		return nil, status.Errorf(codes.NotFound, "Sandbox %s not found", id)
+	}
+	return sb, nil
+}
+
+func (sb *sandbox) result() *pb.GenericResult {
+	if !sb.done() {
+		return nil
+	}
+	return pb.GenericResult_builder{Status: sb.status, Exitcode: int32(sb.exit)}.Build()
+}
+
+// SandboxGetTaskId schedules every sandbox at once.
+func (s *Server) SandboxGetTaskId(_ context.Context, req *pb.SandboxGetTaskIdRequest) (*pb.SandboxGetTaskIdResponse, error) {
+	s.count("SandboxGetTaskId")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	return pb.SandboxGetTaskIdResponse_builder{TaskId: new("ta-" + sb.id)}.Build(), nil
+}
+
+// SandboxGetTunnels returns a tunnel per open port; a finished sandbox's are refused.
+func (s *Server) SandboxGetTunnels(_ context.Context, req *pb.SandboxGetTunnelsRequest) (*pb.SandboxGetTunnelsResponse, error) {
+	s.count("SandboxGetTunnels")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if sb.done() {
+		return nil, status.Errorf(codes.FailedPrecondition, "Sandbox has already finished with status %s", sb.status)
+	}
+	var ts []*pb.TunnelData
+	for port, srv := range sb.servers {
+		host, p, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+		n, _ := strconv.Atoi(p)
+		ts = append(ts, pb.TunnelData_builder{
+			Host: host, Port: uint32(n), UnencryptedHost: &host, UnencryptedPort: new(uint32(n)), ContainerPort: uint32(port),
+		}.Build())
+	}
+	return pb.SandboxGetTunnelsResponse_builder{Tunnels: ts}.Build(), nil
+}
+
+// SandboxWait returns the result of a finished sandbox; for a running one it waits up to the
+// request's timeout.
+func (s *Server) SandboxWait(ctx context.Context, req *pb.SandboxWaitRequest) (*pb.SandboxWaitResponse, error) {
+	s.count("SandboxWait")
+	deadline := time.Now().Add(time.Duration(req.GetTimeout() * float32(time.Second)))
+	for {
+		s.mu.Lock()
+		sb, err := s.lookup(req.GetSandboxId())
+		var res *pb.GenericResult
+		if err == nil {
+			res = sb.result()
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if res != nil || !time.Now().Before(deadline) {
+			return pb.SandboxWaitResponse_builder{Result: res}.Build(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// SandboxTerminate terminates a running sandbox; a finished one keeps its result (no-op).
+func (s *Server) SandboxTerminate(_ context.Context, req *pb.SandboxTerminateRequest) (*pb.SandboxTerminateResponse, error) {
+	s.count("SandboxTerminate")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.termErr != nil {
+		err := s.termErr
+		if s.termTimes > 0 {
+			if s.termTimes--; s.termTimes == 0 {
+				s.termErr = nil
+			}
+		}
+		return nil, err
+	}
+	sb, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if !sb.done() {
+		sb.finish(pb.GenericResult_GENERIC_STATUS_TERMINATED, 137)
+	}
+	return pb.SandboxTerminateResponse_builder{ExistingResult: sb.result()}.Build(), nil
+}
+
+// SandboxList lists the app's running sandboxes carrying every requested tag, newest first,
+// in pages of 2 (to exercise the SDK's paging) before BeforeTimestamp.
+func (s *Server) SandboxList(_ context.Context, req *pb.SandboxListRequest) (*pb.SandboxListResponse, error) {
+	s.count("SandboxList")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*sandbox
+	for _, sb := range s.sandboxes {
+		if req.GetAppId() != "" && sb.app != req.GetAppId() || sb.done() && !req.GetIncludeFinished() {
+			continue
+		}
+		if b := req.GetBeforeTimestamp(); b != 0 && ts(sb.created) >= b {
+			continue
+		}
+		match := true
+		for _, t := range req.GetTags() {
+			if sb.tags[t.GetTagName()] != t.GetTagValue() {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, sb)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].created.After(out[j].created) })
+	if len(out) > 2 {
+		out = out[:2]
+	}
+	infos := make([]*pb.SandboxInfo, len(out))
+	for i, sb := range out {
+		infos[i] = pb.SandboxInfo_builder{Id: sb.id, CreatedAt: ts(sb.created), AppId: sb.app, Name: sb.name}.Build()
+	}
+	return pb.SandboxListResponse_builder{Sandboxes: infos}.Build(), nil
+}
+
+func ts(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// SandboxTagsGet returns a sandbox's tags.
+func (s *Server) SandboxTagsGet(_ context.Context, req *pb.SandboxTagsGetRequest) (*pb.SandboxTagsGetResponse, error) {
+	s.count("SandboxTagsGet")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, err := s.lookup(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	var tags []*pb.SandboxTag
+	for k, v := range sb.tags {
+		tags = append(tags, pb.SandboxTag_builder{TagName: k, TagValue: v}.Build())
+	}
+	return pb.SandboxTagsGetResponse_builder{Tags: tags}.Build(), nil
+}
+
+// SandboxTerminateV2 answers as Modal does for an id that names no V2 sandbox: not found (the
+// SDK routes ids that are not V1-shaped here; the emulator makes V1 sandboxes only).
+func (s *Server) SandboxTerminateV2(_ context.Context, req *pb.SandboxTerminateRequest) (*pb.SandboxTerminateResponse, error) {
+	s.count("SandboxTerminateV2")
+	return nil, status.Errorf(codes.NotFound, "Sandbox %s not found", req.GetSandboxId())
+}
+
+// SandboxWaitV2 answers not found, as SandboxTerminateV2 does.
+func (s *Server) SandboxWaitV2(_ context.Context, req *pb.SandboxWaitRequest) (*pb.SandboxWaitResponse, error) {
+	s.count("SandboxWaitV2")
+	return nil, status.Errorf(codes.NotFound, "Sandbox %s not found", req.GetSandboxId())
+}

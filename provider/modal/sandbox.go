@@ -1,0 +1,231 @@
+package modal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"strconv"
+	"time"
+
+	modal "github.com/modal-labs/modal-client/go"
+
+	"github.com/agentenv/agentenv"
+)
+
+// terminatedCode is the exit code the SDK reports for a sandbox that was terminated.
+const terminatedCode = 137
+
+// Create makes a sandbox named spec.Name, tagged spec.Labels, running spec.Image, with the
+// backstop timeout always set, and returns once Modal has scheduled it and its tunnels are
+// known. The request runs on a detached context bounded by CreateTimeout, so Create always
+// learns what Modal made: if ctx ends meanwhile, or anything after the request fails, the
+// sandbox is terminated before Create returns. A request refused for rate or capacity
+// (RESOURCE_EXHAUSTED) is ErrUnavailable; an image Modal cannot build is ErrInvalid.
+func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	if !name.MatchString(spec.Name) {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create: sandbox name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
+	}
+	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: label %s=%q, want the record id: %w", spec.Name, agentenv.LabelRecord, got, agentenv.ErrInvalid)
+	}
+	if spec.Image == "" || spec.Network != "" || len(spec.Files) > 0 {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: want an image, and no network or files (not supported here): %w", spec.Name, agentenv.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %w", spec.Name, err)
+	}
+	client, app, err := p.connect(ctx)
+	if err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	if err := p.limiter.Wait(ctx); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: rate limit: %w", spec.Name, ctxErr(ctx, err))
+	}
+	select {
+	case p.slots <- struct{}{}:
+		defer func() { <-p.slots }()
+	case <-ctx.Done():
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: waiting for a create slot: %w", spec.Name, ctx.Err())
+	}
+	log := p.log.With("record_id", spec.Name, "image", spec.Image, "app", p.cfg.App, "regions", p.cfg.Regions)
+	params := &modal.SandboxCreateParams{
+		Name: spec.Name, Tags: maps.Clone(spec.Labels), Timeout: p.timeout(spec),
+		Command: spec.Command, Env: spec.Env, Workdir: spec.WorkDir, UnencryptedPorts: spec.Ports,
+		CPU: spec.CPUs, MemoryMiB: int(spec.Memory >> 20), Regions: p.cfg.Regions,
+	}
+	log.Debug("create sandbox", "timeout", params.Timeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CreateTimeout)
+	sb, err := client.Sandboxes.Create(cctx, app, client.Images.FromRegistry(spec.Image, nil), params)
+	cancel()
+	if err != nil {
+		err = kind(err)
+		if !errors.Is(err, agentenv.ErrConflict) && !errors.Is(err, agentenv.ErrInvalid) {
+			// The response may be lost though the sandbox exists: find it by name and end it.
+			p.releaseRecord(ctx, spec.Name)
+		}
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %w", spec.Name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		p.release(ctx, sb.SandboxID, spec.Name)
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %w", spec.Name, err)
+	}
+	out := agentenv.Sandbox{ID: sb.SandboxID, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
+		Labels: maps.Clone(spec.Labels), Created: time.Now()}
+	out.Endpoints, err = p.endpoints(ctx, sb, p.cfg.TunnelWait)
+	if errors.Is(err, agentenv.ErrGone) {
+		out.State, out.ExitCode = agentenv.SandboxExited, p.exitCode(ctx, sb)
+		err = nil
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		p.release(ctx, sb.SandboxID, spec.Name)
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %w", spec.Name, err)
+	}
+	log.Debug("sandbox created", "sandbox_id", sb.SandboxID)
+	return out, nil
+}
+
+// releaseRecord terminates whatever runs under record name, after a create whose outcome is
+// unknown.
+func (p *Provider) releaseRecord(ctx context.Context, record string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	sbs, err := p.List(cctx, map[string]string{agentenv.LabelRecord: record})
+	if err != nil {
+		p.log.Warn("list after a failed create; gc will find the sandbox by name", "record_id", record, "err", err)
+		return
+	}
+	for _, sb := range sbs {
+		p.release(ctx, sb.ID, record)
+	}
+}
+
+// endpoints reads sb's tunnels as host:port of each container port; ErrGone once it finished.
+func (p *Provider) endpoints(ctx context.Context, sb *modal.Sandbox, wait time.Duration) (map[string]string, error) {
+	ts, err := sb.Tunnels(ctx, wait, nil)
+	if err != nil {
+		return nil, fmt.Errorf("tunnels of %s: %w", sb.SandboxID, kind(err))
+	}
+	out := map[string]string{}
+	for port, t := range ts {
+		host, tp := t.UnencryptedHost, t.UnencryptedPort
+		if host == "" {
+			host, tp = t.Host, t.Port
+		}
+		out[strconv.Itoa(port)] = net.JoinHostPort(host, strconv.Itoa(tp))
+	}
+	return out, nil
+}
+
+// exitCode returns sb's exit code, or -1 if it cannot be read.
+func (p *Provider) exitCode(ctx context.Context, sb *modal.Sandbox) int {
+	code, err := sb.Poll(ctx, nil)
+	if err != nil || code == nil {
+		return -1
+	}
+	return *code
+}
+
+// Get returns a live handle to sandbox id, with its tunnels. A sandbox that exited on its own
+// is ErrGone; one that was terminated is both ErrGone and ErrNotFound (Modal keeps it only as
+// history); an unknown id is ErrNotFound.
+func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error) {
+	client, _, err := p.connect(ctx)
+	if err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	sb, err := client.Sandboxes.FromID(ctx, id, nil)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: get %s: %w", id, kind(err))
+	}
+	code, err := sb.Poll(ctx, nil)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: get %s: %w", id, kind(err))
+	}
+	if code != nil {
+		out := agentenv.Sandbox{ID: id, Provider: p.cfg.Name, State: agentenv.SandboxExited, ExitCode: *code}
+		if *code == terminatedCode {
+			return out, fmt.Errorf("modal: get %s: terminated: %w: %w", id, agentenv.ErrGone, agentenv.ErrNotFound)
+		}
+		return out, fmt.Errorf("modal: get %s: exit code %d: %w", id, *code, agentenv.ErrGone)
+	}
+	out, err := p.describe(ctx, sb)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: get %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// describe reads a running sandbox's tags and tunnels.
+func (p *Provider) describe(ctx context.Context, sb *modal.Sandbox) (agentenv.Sandbox, error) {
+	tags, err := sb.GetTags(ctx, nil)
+	if err != nil {
+		return agentenv.Sandbox{}, kind(err)
+	}
+	eps, err := p.endpoints(ctx, sb, 5*time.Second)
+	if err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	return agentenv.Sandbox{ID: sb.SandboxID, Name: tags[agentenv.LabelRecord], Provider: p.cfg.Name,
+		State: agentenv.SandboxRunning, Labels: tags, Endpoints: eps}, nil
+}
+
+// Terminate ends sandbox id by id (FromID, then Terminate), with no tunnels and no exec. Modal
+// makes it a no-op once the sandbox finished; one Modal does not know counts as gone.
+func (p *Provider) Terminate(ctx context.Context, id string) error {
+	client, _, err := p.connect(ctx)
+	if err != nil {
+		return err
+	}
+	sb, err := client.Sandboxes.FromID(ctx, id, nil)
+	if err == nil {
+		_, err = sb.Terminate(ctx, nil)
+	}
+	if err = kind(err); err != nil && !errors.Is(err, agentenv.ErrNotFound) && !errors.Is(err, agentenv.ErrGone) {
+		return fmt.Errorf("modal: terminate %s: %w", id, err)
+	}
+	p.log.Debug("terminated", "sandbox_id", id)
+	return nil
+}
+
+// List returns the app's running sandboxes that carry every one of labels as tags (Modal does
+// not list finished sandboxes; they cost nothing and need no teardown). A sandbox that finishes
+// while it is being listed is left out.
+func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
+	client, app, err := p.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	it, err := client.Sandboxes.List(ctx, &modal.SandboxListParams{AppID: app.AppID, Tags: labels})
+	if err != nil {
+		return nil, fmt.Errorf("modal: list: %w", kind(err))
+	}
+	var out []agentenv.Sandbox
+	for sb, err := range it {
+		if err != nil {
+			return nil, fmt.Errorf("modal: list: %w", kind(err))
+		}
+		d, err := p.describe(ctx, sb)
+		if errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("modal: list: %s: %w", sb.SandboxID, err)
+		}
+		if _, ok := d.Labels[agentenv.LabelRecord]; ok {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return err
+}
