@@ -20,6 +20,7 @@ var providerTable = []struct {
 	{"process", newProcess},
 	{"docker_vm", newDockerVM},
 	{"modal", newModal},
+	{"kubernetes", newKubernetes},
 }
 
 func newDocker(a *app) (agentenv.Provider, error) {

@@ -44,6 +44,7 @@ verified, and 'agentenv gc' finds whatever a killed process left behind.`,
 		newGatewayCmd(a),
 		newImagesCmd(a),
 		newSoakCmd(a),
+		newBenchCmd(a),
 	)
 	return root, a.close
 }

@@ -1,0 +1,203 @@
+// Package bench measures agentenv side by side with the plain tools on the same machine, in one
+// run: deploy to ready and teardown of an env against `docker compose` on its rendered compose
+// file, the gateway's tools/call overhead against direct calls, `agentenv run hello`, gc of 50
+// orphans after kill -9, and one sandbox create/terminate against `docker run -d`/`docker rm -f`.
+// It reports medians, p95 and ratios, and writes them into BENCHMARKS.md.
+//
+// Every command runs as a child process, the way a user runs it, with a ledger and a state
+// folder of the bench's own; every wait is bounded.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentenv/agentenv/soak"
+)
+
+// ComposeHelp says how to get the docker compose v5 plugin this machine lacks.
+const ComposeHelp = "docker compose v5 is not installed: build it with `sh bench/build-compose.sh` " +
+	"(v5.6.0 from its Go module, into $DOCKER_CONFIG/cli-plugins or ~/.docker/cli-plugins; about 2 minutes), then run the bench again"
+
+// Config says what to measure.
+type Config struct {
+	Binary  string      // the agentenv binary under test; required
+	Dir     string      // the bench's ledger, state, and rendered files; required
+	EnvFile string      // the env deployed side by side with docker compose; required
+	Image   string      // image of the bare sandboxes and orphans; agentenv:dev if empty
+	RepoDir string      // checkout holding gateway/bench_test.go; the gateway figures are skipped if empty
+	Engine  soak.Engine // counts what the orphans left; required
+	Reps    int         // samples of each deploy and sandbox measure; 5 if 0
+	Hellos  int         // runs of `agentenv run hello`; 10 if 0
+	Orphans int         // sandboxes left by the killed process; 50 if 0
+	Logger  *slog.Logger
+	// Progress receives a line as each measure starts; may be nil.
+	Progress func(string)
+}
+
+// Results are the figures of one bench run.
+type Results struct {
+	Date        time.Time       `json:"date"`
+	Machine     Machine         `json:"machine"`
+	Measures    []Measure       `json:"measures"`
+	Comparisons []Comparison    `json:"comparisons"`
+	Gateway     []GatewayFigure `json:"gateway,omitempty"`
+	GatewayNote string          `json:"gateway_note,omitempty"`
+	Orphans     OrphanFigure    `json:"orphans"`
+	Problems    []string        `json:"problems,omitempty"`
+	Elapsed     time.Duration   `json:"elapsed_ns"`
+	byName      map[string]int  // index into Measures
+}
+
+// Measure returns the measure named name, or a zero one.
+func (r *Results) Measure(name string) Measure {
+	if i, ok := r.byName[name]; ok {
+		return r.Measures[i]
+	}
+	return Measure{Name: name}
+}
+
+func (r *Results) add(m Measure) {
+	if r.byName == nil {
+		r.byName = map[string]int{}
+	}
+	r.byName[m.Name] = len(r.Measures)
+	r.Measures = append(r.Measures, m)
+}
+
+// Names of the measures.
+const (
+	DeployAgentenv   = "deploy to ready: agentenv env deploy"
+	TeardownAgentenv = "teardown: agentenv env teardown"
+	DeployCompose    = "deploy: docker compose up -d --wait"
+	TeardownCompose  = "teardown: docker compose down -t 1"
+	Hello            = "agentenv run hello"
+	CreateAgentenv   = "sandbox create: agentenv sandbox create"
+	RemoveAgentenv   = "sandbox terminate: agentenv sandbox rm"
+	CreateDocker     = "sandbox create: docker run -d"
+	RemoveDocker     = "sandbox terminate: docker rm -f"
+	GCOrphans        = "agentenv gc of the orphans of a kill -9"
+)
+
+func (c *Config) defaults() error {
+	if c.Binary == "" || c.Dir == "" || c.EnvFile == "" || c.Engine == nil {
+		return errors.New("bench: Binary, Dir, EnvFile and Engine are required")
+	}
+	if c.Image == "" {
+		c.Image = "agentenv:dev"
+	}
+	if c.Reps <= 0 {
+		c.Reps = 5
+	}
+	if c.Hellos <= 0 {
+		c.Hellos = 10
+	}
+	if c.Orphans <= 0 {
+		c.Orphans = 50
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Progress == nil {
+		c.Progress = func(string) {}
+	}
+	return nil
+}
+
+// Run takes every measure in turn. A measure that cannot be taken is recorded as skipped, or as
+// a problem, and the others still run; the error is non-nil only for a bad Config.
+func Run(ctx context.Context, cfg Config) (Results, error) {
+	if err := cfg.defaults(); err != nil {
+		return Results{}, err
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "state"), 0o700); err != nil {
+		return Results{}, fmt.Errorf("bench: %w", err)
+	}
+	start := time.Now()
+	b := &bencher{cfg: cfg}
+	b.res.Date = start.UTC()
+	b.res.Machine = Describe(ctx)
+	steps := []struct {
+		say string
+		fn  func(context.Context)
+	}{
+		{"deploy and teardown, agentenv and docker compose", b.deploys},
+		{"gateway tools/call against direct calls (go test -bench)", b.gateway},
+		{"agentenv run hello", b.hello},
+		{"sandbox create and terminate, agentenv and docker", b.sandboxes},
+		{fmt.Sprintf("gc of %d orphans after kill -9", cfg.Orphans), b.orphans},
+	}
+	for _, s := range steps {
+		if ctx.Err() != nil {
+			b.problem("interrupted before: %s", s.say)
+			continue
+		}
+		cfg.Progress(s.say)
+		s.fn(ctx)
+	}
+	b.res.Comparisons = []Comparison{
+		{"deploy to ready", DeployAgentenv, DeployCompose},
+		{"teardown", TeardownAgentenv, TeardownCompose},
+		{"sandbox create", CreateAgentenv, CreateDocker},
+		{"sandbox terminate", RemoveAgentenv, RemoveDocker},
+	}
+	b.res.Elapsed = time.Since(start)
+	return b.res, nil
+}
+
+// bencher runs the measures of one Run.
+type bencher struct {
+	cfg Config
+	res Results
+}
+
+func (b *bencher) problem(format string, args ...any) {
+	b.res.Problems = append(b.res.Problems, fmt.Sprintf(format, args...))
+}
+
+// result is what a child process did.
+type result struct {
+	stdout, stderr string
+	took           time.Duration
+}
+
+// exec runs name with args, bounded by timeout, with the bench's state folder, and times it.
+// A non-zero exit is an error that carries the end of stderr.
+func (b *bencher) exec(ctx context.Context, timeout time.Duration, env []string, name string, args ...string) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(b.cfg.Dir, "state")), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	err := cmd.Run()
+	r := result{out.String(), errb.String(), time.Since(start)}
+	if err != nil {
+		return r, fmt.Errorf("%s %s: %w: %s", filepath.Base(name), strings.Join(args, " "), err, tail(r.stderr, 400))
+	}
+	return r, nil
+}
+
+// agentenv runs the binary under test on the bench's ledger.
+func (b *bencher) agentenv(ctx context.Context, timeout time.Duration, args ...string) (result, error) {
+	args = append([]string{"--ledger", filepath.Join(b.cfg.Dir, "ledger.db")}, args...)
+	return b.exec(ctx, timeout, nil, b.cfg.Binary, args...)
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}

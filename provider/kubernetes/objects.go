@@ -1,0 +1,242 @@
+package kubernetes
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/agentenv/agentenv"
+)
+
+// ContainerName is the name of the one container of every sandbox Pod.
+const ContainerName = "main"
+
+// Roles the NetworkPolicies name (the values of agentenv.role that package deploy writes).
+const (
+	roleGateway   = "gateway"
+	roleMCPServer = "mcp_server"
+	roleServiceDB = "service_db"
+	roleDBMCP     = "db_mcp"
+	roleDBWeb     = "db_web"
+)
+
+// Policy names, one per rule of a deployment's network.
+const (
+	PolicyDefaultDeny     = "agentenv-default-deny"
+	PolicyGatewayIngress  = "agentenv-gateway-ingress"
+	PolicyServersIngress  = "agentenv-servers-from-gateway"
+	PolicyServiceDBAccess = "agentenv-servicedb-from-servers"
+)
+
+// podFor maps spec to the Pod of record spec.Name in namespace ns. It does no I/O.
+func (p *Provider) podFor(ns string, spec agentenv.SandboxSpec, now time.Time) (*corev1.Pod, error) {
+	if spec.Image == "" {
+		return nil, fmt.Errorf("no image: %w", agentenv.ErrInvalid)
+	}
+	if spec.Memory < 0 || spec.CPUs < 0 {
+		return nil, fmt.Errorf("negative limits: %w", agentenv.ErrInvalid)
+	}
+	if len(spec.Files) > 0 {
+		return nil, fmt.Errorf("files: not supported by the kubernetes provider: %w", agentenv.ErrInvalid)
+	}
+	deadline := p.deadline(spec, now)
+	lbl, ann, err := objectLabels(specLabels(spec.Labels, now.Add(time.Duration(deadline)*time.Second)))
+	if err != nil {
+		return nil, err
+	}
+	c := corev1.Container{
+		Name:       ContainerName,
+		Image:      spec.Image,
+		Args:       slices.Clone(spec.Command),
+		WorkingDir: spec.WorkDir,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: new(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
+	}
+	for _, ca := range spec.CapAdd {
+		c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, corev1.Capability(ca))
+	}
+	for _, port := range spec.Ports {
+		if port < 1 || port > 65535 {
+			return nil, fmt.Errorf("port %d: want 1-65535: %w", port, agentenv.ErrInvalid)
+		}
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: portName(port), ContainerPort: int32(port), Protocol: corev1.ProtocolTCP})
+	}
+	if spec.Memory > 0 || spec.CPUs > 0 {
+		c.Resources.Limits = corev1.ResourceList{}
+		if spec.Memory > 0 {
+			c.Resources.Limits[corev1.ResourceMemory] = *resource.NewQuantity(spec.Memory, resource.BinarySI)
+		}
+		if spec.CPUs > 0 {
+			c.Resources.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(math.Ceil(spec.CPUs*1000)), resource.DecimalSI)
+		}
+	}
+	grace := int64(p.cfg.StopGrace.Round(time.Second) / time.Second)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: ns, Labels: lbl, Annotations: ann},
+		Spec: corev1.PodSpec{
+			Containers:                    []corev1.Container{c},
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			ActiveDeadlineSeconds:         &deadline,
+			TerminationGracePeriodSeconds: &grace,
+			NodeName:                      p.cfg.NodeName,
+			ServiceAccountName:            ServiceAccountName,
+			AutomountServiceAccountToken:  new(false),
+			EnableServiceLinks:            new(false),
+		},
+	}, nil
+}
+
+// deadline returns activeDeadlineSeconds for spec: its Timeout, else the time to Expires, else
+// Config.DefaultTimeout; at least one second.
+func (p *Provider) deadline(spec agentenv.SandboxSpec, now time.Time) int64 {
+	d := spec.Timeout
+	if d <= 0 && !spec.Expires.IsZero() {
+		d = spec.Expires.Sub(now)
+	}
+	if d <= 0 && spec.Expires.IsZero() {
+		d = p.cfg.DefaultTimeout
+	}
+	return max(1, int64(math.Ceil(d.Seconds())))
+}
+
+func portName(port int) string { return "p" + strconv.Itoa(port) }
+
+// servicesFor returns the Services of a sandbox Pod: one per alias, or one named by the record
+// id when the sandbox has ports and no alias. Each selects the Pod by its record label and is
+// owned by it.
+func (p *Provider) servicesFor(pod *corev1.Pod, spec agentenv.SandboxSpec) ([]*corev1.Service, error) {
+	names := slices.Clone(spec.Aliases)
+	if len(names) == 0 && len(spec.Ports) > 0 {
+		names = []string{spec.Name}
+	}
+	var out []*corev1.Service
+	for _, name := range names {
+		if err := checkName(name); err != nil {
+			return nil, fmt.Errorf("alias: %w", err)
+		}
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: pod.Namespace,
+				Labels: maps.Clone(pod.Labels), Annotations: maps.Clone(pod.Annotations),
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
+					BlockOwnerDeletion: new(true),
+				}},
+			},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{agentenv.LabelRecord: pod.Labels[agentenv.LabelRecord]},
+				Type:     corev1.ServiceTypeClusterIP,
+			},
+		}
+		for _, port := range spec.Ports {
+			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
+				Name: portName(port), Port: int32(port), TargetPort: intstr.FromInt32(int32(port)), Protocol: corev1.ProtocolTCP,
+			})
+		}
+		if len(svc.Spec.Ports) == 0 {
+			svc.Spec.ClusterIP = corev1.ClusterIPNone // headless: a name, no ports
+		} else if p.cfg.GatewayService != "" && spec.Labels[agentenv.LabelRole] == roleGateway {
+			svc.Spec.Type = corev1.ServiceType(p.cfg.GatewayService)
+		}
+		out = append(out, svc)
+	}
+	return out, nil
+}
+
+// namespaceFor returns the Namespace of network record spec.Name.
+func namespaceFor(spec agentenv.NetworkSpec, lbl, ann map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: lbl, Annotations: ann}}
+}
+
+// serviceAccountFor returns the ServiceAccount every sandbox of namespace ns runs as.
+func serviceAccountFor(ns string, lbl, ann map[string]string) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{
+		ObjectMeta:                   metav1.ObjectMeta{Name: ServiceAccountName, Namespace: ns, Labels: lbl, Annotations: ann},
+		AutomountServiceAccountToken: new(false),
+	}
+}
+
+// policiesFor returns the NetworkPolicies of a deployment's namespace: deny all ingress; let
+// anyone reach the gateway (it is the deployment's front door, and authenticates callers); let
+// only the gateway reach the MCP servers; let only the servers and the DB sidecars reach the
+// service DB. Port-forwards enter a Pod through its node and are not subject to them.
+func policiesFor(ns string, lbl, ann map[string]string) []*networkingv1.NetworkPolicy {
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: maps.Clone(lbl), Annotations: maps.Clone(ann)}
+	}
+	ingress := []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+	role := func(r string) metav1.LabelSelector {
+		return metav1.LabelSelector{MatchLabels: map[string]string{agentenv.LabelRole: r}}
+	}
+	from := func(roles ...string) []networkingv1.NetworkPolicyPeer {
+		var peers []networkingv1.NetworkPolicyPeer
+		for _, r := range roles {
+			sel := role(r)
+			peers = append(peers, networkingv1.NetworkPolicyPeer{PodSelector: &sel})
+		}
+		return peers
+	}
+	return []*networkingv1.NetworkPolicy{
+		{ObjectMeta: meta(PolicyDefaultDeny), Spec: networkingv1.NetworkPolicySpec{PolicyTypes: ingress}},
+		{ObjectMeta: meta(PolicyGatewayIngress), Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: role(roleGateway), PolicyTypes: ingress,
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{}},
+		}},
+		{ObjectMeta: meta(PolicyServersIngress), Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: role(roleMCPServer), PolicyTypes: ingress,
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: from(roleGateway)}},
+		}},
+		{ObjectMeta: meta(PolicyServiceDBAccess), Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: role(roleServiceDB), PolicyTypes: ingress,
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: from(roleMCPServer, roleDBMCP, roleDBWeb)}},
+		}},
+	}
+}
+
+// state maps a Pod to a sandbox state and exit code.
+func state(pod *corev1.Pod) (agentenv.SandboxState, int) {
+	switch pod.Status.Phase {
+	case corev1.PodRunning:
+		return agentenv.SandboxRunning, 0
+	case corev1.PodSucceeded, corev1.PodFailed:
+		code := 0
+		if pod.Status.Phase == corev1.PodFailed {
+			code = 1
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == ContainerName && cs.State.Terminated != nil {
+				code = int(cs.State.Terminated.ExitCode)
+			}
+		}
+		return agentenv.SandboxExited, code
+	}
+	return agentenv.SandboxCreating, 0
+}
+
+// waitingProblem returns why a pending Pod will not start on its own (an image that cannot be
+// pulled, a bad command), or "".
+func waitingProblem(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+				return w.Reason + ": " + w.Message
+			}
+		}
+	}
+	return ""
+}
