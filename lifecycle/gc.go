@@ -33,6 +33,11 @@ type GCReport struct {
 	// on them (an engine that is not running, a cloud without credentials): not an error, but
 	// their expired unrecorded sandboxes were not looked for.
 	Unlisted []string `json:"unlisted,omitempty"`
+	// InFlight names records whose creator died while its create may still be running in the
+	// backend: nothing is listed for them yet, and they are young enough that something may
+	// still appear. They stay abandoned; a later gc collects what appears, or closes them once
+	// they are older than the create timeout.
+	InFlight []string `json:"in_flight,omitempty"`
 }
 
 // Clean reports whether every collected sandbox is down (true on a dry run with no errors).
@@ -71,6 +76,10 @@ func (m *Manager) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		reason := m.collectReason(r, now)
 		if reason == "" {
 			rep.Kept++
+			continue
+		}
+		if m.inFlight(ctx, r, now, opts.DryRun) {
+			rep.InFlight = append(rep.InFlight, r.ID)
 			continue
 		}
 		collect = append(collect, r)
@@ -197,6 +206,31 @@ func (m *Manager) ownerAlive(o agentenv.Owner, leaseUntil, now time.Time) bool {
 		return ProcessAlive(o)
 	}
 	return now.Before(leaseUntil)
+}
+
+// inFlight reports whether r's create may still be running in the backend after its creator
+// died: r never became live, is younger than the create timeout, and nothing is listed under it
+// yet. Collecting it now would close a record whose sandbox may appear a moment later. Such a
+// record is marked abandoned (unless on a dry run).
+func (m *Manager) inFlight(ctx context.Context, r agentenv.Record, now time.Time, dryRun bool) bool {
+	if r.State != agentenv.StateCreating && r.State != agentenv.StateAbandoned {
+		return false
+	}
+	if now.Sub(r.Created) > m.cfg.CreateTimeout || (!r.Expires.IsZero() && now.After(r.Expires)) {
+		return false
+	}
+	p, err := m.guardedProvider(r.Provider)
+	if err != nil {
+		return false
+	}
+	listed, err := p.List(ctx, map[string]string{agentenv.LabelRecord: r.ID})
+	if err != nil || len(listed) > 0 {
+		return false
+	}
+	if !dryRun && r.State == agentenv.StateCreating {
+		m.finish(ctx, r.ID, agentenv.StateAbandoned, "its creator died with the create in flight")
+	}
+	return true
 }
 
 // collectReason says why gc should collect r, or "" to keep it.

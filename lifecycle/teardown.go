@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
@@ -117,7 +118,7 @@ func (m *Manager) teardownOne(ctx context.Context, r agentenv.Record) agentenv.R
 		return it
 	}
 
-	after, err := p.List(cctx, map[string]string{agentenv.LabelRecord: r.ID})
+	after, err := m.stillListed(cctx, p, r.ID)
 	switch {
 	case err != nil:
 		it.Outcome, it.Reason = agentenv.OutcomeFailed, "verify: "+err.Error()
@@ -135,4 +136,26 @@ func (m *Manager) teardownOne(ctx context.Context, r agentenv.Record) agentenv.R
 	}
 	m.finish(ctx, r.ID, agentenv.StateGone, "")
 	return it
+}
+
+// verifyWait bounds how long a teardown waits for a terminated sandbox to leave the provider's
+// listing: backends finish a removal asynchronously (a container being removed, a pod
+// terminating), and "may still be up" must be said only of what really stays.
+const verifyWait = 5 * time.Second
+
+// stillListed lists record id until the provider no longer lists it or verifyWait passes, and
+// returns the last listing.
+func (m *Manager) stillListed(ctx context.Context, p guarded, id string) ([]agentenv.Sandbox, error) {
+	deadline := time.Now().Add(verifyWait)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		after, err := p.List(ctx, map[string]string{agentenv.LabelRecord: id})
+		if err != nil || len(after) == 0 || time.Now().After(deadline) {
+			return after, err
+		}
+		select {
+		case <-ctx.Done():
+			return after, nil
+		case <-time.After(wait):
+		}
+	}
 }

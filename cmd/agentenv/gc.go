@@ -46,6 +46,9 @@ time, also while other runs are live.`,
 					table(a.stdout, []string{"RECORD", "PROVIDER", "REASON", "OUTCOME", "DETAIL"}, rows)
 				}
 				fmt.Fprintf(a.stdout, "gc: %d collected, %d kept\n", len(rep.Actions), rep.Kept)
+				if n := len(rep.InFlight); n > 0 {
+					fmt.Fprintf(a.stdout, "gc: %d create(s) of dead processes may still be running in their backend; run gc again in a minute to collect what they make\n", n)
+				}
 				for _, e := range rep.Errors {
 					fmt.Fprintln(a.stderr, "gc:", e)
 				}
