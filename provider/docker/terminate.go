@@ -123,7 +123,22 @@ func (p *Provider) removeNetwork(ctx context.Context, netID string) error {
 		return errors.Join(err, ierr)
 	}
 	if len(res.Network.Containers) == 0 {
-		return err
+		// "has active endpoints" with no container attached: the engine is still releasing the
+		// endpoint of a container just removed. Give it a moment (bounded) before calling it a
+		// stale endpoint, which only a dockerd restart clears (docker.io 20.10 does this now and
+		// then under load).
+		for wait := 100 * time.Millisecond; wait <= 1600*time.Millisecond; wait *= 2 {
+			select {
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			case <-time.After(wait):
+			}
+			_, err = p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{})
+			if err == nil || isGoneErr(err) {
+				return nil
+			}
+		}
+		return fmt.Errorf("the engine keeps a stale endpoint on network %s with no container attached (a dockerd restart clears it): %w", netID, err)
 	}
 	for cid := range res.Network.Containers {
 		_, derr := p.cli.NetworkDisconnect(ctx, netID, client.NetworkDisconnectOptions{Container: cid, Force: true})
