@@ -21,6 +21,7 @@ var providerTable = []struct {
 	{"docker_vm", newDockerVM},
 	{"modal", newModal},
 	{"kubernetes", newKubernetes},
+	{"e2b", newE2B},
 }
 
 func newDocker(a *app) (agentenv.Provider, error) {

@@ -1,0 +1,326 @@
+// Package e2b is the agentenv provider for E2B sandboxes (Firecracker microVMs made from a
+// template), written against E2B's documented REST API (https://e2b.dev/docs/api-reference,
+// the OpenAPI spec in github.com/e2b-dev/infra spec/openapi.yml) with net/http and no SDK, and
+// against the in-sandbox process API (envd's process.Process service, spoken with the Connect
+// protocol in JSON, as E2B's SDKs do).
+//
+// The record id and every agentenv label travel as the sandbox's metadata in the create request
+// itself, so a create whose response was lost, or whose process was killed, is found by List
+// (GET /v2/sandboxes filtered by metadata, every page, and filtered again here). Terminate is a
+// DELETE by id with no connect; 404 (already killed, timed out, or never there) counts as gone,
+// as the SDKs' kill() returning false does. A lifetime backstop (E2B's sandbox timeout) is always
+// sent: the spec's Timeout, else the time to its expiry plus Margin, else Timeout; never none,
+// at most MaxTimeout.
+//
+// E2B forgets a sandbox once it has ended: a killed or timed-out sandbox answers 404 like one
+// that never existed, and is not listed. Get therefore reports 404 as ErrNotFound and ErrGone
+// at once (it cannot be reattached either way); a paused sandbox is ErrGone.
+//
+// Port P of sandbox ID is reached at https://P-ID.<domain> (Config.SandboxURL overrides the
+// mapping, which is how tests reach the emulator, package e2bemu).
+//
+// Verified only against the in-repo emulator; no E2B account was reachable from where this was
+// written.
+package e2b
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+)
+
+// Defaults for the zero values of Config. Rate and concurrency are E2B's published Hobby-tier
+// limits (https://e2b.dev/docs/sandbox/rate-limits: 1 create per second, 20 concurrent).
+const (
+	DefaultName           = "e2b"
+	DefaultDomain         = "e2b.app"
+	DefaultTemplate       = "base"
+	DefaultVMTemplate     = "docker"
+	DefaultTimeout        = 3*time.Hour + 10*time.Minute
+	DefaultMargin         = 10 * time.Minute
+	DefaultMaxTimeout     = 24 * time.Hour // Pro tier; Hobby allows 1 h
+	DefaultRate           = 1.0            // creates per second
+	DefaultConcurrency    = 20             // creates in flight
+	DefaultCreateTimeout  = 3 * time.Minute
+	DefaultRequestTimeout = 30 * time.Second
+
+	// EnvdPort is the port of the in-sandbox daemon (envd) that serves the process API.
+	EnvdPort = 49983
+)
+
+// Config configures a Provider. Zero values mean the documented defaults.
+type Config struct {
+	Name   string // provider name as configured; default "e2b"
+	APIKey string // E2B API key, resolved from a config reference; required, never logged
+	// CredentialHint says what to set when the key is missing, for the error; default names
+	// provider.e2b.api_key.
+	CredentialHint string
+	Domain         string // default "e2b.app"; the API is https://api.<Domain>
+	APIURL         string // overrides https://api.<Domain> (the emulator's URL in tests)
+	// SandboxURL maps port P of sandbox ID to its base URL; default https://P-ID.<Domain>.
+	SandboxURL func(id string, port int) string
+	Template   string // template of Create when a spec names no image; default "base"
+	VMTemplate string // Docker-capable template of CreateVM; default "docker"
+
+	Timeout        time.Duration // backstop when a spec has neither Timeout nor Expires; default 3h10m
+	Margin         time.Duration // added to a spec's time to expiry; default 10m
+	MaxTimeout     time.Duration // E2B's maximum sandbox lifetime for the account; default 24h
+	Rate           float64       // creates per second; default 1
+	Concurrency    int           // creates in flight; default 20
+	CreateTimeout  time.Duration // bound on one create request; default 3m
+	RequestTimeout time.Duration // bound on any other API request; default 30s
+	HTTPClient     *http.Client  // default a client with no overall timeout (requests are bounded by context)
+}
+
+// Provider creates, finds and terminates E2B sandboxes. It is safe for concurrent use.
+type Provider struct {
+	cfg     Config
+	log     *slog.Logger
+	http    *http.Client
+	limiter *rate.Limiter
+	slots   chan struct{}
+}
+
+var (
+	_ agentenv.Provider = (*Provider)(nil)
+	_ agentenv.VMHost   = (*Provider)(nil)
+)
+
+// New returns a Provider for cfg. It does no I/O and never fails for a missing API key: every
+// call then fails, before anything is created, with ErrUnavailable and a message naming what
+// to set (so a chain moves on). A nil logger discards; the key is never logged.
+func New(cfg Config, logger *slog.Logger) (*Provider, error) {
+	if cfg.Name == "" {
+		cfg.Name = DefaultName
+	}
+	if cfg.Domain == "" {
+		cfg.Domain = DefaultDomain
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = "https://api." + cfg.Domain
+	}
+	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
+	if cfg.SandboxURL == nil {
+		domain := cfg.Domain
+		cfg.SandboxURL = func(id string, port int) string { return fmt.Sprintf("https://%d-%s.%s", port, id, domain) }
+	}
+	if cfg.Template == "" {
+		cfg.Template = DefaultTemplate
+	}
+	if cfg.VMTemplate == "" {
+		cfg.VMTemplate = DefaultVMTemplate
+	}
+	if cfg.CredentialHint == "" {
+		cfg.CredentialHint = "set provider.e2b.api_key (for example env:E2B_API_KEY)"
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Timeout, DefaultTimeout)
+	def(&cfg.Margin, DefaultMargin)
+	def(&cfg.MaxTimeout, DefaultMaxTimeout)
+	def(&cfg.CreateTimeout, DefaultCreateTimeout)
+	def(&cfg.RequestTimeout, DefaultRequestTimeout)
+	if cfg.Rate == 0 {
+		cfg.Rate = DefaultRate
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.Rate < 0 || cfg.Concurrency < 0 {
+		return nil, fmt.Errorf("e2b: rate %g, concurrency %d: %w", cfg.Rate, cfg.Concurrency, agentenv.ErrInvalid)
+	}
+	if !templateName.MatchString(cfg.Template) || !templateName.MatchString(cfg.VMTemplate) {
+		return nil, fmt.Errorf("e2b: template %q or %q: want a template id or alias: %w", cfg.Template, cfg.VMTemplate, agentenv.ErrInvalid)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Provider{
+		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
+		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate))),
+		slots:   make(chan struct{}, cfg.Concurrency),
+	}, nil
+}
+
+// Name returns the configured name, "e2b" by default.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// Capabilities reports VM-mode sandboxes, listed by metadata, with a backstop lifetime.
+func (p *Provider) Capabilities() agentenv.Capabilities {
+	return agentenv.Capabilities{VMMode: true, ListByLabel: true, BackstopLifetime: true}
+}
+
+// Endpoint returns the base URL of port of sandbox id, as E2B exposes it.
+func (p *Provider) Endpoint(id string, port int) string { return p.cfg.SandboxURL(id, port) }
+
+// recordName is what a record id must look like here (it is also used in container names).
+var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// templateName is what a template id or alias looks like (team/name:tag included).
+var templateName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:-]{0,127}$`)
+
+// apiError is E2B's error body, {"code": 404, "message": "..."}, with the HTTP status.
+type apiError struct {
+	Status  int
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *apiError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.Status)
+	}
+	return fmt.Sprintf("%d: %s", e.Status, msg)
+}
+
+// kind maps an HTTP outcome to an agentenv error kind, keeping the original. 401, 403, 429
+// and 502-504 (auth, rate, capacity, E2B down) are ErrUnavailable, so a chain moves on; other
+// 4xx are ErrInvalid; 404 is left to the caller, whose meaning depends on the call.
+func kind(err error) error {
+	var ae *apiError
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &ae):
+		switch {
+		case ae.Status == http.StatusUnauthorized, ae.Status == http.StatusForbidden,
+			ae.Status == http.StatusTooManyRequests, ae.Status >= 502 && ae.Status <= 504:
+			return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
+		case ae.Status == http.StatusNotFound:
+			return fmt.Errorf("%w: %w", agentenv.ErrNotFound, err)
+		case ae.Status == http.StatusConflict:
+			return fmt.Errorf("%w: %w", agentenv.ErrConflict, err)
+		case ae.Status >= 400 && ae.Status < 500:
+			return fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
+		}
+	case errors.As(err, &oe) && oe.Op == "dial", errors.As(err, &ne) && ne.Timeout():
+		return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
+	}
+	return err
+}
+
+// checkKey fails when no API key is configured.
+func (p *Provider) checkKey() error {
+	if p.cfg.APIKey == "" {
+		return fmt.Errorf("e2b: no API key: %s: %w", p.cfg.CredentialHint, agentenv.ErrUnavailable)
+	}
+	return nil
+}
+
+// call sends one API request with the key and decodes a 2xx JSON answer into out (if not nil).
+// A non-2xx answer is an *apiError. The key goes in the X-API-Key header only.
+func (p *Provider) call(ctx context.Context, method, path string, in, out any) (http.Header, error) {
+	if err := p.checkKey(); err != nil {
+		return nil, err
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, p.cfg.APIURL+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("request: %w", err)
+	}
+	req.Header.Set("X-API-Key", p.cfg.APIKey)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		ae := &apiError{Status: resp.StatusCode}
+		if json.Unmarshal(b, ae) != nil || ae.Message == "" {
+			ae.Message = strings.TrimSpace(string(b[:min(len(b), 300)]))
+		}
+		return resp.Header, ae
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return nil, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return resp.Header, nil
+}
+
+// timeout is the backstop lifetime of spec, in whole seconds, never zero.
+func (p *Provider) timeout(spec agentenv.SandboxSpec) int {
+	t := spec.Timeout
+	if t <= 0 && !spec.Expires.IsZero() {
+		t = time.Until(spec.Expires) + p.cfg.Margin
+	}
+	if t <= 0 {
+		t = p.cfg.Timeout
+	}
+	t = min(t.Round(time.Second)+time.Second, p.cfg.MaxTimeout)
+	return max(1, int(t/time.Second))
+}
+
+// release kills sandbox id after a create that will not be used, on a detached bounded
+// context; a failure is logged naming the sandbox (gc finds it by metadata).
+func (p *Provider) release(ctx context.Context, id, record string) {
+	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
+	defer cancel()
+	if err := p.Terminate(cctx, id); err != nil {
+		p.log.Warn("sandbox was not killed after a failed or cancelled create; it runs until its timeout unless gc removes it",
+			"sandbox_id", id, "record_id", record, "err", err)
+	}
+}
+
+// releaseRecord kills whatever runs under record, after a create whose outcome is unknown.
+func (p *Provider) releaseRecord(ctx context.Context, record string) {
+	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
+	defer cancel()
+	sbs, err := p.List(cctx, map[string]string{agentenv.LabelRecord: record})
+	if err != nil {
+		p.log.Warn("list after a failed create; gc will find the sandbox by metadata", "record_id", record, "err", err)
+		return
+	}
+	for _, sb := range sbs {
+		p.release(ctx, sb.ID, record)
+	}
+}
+
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return err
+}

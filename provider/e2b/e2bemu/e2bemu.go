@@ -1,0 +1,464 @@
+// Package e2bemu is an in-process emulator of the subset of E2B's REST API and of its
+// in-sandbox process API (envd) that provider/e2b uses, with the real wire format, as documented
+// in E2B's API reference (https://e2b.dev/docs/api-reference; the OpenAPI spec is
+// github.com/e2b-dev/infra spec/openapi.yml) and envd's process.proto (same repository,
+// packages/envd/spec/process/process.proto), and as E2B's SDKs call them:
+//
+//   - POST /sandboxes (NewSandbox: templateID, timeout, metadata, envVars; 201 Sandbox), with
+//     404 for an unknown template;
+//   - GET /sandboxes and GET /v2/sandboxes (ListedSandbox items; metadata filter as a URL-encoded
+//     query "k=v&k2=v2"; v2 pages with limit, nextToken and the X-Next-Token header);
+//   - GET /sandboxes/{id} (SandboxDetail), DELETE /sandboxes/{id} (204, 404 once it has ended),
+//     POST /sandboxes/{id}/timeout (204);
+//   - errors as {"code": N, "message": "..."}; the X-API-Key header (401 without the right key);
+//   - envd's process.Process/Start as a Connect server stream with the JSON codec (enveloped
+//     StartResponse events: start, data, end; then the end-of-stream message).
+//
+// E2B serves port P of sandbox ID at https://P-ID.<domain>; here it is
+// URL()/sandbox/ID/P, which SandboxURL returns, so a client whose port mapping is a function can
+// be pointed at the emulator. Port 49983 is envd.
+//
+// Sandboxes "run" as in-memory records. A sandbox ends at its timeout (it is then not listed,
+// GET and DELETE answer 404, and its ports answer 502 as E2B's proxy does), when it is killed,
+// or when Expire is called. A process started with the tag "agentenv-main" whose script is
+// "exit N" ends the sandbox with code N (an emulation convenience: on E2B the sandbox would run
+// on until its timeout). Any other process runs until the sandbox ends; "docker run" and
+// "docker rm" succeed and are recorded (Commands). Every port of a running sandbox other than
+// envd's answers 200 "ok", so readiness-style checks pass.
+//
+// It misbehaves on demand: SetCreateFault (a create answered after the client gave up while
+// the sandbox exists, a create that hangs, a create refused with a status such as 429 or 503
+// "no capacity", a create whose answer is lost), SetKillFault (kills failing N times).
+package e2bemu
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// CreateFault makes POST /sandboxes misbehave.
+type CreateFault struct {
+	// Status, if set, is answered with Message and nothing is created (429 rate limit, 503
+	// no capacity, 500, ...).
+	Status  int
+	Message string
+	// Delay makes the server create the sandbox at once but answer only after Delay, whether or
+	// not the client still waits: a create that completes after the client gave up.
+	Delay time.Duration
+	// Hang, if set, holds the request until it is closed; the sandbox is created then, even if
+	// the client has gone: a create request that hangs.
+	Hang <-chan struct{}
+	// Lost makes the server create the sandbox and then drop the connection without answering:
+	// the client never learns the id.
+	Lost bool
+	// Times is how many creates the fault applies to; 0 means every one.
+	Times int
+}
+
+// Command is a process started in a sandbox through envd.
+type Command struct {
+	Sandbox string
+	User    string // from the Basic authorization envd reads
+	Tag     string
+	Cmd     string
+	Args    []string
+	Script  string // the -c argument of a shell, else Cmd and Args joined
+}
+
+// Sandbox is what the emulator holds of one sandbox.
+type Sandbox struct {
+	ID       string
+	Template string
+	Metadata map[string]string
+	EnvVars  map[string]string
+	Timeout  time.Duration // as last set by create or POST /timeout
+	Running  bool
+	ExitCode int // once ended: the main process's code, or -1 (killed or timed out)
+}
+
+// Server is the emulator. Its methods are safe for concurrent use.
+type Server struct {
+	ts     *httptest.Server
+	apiKey string
+	closed chan struct{}
+
+	mu        sync.Mutex
+	templates map[string]bool
+	sandboxes map[string]*sandbox
+	createF   *CreateFault
+	killCode  int
+	killTimes int
+	pageSize  int
+	calls     map[string]int
+	commands  []Command
+}
+
+type sandbox struct {
+	Sandbox
+	started time.Time
+	endAt   time.Time
+	token   string
+}
+
+// Start runs an emulator on a loopback port until Close. Requests must carry apiKey in X-API-Key.
+// It knows the templates "base" and "docker" (AddTemplate adds more).
+func Start(apiKey string) *Server {
+	s := &Server{
+		apiKey: apiKey, closed: make(chan struct{}),
+		templates: map[string]bool{"base": true, "docker": true},
+		sandboxes: map[string]*sandbox{}, calls: map[string]int{}, pageSize: 100,
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /sandboxes", s.auth("create", s.create))
+	mux.HandleFunc("GET /sandboxes", s.auth("list", s.list))
+	mux.HandleFunc("GET /v2/sandboxes", s.auth("list", s.list))
+	mux.HandleFunc("GET /sandboxes/{id}", s.auth("get", s.get))
+	mux.HandleFunc("DELETE /sandboxes/{id}", s.auth("kill", s.kill))
+	mux.HandleFunc("POST /sandboxes/{id}/timeout", s.auth("timeout", s.setTimeout))
+	mux.HandleFunc("/sandbox/{id}/{port}/{rest...}", s.traffic)
+	s.ts = httptest.NewServer(mux)
+	return s
+}
+
+// URL is the API's base URL (E2B's https://api.e2b.app).
+func (s *Server) URL() string { return s.ts.URL }
+
+// SandboxURL is the base URL of port of sandbox id (E2B's https://PORT-ID.e2b.app).
+func (s *Server) SandboxURL(id string, port int) string {
+	return fmt.Sprintf("%s/sandbox/%s/%d", s.ts.URL, url.PathEscape(id), port)
+}
+
+// Close releases requests held by faults and stops the server.
+func (s *Server) Close() {
+	close(s.closed)
+	s.ts.Close()
+}
+
+// AddTemplate makes template known, so that sandboxes can be created from it.
+func (s *Server) AddTemplate(template string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.templates[template] = true
+}
+
+// SetCreateFault makes the next creates misbehave as f says; nil clears it.
+func (s *Server) SetCreateFault(f *CreateFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.createF = f
+}
+
+// SetKillFault makes the next times kills (every one if times is 0) fail with HTTP status code
+// and leave the sandbox running; code 0 clears it.
+func (s *Server) SetKillFault(code, times int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.killCode, s.killTimes = code, times
+	if times == 0 {
+		s.killTimes = -1
+	}
+}
+
+// SetPageSize caps the page size of GET /v2/sandboxes (default 100, E2B's maximum).
+func (s *Server) SetPageSize(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pageSize = n
+}
+
+// Calls returns how many requests of op (create, list, get, kill, timeout, process) arrived.
+func (s *Server) Calls(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[op]
+}
+
+// Running returns the ids of the sandboxes still running, sorted.
+func (s *Server) Running() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id, sb := range s.sandboxes {
+		if s.alive(sb) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Sandbox returns what the emulator holds of sandbox id, running or ended.
+func (s *Server) Sandbox(id string) (Sandbox, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, ok := s.sandboxes[id]
+	if !ok {
+		return Sandbox{}, false
+	}
+	s.alive(sb)
+	out := sb.Sandbox
+	out.Metadata = maps.Clone(sb.Metadata)
+	return out, true
+}
+
+// Commands returns the processes started through envd, in order.
+func (s *Server) Commands() []Command {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.commands)
+}
+
+// Expire ends sandbox id as its timeout would.
+func (s *Server) Expire(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb, ok := s.sandboxes[id]; ok && sb.Running {
+		sb.Running, sb.ExitCode = false, -1
+	}
+}
+
+// alive ends sb if its timeout passed, and reports whether it runs. Call with s.mu held.
+func (s *Server) alive(sb *sandbox) bool {
+	if sb.Running && time.Now().After(sb.endAt) {
+		sb.Running, sb.ExitCode = false, -1
+	}
+	return sb.Running
+}
+
+// auth checks the API key and counts the call.
+func (s *Server) auth(op string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.calls[op]++
+		s.mu.Unlock()
+		if r.Header.Get("X-API-Key") != s.apiKey {
+			writeError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs to get your API key")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]any{"code": code, "message": msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// newSandbox is the NewSandbox schema.
+type newSandbox struct {
+	TemplateID string            `json:"templateID"`
+	Timeout    *int              `json:"timeout"`
+	Secure     bool              `json:"secure"`
+	Metadata   map[string]string `json:"metadata"`
+	EnvVars    map[string]string `json:"envVars"`
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	var req newSandbox
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.TemplateID == "" {
+		writeError(w, http.StatusBadRequest, "invalid request body: templateID is required")
+		return
+	}
+	s.mu.Lock()
+	known := s.templates[req.TemplateID]
+	f := s.createF
+	if f != nil && f.Times > 0 {
+		if f.Times--; f.Times == 0 {
+			s.createF = nil
+		}
+	}
+	s.mu.Unlock()
+	if !known {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("template '%s' not found", req.TemplateID))
+		return
+	}
+	if f != nil && f.Status != 0 {
+		writeError(w, f.Status, f.Message)
+		return
+	}
+	if f != nil && f.Hang != nil {
+		select {
+		case <-f.Hang:
+		case <-s.closed:
+			return
+		}
+	}
+	timeout := 15 // NewSandbox's default
+	if req.Timeout != nil {
+		timeout = *req.Timeout
+	}
+	sb := &sandbox{
+		Sandbox: Sandbox{ID: "i" + randHex(10), Template: req.TemplateID, Metadata: req.Metadata, EnvVars: req.EnvVars,
+			Timeout: time.Duration(timeout) * time.Second, Running: true},
+		started: time.Now().UTC(),
+	}
+	sb.endAt = sb.started.Add(sb.Timeout)
+	if req.Secure {
+		sb.token = randHex(16)
+	}
+	s.mu.Lock()
+	s.sandboxes[sb.ID] = sb
+	s.mu.Unlock()
+	if f != nil && f.Lost {
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
+	if f != nil && f.Delay > 0 {
+		select {
+		case <-time.After(f.Delay):
+		case <-s.closed:
+		}
+	}
+	body := map[string]any{"templateID": sb.Template, "sandboxID": sb.ID, "clientID": "emu", "envdVersion": "0.2.0", "domain": nil}
+	if sb.token != "" {
+		body["envdAccessToken"] = sb.token
+	}
+	writeJSON(w, http.StatusCreated, body)
+}
+
+// listed is the ListedSandbox (and SandboxDetail) schema.
+func (sb *sandbox) listed() map[string]any {
+	m := map[string]any{
+		"templateID": sb.Template, "sandboxID": sb.ID, "clientID": "emu", "startedAt": sb.started,
+		"endAt": sb.endAt, "cpuCount": 2, "memoryMB": 512, "diskSizeMB": 1024, "state": "running",
+		"envdVersion": "0.2.0", "metadata": sb.Metadata,
+	}
+	if sb.token != "" {
+		m["envdAccessToken"] = sb.token
+	}
+	return m
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	filter, err := url.ParseQuery(q.Get("metadata"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid metadata query: "+err.Error())
+		return
+	}
+	s.mu.Lock()
+	var items []map[string]any
+	ids := slices.Sorted(maps.Keys(s.sandboxes))
+	for _, id := range ids {
+		sb := s.sandboxes[id]
+		if !s.alive(sb) {
+			continue
+		}
+		ok := true
+		for k := range filter {
+			if v, has := sb.Metadata[k]; !has || v != filter.Get(k) {
+				ok = false
+			}
+		}
+		if ok {
+			items = append(items, sb.listed())
+		}
+	}
+	size := s.pageSize
+	s.mu.Unlock()
+	if items == nil {
+		items = []map[string]any{}
+	}
+	if r.URL.Path == "/v2/sandboxes" {
+		if n, err := strconv.Atoi(q.Get("limit")); err == nil && n > 0 && n < size {
+			size = n
+		}
+		start, _ := strconv.Atoi(q.Get("nextToken"))
+		start = min(max(start, 0), len(items))
+		end := min(start+size, len(items))
+		if end < len(items) {
+			w.Header().Set("X-Next-Token", strconv.Itoa(end))
+		}
+		items = items[start:end]
+	}
+	writeJSON(w, http.StatusOK, items)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	sb, ok := s.sandboxes[r.PathValue("id")]
+	var body map[string]any
+	if ok && s.alive(sb) {
+		body = sb.listed()
+	}
+	s.mu.Unlock()
+	if body == nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("sandbox \"%s\" doesn't exist or you don't have access to it", r.PathValue("id")))
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	sb, ok := s.sandboxes[id]
+	running := ok && s.alive(sb)
+	code := 0
+	if running && s.killCode != 0 && s.killTimes != 0 {
+		code = s.killCode
+		if s.killTimes > 0 {
+			s.killTimes--
+		}
+	} else if running {
+		sb.Running, sb.ExitCode = false, -1
+	}
+	s.mu.Unlock()
+	switch {
+	case code != 0:
+		writeError(w, code, "failed to kill sandbox: internal error")
+	case !running:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("sandbox \"%s\" not found", id))
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Timeout *int `json:"timeout"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Timeout == nil {
+		writeError(w, http.StatusBadRequest, "timeout is required")
+		return
+	}
+	s.mu.Lock()
+	sb, ok := s.sandboxes[r.PathValue("id")]
+	running := ok && s.alive(sb)
+	if running {
+		sb.Timeout = time.Duration(*req.Timeout) * time.Second
+		sb.endAt = time.Now().Add(sb.Timeout)
+	}
+	s.mu.Unlock()
+	if !running {
+		writeError(w, http.StatusNotFound, "sandbox not found")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)[:n]
+}

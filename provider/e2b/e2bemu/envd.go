@@ -1,0 +1,173 @@
+package e2bemu
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// envdPort is the port of envd, the in-sandbox daemon.
+const envdPort = 49983
+
+// mainTag is the tag of a process whose "exit N" ends its sandbox.
+const mainTag = "agentenv-main"
+
+var exitScript = regexp.MustCompile(`^exit (-?\d+)$`)
+
+// traffic serves URL()/sandbox/ID/PORT/...: envd's process API on envdPort, 200 "ok" on any
+// other port of a running sandbox, and 502 (E2B's proxy's answer) for one that is not running.
+func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	port, _ := strconv.Atoi(r.PathValue("port"))
+	s.mu.Lock()
+	sb, ok := s.sandboxes[id]
+	running := ok && s.alive(sb)
+	token := ""
+	if ok {
+		token = sb.token
+	}
+	s.mu.Unlock()
+	if !running {
+		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": id, "message": "The sandbox was not found", "code": http.StatusBadGateway})
+		return
+	}
+	if port != envdPort {
+		w.Write([]byte("ok"))
+		return
+	}
+	if token != "" && r.Header.Get("X-Access-Token") != token {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"code": "unauthenticated", "message": "invalid access token"})
+		return
+	}
+	if r.Method != http.MethodPost || r.PathValue("rest") != "process.Process/Start" {
+		http.Error(w, "not emulated", http.StatusNotImplemented)
+		return
+	}
+	s.start(w, r, id)
+}
+
+// startRequest is envd's process.StartRequest in proto3 JSON.
+type startRequest struct {
+	Process struct {
+		Cmd  string            `json:"cmd"`
+		Args []string          `json:"args"`
+		Envs map[string]string `json:"envs"`
+	} `json:"process"`
+	Tag string `json:"tag"`
+}
+
+// start serves process.Process/Start as a Connect server stream with the JSON codec.
+func (s *Server) start(w http.ResponseWriter, r *http.Request, id string) {
+	var head [5]byte
+	if _, err := io.ReadFull(r.Body, head[:]); err != nil || head[0] != 0 {
+		http.Error(w, "want one enveloped message", http.StatusBadRequest)
+		return
+	}
+	msg := make([]byte, min(binary.BigEndian.Uint32(head[1:]), 1<<20))
+	var req startRequest
+	if _, err := io.ReadFull(r.Body, msg); err != nil || json.Unmarshal(msg, &req) != nil {
+		http.Error(w, "bad message", http.StatusBadRequest)
+		return
+	}
+	cmd := Command{Sandbox: id, User: basicUser(r), Tag: req.Tag, Cmd: req.Process.Cmd, Args: req.Process.Args}
+	cmd.Script = strings.TrimSpace(strings.Join(append([]string{cmd.Cmd}, cmd.Args...), " "))
+	if n := len(cmd.Args); n >= 2 && cmd.Args[n-2] == "-c" {
+		cmd.Script = strings.TrimSpace(cmd.Args[n-1])
+	}
+	s.mu.Lock()
+	s.calls["process"]++
+	s.commands = append(s.commands, cmd)
+	s.mu.Unlock()
+
+	w.Header().Set("Content-Type", "application/connect+json")
+	w.WriteHeader(http.StatusOK)
+	send := func(flags byte, v any) {
+		b, _ := json.Marshal(v)
+		var buf bytes.Buffer
+		buf.WriteByte(flags)
+		binary.Write(&buf, binary.BigEndian, uint32(len(b)))
+		buf.Write(b)
+		w.Write(buf.Bytes())
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	event := func(e map[string]any) { send(0, map[string]any{"event": e}) }
+	end := func(code int, stdout, stderr string) {
+		if stdout != "" {
+			event(map[string]any{"data": map[string]any{"stdout": base64.StdEncoding.EncodeToString([]byte(stdout))}})
+		}
+		if stderr != "" {
+			event(map[string]any{"data": map[string]any{"stderr": base64.StdEncoding.EncodeToString([]byte(stderr))}})
+		}
+		e := map[string]any{"exited": true, "status": fmt.Sprintf("exit status %d", code)}
+		if code != 0 { // proto3 JSON leaves zero values out
+			e["exitCode"] = code
+		}
+		event(map[string]any{"end": e})
+		send(0x02, map[string]any{})
+	}
+	event(map[string]any{"start": map[string]any{"pid": 1000 + len(s.Commands())}})
+
+	plain := strings.ReplaceAll(cmd.Script, "'", "") // what the shell runs, near enough
+	switch m := exitScript.FindStringSubmatch(plain); {
+	case m != nil:
+		code, _ := strconv.Atoi(m[1])
+		if cmd.Tag == mainTag {
+			s.mu.Lock()
+			if sb := s.sandboxes[id]; sb.Running {
+				sb.Running, sb.ExitCode = false, code
+			}
+			s.mu.Unlock()
+		}
+		end(code, "", "")
+		return
+	case strings.Contains(plain, "docker run"):
+		end(0, randHex(12)+"\n", "")
+		return
+	case strings.Contains(plain, "docker rm"):
+		end(0, "", "")
+		return
+	}
+	// A long-running process: the stream stays open until the client leaves or the sandbox ends.
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.closed:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		running := s.alive(s.sandboxes[id])
+		s.mu.Unlock()
+		if !running {
+			end(-1, "", "")
+			return
+		}
+	}
+}
+
+// basicUser returns the user of the Basic authorization envd reads ("user" when there is none).
+func basicUser(r *http.Request) string {
+	auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Basic ")
+	if !ok {
+		return "user"
+	}
+	b, err := base64.StdEncoding.DecodeString(auth)
+	if err != nil {
+		return "user"
+	}
+	user, _, _ := strings.Cut(string(b), ":")
+	return user
+}

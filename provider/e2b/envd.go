@@ -1,0 +1,163 @@
+package e2b
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/agentenv/agentenv"
+)
+
+// processConfig is envd's process.ProcessConfig in proto3 JSON.
+type processConfig struct {
+	Cmd  string            `json:"cmd"`
+	Args []string          `json:"args,omitempty"`
+	Envs map[string]string `json:"envs,omitempty"`
+	Cwd  string            `json:"cwd,omitempty"`
+}
+
+// startRequest is envd's process.StartRequest.
+type startRequest struct {
+	Process processConfig `json:"process"`
+	Tag     string        `json:"tag,omitempty"`
+	Stdin   bool          `json:"stdin"`
+}
+
+// startResponse is envd's process.StartResponse: one ProcessEvent.
+type startResponse struct {
+	Event struct {
+		Start *struct {
+			PID uint32 `json:"pid"`
+		} `json:"start"`
+		Data *struct {
+			Stdout []byte `json:"stdout"`
+			Stderr []byte `json:"stderr"`
+		} `json:"data"`
+		End *struct {
+			ExitCode int    `json:"exitCode"`
+			Exited   bool   `json:"exited"`
+			Status   string `json:"status"`
+			Error    string `json:"error"`
+		} `json:"end"`
+	} `json:"event"`
+}
+
+// endStream is the Connect protocol's end-of-stream message.
+type endStream struct {
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// Connect envelope flags.
+const (
+	flagEndStream = 0x02
+	maxMessage    = 16 << 20
+)
+
+// process starts pc in sandbox id as user through envd's process.Process/Start (a Connect
+// server stream, JSON codec), as E2B's SDKs do. With wait it reads the stream to the process's
+// end and returns its exit code and output; without, it returns once envd reports the process
+// started, leaving it running (closing the stream does not stop it). token is the sandbox's
+// envd access token, empty for a sandbox made without secure.
+func (p *Provider) process(ctx context.Context, id, token string, pc processConfig, user, tag string, wait bool) (agentenv.ExecResult, error) {
+	msg, err := json.Marshal(startRequest{Process: pc, Tag: tag})
+	if err != nil {
+		return agentenv.ExecResult{}, fmt.Errorf("encode process: %w", err)
+	}
+	var body bytes.Buffer
+	body.WriteByte(0)
+	binary.Write(&body, binary.BigEndian, uint32(len(msg)))
+	body.Write(msg)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.SandboxURL(id, EnvdPort)+"/process.Process/Start", &body)
+	if err != nil {
+		return agentenv.ExecResult{}, fmt.Errorf("process request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/connect+json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
+	req.Header.Set("E2b-Sandbox-Id", id)
+	req.Header.Set("E2b-Sandbox-Port", strconv.Itoa(EnvdPort))
+	if token != "" {
+		req.Header.Set("X-Access-Token", token)
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return agentenv.ExecResult{}, kind(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		err := &apiError{Status: resp.StatusCode, Message: string(bytes.TrimSpace(b))}
+		if resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusNotFound {
+			// E2B's proxy answers so for a sandbox that no longer runs.
+			return agentenv.ExecResult{}, fmt.Errorf("envd: %w: %w", agentenv.ErrGone, err)
+		}
+		return agentenv.ExecResult{}, fmt.Errorf("envd: %w", kind(err))
+	}
+	var res agentenv.ExecResult
+	started := false
+	r := bufio.NewReader(resp.Body)
+	for {
+		flags, data, err := readEnvelope(r)
+		if err != nil {
+			return res, fmt.Errorf("envd: read stream: %w", ctxErr(ctx, err))
+		}
+		if flags&flagEndStream != 0 {
+			var es endStream
+			if json.Unmarshal(data, &es) == nil && es.Error != nil {
+				return res, fmt.Errorf("envd: %s: %s", es.Error.Code, es.Error.Message)
+			}
+			if !started || wait {
+				return res, errors.New("envd: stream ended before the process did")
+			}
+			return res, nil
+		}
+		var ev startResponse
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return res, fmt.Errorf("envd: decode event: %w", err)
+		}
+		switch e := ev.Event; {
+		case e.Start != nil:
+			started = true
+			if !wait {
+				return res, nil
+			}
+		case e.Data != nil:
+			res.Stdout = append(res.Stdout, e.Data.Stdout...)
+			res.Stderr = append(res.Stderr, e.Data.Stderr...)
+		case e.End != nil:
+			if e.End.Error != "" && !e.End.Exited {
+				return res, fmt.Errorf("envd: process ended: %s", e.End.Error)
+			}
+			res.ExitCode = e.End.ExitCode
+			return res, nil
+		}
+	}
+}
+
+// readEnvelope reads one Connect envelope: a flags byte, a big-endian length and the message.
+func readEnvelope(r *bufio.Reader) (byte, []byte, error) {
+	var head [5]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(head[1:])
+	if n > maxMessage {
+		return 0, nil, fmt.Errorf("message of %d bytes", n)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return 0, nil, err
+	}
+	return head[0], data, nil
+}
