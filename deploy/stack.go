@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +35,7 @@ type stack struct {
 	network   string            // container mode: the private network's provider id
 	vm        string            // VM mode: the VM's provider id
 	inVM      []string          // VM mode with --into: components started in the caller's VM
-	endpoints map[string]string // component -> host address of its main port
+	endpoints map[string]string // component -> where its main port is reached: host:port or a URL
 	tools     map[string][]string
 	dbURL     string
 	bin       []byte // this binary, for stdio servers behind the bridge
@@ -320,7 +321,7 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 		st.mu.Unlock()
 		return nil
 	case spec.RoleMCPServer, spec.RoleDBMCP:
-		tools, err := waitMCP(ctx, "http://"+addr+c.Path, "")
+		tools, err := waitMCP(ctx, baseURL(addr)+c.Path, "")
 		if err != nil {
 			return err
 		}
@@ -332,9 +333,9 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 		}
 		return nil
 	case spec.RoleGateway:
-		return waitGateway(ctx, "http://"+addr, st.token)
+		return waitGateway(ctx, baseURL(addr), st.token)
 	default:
-		return waitHTTP(ctx, "http://"+addr+"/")
+		return waitHTTP(ctx, baseURL(addr)+"/")
 	}
 }
 
@@ -392,7 +393,7 @@ func (st *stack) probe(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	gw := st.endpoints["gateway"]
-	tools, err := listTools(pctx, "http://"+gw+"/mcp", st.token)
+	tools, err := listTools(pctx, baseURL(gw)+"/mcp", st.token)
 	if ctx.Err() != nil {
 		return fmt.Errorf("tools probe: %w", context.Cause(ctx))
 	}
@@ -435,12 +436,12 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	if !st.opts.Own {
 		doc.Owner = agentenv.Owner{}
 	}
-	doc.GatewayURL = "http://" + st.endpoints["gateway"] + "/mcp"
+	doc.GatewayURL = baseURL(st.endpoints["gateway"]) + "/mcp"
 	doc.TokenHash = TokenHash(st.token)
 	doc.URLs = map[string]string{}
 	for name, addr := range st.endpoints {
 		if name != "servicedb" { // its URL carries the password; Result.DatabaseURL has it
-			doc.URLs[name] = "http://" + addr
+			doc.URLs[name] = baseURL(addr)
 		}
 	}
 	for name, ts := range st.tools {
@@ -482,6 +483,15 @@ func (st *stack) undo(ctx context.Context) {
 	if _, err := st.d.mgr.Teardown(ctx, mine); err != nil {
 		st.d.log.Warn("undo a failed deploy", "deployment", st.doc.ID, "err", err)
 	}
+}
+
+// baseURL makes an endpoint a URL: a provider gives host:port (a published port) or a whole URL
+// (a cloud's tunnel, such as https://8080-ID.e2b.app).
+func baseURL(endpoint string) string {
+	if strings.Contains(endpoint, "://") {
+		return strings.TrimSuffix(endpoint, "/")
+	}
+	return "http://" + endpoint
 }
 
 func allReady(after []string, ready map[string]bool) bool {
