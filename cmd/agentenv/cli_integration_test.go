@@ -243,13 +243,18 @@ func (c *cli) signalledCmd(n int, sig syscall.Signal, min, max time.Duration, do
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			code = ee.ExitCode()
+			// Killed by the signal itself (it landed during the Go runtime's start-up, before
+			// agentenv's handler): a shell reports that as 128+signal too.
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				code = 128 + int(ws.Signal())
+			}
 		}
 		codes = append(codes, code)
 		// Printed means handed to the user, even if the signal landed just after.
 		if m := done.FindStringSubmatch(out.String()); m != nil {
 			finished = append(finished, m[1])
 		}
-		if testing.Verbose() {
+		if testing.Verbose() || (code != 0 && code != 128+int(sig)) {
 			c.t.Logf("run %d: exit %d, stderr %q", i, code, lastLine(errb.String()))
 		}
 	}
