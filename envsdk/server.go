@@ -189,7 +189,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle(envproto.MCPPath, mcp.NewStreamableHTTPHandler(
 		func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{Logger: s.log}))
+		&mcp.StreamableHTTPOptions{Logger: s.log, JSONResponse: true}))
 	mux.HandleFunc(envproto.DataPath, s.serveData)
 	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -57,7 +57,7 @@ func newBackend(tb testing.TB, name string, withCard bool, tools ...string) *tes
 		b.addEcho(t)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.mcp }, nil))
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.mcp }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
 	if withCard {
 		mux.HandleFunc("GET "+envproto.CardPath, func(w http.ResponseWriter, r *http.Request) {
 			var ct []envproto.Tool

@@ -37,6 +37,9 @@ func newMCPServers(g *Gateway) *mcpServers {
 	m.handler = mcp.NewStreamableHTTPHandler(m.getServer, &mcp.StreamableHTTPOptions{
 		Logger:         g.log,
 		SessionTimeout: g.cfg.SessionTimeout,
+		// A call's answer comes back as one JSON body, not an event stream: the gateway relays
+		// no progress within a call, and a plain body costs less per call.
+		JSONResponse: true,
 	})
 	return m
 }
