@@ -60,7 +60,20 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.DefaultMemory < 0 || cfg.DefaultCPUs < 0 {
 		return nil, fmt.Errorf("docker: negative default limits: %w", agentenv.ErrInvalid)
 	}
-	host := cfg.Host
+	cli, host, err := EngineClient(cfg.Host)
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{cfg: cfg, host: host, cli: cli, log: logger.With("provider", cfg.Name)}, nil
+}
+
+// EngineClient returns a client of the engine at host (DOCKER_HOST if empty, else the default
+// socket) and the address it resolved to. It does no I/O; the API version is negotiated on first
+// use.
+func EngineClient(host string) (*client.Client, string, error) {
 	if host == "" {
 		host = os.Getenv(client.EnvOverrideHost)
 	}
@@ -69,12 +82,9 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}
 	cli, err := client.New(client.FromEnv, client.WithHost(host))
 	if err != nil {
-		return nil, fmt.Errorf("docker: client for %s: %w: %w", host, agentenv.ErrInvalid, err)
+		return nil, host, fmt.Errorf("client for %s: %w: %w", host, agentenv.ErrInvalid, err)
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Provider{cfg: cfg, host: host, cli: cli, log: logger.With("provider", cfg.Name)}, nil
+	return cli, host, nil
 }
 
 // Name returns the configured name, "docker" by default.

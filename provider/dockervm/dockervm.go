@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -35,6 +34,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/provider/docker"
 )
 
 // Defaults for the zero values of Config.
@@ -106,16 +106,9 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.Slots < 0 || cfg.SlotBase < 1 || cfg.SlotBase+cfg.Slots > 65536 || cfg.Memory < 0 || cfg.CPUs < 0 {
 		return nil, fmt.Errorf("docker_vm: slots %d from %d, memory %d, cpus %g: %w", cfg.Slots, cfg.SlotBase, cfg.Memory, cfg.CPUs, agentenv.ErrInvalid)
 	}
-	host := cfg.Host
-	if host == "" {
-		host = os.Getenv(client.EnvOverrideHost)
-	}
-	if host == "" {
-		host = client.DefaultDockerHost
-	}
-	cli, err := client.New(client.FromEnv, client.WithHost(host))
+	cli, host, err := docker.EngineClient(cfg.Host)
 	if err != nil {
-		return nil, fmt.Errorf("docker_vm: client for %s: %w: %w", host, agentenv.ErrInvalid, err)
+		return nil, fmt.Errorf("docker_vm: %w", err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
