@@ -290,13 +290,32 @@ func (s *soaker) warnings(r *Round, c *child) {
 	r.Warnings = append(r.Warnings, ws...)
 }
 
-// gc runs `agentenv gc` on the soak's ledger, bounded, as a user would after a crash.
+// gc runs `agentenv gc` on the soak's ledger, bounded, as a user would after a crash: again,
+// a few seconds later, while it reports creates of the dead runner that may still be in flight
+// in the engine (what they make appears only after the first pass), at most gcPasses times.
 func (s *soaker) gc(r *Round, n int) {
-	logPath := filepath.Join(s.cfg.Dir, fmt.Sprintf("round-%d-gc.log", n))
+	for pass := 1; pass <= gcPasses; pass++ {
+		inFlight, ok := s.gcPass(r, n, pass)
+		if !ok || inFlight == 0 {
+			return
+		}
+		time.Sleep(gcPause)
+	}
+}
+
+// gcPasses and gcPause bound the gc passes after a crash.
+const (
+	gcPasses = 4
+	gcPause  = 5 * time.Second
+)
+
+// gcPass runs one gc and returns how many creates it reported still in flight.
+func (s *soaker) gcPass(r *Round, n, pass int) (inFlight int, ok bool) {
+	logPath := filepath.Join(s.cfg.Dir, fmt.Sprintf("round-%d-gc-%d.log", n, pass))
 	c, err := s.start("gc", logPath, "--ledger", filepath.Join(s.cfg.Dir, "ledger.db"), "--log-level", "warn", "gc", "--json")
 	if err != nil {
 		r.Problems = append(r.Problems, fmt.Sprintf("gc did not start: %v", err))
-		return
+		return 0, false
 	}
 	if !c.wait(s.cfg.GCTimeout) {
 		r.Problems = append(r.Problems, fmt.Sprintf("gc did not finish within %s; killed", s.cfg.GCTimeout))
@@ -307,24 +326,31 @@ func (s *soaker) gc(r *Round, n int) {
 	if code != 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("gc exited %d", code))
 	}
-	r.Injected = append(r.Injected, "agentenv gc: "+summarizeGC(c.stdout.Bytes()))
+	summary, inFlight := summarizeGC(c.stdout.Bytes())
+	r.Injected = append(r.Injected, fmt.Sprintf("agentenv gc (pass %d): %s", pass, summary))
 	s.warnings(r, c)
+	return inFlight, code == 0
 }
 
-// summarizeGC says how many sandboxes a gc --json report collected.
-func summarizeGC(out []byte) string {
+// summarizeGC says how many sandboxes a gc --json report collected, and returns how many
+// creates it reported still in flight.
+func summarizeGC(out []byte) (string, int) {
 	var rep struct {
-		Actions []struct{ Outcome string } `json:"actions"`
-		Errors  []string                   `json:"errors"`
+		Actions  []struct{ Outcome string } `json:"actions"`
+		Errors   []string                   `json:"errors"`
+		InFlight []string                   `json:"in_flight"`
 	}
 	if err := json.Unmarshal(out, &rep); err != nil {
-		return "printed no report"
+		return "printed no report", 0
 	}
 	s := fmt.Sprintf("collected %d", len(rep.Actions))
+	if len(rep.InFlight) > 0 {
+		s += fmt.Sprintf(", %d creates still in flight", len(rep.InFlight))
+	}
 	if len(rep.Errors) > 0 {
 		s += fmt.Sprintf(", %d errors (first: %s)", len(rep.Errors), rep.Errors[0])
 	}
-	return s
+	return s, len(rep.InFlight)
 }
 
 // count lists, from the engine and the file system, what the round left: containers, networks
