@@ -136,8 +136,11 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			Command:      s.Command,
 			Port:         s.Port,
 			Path:         s.Path,
-			After:        dbAfter,
 			ReadyTimeout: s.ReadyTimeout,
+		}
+		if s.Database {
+			// Only a server that uses the service DB waits for it; the others start beside it.
+			comp.After = dbAfter
 		}
 		if s.Transport == TransportStdio {
 			comp.Bridge = true

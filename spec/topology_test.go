@@ -44,7 +44,7 @@ func TestComponents(t *testing.T) {
 	want := []summary{
 		{spec.RoleServiceDB, "servicedb", nil},
 		{spec.RoleMCPServer, "notes", db},
-		{spec.RoleMCPServer, "files", db},
+		{spec.RoleMCPServer, "files", nil}, // no database: true, so it starts beside the DB
 		{spec.RoleDBWeb, "db-web", db},
 		{spec.RoleDBMCP, "db-mcp", db},
 		{spec.RoleGateway, "gateway", []string{"notes", "files"}},
