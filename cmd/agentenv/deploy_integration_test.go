@@ -130,25 +130,44 @@ func TestEnvDeploySIGKILLAtRandomThenGC(t *testing.T) {
 	for _, id := range finished {
 		c.run(t.Context(), nil, "env", "teardown", id)
 	}
-	if r := c.run(t.Context(), nil, "gc"); r.code != 0 {
-		t.Errorf("gc: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	// gc, and again a moment later: what a create of a killed deploy had in flight in the
+	// engine can appear after the first pass looked (gc says so when it sees such records), and
+	// a later pass finds it by its label.
+	for pass := 1; pass <= 3; pass++ {
+		r := c.run(t.Context(), nil, "gc", "--json")
+		if r.code != 0 {
+			t.Errorf("gc: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		var rep struct {
+			InFlight []string `json:"in_flight"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || (pass > 1 && len(rep.InFlight) == 0) {
+			break
+		}
+		t.Logf("gc pass %d: %d creates in flight", pass, len(rep.InFlight))
+		time.Sleep(3 * time.Second)
 	}
 	// A deploy killed after it handed its deployment to the TTL but before it printed it is
 	// live by design; it is the user's (here, the test's) to tear down.
-	var live []map[string]any
+	var docs []map[string]any
 	ls := c.run(t.Context(), nil, "env", "ls", "--json")
-	if err := json.Unmarshal([]byte(ls.stdout), &live); err != nil {
+	if err := json.Unmarshal([]byte(ls.stdout), &docs); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range live {
-		t.Logf("live after kill: %v (%v)", d["id"], d["state"])
-		c.run(t.Context(), nil, "env", "teardown", d["id"].(string))
+	handed := 0
+	for _, d := range docs {
+		t.Logf("after kill and gc: %v (%v)", d["id"], d["state"])
+		if d["state"] == "live" {
+			handed++
+			c.run(t.Context(), nil, "env", "teardown", d["id"].(string))
+		}
 	}
-	if len(live) > 1 {
-		t.Errorf("%d deployments live after SIGKILLs and gc; at most the rare one killed between hand-over and print", len(live))
+	if handed > 1 {
+		t.Errorf("%d deployments live after SIGKILLs and gc; at most the rare one killed between hand-over and print", handed)
 	}
 	if left := c.deployLeftovers("dep"); len(left) != 0 {
-		t.Errorf("after SIGKILLs and gc the engine still has %v", left)
+		ledger := c.run(context.Background(), nil, "ledger", "ls", "--json")
+		t.Errorf("after SIGKILLs and gc the engine still has %v; the ledger's records short of gone:\n%s", left, ledger.stdout)
 	}
 }
 
