@@ -34,6 +34,9 @@ func (d Deployment) DocID() string { return d.ID }
 // DocState implements Doc.
 func (d Deployment) DocState() string { return d.State }
 
+// DocCreated implements Doc.
+func (d Deployment) DocCreated() time.Time { return d.Created }
+
 // Run is the ledger's document for one run of a task: its steps, score and teardown receipt.
 // Secrets are never written into it.
 type Run struct {
@@ -55,6 +58,9 @@ func (r Run) DocID() string { return r.ID }
 
 // DocState implements Doc.
 func (r Run) DocState() string { return r.Status }
+
+// DocCreated implements Doc.
+func (r Run) DocCreated() time.Time { return r.Created }
 
 // StepRecord is one step of a run as recorded.
 type StepRecord struct {

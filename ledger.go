@@ -101,6 +101,18 @@ type Record struct {
 	Updated    time.Time
 }
 
+// Validate reports whether r can be written: it needs an id and a defined state. Every Ledger
+// refuses an invalid record with an error wrapping ErrInvalid.
+func (r Record) Validate() error {
+	if r.ID == "" {
+		return fmt.Errorf("empty record id: %w", ErrInvalid)
+	}
+	if !r.State.Valid() {
+		return fmt.Errorf("state %q: %w", r.State, ErrInvalid)
+	}
+	return nil
+}
+
 // Filter selects records. Zero fields match everything.
 type Filter struct {
 	States     []State
@@ -197,10 +209,12 @@ type Ledger interface {
 	Close() error
 }
 
-// Doc is what a DocStore keeps: a JSON document with an id and a state for filtering.
+// Doc is what a DocStore keeps: a JSON document with an id and a state for filtering, and a
+// creation time that orders listings (zero: the time of its first Put stands in).
 type Doc interface {
 	DocID() string
 	DocState() string
+	DocCreated() time.Time
 }
 
 // DocStore keeps JSON documents (deployments, runs) beside the records. It is safe for concurrent

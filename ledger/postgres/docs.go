@@ -17,9 +17,6 @@ type docStore[T agentenv.Doc] struct {
 	l     *Ledger
 	table string // a constant of this package, never user input
 	kind  string // for messages: deployment, run
-	// created returns the document's creation time, which orders List; when it is zero, the
-	// time of the first Put stands in.
-	created func(T) time.Time
 }
 
 var _ agentenv.DocStore[agentenv.Deployment] = (*docStore[agentenv.Deployment])(nil)
@@ -38,7 +35,7 @@ func (s *docStore[T]) Put(ctx context.Context, d T) error {
 		VALUES ($1, $2, COALESCE($3::timestamptz, $4::timestamptz), $4, $5)
 		ON CONFLICT (id) DO UPDATE SET state = excluded.state,
 			created = COALESCE($3::timestamptz, ` + s.table + `.created), updated = excluded.updated, doc = excluded.doc`
-	if _, err := s.l.pool.Exec(ctx, q, id, d.DocState(), timeArg(s.created(d)), time.Now(), doc); err != nil {
+	if _, err := s.l.pool.Exec(ctx, q, id, d.DocState(), timeArg(d.DocCreated()), time.Now(), doc); err != nil {
 		return fmt.Errorf("postgres: put %s %s: %w", s.kind, id, err)
 	}
 	return nil

@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/jackc/pgx/v5"
@@ -59,8 +58,8 @@ func Open(ctx context.Context, dsn string, logger *slog.Logger) (*Ledger, error)
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", name, err)
 	}
-	l.deployments = &docStore[agentenv.Deployment]{l: l, table: "agentenv_deployments", kind: "deployment", created: func(d agentenv.Deployment) time.Time { return d.Created }}
-	l.runs = &docStore[agentenv.Run]{l: l, table: "agentenv_runs", kind: "run", created: func(r agentenv.Run) time.Time { return r.Created }}
+	l.deployments = &docStore[agentenv.Deployment]{l: l, table: "agentenv_deployments", kind: "deployment"}
+	l.runs = &docStore[agentenv.Run]{l: l, table: "agentenv_runs", kind: "run"}
 	l.log.Debug("ledger open")
 	return l, nil
 }

@@ -33,7 +33,7 @@ const upsertRecord = `INSERT INTO agentenv_records (` + recordColumns + `)
 // Put inserts r, or replaces the record with r.ID. It sets Updated, and Created when it is
 // zero: to the time of the write for a new record, and to the stored Created on a replace.
 func (l *Ledger) Put(ctx context.Context, r agentenv.Record) error {
-	if err := check(r); err != nil {
+	if err := r.Validate(); err != nil {
 		return fmt.Errorf("postgres: put record %s: %w", r.ID, err)
 	}
 	if _, err := l.pool.Exec(ctx, upsertRecord, recordArgs(r, time.Now())...); err != nil {
@@ -69,7 +69,7 @@ func (l *Ledger) Update(ctx context.Context, id string, fn func(*agentenv.Record
 		if r.ID != id {
 			return fmt.Errorf("fn changed the id to %q: %w", r.ID, agentenv.ErrInvalid)
 		}
-		if err := check(r); err != nil {
+		if err := r.Validate(); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, upsertRecord, recordArgs(r, time.Now())...); err != nil {
@@ -140,17 +140,6 @@ func (l *Ledger) RenewLease(ctx context.Context, owner agentenv.Owner, until tim
 		return 0, fmt.Errorf("postgres: renew lease of %s: %w", owner, err)
 	}
 	return int(tag.RowsAffected()), nil
-}
-
-// check reports whether r may be written: it needs an id and a defined state.
-func check(r agentenv.Record) error {
-	if r.ID == "" {
-		return fmt.Errorf("empty record id: %w", agentenv.ErrInvalid)
-	}
-	if !r.State.Valid() {
-		return fmt.Errorf("state %q: %w", r.State, agentenv.ErrInvalid)
-	}
-	return nil
 }
 
 // querier is what getRecord needs of a pool or a transaction.

@@ -18,9 +18,6 @@ type docStore[T agentenv.Doc] struct {
 	l     *Ledger
 	table string // a constant of this package, never user input
 	kind  string // for messages: deployment, run
-	// created returns the document's creation time, which orders List; when it is zero, the
-	// time of the first Put stands in.
-	created func(T) time.Time
 }
 
 var _ agentenv.DocStore[agentenv.Deployment] = (*docStore[agentenv.Deployment])(nil)
@@ -40,7 +37,7 @@ func (s *docStore[T]) Put(ctx context.Context, d T) error {
 		ON CONFLICT (id) DO UPDATE SET state = excluded.state,
 			created = COALESCE(?3, ` + s.table + `.created), updated = excluded.updated, doc = excluded.doc`
 	err = s.l.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, q, id, d.DocState(), timeArg(s.created(d)), timeArg(time.Now()), string(doc))
+		_, err := tx.ExecContext(ctx, q, id, d.DocState(), timeArg(d.DocCreated()), timeArg(time.Now()), string(doc))
 		return err
 	})
 	if err != nil {

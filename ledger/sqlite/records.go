@@ -35,7 +35,7 @@ const upsertRecord = `INSERT INTO records (` + recordColumns + `)
 // Put inserts r, or replaces the record with r.ID. It sets Updated, and Created when it is
 // zero: to the time of the write for a new record, and to the stored Created on a replace.
 func (l *Ledger) Put(ctx context.Context, r agentenv.Record) error {
-	if err := check(r); err != nil {
+	if err := r.Validate(); err != nil {
 		return fmt.Errorf("sqlite: put record %s: %w", r.ID, err)
 	}
 	err := l.write(ctx, func(tx *sql.Tx) error {
@@ -75,7 +75,7 @@ func (l *Ledger) Update(ctx context.Context, id string, fn func(*agentenv.Record
 		if r.ID != id {
 			return fmt.Errorf("fn changed the id to %q: %w", r.ID, agentenv.ErrInvalid)
 		}
-		if err := check(r); err != nil {
+		if err := r.Validate(); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, upsertRecord, recordArgs(r, time.Now())...); err != nil {
@@ -159,17 +159,6 @@ func (l *Ledger) RenewLease(ctx context.Context, owner agentenv.Owner, until tim
 		return 0, fmt.Errorf("sqlite: renew lease of %s: %w", owner, err)
 	}
 	return int(n), nil
-}
-
-// check reports whether r may be written: it needs an id and a defined state.
-func check(r agentenv.Record) error {
-	if r.ID == "" {
-		return fmt.Errorf("empty record id: %w", agentenv.ErrInvalid)
-	}
-	if !r.State.Valid() {
-		return fmt.Errorf("state %q: %w", r.State, agentenv.ErrInvalid)
-	}
-	return nil
 }
 
 // querier is what getRecord needs of a *sql.DB or *sql.Tx.

@@ -80,8 +80,8 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Ledger, error
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	l.deployments = &docStore[agentenv.Deployment]{l: l, table: "deployments", kind: "deployment", created: func(d agentenv.Deployment) time.Time { return d.Created }}
-	l.runs = &docStore[agentenv.Run]{l: l, table: "runs", kind: "run", created: func(r agentenv.Run) time.Time { return r.Created }}
+	l.deployments = &docStore[agentenv.Deployment]{l: l, table: "deployments", kind: "deployment"}
+	l.runs = &docStore[agentenv.Run]{l: l, table: "runs", kind: "run"}
 	l.log.Debug("ledger open")
 	return l, nil
 }
