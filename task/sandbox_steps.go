@@ -76,36 +76,31 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 
 // execer returns the Execer of the sandbox made by step id.
 func (sc *scope) execer(id string) (agentenv.Execer, sandboxRef, error) {
-	ref, err := sc.sandbox(id)
-	if err != nil {
-		return nil, ref, err
-	}
-	p, err := sc.e.r.Manager.Provider(ref.Provider)
-	if err != nil {
-		return nil, ref, err
-	}
-	x, ok := p.(agentenv.Execer)
-	if !ok {
-		return nil, ref, fmt.Errorf("provider %s cannot run commands in a sandbox: %w", ref.Provider, agentenv.ErrInvalid)
-	}
-	return x, ref, nil
+	return ability[agentenv.Execer](sc, id, "run commands in")
 }
 
 // files returns the Files of the sandbox made by step id.
 func (sc *scope) files(id string) (agentenv.Files, sandboxRef, error) {
+	return ability[agentenv.Files](sc, id, "read or write files in")
+}
+
+// ability returns the provider of the sandbox made by step id as T, an optional provider
+// interface; what says what T does, for the error when the provider lacks it.
+func ability[T any](sc *scope, id, what string) (T, sandboxRef, error) {
+	var zero T
 	ref, err := sc.sandbox(id)
 	if err != nil {
-		return nil, ref, err
+		return zero, ref, err
 	}
 	p, err := sc.e.r.Manager.Provider(ref.Provider)
 	if err != nil {
-		return nil, ref, err
+		return zero, ref, err
 	}
-	f, ok := p.(agentenv.Files)
+	x, ok := p.(T)
 	if !ok {
-		return nil, ref, fmt.Errorf("provider %s cannot read or write files in a sandbox: %w", ref.Provider, agentenv.ErrInvalid)
+		return zero, ref, fmt.Errorf("provider %s cannot %s a sandbox: %w", ref.Provider, what, agentenv.ErrInvalid)
 	}
-	return f, ref, nil
+	return x, ref, nil
 }
 
 // execStep runs a command in a sandbox.

@@ -72,3 +72,11 @@ func ago(t time.Time) string {
 	}
 	return d.Round(time.Second).String() + " ago"
 }
+
+// score formats an optional score for a table: "-" when there is none.
+func score(s *float64) string {
+	if s == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3g", *s)
+}

@@ -108,11 +108,7 @@ when interrupted (what was made is torn down first).`,
 func printSummary(a *app, sum task.Summary) {
 	rows := make([][]string, 0, len(sum.Episodes))
 	for _, ep := range sum.Episodes {
-		score := "-"
-		if ep.Score != nil {
-			score = fmt.Sprintf("%.3g", *ep.Score)
-		}
-		rows = append(rows, []string{ep.Run, string(ep.Outcome), score, ep.Elapsed.Round(time.Millisecond).String(), ep.Error})
+		rows = append(rows, []string{ep.Run, string(ep.Outcome), score(ep.Score), ep.Elapsed.Round(time.Millisecond).String(), ep.Error})
 	}
 	table(a.stdout, []string{"RUN", "OUTCOME", "SCORE", "TIME", "ERROR"}, rows)
 	for _, ep := range sum.Episodes {
@@ -186,11 +182,7 @@ func newRunsCmd(a *app) *cobra.Command {
 			}
 			rows := make([][]string, 0, len(runs))
 			for _, r := range runs {
-				score := "-"
-				if r.Score != nil {
-					score = fmt.Sprintf("%.3g", *r.Score)
-				}
-				rows = append(rows, []string{r.ID, r.Task, r.Status, score, ago(r.Created), r.Error})
+				rows = append(rows, []string{r.ID, r.Task, r.Status, score(r.Score), ago(r.Created), r.Error})
 			}
 			table(a.stdout, []string{"RUN", "TASK", "STATUS", "SCORE", "STARTED", "ERROR"}, rows)
 			return nil
@@ -215,11 +207,7 @@ func newRunsCmd(a *app) *cobra.Command {
 			if f.json {
 				return printJSON(a.stdout, r)
 			}
-			score := "-"
-			if r.Score != nil {
-				score = fmt.Sprintf("%.3g", *r.Score)
-			}
-			fmt.Fprintf(a.stdout, "run %s  task %s  status %s  score %s  started %s\n", r.ID, r.Task, r.Status, score, r.Created.Format(time.RFC3339))
+			fmt.Fprintf(a.stdout, "run %s  task %s  status %s  score %s  started %s\n", r.ID, r.Task, r.Status, score(r.Score), r.Created.Format(time.RFC3339))
 			if r.Error != "" {
 				fmt.Fprintf(a.stdout, "error: %s\n", r.Error)
 			}
