@@ -86,7 +86,9 @@ func (m *Manager) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		reasons[r.ID] = reason
 	}
 
-	// Sandboxes listed by a provider with no live record behind them.
+	// Sandboxes listed by a provider with no live record behind them: leaks of this ledger
+	// (their record is gone) go through Teardown; foreign ones (no record here) by provider id.
+	var foreign []agentenv.Record
 	known := map[string]agentenv.Record{}
 	for _, r := range recs {
 		known[r.ID] = r
@@ -115,39 +117,27 @@ func (m *Manager) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 			if _, ok := known[id]; ok || reasons[id] != "" {
 				continue
 			}
-			reason := m.orphanReason(ctx, sb, now)
+			r, isForeign, reason := m.orphan(ctx, name, sb, now)
 			if reason == "" {
 				continue
 			}
-			r, err := m.cfg.Ledger.Get(ctx, id)
-			if err != nil {
-				// Unknown to this ledger: synthesize a record so teardown can route it.
-				r = agentenv.Record{ID: id, Provider: name, SandboxID: sb.ID, Kind: kindOf(sb), State: agentenv.StateAbandoned, Labels: sb.Labels}
+			if isForeign {
+				foreign = append(foreign, r)
 			} else {
-				r.State = agentenv.StateTerminateFailed // listed although gone: a leak
+				collect = append(collect, r)
 			}
-			collect = append(collect, r)
 			reasons[id] = reason
 			known[id] = r
 		}
 	}
 
 	if opts.DryRun {
-		for _, r := range collect {
+		for _, r := range append(collect, foreign...) {
 			rep.Actions = append(rep.Actions, GCAction{Record: r.ID, Provider: r.Provider, Reason: reasons[r.ID]})
 		}
 		return rep, nil
 	}
-	var ledgerKnown []agentenv.Record
-	var foreign []agentenv.Record
-	for _, r := range collect {
-		if _, err := m.cfg.Ledger.Get(ctx, r.ID); err == nil {
-			ledgerKnown = append(ledgerKnown, r)
-		} else {
-			foreign = append(foreign, r)
-		}
-	}
-	rc, _ := m.Teardown(ctx, ledgerKnown)
+	rc, _ := m.Teardown(ctx, collect)
 	for _, r := range foreign {
 		rep.Actions = append(rep.Actions, m.collectForeign(ctx, r, reasons[r.ID]))
 	}
@@ -259,22 +249,26 @@ func (m *Manager) collectReason(r agentenv.Record, now time.Time) string {
 	return "owner lease expired"
 }
 
-// orphanReason says why gc should collect a listed sandbox that has no active record.
-func (m *Manager) orphanReason(ctx context.Context, sb agentenv.Sandbox, now time.Time) string {
+// orphan says why gc should collect sandbox sb, listed by provider name with no active record
+// ("" to leave it), and returns the record to collect it under: this ledger's gone record (a
+// leak), or, for a sandbox this ledger has no record of (foreign), one made up from its labels.
+func (m *Manager) orphan(ctx context.Context, name string, sb agentenv.Sandbox, now time.Time) (r agentenv.Record, foreign bool, reason string) {
 	id := sb.Labels[agentenv.LabelRecord]
 	if id == "" {
-		return ""
+		return r, false, ""
 	}
 	if r, err := m.cfg.Ledger.Get(ctx, id); err == nil {
-		if r.State == agentenv.StateGone {
-			return "listed but its record is gone"
+		if r.State != agentenv.StateGone {
+			return r, false, ""
 		}
-		return ""
+		r.State = agentenv.StateTerminateFailed // listed although gone: a leak
+		return r, false, "listed but its record is gone"
 	}
 	if exp, err := time.Parse(time.RFC3339, sb.Labels[agentenv.LabelExpires]); err == nil && now.After(exp) {
-		return "unrecorded and expired"
+		r = agentenv.Record{ID: id, Provider: name, SandboxID: sb.ID, Kind: kindOf(sb), State: agentenv.StateAbandoned, Labels: sb.Labels}
+		return r, true, "unrecorded and expired"
 	}
-	return ""
+	return r, false, ""
 }
 
 // collectForeign terminates a sandbox this ledger has no record of, by its provider id.
