@@ -207,3 +207,17 @@ type VMHost interface {
 	// counts as removed. It is how a deploy into a caller's VM undoes only its own part.
 	RemoveFromVM(ctx context.Context, vm, name string) error
 }
+
+// ImageChecker is implemented by providers that run images from a store they can check, so that
+// a deploy refuses an image it cannot run before it creates anything.
+type ImageChecker interface {
+	// EnsureImage makes image available (present, or fetched once) or returns an error wrapping
+	// ErrInvalid that names it; ErrUnavailable when the backend does not answer.
+	EnsureImage(ctx context.Context, image string) error
+}
+
+// LogReader is implemented by providers that keep a sandbox's output, for error messages.
+type LogReader interface {
+	// Logs returns the last tail lines the sandbox id printed.
+	Logs(ctx context.Context, id string, tail int) (string, error)
+}

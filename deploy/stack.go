@@ -62,9 +62,7 @@ func (st *stack) components(ctx context.Context) ([]spec.Component, error) {
 	if err != nil {
 		return nil, err
 	}
-	ic, ok := st.p.(interface {
-		EnsureImage(ctx context.Context, image string) error
-	})
+	ic, ok := st.p.(agentenv.ImageChecker)
 	if !ok {
 		return comps, nil
 	}
@@ -341,9 +339,7 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 
 // logs returns the last lines of a failed component's output, for the error message.
 func (st *stack) logs(ctx context.Context, sb agentenv.Sandbox) string {
-	lg, ok := st.p.(interface {
-		Logs(ctx context.Context, id string, tail int) (string, error)
-	})
+	lg, ok := st.p.(agentenv.LogReader)
 	if !ok {
 		return ""
 	}

@@ -46,6 +46,9 @@ var (
 	_ agentenv.Networker = (*Provider)(nil)
 	_ agentenv.Execer    = (*Provider)(nil)
 	_ agentenv.Files     = (*Provider)(nil)
+
+	_ agentenv.ImageChecker = (*Provider)(nil)
+	_ agentenv.LogReader    = (*Provider)(nil)
 )
 
 // New returns a Provider for cfg. It does no I/O: the engine is first contacted, and the API
