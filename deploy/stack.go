@@ -50,7 +50,9 @@ func (st *stack) emit(c spec.Component, phase, detail string) {
 func (st *stack) request(kind agentenv.Kind, role string, sp agentenv.SandboxSpec, prefix string) lifecycle.CreateRequest {
 	return lifecycle.CreateRequest{
 		Provider: st.member, Kind: kind, ID: lifecycle.NewID(prefix), Spec: sp,
-		Run: st.opts.Run, Deployment: st.doc.ID, Role: role, TTL: st.opts.TTL,
+		// The TTL counts from the hand-over (finish moves each record's expiry there); the
+		// budget on top keeps a sandbox's expiry label, fixed at create, no earlier than that.
+		Run: st.opts.Run, Deployment: st.doc.ID, Role: role, TTL: st.opts.TTL + st.opts.Budget,
 	}
 }
 
@@ -422,14 +424,13 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	for i, r := range recs {
 		ids[i] = r.ID
 	}
-	if !st.opts.Own {
-		if err := st.d.mgr.Release(ctx, ids...); err != nil {
-			return nil, err
-		}
-	}
 	doc := st.doc
 	doc.State, doc.Winner, doc.Mode = StateLive, st.member, mode
 	if !st.opts.Own {
+		doc.Expires = time.Now().UTC().Add(st.opts.TTL).Truncate(time.Second)
+		if err := st.d.mgr.Release(ctx, doc.Expires, ids...); err != nil {
+			return nil, err
+		}
 		doc.Owner = agentenv.Owner{}
 	}
 	doc.GatewayURL = baseURL(st.endpoints["gateway"]) + "/mcp"

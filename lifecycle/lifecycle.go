@@ -134,13 +134,18 @@ func (m *Manager) KeepAlive(ctx context.Context) {
 }
 
 // Release hands the records ids from this process to their expiry: they stay live after the
-// process exits, and gc removes them once Expires passes.
-func (m *Manager) Release(ctx context.Context, ids ...string) error {
+// process exits, and gc removes them once Expires passes. A non-zero until becomes their new
+// Expires, so that a lifetime can count from the hand-over rather than from each create (a
+// sandbox's expiry label keeps its creation-time value, which callers set no earlier).
+func (m *Manager) Release(ctx context.Context, until time.Time, ids ...string) error {
 	for _, id := range ids {
 		_, err := m.cfg.Ledger.Update(ctx, id, func(r *agentenv.Record) error {
 			if r.Owner == m.cfg.Owner {
 				r.Owner = agentenv.Owner{}
 				r.LeaseUntil = time.Time{}
+				if !until.IsZero() {
+					r.Expires = until.UTC()
+				}
 			}
 			return nil
 		})

@@ -159,15 +159,20 @@ func TestGCLeavesLiveOwnersAlone(t *testing.T) {
 	if _, _, err := owner.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}}); err != nil {
 		t.Fatal(err)
 	}
-	// Handed to its expiry: also kept.
-	rec2, _, err := owner.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}})
+	// Handed to its expiry, which counts from the hand-over: also kept.
+	rec2, _, err := owner.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}, TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := owner.Release(t.Context(), rec2.ID); err != nil {
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if err := owner.Release(t.Context(), until, rec2.ID); err != nil {
 		t.Fatal(err)
 	}
-	other := r.manager(t, agentenv.Owner{Host: me.Host, PID: 99, Start: 99}, time.Now)
+	if got, _ := r.led.Get(t.Context(), rec2.ID); !got.Expires.Equal(until) || !got.Owner.IsZero() {
+		t.Errorf("released record expires %v owned by %+v, want %v and no owner", got.Expires, got.Owner, until)
+	}
+	// A gc two seconds on: past the create-time TTL, before the hand-over's.
+	other := r.manager(t, agentenv.Owner{Host: me.Host, PID: 99, Start: 99}, func() time.Time { return time.Now().Add(2 * time.Second) })
 	rep, err := other.GC(t.Context(), lifecycle.GCOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -69,7 +69,7 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 			// Created and recorded: from here on it belongs to its expiry, not to this process.
 			// Unless the user interrupted us meanwhile: then what was made is torn down.
 			if ctx.Err() == nil {
-				err = mgr.Release(ctx, rec.ID)
+				err = mgr.Release(ctx, time.Time{}, rec.ID)
 			}
 			if ctx.Err() != nil || err != nil {
 				rc, _ := mgr.TeardownIDs(ctx, rec.ID)
