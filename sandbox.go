@@ -104,8 +104,11 @@ type Sandbox struct {
 	// Endpoints maps a container port (as a decimal string) to the address it is reached at from
 	// the caller, such as "127.0.0.1:49153" or an https tunnel URL.
 	Endpoints map[string]string
-	Created   time.Time
-	ExitCode  int // meaningful when State is SandboxExited
+	// PrivateHost is the address the other sandboxes of its private network reach it at, on
+	// networks that do not resolve SandboxSpec.Aliases (Modal's i6pn); "" where aliases resolve.
+	PrivateHost string
+	Created     time.Time
+	ExitCode    int // meaningful when State is SandboxExited
 }
 
 // Capabilities declares what a provider can do, so that callers choose a mode by reading them

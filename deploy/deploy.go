@@ -183,7 +183,7 @@ func (d *Deployer) attempt(ctx context.Context, env *spec.Env, member string, do
 	}
 	st := &stack{
 		d: d, env: env, member: member, p: p, doc: doc, opts: opts, token: token, start: time.Now(),
-		endpoints: map[string]string{}, tools: map[string][]string{},
+		endpoints: map[string]string{}, private: map[string]string{}, tools: map[string][]string{},
 	}
 	defer func() {
 		if err != nil {

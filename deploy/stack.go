@@ -36,6 +36,7 @@ type stack struct {
 	vm        string            // VM mode: the VM's provider id
 	inVM      []string          // VM mode with --into: components started in the caller's VM
 	endpoints map[string]string // component -> where its main port is reached: host:port or a URL
+	private   map[string]string // container mode without DNS: component -> its PrivateHost
 	tools     map[string][]string
 	dbURL     string
 	bin       []byte // this binary, for stdio servers behind the bridge
@@ -95,12 +96,56 @@ func (st *stack) upContainers(ctx context.Context) error {
 	}
 	st.network = nsb.ID
 	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+		if err := st.rewire(c, &sp); err != nil {
+			return agentenv.Sandbox{}, err
+		}
 		sp.Network = st.network
 		sp.Aliases = []string{c.Name}
 		sp.Labels = map[string]string{}
 		_, sb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindSandbox, string(c.Role), sp, c.Name))
+		if err == nil && sb.PrivateHost != "" {
+			st.mu.Lock()
+			st.private[c.Name] = sb.PrivateHost
+			st.mu.Unlock()
+		}
 		return sb, err
 	})
+}
+
+// rewire points c at the private hosts of the components created before it, on a network that
+// does not resolve aliases (the sandboxes report a PrivateHost): c's env and command are
+// rendered anew with those hosts in place of the names. Components start after what they
+// depend on is ready, so every host c names is known by then.
+func (st *stack) rewire(c spec.Component, sp *agentenv.SandboxSpec) error {
+	st.mu.Lock()
+	private := maps.Clone(st.private)
+	st.mu.Unlock()
+	if len(private) == 0 {
+		return nil
+	}
+	comps, err := st.env.Components(spec.TopologyOptions{
+		DBPassword: st.token[:20],
+		Host: func(name string) string {
+			if h, ok := private[name]; ok {
+				return h
+			}
+			return name
+		},
+	})
+	if err != nil {
+		return err
+	}
+	for _, fresh := range comps {
+		if fresh.Name == c.Name {
+			if sp.Env == nil {
+				sp.Env = map[string]string{}
+			}
+			maps.Copy(sp.Env, fresh.Env)
+			sp.Command = fresh.Command
+			return nil
+		}
+	}
+	return fmt.Errorf("component %s vanished from the env on re-render: %w", c.Name, agentenv.ErrInvalid)
 }
 
 // upVM runs VM mode: one VM record (or the caller's VM, with --into), then the stack inside it.
