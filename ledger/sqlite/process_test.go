@@ -3,6 +3,8 @@ package sqlite_test
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,7 +17,7 @@ import (
 	"github.com/agentenv/agentenv/ledger/sqlite"
 )
 
-// The two-writer test re-runs this test binary as TestHelperWriter in child processes; these
+// The two-writer test re-runs this test binary as writer processes (see TestMain); these
 // variables switch it on and tell it what to do.
 const (
 	envHelperDB = "AGENTENV_TEST_HELPER_LEDGER"
@@ -47,7 +49,7 @@ func TestTwoWriters(t *testing.T) {
 	}
 	var children []*child
 	for _, id := range []string{"a", "b"} {
-		c := &child{id: id, cmd: exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperWriter$", "-test.count=1", "-test.v")}
+		c := &child{id: id, cmd: exec.CommandContext(t.Context(), os.Args[0])}
 		c.cmd.Env = append(os.Environ(), envHelperDB+"="+path, envHelperID+"="+id)
 		c.cmd.Stderr = &c.output
 		stdout, err := c.cmd.StdoutPipe()
@@ -114,39 +116,50 @@ func waitReady(r *bufio.Reader) error {
 	}
 }
 
-// TestHelperWriter is one writer of TestTwoWriters, run in a child process. Run directly, it
-// has nothing to do and skips.
-func TestHelperWriter(t *testing.T) {
-	path, id := os.Getenv(envHelperDB), os.Getenv(envHelperID)
-	if path == "" {
-		t.Skip("a helper process of TestTwoWriters")
+// TestMain runs this test binary as one writer of TestTwoWriters when the parent says so in the
+// environment, and as the tests otherwise.
+func TestMain(m *testing.M) {
+	if path := os.Getenv(envHelperDB); path != "" {
+		if err := helperWriter(path, os.Getenv(envHelperID)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
-	l, err := sqlite.Open(t.Context(), path, nil)
+	os.Exit(m.Run())
+}
+
+// helperWriter is one writer process: it opens the ledger at path, says "ready", waits for its
+// stdin to close, then updates the shared record and puts records of its own.
+func helperWriter(path, id string) error {
+	ctx := context.Background()
+	l, err := sqlite.Open(ctx, path, nil)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer l.Close()
 	fmt.Println("ready")
 	// The parent closes stdin once every writer is ready.
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err == nil {
-		t.Fatal("stdin: want EOF as the start signal")
+		return errors.New("stdin: want EOF as the start signal")
 	}
 	for i := range max(helperUpdates, helperPuts) {
 		if i < helperUpdates {
-			_, err := l.Update(t.Context(), "shared", func(r *agentenv.Record) error {
+			_, err := l.Update(ctx, "shared", func(r *agentenv.Record) error {
 				n, err := strconv.Atoi(r.Attrs["n"])
 				r.Attrs["n"] = strconv.Itoa(n + 1)
 				return err
 			})
 			if err != nil {
-				t.Fatalf("Update(shared) #%d: %v", i, err)
+				return fmt.Errorf("Update(shared) #%d: %w", i, err)
 			}
 		}
 		if i < helperPuts {
 			r := agentenv.Record{ID: fmt.Sprintf("%s-%d", id, i), State: agentenv.StateCreating, Run: "writer-" + id}
-			if err := l.Put(t.Context(), r); err != nil {
-				t.Fatalf("Put(%s): %v", r.ID, err)
+			if err := l.Put(ctx, r); err != nil {
+				return fmt.Errorf("Put(%s): %w", r.ID, err)
 			}
 		}
 	}
+	return nil
 }

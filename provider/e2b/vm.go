@@ -28,13 +28,25 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	return p.create(ctx, vm, p.cfg.VMTemplate, nil)
 }
 
+// exitNoImage is the exit code of RunInVM's script when the image is not in the VM.
+const exitNoImage = 97
+
 // RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with
 // `docker run -d` through the process API (as root), on the stack's network under spec.Name
-// and spec.Aliases, its ports published on the VM's same ports and reached at E2B's port URLs.
-// The image must be pullable from inside the VM. On error it removes the container it made.
+// and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine picks (two
+// components of a stack may well listen on the same port), read back with `docker port`, and
+// reached at E2B's URL of that VM port (Config.SandboxURL). The image must be in the VM
+// already: a template for agentenv is built with the env's images, and a missing one is
+// ErrInvalid naming it (nothing is pulled). Files are not supported (ErrInvalid). On error it
+// removes the container it made.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	if !recordName.MatchString(spec.Name) || spec.Image == "" || len(spec.Files) > 0 {
 		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: want a container name, an image and no files: %w", spec.Name, vm, agentenv.ErrInvalid)
+	}
+	for _, port := range spec.Ports {
+		if port <= 0 || port > 65535 {
+			return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: port %d: want 1-65535: %w", spec.Name, vm, port, agentenv.ErrInvalid)
+		}
 	}
 	d, err := p.detail(ctx, vm)
 	if err != nil {
@@ -54,20 +66,33 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 		args = append(args, "-e", k+"="+spec.Env[k])
 	}
 	for _, port := range spec.Ports {
-		args = append(args, "-p", fmt.Sprintf("%d:%d", port, port))
+		args = append(args, "-p", strconv.Itoa(port))
 	}
 	if spec.WorkDir != "" {
 		args = append(args, "-w", spec.WorkDir)
 	}
 	args = append(args, spec.Image)
 	args = append(args, spec.Command...)
-	script := "docker network inspect " + stackNetwork + " >/dev/null 2>&1 || docker network create " + stackNetwork + " >/dev/null; " + shellJoin(args)
-	res, err := p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}, "root", "", true)
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("docker run exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	image := shellJoin([]string{spec.Image})
+	script := "docker image inspect " + image + " >/dev/null 2>&1 || exit " + strconv.Itoa(exitNoImage) + "; " +
+		"docker network inspect " + stackNetwork + " >/dev/null 2>&1 || docker network create " + stackNetwork + " >/dev/null; " +
+		shellJoin(args) + " >/dev/null || exit $?"
+	for _, port := range spec.Ports {
+		script += fmt.Sprintf("; echo \"port %d $(docker port %s %d/tcp | head -n 1)\"", port, shellJoin([]string{spec.Name}), port)
 	}
-	if err == nil {
+	res, err := p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}, "root", "", true)
+	switch {
+	case err != nil:
+	case res.ExitCode == exitNoImage:
+		err = fmt.Errorf("image %s is not in the vm: build the vm template (%s) with the env's images: %w", spec.Image, p.cfg.VMTemplate, agentenv.ErrInvalid)
+	case res.ExitCode != 0:
+		err = fmt.Errorf("docker run exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	default:
 		err = ctx.Err()
+	}
+	var published map[int]int
+	if err == nil {
+		published, err = parsePorts(string(res.Stdout), spec.Ports)
 	}
 	if err != nil {
 		cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
@@ -82,9 +107,33 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 		if sb.Endpoints == nil {
 			sb.Endpoints = map[string]string{}
 		}
-		sb.Endpoints[strconv.Itoa(port)] = p.cfg.SandboxURL(vm, port)
+		sb.Endpoints[strconv.Itoa(port)] = p.cfg.SandboxURL(vm, published[port])
 	}
 	return sb, nil
+}
+
+// parsePorts reads the "port P ADDR:VMPORT" lines of RunInVM's script: the VM port each of
+// ports is published on.
+func parsePorts(out string, ports []int) (map[int]int, error) {
+	got := map[int]int{}
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "port" {
+			continue
+		}
+		port, err1 := strconv.Atoi(f[1])
+		i := strings.LastIndex(f[2], ":")
+		vmPort, err2 := strconv.Atoi(f[2][i+1:])
+		if err1 == nil && err2 == nil && vmPort > 0 {
+			got[port] = vmPort
+		}
+	}
+	for _, port := range ports {
+		if got[port] == 0 {
+			return nil, fmt.Errorf("port %d: not published in the vm (docker port said %q)", port, strings.TrimSpace(out))
+		}
+	}
+	return got, nil
 }
 
 // RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is

@@ -9,9 +9,29 @@
 // sandbox. A lifetime backstop (Modal's sandbox timeout) is always set: the spec's Timeout, else
 // the time to its expiry plus Margin, else DefaultTimeout; never "none", at most 24 h.
 //
-// Ports are reached through Modal's unencrypted (TCP) tunnels, as host:port, since callers
-// speak plain HTTP or the Postgres protocol to them. Env vars are sent as the SDK sends them,
+// Ports are reached through Modal's tunnels (https://modal.com/docs/guide/tunnels). The port
+// of a sandbox whose agentenv.role label is "service_db" (the PostgreSQL service DB, which its
+// callers reach with the Postgres protocol, not HTTP) gets an unencrypted (raw TCP) tunnel and
+// the endpoint host:port; every other port gets an encrypted (TLS) tunnel and the endpoint is
+// its https URL, so that a gateway's bearer token never crosses the internet in clear. A tunnel
+// that carries an unencrypted host and port is always given as host:port (the emulator, which
+// cannot terminate TLS, answers every tunnel so). Env vars are sent as the SDK sends them,
 // folded into an ephemeral Modal secret.
+//
+// Container mode (agentenv.Networker) uses Modal's private networking, i6pn
+// (https://modal.com/docs/guide/private-networking): there is no network object at Modal, so
+// CreateNetwork makes a logical one, whose id is its record id, and nothing at Modal (an id not
+// shaped like Modal's sandbox ids, "sb-...", is taken for such a network); Terminate of
+// it is a no-op, Get reports it running (in the process that made it), and List returns it (by its labels, until it is
+// terminated) only in the process that made it. Sandboxes created with
+// SandboxSpec.Network set have i6pn enabled and are pinned to Config.Region, which container
+// mode requires (i6pn reaches only sandboxes of the same region). Modal resolves no names of
+// other sandboxes on i6pn (SandboxSpec.Aliases are ignored), so Create reports each sandbox's
+// PrivateHost: its own i6pn address, which it learns as Modal's guide says a container does,
+// by resolving i6pn.modal.local inside it, through the SDK's Sandbox.Exec of
+// "getent ahosts i6pn.modal.local". That needs getent in the image (Debian-based images have
+// it; FROM scratch images do not, and their Create fails with a message saying so): verified
+// only against the emulator, which answers that lookup itself.
 //
 // List by tags needs Modal's V1 sandboxes (the SDK's V2 sandboxes are not listed): set
 // MODAL_SANDBOX_V2=0, as the agentenv command does when it is unset.
@@ -69,15 +89,21 @@ type Config struct {
 	// CredentialHint says what to set when a token is missing, for the error; default names
 	// provider.modal.token_id and provider.modal.token_secret.
 	CredentialHint string
-	App            string        // Modal app the sandboxes belong to; default "agentenv"
-	Environment    string        // Modal environment; default the profile's
-	Regions        []string      // where sandboxes may run; empty lets Modal choose
-	Timeout        time.Duration // backstop when a spec has neither Timeout nor Expires; default 3h10m
-	Margin         time.Duration // added to a spec's time to expiry; default 10m
-	Rate           float64       // creates per second; default 5
-	Concurrency    int           // creates in flight; default 50
-	CreateTimeout  time.Duration // bound on one create request; default 3m
-	TunnelWait     time.Duration // bound on reading a new sandbox's tunnels; default 60s
+	App            string   // Modal app the sandboxes belong to; default "agentenv"
+	Environment    string   // Modal environment; default the profile's
+	Regions        []string // where sandboxes may run; empty lets Modal choose
+	// Region is the one region container-mode sandboxes are pinned to (i6pn reaches only
+	// sandboxes of one region); required for container mode, one of Regions' names. Empty with
+	// exactly one entry in Regions means that entry.
+	Region string
+	// RegionHint names the setting of Region, for errors; default provider.modal.region.
+	RegionHint    string
+	Timeout       time.Duration // backstop when a spec has neither Timeout nor Expires; default 3h10m
+	Margin        time.Duration // added to a spec's time to expiry; default 10m
+	Rate          float64       // creates per second; default 5
+	Concurrency   int           // creates in flight; default 50
+	CreateTimeout time.Duration // bound on one create request; default 3m
+	TunnelWait    time.Duration // bound on reading a new sandbox's tunnels; default 60s
 }
 
 // Provider creates, finds and terminates Modal sandboxes. It is safe for concurrent use.
@@ -90,9 +116,13 @@ type Provider struct {
 	mu     sync.Mutex
 	client *modal.Client
 	app    *modal.App
+	nets   map[string]agentenv.Sandbox // live logical i6pn networks made here, by id
 }
 
-var _ agentenv.Provider = (*Provider)(nil)
+var (
+	_ agentenv.Provider  = (*Provider)(nil)
+	_ agentenv.Networker = (*Provider)(nil)
+)
 
 // New returns a Provider for cfg. It does no I/O and never fails for missing credentials: every
 // call then fails, before anything is created, with ErrUnavailable and a message naming what
@@ -130,6 +160,15 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 			return nil, fmt.Errorf("modal: unknown region %q (known: %v): %w", r, Regions, agentenv.ErrInvalid)
 		}
 	}
+	if cfg.RegionHint == "" {
+		cfg.RegionHint = "provider.modal.region"
+	}
+	if cfg.Region == "" && len(cfg.Regions) == 1 {
+		cfg.Region = cfg.Regions[0]
+	}
+	if cfg.Region != "" && !slices.Contains(Regions, cfg.Region) {
+		return nil, fmt.Errorf("modal: %s: unknown region %q (known: %v): %w", cfg.RegionHint, cfg.Region, Regions, agentenv.ErrInvalid)
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -137,15 +176,17 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		cfg: cfg, log: logger.With("provider", cfg.Name),
 		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate))),
 		slots:   make(chan struct{}, cfg.Concurrency),
+		nets:    map[string]agentenv.Sandbox{},
 	}, nil
 }
 
 // Name returns the configured name, "modal" by default.
 func (p *Provider) Name() string { return p.cfg.Name }
 
-// Capabilities reports container sandboxes, listed by tag, with a backstop lifetime.
+// Capabilities reports container mode on i6pn (which needs Config.Region at create), sandboxes
+// listed by tag, with a backstop lifetime.
 func (p *Provider) Capabilities() agentenv.Capabilities {
-	return agentenv.Capabilities{ListByLabel: true, BackstopLifetime: true}
+	return agentenv.Capabilities{ContainerMode: true, PrivateNetworks: true, ListByLabel: true, BackstopLifetime: true}
 }
 
 // Close releases the SDK's connections.

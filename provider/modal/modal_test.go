@@ -57,7 +57,7 @@ func newProvider(t *testing.T, cfg modal.Config) *modal.Provider {
 
 func TestConformance(t *testing.T) {
 	emulator(t)
-	providertest.Run(t, func(t *testing.T) agentenv.Provider { return newProvider(t, modal.Config{}) }, providertest.Options{
+	providertest.Run(t, func(t *testing.T) agentenv.Provider { return newProvider(t, modal.Config{Region: "us-east-1"}) }, providertest.Options{
 		Image: image, Command: []string{"serve"}, Port: 8080,
 		ExitCommand: []string{"exit", "3"}, ExitCode: 3,
 		FinishedUnlisted: true, Wait: 10 * time.Second,

@@ -23,6 +23,11 @@ const terminatedCode = 137
 // learns what Modal made: if ctx ends meanwhile, or anything after the request fails, the
 // sandbox is terminated before Create returns. A request refused for rate or capacity
 // (RESOURCE_EXHAUSTED) is ErrUnavailable; an image Modal cannot build is ErrInvalid.
+//
+// With spec.Network (an id from CreateNetwork) the sandbox has i6pn and is pinned to
+// Config.Region, and Create also reports its PrivateHost, read by an exec in the sandbox (see
+// the package doc); a missing region, or a network id not made here, is ErrInvalid before
+// anything is created, and a sandbox whose address cannot be read is terminated.
 func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	if !name.MatchString(spec.Name) {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create: sandbox name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
@@ -30,8 +35,13 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: label %s=%q, want the record id: %w", spec.Name, agentenv.LabelRecord, got, agentenv.ErrInvalid)
 	}
-	if spec.Image == "" || spec.Network != "" || len(spec.Files) > 0 {
-		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: want an image, and no network or files (not supported here): %w", spec.Name, agentenv.ErrInvalid)
+	if spec.Image == "" || len(spec.Files) > 0 {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: want an image, and no files (not supported here): %w", spec.Name, agentenv.ErrInvalid)
+	}
+	if spec.Network != "" {
+		if err := p.checkNetwork(spec.Name, spec.Network); err != nil {
+			return agentenv.Sandbox{}, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %w", spec.Name, err)
@@ -52,8 +62,17 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	log := p.log.With("record_id", spec.Name, "image", spec.Image, "app", p.cfg.App, "regions", p.cfg.Regions)
 	params := &modal.SandboxCreateParams{
 		Name: spec.Name, Tags: maps.Clone(spec.Labels), Timeout: p.timeout(spec),
-		Command: spec.Command, Env: spec.Env, Workdir: spec.WorkDir, UnencryptedPorts: spec.Ports,
+		Command: spec.Command, Env: spec.Env, Workdir: spec.WorkDir,
 		CPU: spec.CPUs, MemoryMiB: int(spec.Memory >> 20), Regions: p.cfg.Regions,
+	}
+	if spec.Labels[agentenv.LabelRole] == roleServiceDB {
+		params.UnencryptedPorts = spec.Ports
+	} else {
+		params.EncryptedPorts = spec.Ports
+	}
+	if spec.Network != "" {
+		params.I6PN, params.Regions = true, []string{p.cfg.Region}
+		log = log.With("regions", params.Regions, "i6pn", true)
 	}
 	log.Debug("create sandbox", "timeout", params.Timeout)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CreateTimeout)
@@ -73,7 +92,11 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	}
 	out := agentenv.Sandbox{ID: sb.SandboxID, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
 		Labels: maps.Clone(spec.Labels), Created: time.Now()}
+	defer sb.Detach()
 	out.Endpoints, err = p.endpoints(ctx, sb, p.cfg.TunnelWait)
+	if err == nil && spec.Network != "" {
+		out.PrivateHost, err = p.privateHost(ctx, sb)
+	}
 	if errors.Is(err, agentenv.ErrGone) {
 		out.State, out.ExitCode = agentenv.SandboxExited, p.exitCode(ctx, sb)
 		err = nil
@@ -104,7 +127,8 @@ func (p *Provider) releaseRecord(ctx context.Context, record string) {
 	}
 }
 
-// endpoints reads sb's tunnels as host:port of each container port; ErrGone once it finished.
+// endpoints reads sb's tunnels: host:port of a tunnel with an unencrypted (TCP) host, else the
+// encrypted tunnel's https URL, by container port; ErrGone once it finished.
 func (p *Provider) endpoints(ctx context.Context, sb *modal.Sandbox, wait time.Duration) (map[string]string, error) {
 	ts, err := sb.Tunnels(ctx, wait, nil)
 	if err != nil {
@@ -112,11 +136,11 @@ func (p *Provider) endpoints(ctx context.Context, sb *modal.Sandbox, wait time.D
 	}
 	out := map[string]string{}
 	for port, t := range ts {
-		host, tp := t.UnencryptedHost, t.UnencryptedPort
-		if host == "" {
-			host, tp = t.Host, t.Port
+		if t.UnencryptedHost != "" {
+			out[strconv.Itoa(port)] = net.JoinHostPort(t.UnencryptedHost, strconv.Itoa(t.UnencryptedPort))
+		} else {
+			out[strconv.Itoa(port)] = t.URL()
 		}
-		out[strconv.Itoa(port)] = net.JoinHostPort(host, strconv.Itoa(tp))
 	}
 	return out, nil
 }
@@ -132,8 +156,15 @@ func (p *Provider) exitCode(ctx context.Context, sb *modal.Sandbox) int {
 
 // Get returns a live handle to sandbox id, with its tunnels. A sandbox that exited on its own
 // is ErrGone; one that was terminated is both ErrGone and ErrNotFound (Modal keeps it only as
-// history); an unknown id is ErrNotFound.
+// history); an unknown id is ErrNotFound. A logical i6pn network this Provider made is reported
+// running; any other id not shaped like a Modal sandbox's is ErrNotFound.
 func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error) {
+	if isNetwork(id) {
+		if sb, ok := p.network(id); ok {
+			return sb, nil
+		}
+		return agentenv.Sandbox{}, fmt.Errorf("modal: get %s: no such sandbox or network: %w", id, agentenv.ErrNotFound)
+	}
 	client, _, err := p.connect(ctx)
 	if err != nil {
 		return agentenv.Sandbox{}, err
@@ -175,8 +206,16 @@ func (p *Provider) describe(ctx context.Context, sb *modal.Sandbox) (agentenv.Sa
 }
 
 // Terminate ends sandbox id by id (FromID, then Terminate), with no tunnels and no exec. Modal
-// makes it a no-op once the sandbox finished; one Modal does not know counts as gone.
+// makes it a no-op once the sandbox finished; one Modal does not know counts as gone. An id not
+// shaped like a Modal sandbox's is a logical i6pn network's: a no-op success, since nothing of
+// it exists at Modal.
 func (p *Provider) Terminate(ctx context.Context, id string) error {
+	if isNetwork(id) {
+		p.mu.Lock()
+		delete(p.nets, id)
+		p.mu.Unlock()
+		return nil // nothing exists at Modal
+	}
 	client, _, err := p.connect(ctx)
 	if err != nil {
 		return err
@@ -194,7 +233,8 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 
 // List returns the app's running sandboxes that carry every one of labels as tags (Modal does
 // not list finished sandboxes; they cost nothing and need no teardown). A sandbox that finishes
-// while it is being listed is left out.
+// while it is being listed is left out. The logical i6pn networks this Provider made and has not
+// terminated are listed too (see CreateNetwork).
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
 	client, app, err := p.connect(ctx)
 	if err != nil {
@@ -204,7 +244,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 	if err != nil {
 		return nil, fmt.Errorf("modal: list: %w", kind(err))
 	}
-	var out []agentenv.Sandbox
+	out := p.listNetworks(labels)
 	for sb, err := range it {
 		if err != nil {
 			return nil, fmt.Errorf("modal: list: %w", kind(err))

@@ -101,6 +101,11 @@ type Server struct {
 	pageSize  int
 	calls     map[string]int
 	commands  []Command
+
+	backend     VMBackend
+	vmTemplates map[string]bool
+	vmErrs      []error
+	removals    sync.WaitGroup
 }
 
 type sandbox struct {
@@ -108,6 +113,7 @@ type sandbox struct {
 	started time.Time
 	endAt   time.Time
 	token   string
+	vm      VM // the VM behind it, with a VM backend, from its start to its removal
 }
 
 // Start runs an emulator on a loopback port until Close. Requests must carry apiKey in X-API-Key.
@@ -126,6 +132,7 @@ func Start(apiKey string) *Server {
 	mux.HandleFunc("DELETE /sandboxes/{id}", s.auth("kill", s.kill))
 	mux.HandleFunc("POST /sandboxes/{id}/timeout", s.auth("timeout", s.setTimeout))
 	mux.HandleFunc("/sandbox/{id}/{port}/{rest...}", s.traffic)
+	mux.HandleFunc("/sandbox/{id}/{port}", s.traffic)
 	s.ts = httptest.NewServer(mux)
 	return s
 }
@@ -138,10 +145,24 @@ func (s *Server) SandboxURL(id string, port int) string {
 	return fmt.Sprintf("%s/sandbox/%s/%d", s.ts.URL, url.PathEscape(id), port)
 }
 
-// Close releases requests held by faults and stops the server.
+// Close releases requests held by faults, ends every sandbox, stops the server and, with a VM
+// backend, removes every VM (waiting for each removal, each bounded by a minute).
 func (s *Server) Close() {
 	close(s.closed)
-	s.ts.Close()
+	s.mu.Lock()
+	var all []*sandbox
+	for _, sb := range s.sandboxes {
+		if sb.Running {
+			sb.Running, sb.ExitCode = false, -1
+		}
+		all = append(all, sb)
+	}
+	s.mu.Unlock()
+	s.ts.Close() // waits for handlers: a create in flight removes its own VM
+	for _, sb := range all {
+		s.removeVM(sb)
+	}
+	s.removals.Wait()
 }
 
 // AddTemplate makes template known, so that sandboxes can be created from it.
@@ -224,6 +245,7 @@ func (s *Server) Expire(id string) {
 	defer s.mu.Unlock()
 	if sb, ok := s.sandboxes[id]; ok && sb.Running {
 		sb.Running, sb.ExitCode = false, -1
+		s.ended(sb)
 	}
 }
 
@@ -231,6 +253,7 @@ func (s *Server) Expire(id string) {
 func (s *Server) alive(sb *sandbox) bool {
 	if sb.Running && time.Now().After(sb.endAt) {
 		sb.Running, sb.ExitCode = false, -1
+		s.ended(sb)
 	}
 	return sb.Running
 }
@@ -313,7 +336,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.sandboxes[sb.ID] = sb
+	backend := s.backend
+	if !s.vmTemplates[sb.Template] {
+		backend = nil
+	}
 	s.mu.Unlock()
+	if backend != nil {
+		if err := s.startVM(r, sb, backend); err != nil {
+			writeError(w, http.StatusInternalServerError, "failed to create sandbox: "+err.Error())
+			return
+		}
+	}
 	if f != nil && f.Lost {
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
@@ -424,6 +457,9 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 		sb.Running, sb.ExitCode = false, -1
 	}
 	s.mu.Unlock()
+	if running && code == 0 {
+		s.removeVM(sb) // E2B answers once the sandbox is gone
+	}
 	switch {
 	case code != 0:
 		writeError(w, code, "failed to kill sandbox: internal error")

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +24,9 @@ const mainTag = "agentenv-main"
 
 var exitScript = regexp.MustCompile(`^exit (-?\d+)$`)
 
+// dockerPort finds the `docker port NAME P/tcp` reads of a recorded script.
+var dockerPort = regexp.MustCompile(`docker port \S+ (\d+)/tcp`)
+
 // traffic serves URL()/sandbox/ID/PORT/...: envd's process API on envdPort, 200 "ok" on any
 // other port of a running sandbox, and 502 (E2B's proxy's answer) for one that is not running.
 func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
@@ -31,12 +36,17 @@ func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
 	sb, ok := s.sandboxes[id]
 	running := ok && s.alive(sb)
 	token := ""
+	var vm VM
 	if ok {
-		token = sb.token
+		token, vm = sb.token, sb.vm
 	}
 	s.mu.Unlock()
 	if !running {
 		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": id, "message": "The sandbox was not found", "code": http.StatusBadGateway})
+		return
+	}
+	if port != envdPort && vm != nil {
+		s.proxy(w, r, vm, port)
 		return
 	}
 	if port != envdPort {
@@ -51,7 +61,7 @@ func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not emulated", http.StatusNotImplemented)
 		return
 	}
-	s.start(w, r, id)
+	s.start(w, r, id, vm)
 }
 
 // startRequest is envd's process.StartRequest in proto3 JSON.
@@ -60,12 +70,13 @@ type startRequest struct {
 		Cmd  string            `json:"cmd"`
 		Args []string          `json:"args"`
 		Envs map[string]string `json:"envs"`
+		Cwd  string            `json:"cwd"`
 	} `json:"process"`
 	Tag string `json:"tag"`
 }
 
 // start serves process.Process/Start as a Connect server stream with the JSON codec.
-func (s *Server) start(w http.ResponseWriter, r *http.Request, id string) {
+func (s *Server) start(w http.ResponseWriter, r *http.Request, id string, vm VM) {
 	var head [5]byte
 	if _, err := io.ReadFull(r.Body, head[:]); err != nil || head[0] != 0 {
 		http.Error(w, "want one enveloped message", http.StatusBadRequest)
@@ -116,6 +127,14 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, id string) {
 		send(0x02, map[string]any{})
 	}
 	event(map[string]any{"start": map[string]any{"pid": 1000 + len(s.Commands())}})
+	if vm != nil {
+		fail := func(msg string) {
+			event(map[string]any{"end": map[string]any{"exited": false, "status": "error", "error": msg}})
+			send(0x02, map[string]any{})
+		}
+		s.runInVM(r, id, vm, script(req.Process.Cmd, req.Process.Args, req.Process.Envs, req.Process.Cwd), fail, end)
+		return
+	}
 
 	plain := strings.ReplaceAll(cmd.Script, "'", "") // what the shell runs, near enough
 	switch m := exitScript.FindStringSubmatch(plain); {
@@ -131,7 +150,15 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, id string) {
 		end(code, "", "")
 		return
 	case strings.Contains(plain, "docker run"):
-		end(0, randHex(12)+"\n", "")
+		// A published port is reported on the VM's same port, as if the engine had picked it.
+		out := ""
+		for _, m := range dockerPort.FindAllStringSubmatch(plain, -1) {
+			out += fmt.Sprintf("port %s 0.0.0.0:%s\n", m[1], m[1])
+		}
+		if out == "" {
+			out = randHex(12) + "\n"
+		}
+		end(0, out, "")
 		return
 	case strings.Contains(plain, "docker rm"):
 		end(0, "", "")
@@ -171,3 +198,25 @@ func basicUser(r *http.Request) string {
 	user, _, _ := strings.Cut(string(b), ":")
 	return user
 }
+
+// script is the shell line that runs cmd with args in cwd with envs added, as envd would.
+func script(cmd string, args []string, envs map[string]string, cwd string) string {
+	var b strings.Builder
+	if cwd != "" {
+		b.WriteString("cd " + quote(cwd) + " && ")
+	}
+	b.WriteString("exec")
+	if len(envs) > 0 {
+		b.WriteString(" env")
+		for _, k := range slices.Sorted(maps.Keys(envs)) {
+			b.WriteString(" " + quote(k+"="+envs[k]))
+		}
+	}
+	for _, a := range append([]string{cmd}, args...) {
+		b.WriteString(" " + quote(a))
+	}
+	return b.String()
+}
+
+// quote quotes a for /bin/sh.
+func quote(a string) string { return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'" }

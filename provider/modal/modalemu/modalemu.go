@@ -22,8 +22,11 @@ package modalemu
 
 import (
 	"context"
-	"encoding/base64"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -33,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moby/moby/client"
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -57,18 +61,28 @@ type CreateFault struct {
 type Server struct {
 	pb.UnimplementedModalClientServer
 
-	addr string
-	gs   *grpc.Server
+	addr   string
+	gs     *grpc.Server
+	docker *client.Client // nil: workloads are emulated in memory
+	log    *slog.Logger
+	emu    string // this emulator's id, in the names and labels of what it makes on the engine
+
+	netMu   sync.Mutex // serialises making the i6pn network
+	network string     // the i6pn stand-in network's name, once made
 
 	mu        sync.Mutex
 	next      int
-	apps      map[string]string // name -> id
+	closed    bool
+	apps      map[string]string            // name -> id
+	images    map[string]string            // image id -> the tag of its FROM line
+	secrets   map[string]map[string]string // secret id -> env
 	sandboxes map[string]*sandbox
 	createF   *CreateFault
 	termErr   error
 	termTimes int
 	calls     map[string]int
 	pending   sync.WaitGroup
+	work      sync.WaitGroup // container removals and exit watchers in flight
 }
 
 type sandbox struct {
@@ -80,32 +94,79 @@ type sandbox struct {
 	status        pb.GenericResult_GenericStatus
 	exit          int
 	servers       map[int]*httptest.Server
+
+	i6pn   bool
+	addr   string      // private (i6pn) address, "" without i6pn
+	ports  []int       // open ports
+	tunnel string      // docker: the container's address on its network, which tunnels point at
+	onStop func()      // docker: removes the container
+	timer  *time.Timer // docker: the timeout
+	execs  map[string]*execution
 }
 
-// Start runs an emulator on a loopback port until Close.
-func Start() (*Server, error) {
+// Options configure an emulator; the zero value emulates workloads in memory.
+type Options struct {
+	// Docker, if set, backs every sandbox with a real container on this engine (see the package
+	// doc). The emulator does not close it.
+	Docker *client.Client
+	// Logger receives the emulator's warnings (a removal that failed); nil discards.
+	Logger *slog.Logger
+}
+
+// Start runs an emulator with in-memory workloads on a loopback port until Close.
+func Start() (*Server, error) { return StartWith(Options{}) }
+
+// StartWith runs an emulator configured by o on a loopback port until Close.
+func StartWith(o Options) (*Server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("modalemu: listen: %w", err)
 	}
-	s := &Server{addr: l.Addr().String(), gs: grpc.NewServer(), apps: map[string]string{}, sandboxes: map[string]*sandbox{}, calls: map[string]int{}}
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("modalemu: id: %w", err)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		addr: l.Addr().String(), gs: grpc.NewServer(), docker: o.Docker, log: o.Logger, emu: hex.EncodeToString(b[:]),
+		apps: map[string]string{}, images: map[string]string{}, secrets: map[string]map[string]string{},
+		sandboxes: map[string]*sandbox{}, calls: map[string]int{},
+	}
 	pb.RegisterModalClientServer(s.gs, s)
+	pb.RegisterTaskCommandRouterServer(s.gs, &router{s: s})
 	go s.gs.Serve(l)
 	return s, nil
 }
 
+// Labels returns the labels that every container and network this emulator makes on the
+// engine carries (besides agentenv.record and the sandbox's tags), to find its leftovers.
+func (s *Server) Labels() map[string]string { return map[string]string{labelEmulator: s.emu} }
+
 // URL is the value of MODAL_SERVER_URL that points the SDK here.
 func (s *Server) URL() string { return "http://" + s.addr }
 
-// Close stops the server and every emulated workload, once the requests held by faults end.
+// Close stops the server and every workload, once the requests held by faults end. With a
+// Docker backend it removes every container and network the emulator made (bounded; a failure
+// is logged), and returns once its removals and watchers have ended.
 func (s *Server) Close() {
 	s.gs.Stop()
 	s.pending.Wait()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.closed = true
 	for _, sb := range s.sandboxes {
+		if sb.timer != nil {
+			sb.timer.Stop()
+		}
 		sb.stop()
 	}
+	s.mu.Unlock()
+	if s.docker != nil {
+		s.sweep()
+	}
+	s.work.Wait()
 }
 
 // SetCreateFault makes the next creates misbehave as f says; nil clears it.
@@ -171,6 +232,10 @@ func (sb *sandbox) stop() {
 		srv.Close()
 	}
 	sb.servers = nil
+	if sb.onStop != nil {
+		sb.onStop()
+		sb.onStop = nil
+	}
 }
 
 func (s *Server) count(method string) {
@@ -189,9 +254,7 @@ func (s *Server) id(prefix string) string {
 // AuthTokenGet implements the SDK's token fetch: an unsigned JWT whose exp is an hour away.
 func (s *Server) AuthTokenGet(context.Context, *pb.AuthTokenGetRequest) (*pb.AuthTokenGetResponse, error) {
 	s.count("AuthTokenGet")
-	enc := base64.RawURLEncoding.EncodeToString
-	tok := enc([]byte(`{"alg":"none"}`)) + "." + enc(fmt.Appendf(nil, `{"exp":%d}`, time.Now().Add(time.Hour).Unix())) + ".x"
-	return pb.AuthTokenGetResponse_builder{Token: tok}.Build(), nil
+	return pb.AuthTokenGetResponse_builder{Token: token()}.Build(), nil
 }
 
 // EnvironmentGetOrCreate returns the one environment, with an image builder version.
@@ -223,27 +286,43 @@ func (s *Server) AppGetOrCreate(_ context.Context, req *pb.AppGetOrCreateRequest
 }
 
 // ImageGetOrCreate "builds" an image at once. A FROM line naming an image with "invalid" in it
-// fails the build, as a registry image that does not exist would.
-func (s *Server) ImageGetOrCreate(_ context.Context, req *pb.ImageGetOrCreateRequest) (*pb.ImageGetOrCreateResponse, error) {
+// fails the build, as a registry image that does not exist would; with a Docker backend, so
+// does one the engine does not have (the emulator pulls nothing).
+func (s *Server) ImageGetOrCreate(ctx context.Context, req *pb.ImageGetOrCreateRequest) (*pb.ImageGetOrCreateResponse, error) {
 	s.count("ImageGetOrCreate")
 	s.mu.Lock()
 	id := s.id("im")
 	s.mu.Unlock()
 	res := pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_SUCCESS}
+	tag := ""
 	for _, c := range req.GetImage().GetDockerfileCommands() {
-		if strings.HasPrefix(c, "FROM ") && strings.Contains(c, "invalid") {
-			res = pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_FAILURE, Exception: "pull access denied for " + strings.TrimPrefix(c, "FROM ")}
+		if from, ok := strings.CutPrefix(c, "FROM "); ok {
+			tag = strings.TrimSpace(from)
 		}
 	}
+	switch {
+	case strings.Contains(tag, "invalid"):
+		res = pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_FAILURE, Exception: "pull access denied for " + tag}
+	case s.docker != nil:
+		if _, err := s.docker.ImageInspect(ctx, tag); err != nil {
+			res = pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_FAILURE, Exception: fmt.Sprintf("image %s: not on the local engine: %v", tag, err)}
+		}
+	}
+	s.mu.Lock()
+	s.images[id] = tag
+	s.mu.Unlock()
 	return pb.ImageGetOrCreateResponse_builder{ImageId: id, Result: res.Build()}.Build(), nil
 }
 
-// SecretGetOrCreate stores nothing and returns an id (the SDK folds env vars into a secret).
-func (s *Server) SecretGetOrCreate(context.Context, *pb.SecretGetOrCreateRequest) (*pb.SecretGetOrCreateResponse, error) {
+// SecretGetOrCreate stores the env dict and returns an id (the SDK folds env vars into a
+// secret); a sandbox naming it gets that env.
+func (s *Server) SecretGetOrCreate(_ context.Context, req *pb.SecretGetOrCreateRequest) (*pb.SecretGetOrCreateResponse, error) {
 	s.count("SecretGetOrCreate")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return pb.SecretGetOrCreateResponse_builder{SecretId: s.id("st")}.Build(), nil
+	id := s.id("st")
+	s.secrets[id] = maps.Clone(req.GetEnvDict())
+	return pb.SecretGetOrCreateResponse_builder{SecretId: id}.Build(), nil
 }
 
 // SandboxCreate creates a sandbox, subject to the create fault.
@@ -266,7 +345,7 @@ func (s *Server) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequest
 		defer s.pending.Done()
 		<-f.Hang
 	}
-	id, err := s.create(req)
+	id, err := s.create(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -278,8 +357,15 @@ func (s *Server) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequest
 	return pb.SandboxCreateResponse_builder{SandboxId: id}.Build(), nil
 }
 
-func (s *Server) create(req *pb.SandboxCreateRequest) (string, error) {
+func (s *Server) create(ctx context.Context, req *pb.SandboxCreateRequest) (string, error) {
 	def := req.GetDefinition()
+	if def.GetI6PnEnabled() && len(def.GetSchedulerPlacement().GetRegions()) != 1 {
+		// Modal's private networking guide: pin every sandbox of the group to one region.
+		return "", status.Errorf(codes.InvalidArgument, "i6pn sandboxes must be pinned to exactly one region, have %v", def.GetSchedulerPlacement().GetRegions())
+	}
+	if s.docker != nil {
+		return s.createContainer(ctx, req)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if name := def.GetName(); name != "" {
@@ -295,6 +381,9 @@ func (s *Server) create(req *pb.SandboxCreateRequest) (string, error) {
 	}
 	for _, t := range req.GetTags() {
 		sb.tags[t.GetTagName()] = t.GetTagValue()
+	}
+	if sb.i6pn = def.GetI6PnEnabled(); sb.i6pn {
+		sb.addr = fmt.Sprintf("fdaa:0:e:%x::2", s.next)
 	}
 	args := def.GetEntrypointArgs()
 	if len(args) == 2 && args[0] == "exit" {
@@ -358,6 +447,15 @@ func (s *Server) SandboxGetTunnels(_ context.Context, req *pb.SandboxGetTunnelsR
 		return nil, status.Errorf(codes.FailedPrecondition, "Sandbox has already finished with status %s", sb.status)
 	}
 	var ts []*pb.TunnelData
+	if sb.tunnel != "" {
+		// A real container: its ports are reached on its bridge address (no TLS: every tunnel,
+		// encrypted or not, also carries the unencrypted host and port).
+		for _, port := range sb.ports {
+			ts = append(ts, pb.TunnelData_builder{
+				Host: sb.tunnel, Port: uint32(port), UnencryptedHost: &sb.tunnel, UnencryptedPort: new(uint32(port)), ContainerPort: uint32(port),
+			}.Build())
+		}
+	}
 	for port, srv := range sb.servers {
 		host, p, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
 		n, _ := strconv.Atoi(p)
