@@ -224,3 +224,12 @@ type LogReader interface {
 	// Logs returns the last tail lines the sandbox id printed.
 	Logs(ctx context.Context, id string, tail int) (string, error)
 }
+
+// Locator is implemented by providers whose sandboxes live where a user has to be told to look
+// for them by hand (a cloud account's app and region), for the warnings about sandboxes
+// agentenv could not follow to the end.
+type Locator interface {
+	// Location describes where this provider creates sandboxes, such as "app agentenv,
+	// region us-east". It does no I/O and is safe for concurrent use.
+	Location() string
+}

@@ -30,6 +30,7 @@ type CreateRequest struct {
 // may give up (abandon); whichever of the two sides sees the other finish first cleans up.
 type pendingCreate struct {
 	provider, image string
+	where           string // the provider's Location, if it has one
 
 	mu        sync.Mutex
 	finished  bool
@@ -60,7 +61,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Recor
 	spec.Labels = rec.Labels
 	spec.Expires = rec.Expires
 
-	pc := &pendingCreate{provider: req.Provider, image: spec.Image, done: make(chan struct{})}
+	pc := &pendingCreate{provider: req.Provider, image: spec.Image, where: location(p), done: make(chan struct{})}
 	go m.run(ctx, pc, p, rec, spec)
 
 	select {
@@ -85,13 +86,21 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Recor
 		m.mu.Unlock()
 		pc.mu.Unlock()
 		m.log.Warn("gave up waiting for a cancelled create; the record stays for gc",
-			"record_id", rec.ID, "provider", req.Provider, "image", spec.Image)
+			"record_id", rec.ID, "provider", req.Provider, "image", spec.Image, "where", pc.where)
 		m.finish(ctx, rec.ID, agentenv.StateAbandoned, "create still pending when its caller gave up")
 		return rec, agentenv.Sandbox{}, fmt.Errorf("create %s: %w", rec.ID, context.Cause(ctx))
 	}
 	pc.mu.Unlock()
 	m.reclaim(ctx, p, rec, pc.sb, pc.err)
 	return rec, agentenv.Sandbox{}, fmt.Errorf("create %s: %w", rec.ID, context.Cause(ctx))
+}
+
+// location is p's agentenv.Locator description, or "" for a provider without one.
+func location(p guarded) string {
+	if l, ok := p.p.(agentenv.Locator); ok {
+		return l.Location()
+	}
+	return ""
 }
 
 // intent validates req and writes the creating record.

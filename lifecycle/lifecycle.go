@@ -163,6 +163,6 @@ func (m *Manager) Close() {
 	defer m.mu.Unlock()
 	for id, p := range m.pending {
 		m.log.Warn("exiting with a create still pending; gc will remove what it makes",
-			"record_id", id, "provider", p.provider, "image", p.image, "gc", "agentenv gc")
+			"record_id", id, "provider", p.provider, "image", p.image, "where", p.where, "gc", "agentenv gc")
 	}
 }

@@ -1,9 +1,12 @@
 package lifecycle_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,4 +218,42 @@ func TestChainMemberThatFailsCleansUpBeforeNext(t *testing.T) {
 	if _, err := m.ParseChain("a,nope"); !errors.Is(err, agentenv.ErrInvalid) {
 		t.Errorf("ParseChain(unknown) = %v, want ErrInvalid", err)
 	}
+}
+
+// located gives a provider a Location, as a cloud provider has.
+type located struct{ agentenv.Provider }
+
+func (located) Location() string { return "app agentenv, region eu-west" }
+
+func TestExitWithACreatePendingWarnsWhereItIs(t *testing.T) {
+	r := newRig(t)
+	var logs bytes.Buffer
+	m, err := lifecycle.New(lifecycle.Config{
+		Ledger: r.fl, Providers: map[string]agentenv.Provider{"cloud": located{r.fp}}, Owner: alive,
+		ReclaimWait: 50 * time.Millisecond, CreateTimeout: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.fp.Plan = fault.NewPlan(fault.Rule{Op: "create", Call: 1, Action: fault.Hang})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	rec, _, err := m.Create(ctx, lifecycle.CreateRequest{Provider: "cloud", Spec: agentenv.SandboxSpec{Image: "img:1"}})
+	if err == nil {
+		t.Fatal("Create succeeded, want cancellation")
+	}
+	m.Close() // the process exits with the create still pending
+	var warning string
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "exiting with a create still pending") {
+			warning = line
+		}
+	}
+	for _, want := range []string{"record_id=" + rec.ID, "provider=cloud", "image=img:1", `where="app agentenv, region eu-west"`} {
+		if !strings.Contains(warning, want) {
+			t.Errorf("exit warning %q lacks %s; the log:\n%s", warning, want, &logs)
+		}
+	}
+	waitPending()
 }

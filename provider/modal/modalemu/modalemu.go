@@ -2,18 +2,40 @@
 // service (modal.client.ModalClient, as generated in github.com/modal-labs/modal-client/go
 // v0.11.1, proto/modal_proto) that provider/modal uses through the official Go SDK: AuthTokenGet,
 // EnvironmentGetOrCreate, AppGetOrCreate, ImageGetOrCreate, SecretGetOrCreate, SandboxCreate,
-// SandboxGetTaskId, SandboxGetTunnels, SandboxWait, SandboxTerminate, SandboxList and
-// SandboxTagsGet. It speaks the real wire format: a grpc.Server on a loopback port, which the
-// SDK reaches when MODAL_SERVER_URL is http://ADDR. Behaviour follows the SDK's own
-// expectations and Modal's sandbox guide (https://modal.com/docs/guide/sandbox): terminate is a
-// no-op once finished, tunnels of a finished sandbox are refused (FAILED_PRECONDITION, "already
-// finished"), names are unique among an app's running sandboxes (ALREADY_EXISTS), finished
-// sandboxes are not listed.
+// SandboxGetTaskId, SandboxGetTunnels, SandboxWait, SandboxTerminate, SandboxList,
+// SandboxTagsGet and TaskGetCommandRouterAccess; and of the exec half of the task command router
+// (modal.task_command_router.TaskCommandRouter: TaskExecStart, TaskExecStdioRead, TaskExecWait),
+// served on the same port. It speaks the real wire format: a grpc.Server on a loopback port,
+// which the SDK reaches when MODAL_SERVER_URL is http://ADDR (and, the URL being a loopback one,
+// the SDK dials the command router without TLS). Behaviour follows the SDK's own expectations,
+// Modal's sandbox guide (https://modal.com/docs/guide/sandbox) and its private networking guide
+// (https://modal.com/docs/guide/private-networking): terminate is a no-op once finished,
+// tunnels of a finished sandbox are refused (FAILED_PRECONDITION, "already finished"), names are
+// unique among an app's running sandboxes (ALREADY_EXISTS), finished sandboxes are not listed,
+// and an i6pn sandbox must be pinned to exactly one region (INVALID_ARGUMENT otherwise).
 //
-// Workloads are emulated, not run: a sandbox whose command is "exit N" finishes with code N
-// shortly after it is scheduled; any other command "runs" until terminated or its timeout, and
-// each of its unencrypted ports is served by a local HTTP server answering 200 on "/", which is
-// what its tunnel points at.
+// By default workloads are emulated, not run: a sandbox whose command is "exit N" finishes with
+// code N shortly after it is scheduled; any other command "runs" until terminated or its
+// timeout, and each of its open ports is served by a local HTTP server answering 200 on "/",
+// which is what its tunnel points at. An i6pn sandbox gets a made-up private IPv6 address.
+//
+// With Options.Docker, every sandbox is a real container on that engine: the image is the local
+// image of the tag in the SDK's FromRegistry FROM line (nothing is pulled; a tag the engine lacks
+// fails the image build), run with the request's command, env (from its secrets) and workdir.
+// Sandboxes with i6pn join one bridge network per emulator, the stand-in for the workspace's
+// i6pn; a container's address on it is its private address (IPv4 here, where Modal's is IPv6),
+// and others reach it there. Tunnels point at the container's address on its network, which
+// this host reaches directly; the emulator cannot terminate TLS, so every tunnel, encrypted or
+// not, also carries that address as its unencrypted host and port. A container that exits
+// finishes its sandbox with its exit code; terminate, timeout and Close remove it (with its
+// anonymous volumes), on bounded contexts. Every container and the network carry
+// agentenv.record (the sandbox's record tag, else its id; the network's own name), the
+// sandbox's tags, and modalemu.emulator=<id> (see Server.Labels).
+//
+// Exec runs no commands: it answers one, a lookup of i6pn.modal.local (argv ending in that
+// name, such as "getent ahosts i6pn.modal.local"), with the sandbox's private address in
+// getent's format, whatever the image holds. Real Modal runs the command in the container, so
+// there the image must have the resolver; the emulator standing in for it is a deviation.
 //
 // It misbehaves on demand (SetCreateFault, SetTerminateFault): a create that completes after the
 // client gave up, a create that hangs until released, a create that fails with a given status
@@ -514,7 +536,15 @@ func (s *Server) SandboxTerminate(_ context.Context, req *pb.SandboxTerminateReq
 	if !sb.done() {
 		sb.finish(pb.GenericResult_GENERIC_STATUS_TERMINATED, 137)
 	}
-	return pb.SandboxTerminateResponse_builder{ExistingResult: sb.result()}.Build(), nil
+	res := sb.result()
+	if s.docker != nil && !s.closed {
+		// Answer once the container is gone (bounded), so that a caller that lists the
+		// engine after a terminate finds nothing.
+		s.mu.Unlock()
+		s.removeNow(sb.id)
+		s.mu.Lock()
+	}
+	return pb.SandboxTerminateResponse_builder{ExistingResult: res}.Build(), nil
 }
 
 // SandboxList lists the app's running sandboxes carrying every requested tag, newest first,
