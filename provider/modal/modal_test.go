@@ -101,6 +101,91 @@ func TestBadInputCreatesNothing(t *testing.T) {
 	}
 }
 
+// TestContainerModeBadInputCreatesNothing: container mode without a region, with an unknown
+// region, without credentials, or with a network this provider did not make fails with a clear
+// error before anything is created.
+func TestContainerModeBadInputCreatesNothing(t *testing.T) {
+	emu := emulator(t)
+	ctx := t.Context()
+	net := agentenv.NetworkSpec{Name: "net-1", Labels: map[string]string{agentenv.LabelRecord: "net-1"}}
+
+	noRegion := newProvider(t, modal.Config{})
+	if !noRegion.Capabilities().ContainerMode || !noRegion.Capabilities().PrivateNetworks {
+		t.Errorf("Capabilities = %+v, want container mode and private networks", noRegion.Capabilities())
+	}
+	_, err := noRegion.CreateNetwork(ctx, net)
+	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "provider.modal.region") {
+		t.Errorf("CreateNetwork without a region = %v, want ErrInvalid naming provider.modal.region", err)
+	}
+	sp := spec("sb-noregion")
+	sp.Network = "net-1"
+	if _, err := noRegion.Create(ctx, sp); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "provider.modal.region") {
+		t.Errorf("Create on a network without a region = %v, want ErrInvalid naming provider.modal.region", err)
+	}
+
+	if _, err := modal.New(modal.Config{TokenID: "a", TokenSecret: "b", Region: "mars-1"}, nil); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "mars-1") {
+		t.Errorf("New with an unknown region = %v, want ErrInvalid naming it", err)
+	}
+	noCreds, err := modal.New(modal.Config{Region: "us-east-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := noCreds.CreateNetwork(ctx, net); !errors.Is(err, agentenv.ErrUnavailable) || !strings.Contains(err.Error(), "provider.modal.token_id") {
+		t.Errorf("CreateNetwork without credentials = %v, want ErrUnavailable naming what to set", err)
+	}
+
+	p := newProvider(t, modal.Config{Region: "us-east-1"})
+	sp = spec("sb-notanetwork")
+	sp.Network = "sb-emu0000000000000000001"
+	if _, err := p.Create(ctx, sp); !errors.Is(err, agentenv.ErrInvalid) {
+		t.Errorf("Create on a sandbox id as network = %v, want ErrInvalid", err)
+	}
+	mismatched := agentenv.NetworkSpec{Name: "net-2", Labels: map[string]string{agentenv.LabelRecord: "other"}}
+	if _, err := p.CreateNetwork(ctx, mismatched); !errors.Is(err, agentenv.ErrInvalid) {
+		t.Errorf("CreateNetwork with a mismatched record label = %v, want ErrInvalid", err)
+	}
+	if n := emu.Calls("SandboxCreate"); n != 0 {
+		t.Errorf("SandboxCreate called %d times, want 0", n)
+	}
+}
+
+// TestContainerModeSandboxReportsItsPrivateHost: a sandbox on the logical network has i6pn,
+// is pinned to the region, and reports the address its lookup of i6pn.modal.local gave; the
+// network itself is a no-op to terminate and is listed only until then.
+func TestContainerModeSandboxReportsItsPrivateHost(t *testing.T) {
+	emu := emulator(t)
+	ctx := t.Context()
+	p := newProvider(t, modal.Config{Region: "us-east-1"})
+	n, err := p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: "net-a", Labels: map[string]string{agentenv.LabelRecord: "net-a", agentenv.LabelDeployment: "dep-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := spec("sb-private")
+	sp.Network, sp.Aliases = n.ID, []string{"svc"}
+	sp.Labels[agentenv.LabelDeployment] = "dep-a"
+	sb, err := p.Create(ctx, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.PrivateHost == "" || !strings.Contains(sb.PrivateHost, ":") {
+		t.Errorf("PrivateHost = %q, want the emulator's i6pn (IPv6) address", sb.PrivateHost)
+	}
+	if emu.Calls("TaskExecStart") != 1 {
+		t.Errorf("TaskExecStart called %d times, want 1 (the lookup)", emu.Calls("TaskExecStart"))
+	}
+	if got, err := p.List(ctx, map[string]string{agentenv.LabelDeployment: "dep-a"}); err != nil || len(got) != 2 {
+		t.Errorf("List(deployment) = %v, %v; want the network and the sandbox", got, err)
+	}
+	for _, id := range []string{sb.ID, n.ID} {
+		if err := p.Terminate(ctx, id); err != nil {
+			t.Errorf("Terminate(%s) = %v", id, err)
+		}
+	}
+	if got, err := p.List(ctx, map[string]string{agentenv.LabelDeployment: "dep-a"}); err != nil || len(got) != 0 {
+		t.Errorf("List(deployment) after Terminate = %v, %v; want none", got, err)
+	}
+}
+
 func TestTimeoutIsAlwaysSet(t *testing.T) {
 	emulator(t)
 	p := newProvider(t, modal.Config{})
