@@ -40,6 +40,7 @@ var Keys = []Key{
 	{Name: "provider.modal.token_secret", Default: "env:MODAL_TOKEN_SECRET", Doc: "Modal token secret, a reference (env:NAME or secret:KEY)", Secret: true},
 	{Name: "provider.modal.app", Default: "agentenv", Doc: "Modal app the sandboxes belong to"},
 	{Name: "provider.modal.regions", Doc: "comma list of Modal regions (empty: Modal chooses)"},
+	{Name: "provider.modal.region", Doc: "the Modal region container-mode deploys pin their sandboxes to (i6pn is per region); needed for container mode"},
 	{Name: "provider.modal.rate", Default: "5", Doc: "Modal sandbox creates per second"},
 	{Name: "provider.modal.concurrency", Default: "50", Doc: "Modal sandbox creates in flight"},
 	{Name: "provider.e2b.api_key", Default: "env:E2B_API_KEY", Doc: "E2B API key, a reference (env:NAME or secret:KEY)", Secret: true},

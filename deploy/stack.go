@@ -95,6 +95,7 @@ func (st *stack) upContainers(ctx context.Context) error {
 		return fmt.Errorf("private network: %w", err)
 	}
 	st.network = nsb.ID
+	st.emit(spec.Component{Name: "network", Role: "network"}, "created", nsb.ID)
 	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 		if err := st.rewire(c, &sp); err != nil {
 			return agentenv.Sandbox{}, err

@@ -59,6 +59,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 
 	root, closeApp := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	closeApp()
 	var ie errInterrupted

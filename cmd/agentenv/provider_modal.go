@@ -40,6 +40,9 @@ func newModal(a *app) (agentenv.Provider, error) {
 			cfg.Regions = append(cfg.Regions, r)
 		}
 	}
+	if cfg.Region, err = a.cfg.Get("provider.modal.region"); err != nil {
+		return nil, err
+	}
 	for key, set := range map[string]func(string) error{
 		"provider.modal.rate":        func(s string) (err error) { cfg.Rate, err = strconv.ParseFloat(s, 64); return err },
 		"provider.modal.concurrency": func(s string) (err error) { cfg.Concurrency, err = strconv.Atoi(s); return err },

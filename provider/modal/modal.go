@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -122,6 +123,7 @@ type Provider struct {
 var (
 	_ agentenv.Provider  = (*Provider)(nil)
 	_ agentenv.Networker = (*Provider)(nil)
+	_ agentenv.Locator   = (*Provider)(nil)
 )
 
 // New returns a Provider for cfg. It does no I/O and never fails for missing credentials: every
@@ -291,4 +293,22 @@ func (p *Provider) release(ctx context.Context, id, record string) {
 		p.log.Warn("sandbox was not terminated after a failed or cancelled create; it runs until its timeout unless gc removes it",
 			"sandbox_id", id, "record_id", record, "err", err)
 	}
+}
+
+// Location implements agentenv.Locator: the app, environment and region where this provider's
+// sandboxes are, for a user who has to look for one in Modal's dashboard.
+func (p *Provider) Location() string {
+	s := "app " + p.cfg.App
+	if p.cfg.Environment != "" {
+		s += ", environment " + p.cfg.Environment
+	}
+	switch {
+	case p.cfg.Region != "":
+		s += ", region " + p.cfg.Region
+	case len(p.cfg.Regions) > 0:
+		s += ", regions " + strings.Join(p.cfg.Regions, ",")
+	default:
+		s += ", region of Modal's choosing"
+	}
+	return s
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -27,8 +28,13 @@ const roleServiceDB = "service_db"
 // i6pnHost is the name a Modal container resolves to its own i6pn address.
 const i6pnHost = "i6pn.modal.local"
 
-// lookupCommand resolves i6pnHost inside a sandbox; its first output word is the address.
-var lookupCommand = []string{"getent", "ahosts", i6pnHost}
+// lookupCommands resolve i6pnHost inside a sandbox, tried in order until one prints an
+// address: agentenv's own lookup, which its FROM scratch images hold at /agentenv, then getent,
+// which Debian-based images (the service DB, adminer) have.
+var lookupCommands = [][]string{
+	{"/agentenv", "resolve", i6pnHost},
+	{"getent", "ahosts", i6pnHost},
+}
 
 // lookupTimeout bounds the exec that reads a sandbox's private address.
 const lookupTimeout = 30 * time.Second
@@ -119,27 +125,44 @@ func (p *Provider) network(id string) (agentenv.Sandbox, bool) {
 	return n, ok
 }
 
-// privateHost reads sb's i6pn address by resolving i6pnHost inside it (lookupCommand through
-// the SDK's exec), bounded by lookupTimeout. ErrGone if the sandbox finished meanwhile.
+// privateHost reads sb's i6pn address by resolving i6pnHost inside it (lookupCommands through
+// the SDK's exec, the first that answers), bounded by lookupTimeout in all. An image that can
+// run none of them is ErrInvalid, naming what was tried.
 func (p *Provider) privateHost(ctx context.Context, sb *modal.Sandbox) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	proc, err := sb.Exec(ctx, lookupCommand, &modal.SandboxExecParams{Timeout: lookupTimeout})
+	var errs []error
+	for _, argv := range lookupCommands {
+		addr, err := lookup(ctx, sb, argv)
+		if err == nil {
+			return addr, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, agentenv.ErrGone) {
+			return "", fmt.Errorf("private address of %s: %w", sb.SandboxID, err)
+		}
+		errs = append(errs, err)
+	}
+	return "", fmt.Errorf("private address of %s: the image must be able to resolve %s (with /agentenv resolve or getent): %w: %w",
+		sb.SandboxID, i6pnHost, errors.Join(errs...), agentenv.ErrInvalid)
+}
+
+// lookup runs argv in sb and returns the first address it prints.
+func lookup(ctx context.Context, sb *modal.Sandbox, argv []string) (string, error) {
+	proc, err := sb.Exec(ctx, argv, &modal.SandboxExecParams{Timeout: lookupTimeout})
 	if err != nil {
-		return "", fmt.Errorf("private address of %s: exec %v: %w", sb.SandboxID, lookupCommand, kind(err))
+		return "", fmt.Errorf("exec %v: %w", argv, kind(err))
 	}
 	var out, stderr bytes.Buffer
 	if _, err := io.Copy(&out, io.LimitReader(proc.Stdout, 1<<16)); err != nil {
-		return "", fmt.Errorf("private address of %s: read output: %w", sb.SandboxID, kind(err))
+		return "", fmt.Errorf("%v: read output: %w", argv, kind(err))
 	}
 	_, _ = io.Copy(&stderr, io.LimitReader(proc.Stderr, 1<<12))
 	code, err := proc.Wait(ctx, nil)
 	if err != nil {
-		return "", fmt.Errorf("private address of %s: wait for %v: %w", sb.SandboxID, lookupCommand, kind(err))
+		return "", fmt.Errorf("wait for %v: %w", argv, kind(err))
 	}
 	if code != 0 {
-		return "", fmt.Errorf("private address of %s: %v exited %d (%s); the image must be able to resolve %s (getent, as Debian-based images have): %w",
-			sb.SandboxID, lookupCommand, code, strings.TrimSpace(stderr.String()), i6pnHost, agentenv.ErrInvalid)
+		return "", fmt.Errorf("%v exited %d (%s)", argv, code, strings.TrimSpace(stderr.String()))
 	}
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
@@ -149,5 +172,5 @@ func (p *Provider) privateHost(ctx context.Context, sb *modal.Sandbox) (string, 
 			}
 		}
 	}
-	return "", fmt.Errorf("private address of %s: no address in the output of %v: %q: %w", sb.SandboxID, lookupCommand, out.String(), agentenv.ErrInvalid)
+	return "", fmt.Errorf("%v printed no address: %q", argv, out.String())
 }
