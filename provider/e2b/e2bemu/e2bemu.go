@@ -26,6 +26,13 @@
 // "docker rm" succeed and are recorded (Commands). Every port of a running sandbox other than
 // envd's answers 200 "ok", so readiness-style checks pass.
 //
+// With a VM backend (SetVMBackend; DinD(emuvm host) is the real one) a sandbox of the
+// Docker-capable template is backed by a real VM, as on E2B: its create starts the VM (500 and
+// nothing created if that fails), its end (kill, timeout, Expire, Close) removes it, envd's
+// process.Process/Start runs the command in it for real (its output is sent when it ends), and
+// URL()/sandbox/ID/P is reverse-proxied, streaming, to the VM's port P while the sandbox runs
+// (502 when it does not). Commands are recorded either way.
+//
 // It misbehaves on demand: SetCreateFault (a create answered after the client gave up while
 // the sandbox exists, a create that hangs, a create refused with a status such as 429 or 503
 // "no capacity", a create whose answer is lost), SetKillFault (kills failing N times).

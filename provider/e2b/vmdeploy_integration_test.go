@@ -1,0 +1,250 @@
+//go:build integration
+
+package e2b_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/internal/emuvm"
+	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/provider/e2b"
+	"github.com/agentenv/agentenv/provider/e2b/e2bemu"
+	"github.com/agentenv/agentenv/provider/providertest"
+	envspec "github.com/agentenv/agentenv/spec"
+)
+
+// vmTestLabel marks everything these tests make on the engine (the template volume included).
+const vmTestLabel = "agentenv.test.e2bvm"
+
+// vmRig is the emulator with its DinD backend, an e2b provider on it, a lifecycle manager
+// and a deployer, and the notes env with this checkout's runtime image.
+type vmRig struct {
+	emu *e2bemu.Server
+	led agentenv.Ledger
+	d   *deploy.Deployer
+	env *envspec.Env
+}
+
+func newVMRig(t *testing.T) *vmRig {
+	t.Helper()
+	cli := dockertest.Require(t)
+	runtime, _ := dockertest.RuntimeImage(t)
+	labels := map[string]string{vmTestLabel: providertest.NewID()}
+	dockertest.CheckNoLeftovers(t, cli, labels)
+
+	env, err := envspec.Load(filepath.Join("..", "..", "examples", "notes", "env.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range env.Servers {
+		env.Servers[i].Image = runtime
+	}
+	env.ServiceDB.DBMCP.Image = runtime
+	env.Gateway.Image = runtime
+
+	// The E2B template for this env is built with its images.
+	host, err := emuvm.New(emuvm.Config{Labels: labels, InMemory: true, Preload: []string{runtime, env.ServiceDB.Image, env.ServiceDB.WebUI.Image}},
+		slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := host.Close(context.Background()); err != nil {
+			t.Errorf("close the vm host: %v", err)
+		}
+	})
+	emu := e2bemu.Start(apiKey)
+	emu.SetVMBackend(e2bemu.DinD(host))
+	t.Cleanup(func() {
+		if left := emu.Running(); len(left) != 0 {
+			t.Errorf("the emulator still runs %v", left)
+		}
+		emu.Close()
+		if errs := emu.VMErrors(); len(errs) != 0 {
+			t.Errorf("vm removals failed: %v", errs)
+		}
+	})
+
+	p, err := e2b.New(e2b.Config{APIKey: apiKey, APIURL: emu.URL(), SandboxURL: sandboxURL(emu), Rate: 1000}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { led.Close() })
+	mgr, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: map[string]agentenv.Provider{"e2b": p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &vmRig{emu: emu, led: led, d: deploy.New(mgr, nil), env: env}
+}
+
+// sandboxURL is E2B's port URL through the emulator's proxy, except for a VM port on which
+// PostgreSQL is published: E2B's port URLs carry HTTP only, and the deploy checks the service
+// DB with a PostgreSQL client from here, so that port is reached at the VM's address directly.
+func sandboxURL(emu *e2bemu.Server) func(string, int) string {
+	return func(id string, port int) string {
+		if vm, ok := emu.VM(id); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := vm.Run(ctx, "docker ps --format '{{.Ports}}'", nil)
+			if err == nil && strings.Contains(string(res.Stdout), fmt.Sprintf(":%d->%d/tcp", port, envspec.DBPort)) {
+				return vm.Addr(port)
+			}
+		}
+		return emu.SandboxURL(id, port)
+	}
+}
+
+// deployment checks that nothing of deployment id is left: no sandbox of it runs on the
+// emulator, no ledger record is short of gone, and nothing labelled with it is on the engine.
+func (r *vmRig) checkGone(t *testing.T, id string) {
+	t.Helper()
+	for _, sid := range r.emu.Running() {
+		if sb, ok := r.emu.Sandbox(sid); ok && sb.Metadata[agentenv.LabelDeployment] == id {
+			t.Errorf("sandbox %s of %s still runs on the emulator", sid, id)
+		}
+	}
+	recs, err := r.led.List(context.Background(), agentenv.Filter{Deployment: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		if rec.State != agentenv.StateGone {
+			t.Errorf("record %s (%s) is %s, want gone", rec.ID, rec.Kind, rec.State)
+		}
+	}
+	cli := dockertest.Require(t)
+	if left, err := dockertest.Leftovers(context.Background(), cli, map[string]string{agentenv.LabelDeployment: id}); err != nil || len(left) != 0 {
+		t.Errorf("left on the engine: %v %v", left, err)
+	}
+}
+
+// TestVMModeDeployOfNotes deploys examples/notes in VM mode on e2b against the emulator, each
+// sandbox of the Docker template a DinD VM: PostgreSQL, the notes server, adminer, db-mcp and
+// the gateway run inside, the gateway is reached through the emulator's port proxy, a tool is
+// called with a real MCP client, and the teardown leaves nothing. Then the same deploy is
+// cancelled at each of its progress events in turn, and each leaves nothing.
+func TestVMModeDeployOfNotes(t *testing.T) {
+	start := time.Now()
+	r := newVMRig(t)
+
+	id := fmt.Sprintf("dep-te2b%x", time.Now().UnixNano()&0xffffff)
+	var mu sync.Mutex
+	var events []deploy.Event
+	res, err := r.d.Deploy(t.Context(), r.env, deploy.Options{Provider: "e2b", Name: id, Budget: 3 * time.Minute,
+		Progress: func(e deploy.Event) {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatalf("Deploy: %v", err)
+	}
+	t.Logf("deploy took %s (%d events)", time.Since(start), len(events))
+	for _, e := range events {
+		t.Logf("  %s", e)
+	}
+	if res.Doc.Mode != deploy.ModeVM || len(res.Records) != 1 {
+		t.Errorf("mode %s, records %v; want vm with one VM record", res.Doc.Mode, res.Records)
+	}
+	if !strings.HasPrefix(res.GatewayURL, r.emu.URL()+"/sandbox/") {
+		t.Errorf("gateway URL %s, want one through the emulator's port proxy", res.GatewayURL)
+	}
+	cs := session(t, res)
+	got, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add_note", Arguments: map[string]any{"title": "hello", "body": "from e2b"}})
+	if err != nil || got.IsError {
+		t.Errorf("call add_note through the gateway = %+v, %v", got, err)
+	}
+	listed, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "list_notes", Arguments: map[string]any{}})
+	if err != nil || listed.IsError || len(listed.Content) == 0 || !strings.Contains(listed.Content[0].(*mcp.TextContent).Text, "from e2b") {
+		t.Errorf("list_notes = %+v, %v; want the note", listed, err)
+	}
+	cs.Close()
+	rc, err := r.d.Teardown(t.Context(), id)
+	if err != nil || !rc.Clean() || rc.Count(agentenv.OutcomeTerminated) != 1 {
+		t.Errorf("Teardown = %+v, %v; want one terminated", rc, err)
+	}
+	r.checkGone(t, id)
+	if left := r.emu.Running(); len(left) != 0 {
+		t.Errorf("the emulator runs %v after the teardown", left)
+	}
+	t.Logf("deploy, call and teardown took %s", time.Since(start))
+
+	// Cancelled at the k-th progress event, for every k: each leaves nothing.
+	n := len(events)
+	cstart := time.Now()
+	t.Run("cancel", func(t *testing.T) {
+		for k := 1; k <= n; k++ {
+			t.Run(fmt.Sprintf("at%02d", k), func(t *testing.T) {
+				t.Parallel()
+				cid := fmt.Sprintf("%sc%02d", id, k)
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				var mu sync.Mutex
+				seen := 0
+				var at deploy.Event
+				res, err := r.d.Deploy(ctx, r.env, deploy.Options{Provider: "e2b", Name: cid, Budget: 3 * time.Minute,
+					Progress: func(e deploy.Event) {
+						mu.Lock()
+						defer mu.Unlock()
+						if seen++; seen == k {
+							at = e
+							cancel()
+						}
+					}})
+				mu.Lock()
+				t.Logf("cancelled at event %d: %s", k, at)
+				mu.Unlock()
+				if err == nil {
+					t.Errorf("Deploy cancelled at event %d succeeded (%s)", k, res.GatewayURL)
+					if _, err := r.d.Teardown(context.Background(), cid); err != nil {
+						t.Errorf("teardown: %v", err)
+					}
+				} else if !errors.Is(err, context.Canceled) {
+					t.Errorf("Deploy cancelled at event %d = %v, want context.Canceled", k, err)
+				}
+				r.checkGone(t, cid)
+			})
+		}
+	})
+	if left := r.emu.Running(); len(left) != 0 {
+		t.Errorf("the emulator runs %v after the cancelled deploys", left)
+	}
+	t.Logf("%d cancelled deploys took %s; whole test %s", n, time.Since(cstart), time.Since(start))
+}
+
+type authed struct{ token string }
+
+func (a authed) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+a.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func session(t *testing.T, res *deploy.Result) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: res.GatewayURL, HTTPClient: &http.Client{Transport: authed{res.Token}}}, nil)
+	if err != nil {
+		t.Fatalf("connect to the gateway: %v", err)
+	}
+	return cs
+}
