@@ -185,6 +185,17 @@ type Execer interface {
 	Exec(ctx context.Context, id string, argv []string) (ExecResult, error)
 }
 
+// VMExecer is implemented by VM hosts that can run a command in a container of a VM's stack.
+// A deploy uses it for what must be done from inside the stack when the stack's ports are not
+// reachable over TCP from the caller (a cloud VM whose port URLs carry only HTTP): waiting for
+// the service DB and running its init SQL.
+type VMExecer interface {
+	// ExecInVM runs argv in the container name of vm's stack with env added to its environment
+	// and stdin on its standard input, and waits for it to exit or ctx to end. A non-zero exit
+	// is reported in ExecResult, not as an error; an error means the command could not be run.
+	ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (ExecResult, error)
+}
+
 // Files is implemented by providers that can read and write files inside a sandbox.
 type Files interface {
 	// WriteFile writes data to path in the sandbox, creating parent directories.

@@ -7,11 +7,14 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/spec"
 )
@@ -172,4 +175,50 @@ func waitGateway(ctx context.Context, base, token string) error {
 	}
 	_, err = waitMCP(ctx, base+envproto.MCPPath, token)
 	return err
+}
+
+// inVMDB reaches a stack's PostgreSQL from inside its VM, with psql in the service DB's own
+// container (which a PostgreSQL image has), for VMs whose ports carry only HTTP to the caller.
+type inVMDB struct {
+	ex                       agentenv.VMExecer
+	vm, container            string
+	port                     int
+	user, password, database string
+}
+
+// psql runs psql over TCP inside the container, so that it sees the server the image's init
+// ends with, not the one it runs on a socket meanwhile.
+func (d inVMDB) psql(ctx context.Context, stdin []byte, args ...string) error {
+	argv := append([]string{"psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", strconv.Itoa(d.port), "-U", d.user, "-d", d.database}, args...)
+	res, err := d.ex.ExecInVM(ctx, d.vm, d.container, argv, map[string]string{"PGPASSWORD": d.password}, stdin)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("psql exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	return nil
+}
+
+// wait waits until the server answers a query.
+func (d inVMDB) wait(ctx context.Context) error {
+	return poll(ctx, func(ctx context.Context) error { return d.psql(ctx, nil, "-tAc", "SELECT 1") })
+}
+
+// init runs the init files as initDB does, each in one transaction.
+func (d inVMDB) init(ctx context.Context, files []spec.File) error {
+	sort.Slice(files, func(i, j int) bool { return files[i].Target < files[j].Target })
+	for _, f := range files {
+		sql := f.Content
+		if f.Source != "" {
+			var err error
+			if sql, err = os.ReadFile(f.Source); err != nil {
+				return fmt.Errorf("service db init: %w", err)
+			}
+		}
+		if err := d.psql(ctx, sql, "-1", "-f", "-"); err != nil {
+			return fmt.Errorf("service db init %s: %w", f.Target, err)
+		}
+	}
+	return nil
 }

@@ -355,6 +355,19 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 	switch c.Role {
 	case spec.RoleServiceDB:
 		db := st.env.ServiceDB
+		if st.vm != "" && strings.Contains(addr, "://") {
+			// A VM whose ports are reached as URLs carries only HTTP to them: PostgreSQL is
+			// waited for and initialised from inside the VM instead.
+			ex, ok := st.p.(agentenv.VMExecer)
+			if !ok {
+				return fmt.Errorf("its port is reached at %s, not over TCP, and provider %s cannot run commands in the vm: %w", addr, st.member, agentenv.ErrInvalid)
+			}
+			in := inVMDB{ex: ex, vm: st.vm, container: c.Name, port: c.Port, user: db.User, password: st.token[:20], database: db.Database}
+			if err := in.wait(ctx); err != nil {
+				return err
+			}
+			return in.init(ctx, c.Files)
+		}
 		url := fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", db.User, st.token[:20], addr, db.Database)
 		if err := waitPostgres(ctx, url); err != nil {
 			return err

@@ -3,12 +3,14 @@
 package e2b_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +36,7 @@ const vmTestLabel = "agentenv.test.e2bvm"
 // vmRig is the emulator with its DinD backend, an e2b provider on it, a lifecycle manager
 // and a deployer, and the notes env with this checkout's runtime image.
 type vmRig struct {
+	p   *e2b.Provider
 	emu *e2bemu.Server
 	led agentenv.Ledger
 	d   *deploy.Deployer
@@ -80,7 +83,7 @@ func newVMRig(t *testing.T) *vmRig {
 		}
 	})
 
-	p, err := e2b.New(e2b.Config{APIKey: apiKey, APIURL: emu.URL(), SandboxURL: sandboxURL(emu), Rate: 1000}, nil)
+	p, err := e2b.New(e2b.Config{APIKey: apiKey, APIURL: emu.URL(), SandboxURL: emu.SandboxURL, Rate: 1000}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,24 +96,7 @@ func newVMRig(t *testing.T) *vmRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &vmRig{emu: emu, led: led, d: deploy.New(mgr, nil), env: env}
-}
-
-// sandboxURL is E2B's port URL through the emulator's proxy, except for a VM port on which
-// PostgreSQL is published: E2B's port URLs carry HTTP only, and the deploy checks the service
-// DB with a PostgreSQL client from here, so that port is reached at the VM's address directly.
-func sandboxURL(emu *e2bemu.Server) func(string, int) string {
-	return func(id string, port int) string {
-		if vm, ok := emu.VM(id); ok {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			res, err := vm.Run(ctx, "docker ps --format '{{.Ports}}'", nil)
-			if err == nil && strings.Contains(string(res.Stdout), fmt.Sprintf(":%d->%d/tcp", port, envspec.DBPort)) {
-				return vm.Addr(port)
-			}
-		}
-		return emu.SandboxURL(id, port)
-	}
+	return &vmRig{emu: emu, p: p, led: led, d: deploy.New(mgr, nil), env: env}
 }
 
 // deployment checks that nothing of deployment id is left: no sandbox of it runs on the
@@ -178,6 +164,20 @@ func TestVMModeDeployOfNotes(t *testing.T) {
 		t.Errorf("list_notes = %+v, %v; want the note", listed, err)
 	}
 	cs.Close()
+	// A command in a container of the stack, with a stdin larger than one process request
+	// carries (as a large seed file would be).
+	vm, err := r.led.Get(t.Context(), res.Records[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 300<<10/16)
+	ex, err := r.p.ExecInVM(t.Context(), vm.SandboxID, "servicedb", []string{"wc", "-c"}, map[string]string{"X": "y"}, big)
+	if err != nil || ex.ExitCode != 0 || strings.TrimSpace(string(ex.Stdout)) != strconv.Itoa(len(big)) {
+		t.Errorf("ExecInVM(wc -c) of %d bytes = %q (exit %d, %q), %v", len(big), ex.Stdout, ex.ExitCode, ex.Stderr, err)
+	}
+	if _, err := r.p.ExecInVM(t.Context(), vm.SandboxID, "no-such-container", []string{"true"}, nil, nil); !errors.Is(err, agentenv.ErrNotFound) {
+		t.Errorf("ExecInVM in a missing container = %v, want ErrNotFound", err)
+	}
 	rc, err := r.d.Teardown(t.Context(), id)
 	if err != nil || !rc.Clean() || rc.Count(agentenv.OutcomeTerminated) != 1 {
 		t.Errorf("Teardown = %+v, %v; want one terminated", rc, err)
