@@ -98,6 +98,7 @@ type Provider struct {
 var (
 	_ agentenv.Provider = (*Provider)(nil)
 	_ agentenv.VMHost   = (*Provider)(nil)
+	_ agentenv.Locator  = (*Provider)(nil)
 )
 
 // New returns a Provider for cfg. It does no I/O and never fails for a missing API key: every
@@ -324,3 +325,7 @@ func ctxErr(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// Location implements agentenv.Locator: the E2B API (and so the account's team) the sandboxes
+// were created through.
+func (p *Provider) Location() string { return "E2B at " + p.cfg.APIURL }
