@@ -20,6 +20,7 @@ var providerTable = []struct {
 	{"process", newProcess},
 	{"docker_vm", newDockerVM},
 	{"modal", newModal},
+	{"modal_vm", newModalVM},
 	{"kubernetes", newKubernetes},
 	{"e2b", newE2B},
 }

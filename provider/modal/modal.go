@@ -1,5 +1,7 @@
-// Package modal is the agentenv provider for Modal sandboxes (container mode), written against
-// Modal's official Go SDK, github.com/modal-labs/modal-client/go v0.11.1.
+// Package modal is the agentenv provider for Modal sandboxes, written against Modal's official
+// Go SDK, github.com/modal-labs/modal-client/go v0.11.1: container mode (provider "modal", New)
+// and VM mode (provider "modal_vm", NewVM or Config.VM: one sandbox on Modal's VM runtime hosts
+// a whole stack with its own Docker engine; see vm.go and the README).
 //
 // The record id is the sandbox's Name (unique among an app's running sandboxes) and the
 // record's labels are its Tags, both set in the create request itself, so a create whose
@@ -51,6 +53,7 @@ import (
 	"sync"
 	"time"
 
+	dockerclient "github.com/moby/moby/client"
 	modal "github.com/modal-labs/modal-client/go"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
@@ -72,6 +75,14 @@ const (
 	DefaultConcurrency   = 50  // creates in flight
 	DefaultCreateTimeout = 3 * time.Minute
 	DefaultTunnelWait    = 60 * time.Second
+
+	DefaultVMName      = "modal_vm"
+	DefaultVMImage     = "docker:dind" // Docker's official image with dockerd and the CLI
+	DefaultSlots       = 10
+	DefaultTCPSlots    = 2
+	DefaultSlotBase    = 20000
+	DefaultDockerWait  = 2 * time.Minute
+	DefaultLoadTimeout = 10 * time.Minute
 )
 
 // Regions are the region names accepted in Config.Regions (Modal's region selection guide,
@@ -95,7 +106,8 @@ type Config struct {
 	Regions        []string // where sandboxes may run; empty lets Modal choose
 	// Region is the one region container-mode sandboxes are pinned to (i6pn reaches only
 	// sandboxes of one region); required for container mode, one of Regions' names. Empty with
-	// exactly one entry in Regions means that entry.
+	// exactly one entry in Regions means that entry. In VM mode it is optional and, when set,
+	// pins the VMs to it.
 	Region string
 	// RegionHint names the setting of Region, for errors; default provider.modal.region.
 	RegionHint    string
@@ -105,6 +117,27 @@ type Config struct {
 	Concurrency   int           // creates in flight; default 50
 	CreateTimeout time.Duration // bound on one create request; default 3m
 	TunnelWait    time.Duration // bound on reading a new sandbox's tunnels; default 60s
+
+	// VM selects VM mode (the modal_vm provider; see NewVM and vm.go): sandboxes on Modal's VM
+	// runtime, each hosting a whole stack with its own Docker engine. A VM-mode Provider does
+	// not do container mode, and the reverse.
+	VM bool
+	// VMImage is the VM's image in VM mode: a registry image with dockerd and the docker CLI
+	// (started by CreateVM unless the image starts it); default DefaultVMImage. A VM image with
+	// an env's images already in its Docker data spares their upload.
+	VMImage string
+	// Slots is how many encrypted (TLS) tunnels a VM declares at create, on VM ports SlotBase,
+	// SlotBase+1, ...; the stack's HTTP ports are published on them; default 10.
+	Slots int
+	// TCPSlots is how many unencrypted (raw TCP) tunnels a VM declares at create, on the VM
+	// ports right after the encrypted ones; ports of the service DB role go there; default 2.
+	TCPSlots    int
+	SlotBase    int           // first slot port of a VM; default 20000
+	DockerWait  time.Duration // bound on a VM's Docker engine start; default 2m
+	LoadTimeout time.Duration // bound on one image upload into a VM; default 10m
+	// DockerHost is the local Docker engine VM mode saves images from; default $DOCKER_HOST,
+	// else the local socket. It is used only when an image is missing from a VM.
+	DockerHost string
 }
 
 // Provider creates, finds and terminates Modal sandboxes. It is safe for concurrent use.
@@ -118,12 +151,16 @@ type Provider struct {
 	client *modal.Client
 	app    *modal.App
 	nets   map[string]agentenv.Sandbox // live logical i6pn networks made here, by id
+	vms    map[string]vmInfo           // VM mode: the VMs made or seen here, by sandbox id
+	locks  map[string]chan struct{}    // VM mode: per-VM and per-image locks, by key
+	docker *dockerclient.Client        // VM mode: the local engine, made on first use
 }
 
 var (
 	_ agentenv.Provider  = (*Provider)(nil)
 	_ agentenv.Networker = (*Provider)(nil)
 	_ agentenv.Locator   = (*Provider)(nil)
+	_ agentenv.VMHost    = (*Provider)(nil)
 )
 
 // New returns a Provider for cfg. It does no I/O and never fails for missing credentials: every
@@ -132,12 +169,16 @@ var (
 func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.Name == "" {
 		cfg.Name = DefaultName
+		if cfg.VM {
+			cfg.Name = DefaultVMName
+		}
 	}
 	if cfg.App == "" {
 		cfg.App = DefaultApp
 	}
 	if cfg.CredentialHint == "" {
-		cfg.CredentialHint = "set provider.modal.token_id and provider.modal.token_secret (for example env:MODAL_TOKEN_ID and env:MODAL_TOKEN_SECRET)"
+		key := "provider." + cfg.Name
+		cfg.CredentialHint = "set " + key + ".token_id and " + key + ".token_secret (for example env:MODAL_TOKEN_ID and env:MODAL_TOKEN_SECRET)"
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -148,6 +189,23 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	def(&cfg.Margin, DefaultMargin)
 	def(&cfg.CreateTimeout, DefaultCreateTimeout)
 	def(&cfg.TunnelWait, DefaultTunnelWait)
+	def(&cfg.DockerWait, DefaultDockerWait)
+	def(&cfg.LoadTimeout, DefaultLoadTimeout)
+	if cfg.VMImage == "" {
+		cfg.VMImage = DefaultVMImage
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = DefaultSlots
+	}
+	if cfg.TCPSlots == 0 {
+		cfg.TCPSlots = DefaultTCPSlots
+	}
+	if cfg.SlotBase == 0 {
+		cfg.SlotBase = DefaultSlotBase
+	}
+	if cfg.Slots < 0 || cfg.TCPSlots < 0 || cfg.SlotBase < 1 || cfg.SlotBase+cfg.Slots+cfg.TCPSlots > 65536 {
+		return nil, fmt.Errorf("modal: %d slots and %d tcp slots from %d: %w", cfg.Slots, cfg.TCPSlots, cfg.SlotBase, agentenv.ErrInvalid)
+	}
 	if cfg.Rate == 0 {
 		cfg.Rate = DefaultRate
 	}
@@ -179,25 +237,41 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate))),
 		slots:   make(chan struct{}, cfg.Concurrency),
 		nets:    map[string]agentenv.Sandbox{},
+		vms:     map[string]vmInfo{},
+		locks:   map[string]chan struct{}{},
 	}, nil
+}
+
+// NewVM returns a VM-mode Provider (New with Config.VM set), named "modal_vm" by default.
+func NewVM(cfg Config, logger *slog.Logger) (*Provider, error) {
+	cfg.VM = true
+	return New(cfg, logger)
 }
 
 // Name returns the configured name, "modal" by default.
 func (p *Provider) Name() string { return p.cfg.Name }
 
-// Capabilities reports container mode on i6pn (which needs Config.Region at create), sandboxes
-// listed by tag, with a backstop lifetime.
+// Capabilities reports container mode on i6pn (which needs Config.Region at create), or with
+// Config.VM VM mode only (no private networks), sandboxes listed by tag, with a backstop
+// lifetime.
 func (p *Provider) Capabilities() agentenv.Capabilities {
+	if p.cfg.VM {
+		return agentenv.Capabilities{VMMode: true, ListByLabel: true, BackstopLifetime: true}
+	}
 	return agentenv.Capabilities{ContainerMode: true, PrivateNetworks: true, ListByLabel: true, BackstopLifetime: true}
 }
 
-// Close releases the SDK's connections.
+// Close releases the SDK's connections and the local engine's client.
 func (p *Provider) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.client != nil {
 		p.client.Close()
 		p.client, p.app = nil, nil
+	}
+	if p.docker != nil {
+		p.docker.Close()
+		p.docker = nil
 	}
 	return nil
 }

@@ -48,7 +48,12 @@ const lookupTimeout = 30 * time.Second
 // As the agentenv.Networker contract asks, List finds the network by its labels until it is
 // terminated, but only in the process whose Provider made it: nothing of it exists at Modal,
 // so another process (gc) lists none, and there is nothing for it to reap.
+//
+// A VM-mode Provider (Config.VM) has no private networks: ErrInvalid.
 func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec) (agentenv.Sandbox, error) {
+	if p.cfg.VM {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create network %s: %s is VM mode, which has no private networks: %w", spec.Name, p.cfg.Name, agentenv.ErrInvalid)
+	}
 	if !name.MatchString(spec.Name) {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create network: name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
 	}

@@ -28,7 +28,13 @@ const terminatedCode = 137
 // Config.Region, and Create also reports its PrivateHost, read by an exec in the sandbox (see
 // the package doc); a missing region, or a network id not made here, is ErrInvalid before
 // anything is created, and a sandbox whose address cannot be read is terminated.
+//
+// A VM-mode Provider (Config.VM) refuses Create with ErrInvalid: it hosts stacks only
+// (CreateVM, RunInVM); a single sandbox is the container-mode provider's.
 func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	if p.cfg.VM {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %s hosts stacks in VMs (VM mode) and makes no single sandbox; use the modal provider for one: %w", spec.Name, p.cfg.Name, agentenv.ErrInvalid)
+	}
 	if !name.MatchString(spec.Name) {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create: sandbox name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
 	}
@@ -46,19 +52,11 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %w", spec.Name, err)
 	}
-	client, app, err := p.connect(ctx)
+	client, app, done, err := p.admit(ctx, spec.Name)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
-	if err := p.limiter.Wait(ctx); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: rate limit: %w", spec.Name, ctxErr(ctx, err))
-	}
-	select {
-	case p.slots <- struct{}{}:
-		defer func() { <-p.slots }()
-	case <-ctx.Done():
-		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: waiting for a create slot: %w", spec.Name, ctx.Err())
-	}
+	defer done()
 	log := p.log.With("record_id", spec.Name, "image", spec.Image, "app", p.cfg.App, "regions", p.cfg.Regions)
 	params := &modal.SandboxCreateParams{
 		Name: spec.Name, Tags: maps.Clone(spec.Labels), Timeout: p.timeout(spec),
@@ -75,20 +73,9 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 		log = log.With("regions", params.Regions, "i6pn", true)
 	}
 	log.Debug("create sandbox", "timeout", params.Timeout)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CreateTimeout)
-	sb, err := client.Sandboxes.Create(cctx, app, client.Images.FromRegistry(spec.Image, nil), params)
-	cancel()
+	sb, err := p.launch(ctx, client, app, spec.Name, client.Images.FromRegistry(spec.Image, nil), params)
 	if err != nil {
-		err = kind(err)
-		if !errors.Is(err, agentenv.ErrConflict) && !errors.Is(err, agentenv.ErrInvalid) {
-			// The response may be lost though the sandbox exists: find it by name and end it.
-			p.releaseRecord(ctx, spec.Name)
-		}
-		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %w", spec.Name, err)
-	}
-	if err := ctx.Err(); err != nil {
-		p.release(ctx, sb.SandboxID, spec.Name)
-		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %w", spec.Name, err)
+		return agentenv.Sandbox{}, err
 	}
 	out := agentenv.Sandbox{ID: sb.SandboxID, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
 		Labels: maps.Clone(spec.Labels), Created: time.Now()}
@@ -110,6 +97,46 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	}
 	log.Debug("sandbox created", "sandbox_id", sb.SandboxID)
 	return out, nil
+}
+
+// admit makes the SDK client and app, then waits for the rate limiter and a create slot, as
+// every create does; done gives the slot back.
+func (p *Provider) admit(ctx context.Context, record string) (client *modal.Client, app *modal.App, done func(), err error) {
+	client, app, err = p.connect(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := p.limiter.Wait(ctx); err != nil {
+		return nil, nil, nil, fmt.Errorf("modal: create %s: rate limit: %w", record, ctxErr(ctx, err))
+	}
+	select {
+	case p.slots <- struct{}{}:
+		return client, app, func() { <-p.slots }, nil
+	case <-ctx.Done():
+		return nil, nil, nil, fmt.Errorf("modal: create %s: waiting for a create slot: %w", record, ctx.Err())
+	}
+}
+
+// launch sends the create request on a detached context bounded by CreateTimeout, so that it
+// always learns what Modal made: a request whose outcome is unknown has whatever runs under
+// record terminated, and a sandbox made after ctx ended is terminated before launch returns.
+func (p *Provider) launch(ctx context.Context, client *modal.Client, app *modal.App, record string, image *modal.Image, params *modal.SandboxCreateParams) (*modal.Sandbox, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CreateTimeout)
+	sb, err := client.Sandboxes.Create(cctx, app, image, params)
+	cancel()
+	if err != nil {
+		err = kind(err)
+		if !errors.Is(err, agentenv.ErrConflict) && !errors.Is(err, agentenv.ErrInvalid) {
+			// The response may be lost though the sandbox exists: find it by name and end it.
+			p.releaseRecord(ctx, record)
+		}
+		return nil, fmt.Errorf("modal: create %s: %w", record, err)
+	}
+	if err := ctx.Err(); err != nil {
+		p.release(ctx, sb.SandboxID, record)
+		return nil, fmt.Errorf("modal: create %s: %w", record, err)
+	}
+	return sb, nil
 }
 
 // releaseRecord terminates whatever runs under record name, after a create whose outcome is
@@ -184,25 +211,28 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 		}
 		return out, fmt.Errorf("modal: get %s: exit code %d: %w", id, *code, agentenv.ErrGone)
 	}
-	out, err := p.describe(ctx, sb)
+	out, _, err := p.describe(ctx, sb)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: get %s: %w", id, err)
 	}
 	return out, nil
 }
 
-// describe reads a running sandbox's tags and tunnels.
-func (p *Provider) describe(ctx context.Context, sb *modal.Sandbox) (agentenv.Sandbox, error) {
+// describe reads a running sandbox's tags and tunnels, and whether it is a VM-mode VM (whose
+// mode tag it leaves out of the labels).
+func (p *Provider) describe(ctx context.Context, sb *modal.Sandbox) (_ agentenv.Sandbox, vm bool, err error) {
 	tags, err := sb.GetTags(ctx, nil)
 	if err != nil {
-		return agentenv.Sandbox{}, kind(err)
+		return agentenv.Sandbox{}, false, kind(err)
 	}
+	vm = tags[tagMode] == modeVM
+	delete(tags, tagMode)
 	eps, err := p.endpoints(ctx, sb, 5*time.Second)
 	if err != nil {
-		return agentenv.Sandbox{}, err
+		return agentenv.Sandbox{}, vm, err
 	}
 	return agentenv.Sandbox{ID: sb.SandboxID, Name: tags[agentenv.LabelRecord], Provider: p.cfg.Name,
-		State: agentenv.SandboxRunning, Labels: tags, Endpoints: eps}, nil
+		State: agentenv.SandboxRunning, Labels: tags, Endpoints: eps}, vm, nil
 }
 
 // Terminate ends sandbox id by id (FromID, then Terminate), with no tunnels and no exec. Modal
@@ -220,6 +250,7 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	p.forgetVM(id)
 	sb, err := client.Sandboxes.FromID(ctx, id, nil)
 	if err == nil {
 		_, err = sb.Terminate(ctx, nil)
@@ -240,17 +271,29 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 	if err != nil {
 		return nil, err
 	}
-	it, err := client.Sandboxes.List(ctx, &modal.SandboxListParams{AppID: app.AppID, Tags: labels})
+	tags := maps.Clone(labels)
+	if p.cfg.VM {
+		// VM mode lists only its VMs; container mode skips them below (Modal cannot list by
+		// a tag's absence).
+		if tags == nil {
+			tags = map[string]string{}
+		}
+		tags[tagMode] = modeVM
+	}
+	it, err := client.Sandboxes.List(ctx, &modal.SandboxListParams{AppID: app.AppID, Tags: tags})
 	if err != nil {
 		return nil, fmt.Errorf("modal: list: %w", kind(err))
 	}
-	out := p.listNetworks(labels)
+	var out []agentenv.Sandbox
+	if !p.cfg.VM {
+		out = p.listNetworks(labels)
+	}
 	for sb, err := range it {
 		if err != nil {
 			return nil, fmt.Errorf("modal: list: %w", kind(err))
 		}
-		d, err := p.describe(ctx, sb)
-		if errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrNotFound) {
+		d, vm, err := p.describe(ctx, sb)
+		if errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrNotFound) || vm != p.cfg.VM {
 			continue
 		}
 		if err != nil {

@@ -4,7 +4,8 @@
 // EnvironmentGetOrCreate, AppGetOrCreate, ImageGetOrCreate, SecretGetOrCreate, SandboxCreate,
 // SandboxGetTaskId, SandboxGetTunnels, SandboxWait, SandboxTerminate, SandboxList,
 // SandboxTagsGet and TaskGetCommandRouterAccess; and of the exec half of the task command router
-// (modal.task_command_router.TaskCommandRouter: TaskExecStart, TaskExecStdioRead, TaskExecWait),
+// (modal.task_command_router.TaskCommandRouter: TaskExecStart, TaskExecStdinWrite,
+// TaskExecStdioRead, TaskExecWait),
 // served on the same port. It speaks the real wire format: a grpc.Server on a loopback port,
 // which the SDK reaches when MODAL_SERVER_URL is http://ADDR (and, the URL being a loopback one,
 // the SDK dials the command router without TLS). Behaviour follows the SDK's own expectations,
@@ -32,10 +33,20 @@
 // agentenv.record (the sandbox's record tag, else its id; the network's own name), the
 // sandbox's tags, and modalemu.emulator=<id> (see Server.Labels).
 //
-// Exec runs no commands: it answers one, a lookup of i6pn.modal.local (argv ending in that
-// name, such as "getent ahosts i6pn.modal.local"), with the sandbox's private address in
-// getent's format, whatever the image holds. Real Modal runs the command in the container, so
-// there the image must have the resolver; the emulator standing in for it is a deviation.
+// With Options.VM, every sandbox created with Runtime "vm" (Modal's VM sandboxes,
+// https://modal.com/docs/guide/vm-sandboxes, which run Docker inside:
+// https://modal.com/docs/guide/docker-in-sandboxes) is a real VM of internal/emuvm, a
+// Docker-in-Docker container with its own engine already running (whatever image the request
+// names: it must exist, and is otherwise unused). Its tunnels point at the VM's address at each
+// open port, unencrypted as above; execs run in it for real (see router); terminate, timeout
+// and Close remove it with its volume. Everything it makes on the engine carries
+// agentenv.record, the sandbox's tags and the emulator's labels, as for containers.
+//
+// Exec in any other sandbox runs no commands: it answers one, a lookup of i6pn.modal.local
+// (argv ending in that name, such as "getent ahosts i6pn.modal.local"), with the sandbox's
+// private address in getent's format, whatever the image holds. Real Modal runs the command in
+// the container, so there the image must have the resolver; the emulator standing in for it is
+// a deviation.
 //
 // It misbehaves on demand (SetCreateFault, SetTerminateFault): a create that completes after the
 // client gave up, a create that hangs until released, a create that fails with a given status
@@ -60,6 +71,8 @@ import (
 
 	"github.com/moby/moby/client"
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
+
+	"github.com/agentenv/agentenv/internal/emuvm"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -86,6 +99,7 @@ type Server struct {
 	addr   string
 	gs     *grpc.Server
 	docker *client.Client // nil: workloads are emulated in memory
+	vms    *emuvm.Host    // nil: VM-runtime sandboxes are emulated as the others are
 	log    *slog.Logger
 	emu    string // this emulator's id, in the names and labels of what it makes on the engine
 
@@ -124,6 +138,11 @@ type sandbox struct {
 	onStop func()      // docker: removes the container
 	timer  *time.Timer // docker: the timeout
 	execs  map[string]*execution
+
+	vm      *emuvm.VM          // VM runtime with a VM backend: the VM, once started
+	removed chan struct{}      // VM: closed once the VM is removed after the sandbox stopped
+	runCtx  context.Context    // VM: the context of the sandbox's execs, ended when it stops
+	endRuns context.CancelFunc // VM: ends runCtx
 }
 
 // Options configure an emulator; the zero value emulates workloads in memory.
@@ -131,6 +150,9 @@ type Options struct {
 	// Docker, if set, backs every sandbox with a real container on this engine (see the package
 	// doc). The emulator does not close it.
 	Docker *client.Client
+	// VM, if set, backs every sandbox created with Runtime "vm" (the SDK's SandboxRuntimeVM)
+	// by a real VM of this host (see the package doc). The emulator does not close it.
+	VM *emuvm.Host
 	// Logger receives the emulator's warnings (a removal that failed); nil discards.
 	Logger *slog.Logger
 }
@@ -153,7 +175,7 @@ func StartWith(o Options) (*Server, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		addr: l.Addr().String(), gs: grpc.NewServer(), docker: o.Docker, log: o.Logger, emu: hex.EncodeToString(b[:]),
+		addr: l.Addr().String(), gs: grpc.NewServer(), docker: o.Docker, vms: o.VM, log: o.Logger, emu: hex.EncodeToString(b[:]),
 		apps: map[string]string{}, images: map[string]string{}, secrets: map[string]map[string]string{},
 		sandboxes: map[string]*sandbox{}, calls: map[string]int{},
 	}
@@ -250,6 +272,9 @@ func (sb *sandbox) finish(st pb.GenericResult_GenericStatus, code int) {
 }
 
 func (sb *sandbox) stop() {
+	if sb.endRuns != nil {
+		sb.endRuns()
+	}
 	for _, srv := range sb.servers {
 		srv.Close()
 	}
@@ -384,6 +409,9 @@ func (s *Server) create(ctx context.Context, req *pb.SandboxCreateRequest) (stri
 	if def.GetI6PnEnabled() && len(def.GetSchedulerPlacement().GetRegions()) != 1 {
 		// Modal's private networking guide: pin every sandbox of the group to one region.
 		return "", status.Errorf(codes.InvalidArgument, "i6pn sandboxes must be pinned to exactly one region, have %v", def.GetSchedulerPlacement().GetRegions())
+	}
+	if def.GetRuntime() == "vm" && s.vms != nil {
+		return s.createVM(ctx, req)
 	}
 	if s.docker != nil {
 		return s.createContainer(ctx, req)
@@ -537,7 +565,15 @@ func (s *Server) SandboxTerminate(_ context.Context, req *pb.SandboxTerminateReq
 		sb.finish(pb.GenericResult_GENERIC_STATUS_TERMINATED, 137)
 	}
 	res := sb.result()
-	if s.docker != nil && !s.closed {
+	if sb.removed != nil {
+		// Answer once the VM is gone (bounded), as for a container below.
+		s.mu.Unlock()
+		select {
+		case <-sb.removed:
+		case <-time.After(vmRemoveBound):
+		}
+		s.mu.Lock()
+	} else if s.docker != nil && !s.closed {
 		// Answer once the container is gone (bounded), so that a caller that lists the
 		// engine after a terminate finds nothing.
 		s.mu.Unlock()

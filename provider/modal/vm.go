@@ -1,0 +1,689 @@
+package modal
+
+// VM mode (the modal_vm provider): one Modal sandbox on the VM runtime
+// (https://modal.com/docs/guide/vm-sandboxes, SandboxRuntimeVM) hosts a whole stack of
+// containers with its own Docker engine (https://modal.com/docs/guide/docker-in-sandboxes).
+//
+//   - CreateVM makes the sandbox from Config.VMImage (spec.Image if set), named by the record id
+//     and tagged with its labels plus agentenv.modal.mode=vm, with the backstop timeout. Modal
+//     fixes a sandbox's tunnels at create, so it declares Slots encrypted tunnels on VM ports
+//     SlotBase, SlotBase+1, ... and TCPSlots unencrypted ones after them. It then starts dockerd
+//     through an exec unless `docker info` already answers (an image that starts it itself), and
+//     waits for the engine, bounded by DockerWait.
+//   - RunInVM makes sure the image is in the VM: unless the VM's engine has an image of the
+//     same id as this host's engine, it is saved from the local engine (Config.DockerHost) and
+//     streamed into `docker load` through an exec's stdin. An image the VM has and this host
+//     lacks is used as is (a VM image with the env's images baked in spares the upload). Then,
+//     in one exec, `docker create` on the stack's network under the component's name and
+//     aliases, with the VM's tags plus spec.Labels as labels, each port published on a free
+//     slot (the service DB role's on an unencrypted slot: its callers speak the Postgres
+//     protocol), spec.Files copied in with `docker cp -` from a tar on the exec's stdin, and
+//     `docker start`. Endpoints are the slots' tunnels. On error it removes the container.
+//   - RemoveFromVM is `docker rm -f` through an exec; a container or a VM that is gone counts as
+//     removed.
+//   - Create and CreateNetwork are refused with ErrInvalid; Terminate, Get and List are the
+//     container mode's (List returns only VMs, the container mode's List no VMs).
+//
+// Every exec closes its stdin and has a timeout. Verified only against the emulator (package
+// modalemu with a VM backend, internal/emuvm).
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	dockerclient "github.com/moby/moby/client"
+	modal "github.com/modal-labs/modal-client/go"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+)
+
+// Tags of VM mode.
+const (
+	tagMode = "agentenv.modal.mode" // on every VM, "vm": the two modes list apart
+	modeVM  = "vm"
+)
+
+// stackNetwork is the Docker network inside a VM that a stack's containers share, so that they
+// reach each other by name.
+const stackNetwork = "agentenv"
+
+// Bounds of VM-mode execs.
+const (
+	execTimeout   = 2 * time.Minute // one docker command in a VM
+	removeTimeout = time.Minute     // removal of a container that failed to start
+	stdinChunk    = 1 << 20         // bytes per stdin write
+)
+
+// containerName is what a component's name must look like to be a Docker container name.
+var containerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// vmInfo is what RunInVM needs of a VM: its tags and its slots' endpoints, by slot port.
+type vmInfo struct {
+	tags      map[string]string
+	endpoints map[string]string
+}
+
+// needVM fails with ErrInvalid unless the Provider is in VM mode.
+func (p *Provider) needVM(op string) error {
+	if !p.cfg.VM {
+		return fmt.Errorf("modal: %s: provider %s is container mode; VM mode is the modal_vm provider (Config.VM): %w", op, p.cfg.Name, agentenv.ErrInvalid)
+	}
+	return nil
+}
+
+// slotPorts returns the VM ports of the encrypted slots and of the unencrypted (TCP) slots.
+func (p *Provider) slotPorts() (enc, tcp []int) {
+	for i := range p.cfg.Slots {
+		enc = append(enc, p.cfg.SlotBase+i)
+	}
+	for i := range p.cfg.TCPSlots {
+		tcp = append(tcp, p.cfg.SlotBase+p.cfg.Slots+i)
+	}
+	return enc, tcp
+}
+
+// CreateVM implements agentenv.VMHost: a sandbox on Modal's VM runtime from Config.VMImage
+// (spec.Image if set), named spec.Name and tagged spec.Labels, with the backstop timeout and the
+// slots' tunnels, whose Docker engine answers when it returns (see the package's VM mode notes).
+// Its Endpoints are the slots' tunnels, by VM port. The rules of Create apply: the request runs
+// on a detached bounded context, and a VM that cannot be used (its engine does not start in
+// DockerWait, ctx ended) is terminated before CreateVM returns.
+func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	if err := p.needVM("create vm " + spec.Name); err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	if !name.MatchString(spec.Name) {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create vm: name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
+	}
+	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create vm %s: label %s=%q, want the record id: %w", spec.Name, agentenv.LabelRecord, got, agentenv.ErrInvalid)
+	}
+	if len(spec.Files) > 0 || len(spec.Ports) > 0 || spec.Network != "" {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create vm %s: a VM takes no files, ports or network (its stack's containers do): %w", spec.Name, agentenv.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create vm %s: %w", spec.Name, err)
+	}
+	image := orDefault(spec.Image, p.cfg.VMImage)
+	client, app, done, err := p.admit(ctx, spec.Name)
+	if err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	defer done()
+	tags := maps.Clone(spec.Labels)
+	tags[tagMode] = modeVM
+	enc, tcp := p.slotPorts()
+	regions := p.cfg.Regions
+	if p.cfg.Region != "" {
+		regions = []string{p.cfg.Region} // optional in VM mode: the stack is one sandbox
+	}
+	params := &modal.SandboxCreateParams{
+		Name: spec.Name, Tags: tags, Timeout: p.timeout(spec), Runtime: modal.SandboxRuntimeVM,
+		Command: spec.Command, Env: spec.Env, CPU: spec.CPUs, MemoryMiB: int(spec.Memory >> 20), Regions: regions,
+		EncryptedPorts: enc, UnencryptedPorts: tcp,
+	}
+	log := p.log.With("record_id", spec.Name, "image", image, "app", p.cfg.App, "regions", regions)
+	log.Debug("create vm", "timeout", params.Timeout, "slots", len(enc), "tcp_slots", len(tcp))
+	start := time.Now()
+	sb, err := p.launch(ctx, client, app, spec.Name, client.Images.FromRegistry(image, nil), params)
+	if err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	defer sb.Detach()
+	eps, err := p.endpoints(ctx, sb, p.cfg.TunnelWait)
+	if err == nil {
+		err = p.startDocker(ctx, sb)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		p.release(ctx, sb.SandboxID, spec.Name)
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create vm %s: %w", spec.Name, err)
+	}
+	labels := maps.Clone(spec.Labels)
+	p.mu.Lock()
+	p.vms[sb.SandboxID] = vmInfo{tags: maps.Clone(labels), endpoints: maps.Clone(eps)}
+	p.mu.Unlock()
+	log.Debug("vm created", "sandbox_id", sb.SandboxID, "took", time.Since(start))
+	return agentenv.Sandbox{ID: sb.SandboxID, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
+		Labels: labels, Endpoints: eps, Created: time.Now()}, nil
+}
+
+// orDefault returns a, or b if a is empty.
+func orDefault(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// startDockerScript starts dockerd in the background unless an engine answers already.
+const startDockerScript = `docker info >/dev/null 2>&1 && exit 0
+command -v dockerd >/dev/null 2>&1 || { echo "the vm image has no dockerd" >&2; exit 3; }
+mkdir -p /var/log
+nohup dockerd >/var/log/agentenv-dockerd.log 2>&1 </dev/null &
+exit 0`
+
+// startDocker starts the VM's Docker engine unless the image did, and waits until `docker
+// info` answers, bounded by DockerWait.
+func (p *Provider) startDocker(ctx context.Context, sb *modal.Sandbox) error {
+	wctx, cancel := context.WithTimeout(ctx, p.cfg.DockerWait)
+	defer cancel()
+	res, err := p.exec(wctx, sb, startDockerScript, nil, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("start docker: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("start docker: exit code %d: %s: %w", res.ExitCode, strings.TrimSpace(string(res.Stderr)), agentenv.ErrInvalid)
+	}
+	var last string
+	for {
+		res, err := p.exec(wctx, sb, "docker info --format '{{.ID}}'", nil, 30*time.Second)
+		if err == nil && res.ExitCode == 0 {
+			return nil
+		}
+		if err != nil && (errors.Is(err, agentenv.ErrGone) || ctx.Err() != nil) {
+			return fmt.Errorf("wait for docker: %w", err)
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = strings.TrimSpace(string(res.Stderr))
+		}
+		select {
+		case <-wctx.Done():
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return fmt.Errorf("docker in the vm not ready within %s (%s): %w", p.cfg.DockerWait, last, agentenv.ErrUnavailable)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// exec runs script with /bin/sh -c in sb, with stdin (nil: none) written in chunks and then
+// closed, and returns its exit code and output (each cut at 1 MiB). The exec has a Modal
+// timeout; a ctx that ends first returns ctx's error (the exec then ends at its timeout).
+func (p *Provider) exec(ctx context.Context, sb *modal.Sandbox, script string, stdin io.Reader, timeout time.Duration) (agentenv.ExecResult, error) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl) + time.Second
+	}
+	timeout = max(timeout.Truncate(time.Second), time.Second)
+	proc, err := sb.Exec(ctx, []string{"/bin/sh", "-c", script}, &modal.SandboxExecParams{Timeout: timeout})
+	if err != nil {
+		return agentenv.ExecResult{}, fmt.Errorf("exec: %w", ctxErr(ctx, kind(err)))
+	}
+	type result struct {
+		res agentenv.ExecResult
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var r result
+		if stdin != nil {
+			if _, err := io.CopyBuffer(writerOnly{proc.Stdin}, stdin, make([]byte, stdinChunk)); err != nil {
+				r.err = fmt.Errorf("write stdin: %w", kind(err))
+			}
+		}
+		if err := proc.Stdin.Close(); err != nil && r.err == nil {
+			r.err = fmt.Errorf("close stdin: %w", kind(err))
+		}
+		var out, errb bytes.Buffer
+		errc := make(chan error, 1)
+		go func() {
+			_, err := io.Copy(&errb, io.LimitReader(proc.Stderr, 1<<20))
+			errc <- err
+		}()
+		_, oerr := io.Copy(&out, io.LimitReader(proc.Stdout, 1<<20))
+		eerr := <-errc
+		code, werr := proc.Wait(ctx, nil)
+		r.res = agentenv.ExecResult{ExitCode: code, Stdout: out.Bytes(), Stderr: errb.Bytes()}
+		for _, e := range []error{oerr, eerr, werr} {
+			if e != nil && r.err == nil {
+				r.err = fmt.Errorf("exec: %w", kind(e))
+			}
+		}
+		ch <- r
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return r.res, ctxErr(ctx, r.err)
+		}
+		return r.res, nil
+	case <-ctx.Done():
+		return agentenv.ExecResult{}, ctx.Err()
+	}
+}
+
+// writerOnly hides a writer's other methods, so that io.CopyBuffer writes in its chunks.
+type writerOnly struct{ io.Writer }
+
+// lock takes the lock key (a VM, or a VM and an image) until ctx ends; unlock gives it back.
+func (p *Provider) lock(ctx context.Context, key string) (unlock func(), err error) {
+	p.mu.Lock()
+	ch := p.locks[key]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		p.locks[key] = ch
+	}
+	p.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// vm returns a handle to VM id (detach it after use) and what RunInVM needs of it: from the
+// cache for a VM made here, else read from Modal. A VM that finished is ErrGone.
+func (p *Provider) vm(ctx context.Context, id string) (*modal.Sandbox, vmInfo, error) {
+	client, _, err := p.connect(ctx)
+	if err != nil {
+		return nil, vmInfo{}, err
+	}
+	sb, err := client.Sandboxes.FromID(ctx, id, nil)
+	if err != nil {
+		return nil, vmInfo{}, kind(err)
+	}
+	p.mu.Lock()
+	info, ok := p.vms[id]
+	p.mu.Unlock()
+	if ok {
+		return sb, info, nil
+	}
+	d, vm, err := p.describe(ctx, sb)
+	if err == nil && !vm {
+		err = fmt.Errorf("sandbox %s is not a modal_vm VM: %w", id, agentenv.ErrInvalid)
+	}
+	if err != nil {
+		sb.Detach()
+		return nil, vmInfo{}, err
+	}
+	info = vmInfo{tags: d.Labels, endpoints: d.Endpoints}
+	p.mu.Lock()
+	p.vms[id] = info
+	p.mu.Unlock()
+	return sb, info, nil
+}
+
+// forgetVM drops what is cached of VM id.
+func (p *Provider) forgetVM(id string) {
+	p.mu.Lock()
+	delete(p.vms, id)
+	p.mu.Unlock()
+}
+
+// RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack (see the
+// package's VM mode notes), reachable by the others as spec.Name and spec.Aliases and from here
+// at Endpoints, the tunnels of the slots its ports are published on. The image is uploaded from
+// this host's engine when the VM lacks it; one missing from both is ErrInvalid naming it. A
+// stack has Slots HTTP ports and TCPSlots service DB ports in all; more is ErrUnavailable. On
+// error it removes the container it made (detached, bounded) and leaves the VM.
+func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	sb, err := p.runInVM(ctx, vm, spec)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("modal: run %s in vm %s: %w", spec.Name, vm, err)
+	}
+	return sb, nil
+}
+
+func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (_ agentenv.Sandbox, err error) {
+	if err := p.needVM("run in vm"); err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	if err := checkRun(spec); err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	sb, info, err := p.vm(ctx, vm)
+	if err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	defer sb.Detach()
+	if err := p.ensureImage(ctx, sb, vm, spec.Image); err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	labels := maps.Clone(info.tags)
+	maps.Copy(labels, spec.Labels)
+
+	// Slots are chosen and taken under the VM's lock (the stack's components start in
+	// parallel); another process adding to the same VM would meet a port in use, an error.
+	unlock, err := p.lock(ctx, vm)
+	if err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	defer unlock()
+	res, err := p.exec(ctx, sb, usedSlotsScript, nil, execTimeout)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("read the stack: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return agentenv.Sandbox{}, fmt.Errorf("read the stack: exit code %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	slots, err := p.pickSlots(string(res.Stdout), spec)
+	if err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	var files io.Reader
+	if len(spec.Files) > 0 {
+		if files, err = tarFiles(spec.Files); err != nil {
+			return agentenv.Sandbox{}, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			cctx, cancel := cleanup.Context(ctx, removeTimeout)
+			defer cancel()
+			if rerr := p.remove(cctx, sb, spec.Name); rerr != nil {
+				p.log.Warn("remove a container that failed to start; it goes with the vm", "vm", vm, "container", spec.Name, "err", rerr)
+			}
+		}
+	}()
+	res, err = p.exec(ctx, sb, runScript(spec, labels, slots, files != nil), files, execTimeout)
+	switch {
+	case err != nil:
+		return agentenv.Sandbox{}, err
+	case res.ExitCode == exitNameInUse:
+		return agentenv.Sandbox{}, fmt.Errorf("container name %s in use in the vm: %w", spec.Name, agentenv.ErrConflict)
+	case res.ExitCode != 0:
+		return agentenv.Sandbox{}, fmt.Errorf("docker exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	out := agentenv.Sandbox{ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
+		Labels: labels, Endpoints: map[string]string{}, Created: time.Now()}
+	if f := strings.Fields(lastLine(string(res.Stdout))); len(f) == 3 && f[0] == "state" && f[1] == "false" {
+		out.State = agentenv.SandboxExited
+		out.ExitCode, _ = strconv.Atoi(f[2])
+	}
+	for port, slot := range slots {
+		ep := info.endpoints[strconv.Itoa(slot)]
+		if ep == "" {
+			return agentenv.Sandbox{}, fmt.Errorf("slot %d of the vm has no tunnel: %w", slot, agentenv.ErrUnavailable)
+		}
+		out.Endpoints[strconv.Itoa(port)] = ep
+	}
+	return out, nil
+}
+
+// checkRun vets a RunInVM spec before anything is done.
+func checkRun(spec agentenv.SandboxSpec) error {
+	if !containerName.MatchString(spec.Name) || spec.Image == "" {
+		return fmt.Errorf("want a container name ([a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}) and an image, have %q and %q: %w", spec.Name, spec.Image, agentenv.ErrInvalid)
+	}
+	for _, port := range spec.Ports {
+		if port <= 0 || port > 65535 {
+			return fmt.Errorf("port %d: want 1-65535: %w", port, agentenv.ErrInvalid)
+		}
+	}
+	for file := range spec.Files {
+		if !path.IsAbs(file) || path.Clean(file) == "/" {
+			return fmt.Errorf("file %s: want an absolute path: %w", file, agentenv.ErrInvalid)
+		}
+	}
+	if spec.Memory < 0 || spec.CPUs < 0 {
+		return fmt.Errorf("negative limits: %w", agentenv.ErrInvalid)
+	}
+	return nil
+}
+
+// usedSlotsScript makes the stack network unless it exists and prints the VM ports that the
+// stack's containers publish.
+var usedSlotsScript = "docker network inspect " + stackNetwork + " >/dev/null 2>&1 || docker network create " + stackNetwork + " >/dev/null || exit $?\n" +
+	`for c in $(docker ps -aq); do docker inspect -f '{{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{.HostPort}} {{end}}{{end}}' "$c" 2>/dev/null; done; exit 0`
+
+// pickSlots chooses a free slot for each of spec's ports, given the used VM ports: an
+// unencrypted one for the service DB role, else an encrypted one.
+func (p *Provider) pickSlots(used string, spec agentenv.SandboxSpec) (map[int]int, error) {
+	taken := map[int]bool{}
+	for _, f := range strings.Fields(used) {
+		if n, err := strconv.Atoi(f); err == nil {
+			taken[n] = true
+		}
+	}
+	enc, tcp := p.slotPorts()
+	pool, kindName := enc, "encrypted"
+	if spec.Labels[agentenv.LabelRole] == roleServiceDB {
+		pool, kindName = tcp, "unencrypted (TCP)"
+	}
+	out := map[int]int{}
+	for _, port := range spec.Ports {
+		i := slices.IndexFunc(pool, func(s int) bool { return !taken[s] })
+		if i < 0 {
+			return nil, fmt.Errorf("no free %s slot for port %d (a vm has %d): %w", kindName, port, len(pool), agentenv.ErrUnavailable)
+		}
+		out[port] = pool[i]
+		taken[pool[i]] = true
+	}
+	return out, nil
+}
+
+// exitNameInUse is the exit code of runScript when the container name is taken.
+const exitNameInUse = 96
+
+// runScript creates spec's container, copies in the files from a tar on stdin if withFiles,
+// starts it, and prints "state RUNNING EXITCODE" last.
+func runScript(spec agentenv.SandboxSpec, labels map[string]string, slots map[int]int, withFiles bool) string {
+	args := []string{"docker", "create", "--name", spec.Name, "--network", stackNetwork}
+	for _, a := range spec.Aliases {
+		args = append(args, "--network-alias", a)
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		args = append(args, "--label", k+"="+labels[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		args = append(args, "-e", k+"="+spec.Env[k])
+	}
+	for _, port := range slices.Sorted(maps.Keys(slots)) {
+		args = append(args, "-p", fmt.Sprintf("%d:%d", slots[port], port))
+	}
+	if spec.WorkDir != "" {
+		args = append(args, "-w", spec.WorkDir)
+	}
+	for _, c := range spec.CapAdd {
+		args = append(args, "--cap-add", c)
+	}
+	if spec.Memory > 0 {
+		args = append(args, "--memory", strconv.FormatInt(spec.Memory, 10))
+	}
+	if spec.CPUs > 0 {
+		args = append(args, "--cpus", strconv.FormatFloat(spec.CPUs, 'f', -1, 64))
+	}
+	args = append(args, spec.Image)
+	args = append(args, spec.Command...)
+	n := shellJoin([]string{spec.Name})
+	script := "docker container inspect " + n + " >/dev/null 2>&1 && exit " + strconv.Itoa(exitNameInUse) + "\n" +
+		shellJoin(args) + " >/dev/null || exit $?\n"
+	if withFiles {
+		script += "docker cp - " + shellJoin([]string{spec.Name + ":/"}) + " || exit $?\n"
+	}
+	script += "docker start " + n + " >/dev/null || exit $?\n" +
+		"echo state $(docker inspect -f '{{.State.Running}} {{.State.ExitCode}}' " + n + ")"
+	return script
+}
+
+// tarFiles makes a tar of files at their absolute paths (mode 0755 for an ELF or #! header,
+// else 0644), with their parent directories, for `docker cp -`.
+func tarFiles(files map[string][]byte) (io.Reader, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
+	for _, file := range slices.Sorted(maps.Keys(files)) {
+		data := files[file]
+		rel := strings.TrimPrefix(path.Clean(file), "/")
+		var parents []string
+		for d := path.Dir(rel); d != "." && !dirs[d]; d = path.Dir(d) {
+			parents = append([]string{d}, parents...)
+			dirs[d] = true
+		}
+		for _, d := range parents {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}); err != nil {
+				return nil, fmt.Errorf("tar %s: %w", d, err)
+			}
+		}
+		mode := int64(0o644)
+		if bytes.HasPrefix(data, []byte("\x7fELF")) || bytes.HasPrefix(data, []byte("#!")) {
+			mode = 0o755
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: mode, Size: int64(len(data))}); err != nil {
+			return nil, fmt.Errorf("tar %s: %w", file, err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, fmt.Errorf("tar %s: %w", file, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("tar: %w", err)
+	}
+	return &buf, nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// ensureImage makes sure image is in the VM (see RunInVM). Uploads of one image into one VM
+// are serialized, so the stack's components that share an image upload it once.
+func (p *Provider) ensureImage(ctx context.Context, sb *modal.Sandbox, vm, image string) error {
+	unlock, err := p.lock(ctx, vm+"\x00image\x00"+image)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	q := shellJoin([]string{image})
+	res, err := p.exec(ctx, sb, "docker image inspect -f '{{.Id}}' "+q+" 2>/dev/null; exit 0", nil, execTimeout)
+	if err != nil {
+		return fmt.Errorf("image %s in the vm: %w", image, err)
+	}
+	inVM := strings.TrimSpace(string(res.Stdout))
+	cli, err := p.localEngine()
+	var hostID string
+	if err == nil {
+		var got dockerclient.ImageInspectResult
+		got, err = cli.ImageInspect(ctx, image)
+		hostID = got.ID
+	}
+	switch {
+	case err == nil && hostID == inVM:
+		return nil
+	case err != nil && inVM != "":
+		// The VM has it (a VM image made with it); this host cannot tell whether it differs.
+		if !cerrdefs.IsNotFound(err) {
+			p.log.Debug("image in the vm not compared with this host's", "image", image, "err", err)
+		}
+		return nil
+	case err != nil && cerrdefs.IsNotFound(err):
+		return fmt.Errorf("image %s is neither in the vm nor on this host's Docker engine (agentenv uploads it from there): %w", image, agentenv.ErrInvalid)
+	case err != nil:
+		return fmt.Errorf("image %s is not in the vm, and this host's Docker engine (which agentenv uploads it from) does not answer: %w: %w", image, agentenv.ErrUnavailable, ctxErr(ctx, err))
+	}
+	start := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, p.cfg.LoadTimeout)
+	defer cancel()
+	saved, err := cli.ImageSave(lctx, []string{image})
+	if err != nil {
+		return fmt.Errorf("save %s: %w", image, ctxErr(ctx, err))
+	}
+	defer saved.Close()
+	res, err = p.exec(lctx, sb, "docker load -q", saved, p.cfg.LoadTimeout)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("docker load exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	if err != nil {
+		return fmt.Errorf("load %s into the vm: %w", image, ctxErr(ctx, err))
+	}
+	p.log.Debug("image uploaded into the vm", "vm", vm, "image", image, "took", time.Since(start))
+	return nil
+}
+
+// localEngine returns the client of the local Docker engine, made on first use (no I/O).
+func (p *Provider) localEngine() (*dockerclient.Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.docker != nil {
+		return p.docker, nil
+	}
+	opts := []dockerclient.Opt{dockerclient.FromEnv}
+	if p.cfg.DockerHost != "" {
+		opts = append(opts, dockerclient.WithHost(p.cfg.DockerHost))
+	}
+	cli, err := dockerclient.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("local docker engine: %w", err)
+	}
+	p.docker = cli
+	return cli, nil
+}
+
+// RemoveFromVM implements agentenv.VMHost with `docker rm -f` through an exec; a container, or
+// a VM, that is gone counts as removed.
+func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
+	if err := p.needVM("remove from vm"); err != nil {
+		return err
+	}
+	if !containerName.MatchString(name) {
+		return fmt.Errorf("modal: remove %q from vm %s: want a container name: %w", name, vm, agentenv.ErrInvalid)
+	}
+	client, _, err := p.connect(ctx)
+	if err != nil {
+		return err
+	}
+	sb, err := client.Sandboxes.FromID(ctx, vm, nil)
+	if err != nil {
+		if err = kind(err); errors.Is(err, agentenv.ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("modal: remove %s from vm %s: %w", name, vm, err)
+	}
+	defer sb.Detach()
+	if err := p.remove(ctx, sb, name); err != nil {
+		return fmt.Errorf("modal: remove %s from vm %s: %w", name, vm, err)
+	}
+	return nil
+}
+
+// remove runs `docker rm -f name` in sb; gone counts as removed.
+func (p *Provider) remove(ctx context.Context, sb *modal.Sandbox, name string) error {
+	res, err := p.exec(ctx, sb, shellJoin([]string{"docker", "rm", "-f", name}), nil, execTimeout)
+	switch {
+	case errors.Is(err, agentenv.ErrGone), errors.Is(err, agentenv.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case res.ExitCode != 0 && !strings.Contains(string(res.Stderr), "No such container"):
+		return fmt.Errorf("docker rm exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	return nil
+}
+
+// shellJoin quotes args for /bin/sh.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}

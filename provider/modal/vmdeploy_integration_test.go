@@ -1,0 +1,194 @@
+//go:build integration
+
+package modal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/internal/emuvm"
+	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/provider/modal"
+	"github.com/agentenv/agentenv/provider/modal/modalemu"
+	envspec "github.com/agentenv/agentenv/spec"
+)
+
+// newVMRig is the emulator with real containers and real VMs (internal/emuvm), a modal_vm
+// provider on it, a SQLite ledger and a deployer, and examples/notes with this checkout's
+// runtime image. The VMs start with the service DB's and the web UI's images in their engine:
+// they stand in for a VM image (provider.modal_vm.image) built with those large, rarely
+// changing images baked in. The runtime image is not: every deploy uploads it into its VM.
+func newVMRig(t *testing.T) *dockerRig {
+	t.Helper()
+	cli := dockertest.Require(t)
+	runtime, _ := dockertest.RuntimeImage(t)
+	env, err := envspec.Load(filepath.Join("..", "..", "examples", "notes", "env.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range env.Servers {
+		env.Servers[i].Image = runtime
+	}
+	env.ServiceDB.DBMCP.Image = runtime
+	env.Gateway.Image = runtime
+
+	labels := map[string]string{"agentenv.test.modalvm": fmt.Sprintf("%x", rand.Uint64())}
+	dockertest.CheckNoLeftovers(t, cli, labels)
+	host, err := emuvm.New(emuvm.Config{Labels: labels, InMemory: true, Preload: []string{env.ServiceDB.Image, env.ServiceDB.WebUI.Image}},
+		slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := host.Close(context.Background()); err != nil {
+			t.Errorf("close the vm host: %v", err)
+		}
+	})
+	emu, err := modalemu.StartWith(modalemu.Options{Docker: cli, VM: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockertest.CheckNoLeftovers(t, cli, emu.Labels())
+	t.Setenv("MODAL_SERVER_URL", emu.URL())
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("MODAL_SANDBOX_V2", "0")
+	t.Cleanup(func() {
+		if left := emu.Running(); len(left) != 0 {
+			t.Errorf("the emulator still runs %v", left)
+		}
+		emu.Close()
+	})
+	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { led.Close() })
+	p, err := modal.NewVM(modal.Config{TokenID: "ak-test", TokenSecret: "as-test", VMImage: emuvm.DefaultImage}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	mgr, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: map[string]agentenv.Provider{"modal_vm": p}, ReclaimWait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dockerRig{cli: cli, emu: emu, mgr: mgr, d: deploy.New(mgr, nil), env: env}
+}
+
+// TestVMDeployOfNotes deploys examples/notes in VM mode on modal_vm against the emulator, whose
+// VM sandbox is a real VM: the runtime image is uploaded into it through exec stdin, PostgreSQL,
+// the notes server, adminer, db-mcp and the gateway (with the stdio bridge's files copied in)
+// run inside on slot ports, reached through the VM's tunnels. A tool is called through the
+// gateway with an MCP client, and the teardown leaves nothing. Then the same deploy is
+// cancelled at each of its progress events in turn, and each leaves nothing either.
+func TestVMDeployOfNotes(t *testing.T) {
+	start := time.Now()
+	r := newVMRig(t)
+	t.Logf("rig ready in %s", time.Since(start).Round(time.Millisecond))
+
+	var events int
+	t.Run("deploy", func(t *testing.T) {
+		id := r.name(t, "vm")
+		var mu sync.Mutex
+		var log []string
+		dstart := time.Now()
+		res, err := r.d.Deploy(t.Context(), r.env, deploy.Options{Provider: "modal_vm", Name: id, Budget: 3 * time.Minute,
+			Progress: func(e deploy.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				log = append(log, e.String())
+			}})
+		if err != nil {
+			t.Fatalf("Deploy: %v\n%s", err, strings.Join(log, "\n"))
+		}
+		t.Logf("deployed in %s:\n%s", time.Since(dstart).Round(time.Millisecond), strings.Join(log, "\n"))
+		events = len(log)
+		if res.Doc.Mode != deploy.ModeVM || len(res.Records) != 1 {
+			t.Errorf("mode %s, records %v; want vm with one VM record", res.Doc.Mode, res.Records)
+		}
+		if got := len(r.emu.Running()); got != 1 {
+			t.Errorf("the emulator runs %d sandboxes, want 1", got)
+		}
+		if n := r.emu.Calls("TaskExecStdinWrite"); n == 0 {
+			t.Error("nothing was written to an exec's stdin: the runtime image was not uploaded")
+		}
+
+		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, nil)
+		cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: res.GatewayURL, HTTPClient: &http.Client{Transport: authed{res.Token}}}, nil)
+		if err != nil {
+			t.Fatalf("connect to the gateway: %v", err)
+		}
+		call(t, cs, "add_note", map[string]any{"title": "vm", "body": "modal_vm never forgets"})
+		if got := call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "vm") {
+			t.Errorf("search_notes = %s, want the vm note", got)
+		}
+		cs.Close()
+
+		rc, err := r.d.Teardown(t.Context(), id)
+		if err != nil || !rc.Clean() || rc.Count(agentenv.OutcomeTerminated) != 1 {
+			t.Errorf("Teardown = %+v, %v; want one terminated", rc, err)
+		}
+		r.settled(t, id)
+		if left := r.emu.Running(); len(left) != 0 {
+			t.Errorf("the emulator runs %v after the teardown", left)
+		}
+	})
+	if events == 0 {
+		t.Fatal("no uncancelled deploy to count the progress events of")
+	}
+
+	cstart := time.Now()
+	t.Run("cancel", func(t *testing.T) {
+		for k := 1; k <= events; k++ {
+			t.Run(fmt.Sprintf("event%02d", k), func(t *testing.T) {
+				t.Parallel()
+				id := r.name(t, fmt.Sprintf("vc%02d", k))
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				var mu sync.Mutex
+				seen := 0
+				at := ""
+				_, err := r.d.Deploy(ctx, r.env, deploy.Options{Provider: "modal_vm", Name: id, Budget: 3 * time.Minute,
+					Progress: func(e deploy.Event) {
+						mu.Lock()
+						defer mu.Unlock()
+						if seen++; seen == k {
+							at = e.String()
+							cancel()
+						}
+					}})
+				mu.Lock()
+				t.Logf("cancelled at event %d: %s", k, at)
+				mu.Unlock()
+				if err == nil {
+					t.Errorf("Deploy cancelled at event %d succeeded", k)
+					if _, err := r.d.Teardown(context.Background(), id); err != nil {
+						t.Errorf("teardown: %v", err)
+					}
+				} else if !errors.Is(err, context.Canceled) {
+					t.Errorf("Deploy cancelled at event %d = %v, want context.Canceled", k, err)
+				}
+				r.settled(t, id)
+			})
+		}
+	})
+	if left := r.emu.Running(); len(left) != 0 {
+		t.Errorf("the emulator runs %v after the cancelled deploys", left)
+	}
+	t.Logf("%d cancelled deploys took %s; whole test %s", events, time.Since(cstart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+}
