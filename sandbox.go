@@ -138,8 +138,9 @@ type Provider interface {
 	// be attached atomically with the creation where the backend allows, so that List finds the
 	// sandbox from the moment it exists. On error, Create removes whatever it made before
 	// returning, best effort; anything it could not remove is still found by List. It returns an
-	// error wrapping ErrInvalid for a spec the backend cannot run (such as a missing image), and
-	// ErrUnavailable when the backend cannot be reached or refuses for capacity or rate.
+	// error wrapping ErrInvalid for a spec or configuration the backend cannot run (such as a
+	// missing image or credential), only when nothing was made; and ErrUnavailable when the
+	// backend cannot be reached or refuses for capacity or rate.
 	Create(ctx context.Context, spec SandboxSpec) (Sandbox, error)
 
 	// Get returns a live handle to a running sandbox for reattach. It returns an error wrapping

@@ -219,7 +219,13 @@ func (m *Manager) reclaim(ctx context.Context, p guarded, rec agentenv.Record, s
 	defer cancel()
 	ids, err := m.resolve(cctx, p, rec, sb.ID)
 	var errs []error
-	if err != nil {
+	switch {
+	case err != nil && sb.ID == "" && errors.Is(createErr, agentenv.ErrInvalid):
+		// Refused up front (Provider.Create's contract: nothing was made), by a backend that
+		// cannot be listed either, typically for the same missing credential: nothing to find.
+		m.log.Debug("create refused as invalid and the provider cannot list; nothing was made",
+			"record_id", rec.ID, "provider", p.Name(), "list_err", err)
+	case err != nil:
 		errs = append(errs, err)
 	}
 	for _, id := range ids {

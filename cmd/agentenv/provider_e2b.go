@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/provider/e2b"
@@ -25,6 +26,21 @@ func newE2B(a *app) (agentenv.Provider, error) {
 	for key, dst := range map[string]*string{"provider.e2b.domain": &cfg.Domain, "provider.e2b.template": &cfg.Template, "provider.e2b.vm_template": &cfg.VMTemplate} {
 		if *dst, err = a.cfg.Get(key); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.APIURL, err = a.cfg.Get("provider.e2b.api_url"); err != nil {
+		return nil, err
+	}
+	tmpl, err := a.cfg.Get("provider.e2b.sandbox_url")
+	if err != nil {
+		return nil, err
+	}
+	if tmpl != "" {
+		if !strings.Contains(tmpl, "{port}") || !strings.Contains(tmpl, "{id}") {
+			return nil, fmt.Errorf("config: provider.e2b.sandbox_url = %q: want the placeholders {port} and {id}: %w", tmpl, agentenv.ErrInvalid)
+		}
+		cfg.SandboxURL = func(id string, port int) string {
+			return strings.NewReplacer("{id}", id, "{port}", strconv.Itoa(port)).Replace(tmpl)
 		}
 	}
 	if cfg.MaxTimeout, err = a.cfg.Duration("provider.e2b.max_timeout"); err != nil {

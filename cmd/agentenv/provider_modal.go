@@ -10,49 +10,78 @@ import (
 	"github.com/agentenv/agentenv/provider/modal"
 )
 
-// newModal builds the modal provider. A token that does not resolve is not an error here: the
-// provider then refuses every call, before creating anything, with a message naming what to
-// set, so that commands not naming modal are unaffected.
+// newModal builds the modal provider (container mode; settings provider.modal.*).
 func newModal(a *app) (agentenv.Provider, error) {
-	cfg := modal.Config{}
+	cfg, err := modalConfig(a, "modal")
+	if err != nil {
+		return nil, err
+	}
+	return modal.New(cfg, a.log)
+}
+
+// newModalVM builds the modal_vm provider: Modal sandboxes on the VM runtime, each hosting a
+// whole stack with its own Docker engine (VM mode; settings provider.modal_vm.*).
+func newModalVM(a *app) (agentenv.Provider, error) {
+	cfg, err := modalConfig(a, "modal_vm")
+	if err != nil {
+		return nil, err
+	}
+	if cfg.VMImage, err = a.cfg.Get("provider.modal_vm.image"); err != nil {
+		return nil, err
+	}
+	return modal.NewVM(cfg, a.log)
+}
+
+// modalConfig reads the settings provider.NAME.* that both Modal providers share. A token that
+// does not resolve is not an error here: the provider then refuses every call, before creating
+// anything, with a message naming what to set, so that commands not naming it are unaffected.
+func modalConfig(a *app, name string) (modal.Config, error) {
+	key := func(k string) string { return "provider." + name + "." + k }
+	cfg := modal.Config{Name: name, RegionHint: key("region")}
 	var hints []string
-	for key, dst := range map[string]*string{"provider.modal.token_id": &cfg.TokenID, "provider.modal.token_secret": &cfg.TokenSecret} {
-		v, err := a.cfg.Get(key)
-		if err != nil || v == "" {
-			hints = append(hints, fmt.Sprintf("set %s (for example env:MODAL_TOKEN_ID / env:MODAL_TOKEN_SECRET)", key))
-			continue
+	for _, t := range []struct {
+		key, env string
+		dst      *string
+	}{{key("token_id"), "MODAL_TOKEN_ID", &cfg.TokenID}, {key("token_secret"), "MODAL_TOKEN_SECRET", &cfg.TokenSecret}} {
+		v, err := a.cfg.Get(t.key)
+		switch {
+		case err != nil:
+			hints = append(hints, fmt.Sprintf("set %s (%v)", t.key, err))
+		case v == "":
+			hints = append(hints, fmt.Sprintf("set %s (for example env:%s)", t.key, t.env))
+		default:
+			*t.dst = v
 		}
-		*dst = v
 	}
 	if len(hints) > 0 {
 		cfg.TokenID, cfg.TokenSecret, cfg.CredentialHint = "", "", strings.Join(hints, "; ")
 	}
 	var err error
-	if cfg.App, err = a.cfg.Get("provider.modal.app"); err != nil {
-		return nil, err
+	if cfg.App, err = a.cfg.Get(key("app")); err != nil {
+		return cfg, err
 	}
-	regions, err := a.cfg.Get("provider.modal.regions")
+	if cfg.Region, err = a.cfg.Get(key("region")); err != nil {
+		return cfg, err
+	}
+	regions, err := a.cfg.Get(key("regions"))
 	if err != nil {
-		return nil, err
+		return cfg, err
 	}
 	for r := range strings.SplitSeq(regions, ",") {
 		if r = strings.TrimSpace(r); r != "" {
 			cfg.Regions = append(cfg.Regions, r)
 		}
 	}
-	if cfg.Region, err = a.cfg.Get("provider.modal.region"); err != nil {
-		return nil, err
-	}
-	for key, set := range map[string]func(string) error{
-		"provider.modal.rate":        func(s string) (err error) { cfg.Rate, err = strconv.ParseFloat(s, 64); return err },
-		"provider.modal.concurrency": func(s string) (err error) { cfg.Concurrency, err = strconv.Atoi(s); return err },
+	for k, set := range map[string]func(string) error{
+		key("rate"):        func(s string) (err error) { cfg.Rate, err = strconv.ParseFloat(s, 64); return err },
+		key("concurrency"): func(s string) (err error) { cfg.Concurrency, err = strconv.Atoi(s); return err },
 	} {
-		v, err := a.cfg.Get(key)
+		v, err := a.cfg.Get(k)
 		if err != nil {
-			return nil, err
+			return cfg, err
 		}
 		if err := set(v); err != nil {
-			return nil, fmt.Errorf("config: %s = %q: %w", key, v, agentenv.ErrInvalid)
+			return cfg, fmt.Errorf("config: %s = %q: %w", k, v, agentenv.ErrInvalid)
 		}
 	}
 	// The provider lists sandboxes by tag, which Modal's V2 sandboxes do not support yet
@@ -61,5 +90,5 @@ func newModal(a *app) (agentenv.Provider, error) {
 	if os.Getenv("MODAL_SANDBOX_V2") == "" {
 		os.Setenv("MODAL_SANDBOX_V2", "0")
 	}
-	return modal.New(cfg, a.log)
+	return cfg, nil
 }

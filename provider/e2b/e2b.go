@@ -226,10 +226,11 @@ func kind(err error) error {
 	return err
 }
 
-// checkKey fails when no API key is configured.
+// checkKey fails when no API key is configured: a configuration error (ErrInvalid: nothing is
+// made) that also makes the provider unavailable, so that a chain moves on.
 func (p *Provider) checkKey() error {
 	if p.cfg.APIKey == "" {
-		return fmt.Errorf("e2b: no API key: %s: %w", p.cfg.CredentialHint, agentenv.ErrUnavailable)
+		return fmt.Errorf("e2b: no API key: %s: %w: %w", p.cfg.CredentialHint, agentenv.ErrInvalid, agentenv.ErrUnavailable)
 	}
 	return nil
 }
