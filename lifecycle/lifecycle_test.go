@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -256,4 +257,29 @@ func TestExitWithACreatePendingWarnsWhereItIs(t *testing.T) {
 		}
 	}
 	waitPending()
+}
+
+func TestRefusedCreateOnAnUnlistableProviderClosesItsRecord(t *testing.T) {
+	for _, tc := range []struct {
+		createErr error
+		want      agentenv.State
+	}{
+		// Refused up front (no credential): nothing was made, though nothing can be listed.
+		{fmt.Errorf("no credentials: %w: %w", agentenv.ErrInvalid, agentenv.ErrUnavailable), agentenv.StateGone},
+		// Failed for another reason: what it made may exist, and gc must look again.
+		{fmt.Errorf("connection reset: %w", agentenv.ErrUnavailable), agentenv.StateTerminateFailed},
+	} {
+		r := newRig(t)
+		r.fp.Plan = fault.NewPlan(
+			fault.Rule{Op: "create", Call: 1, Action: fault.Error, Err: tc.createErr},
+			fault.Rule{Op: "list", Action: fault.Error, Err: agentenv.ErrUnavailable},
+		)
+		rec, _, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}})
+		if !errors.Is(err, tc.createErr) {
+			t.Errorf("Create = %v, want %v", err, tc.createErr)
+		}
+		if got, _ := r.led.Get(t.Context(), rec.ID); got.State != tc.want {
+			t.Errorf("after a create failing with %q on a provider that cannot list: record %s, want %s", tc.createErr, got.State, tc.want)
+		}
+	}
 }
