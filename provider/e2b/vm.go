@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/shellquote"
 )
 
 // stackNetwork is the Docker network inside a VM that a stack's containers share, so that
@@ -73,12 +74,12 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	}
 	args = append(args, spec.Image)
 	args = append(args, spec.Command...)
-	image := shellJoin([]string{spec.Image})
+	image := shellquote.Join([]string{spec.Image})
 	script := "docker image inspect " + image + " >/dev/null 2>&1 || exit " + strconv.Itoa(exitNoImage) + "; " +
 		"docker network inspect " + stackNetwork + " >/dev/null 2>&1 || docker network create " + stackNetwork + " >/dev/null; " +
-		shellJoin(args) + " >/dev/null || exit $?"
+		shellquote.Join(args) + " >/dev/null || exit $?"
 	for _, port := range spec.Ports {
-		script += fmt.Sprintf("; echo \"port %d $(docker port %s %d/tcp | head -n 1)\"", port, shellJoin([]string{spec.Name}), port)
+		script += fmt.Sprintf("; echo \"port %d $(docker port %s %d/tcp | head -n 1)\"", port, shellquote.Join([]string{spec.Name}), port)
 	}
 	res, err := p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}, "root", "", true)
 	switch {
@@ -149,7 +150,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	if err != nil {
 		return fmt.Errorf("e2b: remove %s from %s: %w", name, vm, err)
 	}
-	res, err := p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", shellJoin([]string{"docker", "rm", "-f", name})}}, "root", "", true)
+	res, err := p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", shellquote.Join([]string{"docker", "rm", "-f", name})}}, "root", "", true)
 	switch {
 	case errors.Is(err, agentenv.ErrGone):
 		return nil
@@ -159,13 +160,4 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 		return fmt.Errorf("e2b: remove %s from %s: docker rm exited %d: %s", name, vm, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	return nil
-}
-
-// shellJoin quotes args for /bin/sh.
-func shellJoin(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(q, " ")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/shellquote"
 )
 
 // stdinChunk is how much base64 of a command's stdin one process request carries: under
@@ -43,7 +44,7 @@ func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string,
 		args = append(args, "-e", k+"="+env[k])
 	}
 	args = append(append(args, name), argv...)
-	script := shellJoin(args) + " </dev/null"
+	script := shellquote.Join(args) + " </dev/null"
 	if stdin != nil {
 		file := "/tmp/agentenv-stdin-" + rand.Text()
 		defer func() {
@@ -64,7 +65,7 @@ func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string,
 			}
 			enc = enc[stdinChunk:]
 		}
-		script = "printf %s '" + enc + "' | base64 -d >> " + file + " && " + shellJoin(args) + " <" + file
+		script = "printf %s '" + enc + "' | base64 -d >> " + file + " && " + shellquote.Join(args) + " <" + file
 	}
 	res, err := run(ctx, script)
 	if err != nil {
