@@ -279,7 +279,7 @@ func (p *Provider) Close() error {
 // connect returns the SDK client and the app, made on first use.
 func (p *Provider) connect(ctx context.Context) (*modal.Client, *modal.App, error) {
 	if p.cfg.TokenID == "" || p.cfg.TokenSecret == "" {
-		return nil, nil, fmt.Errorf("modal: no credentials: %s: %w", p.cfg.CredentialHint, agentenv.ErrUnavailable)
+		return nil, nil, fmt.Errorf("modal: no credentials: %s: %w: %w", p.cfg.CredentialHint, agentenv.ErrInvalid, agentenv.ErrUnavailable)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -64,7 +64,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 		return agentenv.Sandbox{}, err
 	}
 	if p.cfg.TokenID == "" || p.cfg.TokenSecret == "" {
-		return agentenv.Sandbox{}, fmt.Errorf("modal: no credentials: %s: %w", p.cfg.CredentialHint, agentenv.ErrUnavailable)
+		return agentenv.Sandbox{}, fmt.Errorf("modal: no credentials: %s: %w: %w", p.cfg.CredentialHint, agentenv.ErrInvalid, agentenv.ErrUnavailable)
 	}
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create network %s: %w", spec.Name, err)

@@ -29,11 +29,13 @@ const terminatedCode = 137
 // the package doc); a missing region, or a network id not made here, is ErrInvalid before
 // anything is created, and a sandbox whose address cannot be read is terminated.
 //
-// A VM-mode Provider (Config.VM) refuses Create with ErrInvalid: it hosts stacks only
-// (CreateVM, RunInVM); a single sandbox is the container-mode provider's.
+// On a VM-mode Provider (Config.VM) the sandbox is a VM whose only container, "main", runs
+// spec (see createBare): the Sandbox is the VM, with main's endpoints and state; spec.Network
+// is ErrInvalid (no private networks), spec.Files are copied into main, and a VM made but not
+// usable is terminated before Create returns.
 func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	if p.cfg.VM {
-		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %s hosts stacks in VMs (VM mode) and makes no single sandbox; use the modal provider for one: %w", spec.Name, p.cfg.Name, agentenv.ErrInvalid)
+		return p.createBare(ctx, spec)
 	}
 	if !name.MatchString(spec.Name) {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create: sandbox name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
@@ -184,7 +186,9 @@ func (p *Provider) exitCode(ctx context.Context, sb *modal.Sandbox) int {
 // Get returns a live handle to sandbox id, with its tunnels. A sandbox that exited on its own
 // is ErrGone; one that was terminated is both ErrGone and ErrNotFound (Modal keeps it only as
 // history); an unknown id is ErrNotFound. A logical i6pn network this Provider made is reported
-// running; any other id not shaped like a Modal sandbox's is ErrNotFound.
+// running; any other id not shaped like a Modal sandbox's is ErrNotFound. A VM made by a
+// VM-mode Create is reported with its main container's endpoints and state, read by an exec:
+// once that container has exited, Get returns it exited, with its exit code, and ErrGone.
 func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error) {
 	if isNetwork(id) {
 		if sb, ok := p.network(id); ok {
@@ -211,28 +215,33 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 		}
 		return out, fmt.Errorf("modal: get %s: exit code %d: %w", id, *code, agentenv.ErrGone)
 	}
-	out, _, err := p.describe(ctx, sb)
+	out, meta, err := p.describe(ctx, sb)
+	if err == nil && meta.main != "" {
+		out, err = p.asMain(ctx, sb, out, meta)
+	}
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: get %s: %w", id, err)
+	}
+	if out.State == agentenv.SandboxExited {
+		return out, fmt.Errorf("modal: get %s: its container exited with code %d: %w", id, out.ExitCode, agentenv.ErrGone)
 	}
 	return out, nil
 }
 
-// describe reads a running sandbox's tags and tunnels, and whether it is a VM-mode VM (whose
-// mode tag it leaves out of the labels).
-func (p *Provider) describe(ctx context.Context, sb *modal.Sandbox) (_ agentenv.Sandbox, vm bool, err error) {
+// describe reads a running sandbox's tags and tunnels (a VM's by slot port), and what its VM
+// mode tags say (which it leaves out of the labels).
+func (p *Provider) describe(ctx context.Context, sb *modal.Sandbox) (agentenv.Sandbox, vmMeta, error) {
 	tags, err := sb.GetTags(ctx, nil)
 	if err != nil {
-		return agentenv.Sandbox{}, false, kind(err)
+		return agentenv.Sandbox{}, vmMeta{}, kind(err)
 	}
-	vm = tags[tagMode] == modeVM
-	delete(tags, tagMode)
+	meta := metaOf(tags)
 	eps, err := p.endpoints(ctx, sb, 5*time.Second)
 	if err != nil {
-		return agentenv.Sandbox{}, vm, err
+		return agentenv.Sandbox{}, meta, err
 	}
 	return agentenv.Sandbox{ID: sb.SandboxID, Name: tags[agentenv.LabelRecord], Provider: p.cfg.Name,
-		State: agentenv.SandboxRunning, Labels: tags, Endpoints: eps}, vm, nil
+		State: agentenv.SandboxRunning, Labels: tags, Endpoints: eps}, meta, nil
 }
 
 // Terminate ends sandbox id by id (FromID, then Terminate), with no tunnels and no exec. Modal
@@ -265,7 +274,9 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 // List returns the app's running sandboxes that carry every one of labels as tags (Modal does
 // not list finished sandboxes; they cost nothing and need no teardown). A sandbox that finishes
 // while it is being listed is left out. The logical i6pn networks this Provider made and has not
-// terminated are listed too (see CreateNetwork).
+// terminated are listed too (see CreateNetwork). A VM made by a VM-mode Create is listed as Get
+// reports it: exited, with its exit code, once its container has exited (the VM still runs, so
+// it is listed until terminated).
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
 	client, app, err := p.connect(ctx)
 	if err != nil {
@@ -292,8 +303,11 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 		if err != nil {
 			return nil, fmt.Errorf("modal: list: %w", kind(err))
 		}
-		d, vm, err := p.describe(ctx, sb)
-		if errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrNotFound) || vm != p.cfg.VM {
+		d, meta, err := p.describe(ctx, sb)
+		if err == nil && meta.vm == p.cfg.VM && meta.main != "" {
+			d, err = p.asMain(ctx, sb, d, meta)
+		}
+		if errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrNotFound) || meta.vm != p.cfg.VM {
 			continue
 		}
 		if err != nil {

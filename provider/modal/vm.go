@@ -21,8 +21,14 @@ package modal
 //     `docker start`. Endpoints are the slots' tunnels. On error it removes the container.
 //   - RemoveFromVM is `docker rm -f` through an exec; a container or a VM that is gone counts as
 //     removed.
-//   - Create and CreateNetwork are refused with ErrInvalid; Terminate, Get and List are the
-//     container mode's (List returns only VMs, the container mode's List no VMs).
+//   - Create (a bare sandbox) is CreateVM with the spec run as the VM's only container,
+//     "main", as RunInVM runs one, its ports on the VM's first slots. The VM's tags say so
+//     (agentenv.modal.main, agentenv.modal.ports = PORT:SLOT,...), so that Get and List, which
+//     are the container mode's, report such a VM with the main container's endpoints and state
+//     (read by one exec; a stack's VM needs none): once main has exited, Get is ErrGone and
+//     List reports it exited with its exit code. The VM runs on until Terminate (or its backstop
+//     timeout). List returns only VMs, the container mode's List no VMs.
+//   - CreateNetwork is refused with ErrInvalid.
 //
 // Every exec closes its stdin and has a timeout. Verified only against the emulator (package
 // modalemu with a VM backend, internal/emuvm).
@@ -48,13 +54,19 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/shellquote"
 )
 
 // Tags of VM mode.
 const (
-	tagMode = "agentenv.modal.mode" // on every VM, "vm": the two modes list apart
-	modeVM  = "vm"
+	tagMode  = "agentenv.modal.mode" // on every VM, "vm": the two modes list apart
+	modeVM   = "vm"
+	tagMain  = "agentenv.modal.main"  // on a VM made by Create: the name of its one container
+	tagPorts = "agentenv.modal.ports" // on a VM made by Create: that container's PORT:SLOT,...
 )
+
+// mainContainer is the name of the one container of a VM made by Create.
+const mainContainer = "main"
 
 // stackNetwork is the Docker network inside a VM that a stack's containers share, so that they
 // reach each other by name.
@@ -114,16 +126,22 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if len(spec.Files) > 0 || len(spec.Ports) > 0 || spec.Network != "" {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create vm %s: a VM takes no files, ports or network (its stack's containers do): %w", spec.Name, agentenv.ErrInvalid)
 	}
+	return p.createVM(ctx, spec, orDefault(spec.Image, p.cfg.VMImage), nil)
+}
+
+// createVM is CreateVM of a vetted spec from image, with extra tags besides spec.Labels and
+// the mode tag (left out of the returned Labels).
+func (p *Provider) createVM(ctx context.Context, spec agentenv.SandboxSpec, image string, extra map[string]string) (agentenv.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create vm %s: %w", spec.Name, err)
 	}
-	image := orDefault(spec.Image, p.cfg.VMImage)
 	client, app, done, err := p.admit(ctx, spec.Name)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
 	defer done()
 	tags := maps.Clone(spec.Labels)
+	maps.Copy(tags, extra)
 	tags[tagMode] = modeVM
 	enc, tcp := p.slotPorts()
 	regions := p.cfg.Regions
@@ -307,8 +325,8 @@ func (p *Provider) vm(ctx context.Context, id string) (*modal.Sandbox, vmInfo, e
 	if ok {
 		return sb, info, nil
 	}
-	d, vm, err := p.describe(ctx, sb)
-	if err == nil && !vm {
+	d, meta, err := p.describe(ctx, sb)
+	if err == nil && !meta.vm {
 		err = fmt.Errorf("sandbox %s is not a modal_vm VM: %w", id, agentenv.ErrInvalid)
 	}
 	if err != nil {
@@ -336,14 +354,16 @@ func (p *Provider) forgetVM(id string) {
 // stack has Slots HTTP ports and TCPSlots service DB ports in all; more is ErrUnavailable. On
 // error it removes the container it made (detached, bounded) and leaves the VM.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	sb, err := p.runInVM(ctx, vm, spec)
+	sb, err := p.runInVM(ctx, vm, spec, nil)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: run %s in vm %s: %w", spec.Name, vm, err)
 	}
 	return sb, nil
 }
 
-func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (_ agentenv.Sandbox, err error) {
+// runInVM is RunInVM; slots, if not nil, are the VM ports to publish spec's ports on (Create's,
+// chosen before the VM was made), instead of free ones of the stack.
+func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec, slots map[int]int) (_ agentenv.Sandbox, err error) {
 	if err := p.needVM("run in vm"); err != nil {
 		return agentenv.Sandbox{}, err
 	}
@@ -378,9 +398,10 @@ func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	if res.ExitCode != 0 {
 		return agentenv.Sandbox{}, fmt.Errorf("read the stack: exit code %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
-	slots, err := p.pickSlots(string(res.Stdout), spec)
-	if err != nil {
-		return agentenv.Sandbox{}, err
+	if slots == nil {
+		if slots, err = p.pickSlots(string(res.Stdout), spec); err != nil {
+			return agentenv.Sandbox{}, err
+		}
 	}
 	var files io.Reader
 	if len(spec.Files) > 0 {
@@ -510,11 +531,11 @@ func runScript(spec agentenv.SandboxSpec, labels map[string]string, slots map[in
 	}
 	args = append(args, spec.Image)
 	args = append(args, spec.Command...)
-	n := shellJoin([]string{spec.Name})
+	n := shellquote.Join([]string{spec.Name})
 	script := "docker container inspect " + n + " >/dev/null 2>&1 && exit " + strconv.Itoa(exitNameInUse) + "\n" +
-		shellJoin(args) + " >/dev/null || exit $?\n"
+		shellquote.Join(args) + " >/dev/null || exit $?\n"
 	if withFiles {
-		script += "docker cp - " + shellJoin([]string{spec.Name + ":/"}) + " || exit $?\n"
+		script += "docker cp - " + shellquote.Join([]string{spec.Name + ":/"}) + " || exit $?\n"
 	}
 	script += "docker start " + n + " >/dev/null || exit $?\n" +
 		"echo state $(docker inspect -f '{{.State.Running}} {{.State.ExitCode}}' " + n + ")"
@@ -573,7 +594,7 @@ func (p *Provider) ensureImage(ctx context.Context, sb *modal.Sandbox, vm, image
 		return err
 	}
 	defer unlock()
-	q := shellJoin([]string{image})
+	q := shellquote.Join([]string{image})
 	res, err := p.exec(ctx, sb, "docker image inspect -f '{{.Id}}' "+q+" 2>/dev/null; exit 0", nil, execTimeout)
 	if err != nil {
 		return fmt.Errorf("image %s in the vm: %w", image, err)
@@ -667,7 +688,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 
 // remove runs `docker rm -f name` in sb; gone counts as removed.
 func (p *Provider) remove(ctx context.Context, sb *modal.Sandbox, name string) error {
-	res, err := p.exec(ctx, sb, shellJoin([]string{"docker", "rm", "-f", name}), nil, execTimeout)
+	res, err := p.exec(ctx, sb, shellquote.Join([]string{"docker", "rm", "-f", name}), nil, execTimeout)
 	switch {
 	case errors.Is(err, agentenv.ErrGone), errors.Is(err, agentenv.ErrNotFound):
 		return nil
@@ -677,13 +698,4 @@ func (p *Provider) remove(ctx context.Context, sb *modal.Sandbox, name string) e
 		return fmt.Errorf("docker rm exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	return nil
-}
-
-// shellJoin quotes args for /bin/sh.
-func shellJoin(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(q, " ")
 }

@@ -54,8 +54,26 @@ func TestVMModeBadInputCreatesNothing(t *testing.T) {
 	if c := vmp.Capabilities(); !c.VMMode || c.ContainerMode || c.PrivateNetworks || !c.ListByLabel || !c.BackstopLifetime {
 		t.Errorf("VM-mode capabilities = %+v, want VM mode only, listed by label, with a backstop", c)
 	}
-	if _, err := vmp.Create(ctx, spec("sb-bare")); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "VM mode") {
-		t.Errorf("Create on modal_vm = %v, want ErrInvalid saying it is VM mode", err)
+	onNet := spec("sb-bare")
+	onNet.Network = "net-1"
+	if _, err := vmp.Create(ctx, onNet); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "VM mode") {
+		t.Errorf("Create on a network on modal_vm = %v, want ErrInvalid saying it is VM mode", err)
+	}
+	tooMany := spec("sb-ports")
+	tooMany.Ports = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+	noImage := spec("sb-noimage")
+	noImage.Image = ""
+	badPort := spec("sb-badport")
+	badPort.Ports = []int{70000}
+	mismatched := spec("sb-mismatched")
+	mismatched.Labels[agentenv.LabelRecord] = "other"
+	for name, sp := range map[string]agentenv.SandboxSpec{
+		"more ports than slots": tooMany, "no image": noImage, "bad port": badPort,
+		"record label not its name": mismatched, "bad name": spec("no/slash"),
+	} {
+		if _, err := vmp.Create(ctx, sp); !errors.Is(err, agentenv.ErrInvalid) {
+			t.Errorf("Create on modal_vm with %s = %v, want ErrInvalid", name, err)
+		}
 	}
 	if _, err := vmp.CreateNetwork(ctx, agentenv.NetworkSpec{Name: "net-1", Labels: map[string]string{agentenv.LabelRecord: "net-1"}}); !errors.Is(err, agentenv.ErrInvalid) {
 		t.Errorf("CreateNetwork on modal_vm = %v, want ErrInvalid", err)
@@ -105,7 +123,8 @@ func TestVMModeBadInputCreatesNothing(t *testing.T) {
 }
 
 // TestVMWithoutDockerIsTerminated: a VM whose image has no Docker engine (the in-memory
-// emulator runs no commands) fails CreateVM, and the sandbox it made is terminated.
+// emulator runs no commands) fails CreateVM, and a bare Create, and the sandbox each made is
+// terminated.
 func TestVMWithoutDockerIsTerminated(t *testing.T) {
 	emu := emulator(t)
 	p := newVMProvider(t, modal.Config{})
@@ -113,8 +132,12 @@ func TestVMWithoutDockerIsTerminated(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "start docker") {
 		t.Fatalf("CreateVM of an image without docker = %v, want a start docker error", err)
 	}
-	if n := emu.Calls("SandboxCreate"); n != 1 {
-		t.Errorf("SandboxCreate called %d times, want 1", n)
+	_, err = p.Create(t.Context(), spec("sb-nodocker"))
+	if err == nil || !strings.Contains(err.Error(), "start docker") {
+		t.Fatalf("Create on modal_vm of an image without docker = %v, want a start docker error", err)
+	}
+	if n := emu.Calls("SandboxCreate"); n != 2 {
+		t.Errorf("SandboxCreate called %d times, want 2", n)
 	}
 	if left := emu.Running(); len(left) != 0 {
 		t.Errorf("the emulator runs %v after the failed CreateVM", left)

@@ -1,6 +1,6 @@
 // Package providertest is the conformance suite every agentenv.Provider passes. A provider's
 // test calls Run with a constructor and an image; Run checks the contracts written on
-// agentenv.Provider (and on agentenv.Networker when the provider implements it): labels round
+// agentenv.Provider (and on agentenv.Networker when it declares PrivateNetworks): labels round
 // trip, List finds by record, Terminate is idempotent and counts a finished sandbox as
 // terminated, Get tells a finished sandbox from a missing one, and a Create that is cancelled
 // or refused leaves nothing listed.
@@ -331,12 +331,14 @@ func (s *suite) invalidRecordLabel(t *testing.T, p agentenv.Provider) {
 }
 
 func (s *suite) network(t *testing.T, p agentenv.Provider) {
+	// The capabilities decide, not the type: one type may serve providers of both kinds (modal
+	// and modal_vm), and only those that declare private networks promise them.
+	if !p.Capabilities().PrivateNetworks {
+		return
+	}
 	nw, ok := p.(agentenv.Networker)
 	if !ok {
-		if p.Capabilities().PrivateNetworks {
-			t.Fatalf("%s declares PrivateNetworks but does not implement agentenv.Networker", p.Name())
-		}
-		return
+		t.Fatalf("%s declares PrivateNetworks but does not implement agentenv.Networker", p.Name())
 	}
 	ctx := t.Context()
 	netID, id := NewID(), NewID()
