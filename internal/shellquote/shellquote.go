@@ -4,8 +4,9 @@ package shellquote
 
 import "strings"
 
-// Join quotes each of args in single quotes (an embedded quote as '\'') and joins them with
-// spaces, so that /bin/sh reads back exactly args, whatever they hold.
+// Join puts each of args in single quotes (closing, escaping and reopening them around a quote
+// inside) and joins them with spaces, so that /bin/sh reads back exactly args, whatever they
+// hold.
 func Join(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
