@@ -44,23 +44,8 @@ type dockerRig struct {
 
 func newDockerRig(t *testing.T) *dockerRig {
 	t.Helper()
-	cli := dockertest.Require(t)
 	runtime, _ := dockertest.RuntimeImage(t)
-	emu, err := modalemu.StartWith(modalemu.Options{Docker: cli})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Registered first, so it runs last: after Close, nothing the emulator made is left.
-	dockertest.CheckNoLeftovers(t, cli, emu.Labels())
-	t.Setenv("MODAL_SERVER_URL", emu.URL())
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("MODAL_SANDBOX_V2", "0")
-	t.Cleanup(func() {
-		if left := emu.Running(); len(left) != 0 {
-			t.Errorf("the emulator still runs %v", left)
-		}
-		emu.Close()
-	})
+	emu, cli, _ := dockerEmulator(t, false)
 	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,7 @@ package modal_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -26,33 +24,7 @@ import (
 // or if the emulator still runs a sandbox when the test ends.
 func newVMEmulator(t *testing.T) (*modalemu.Server, map[string]string) {
 	t.Helper()
-	cli := dockertest.Require(t)
-	labels := map[string]string{"agentenv.test.modalvm": fmt.Sprintf("%x", rand.Uint64())}
-	dockertest.CheckNoLeftovers(t, cli, labels)
-	host, err := emuvm.New(emuvm.Config{Labels: labels, InMemory: true},
-		slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := host.Close(context.Background()); err != nil {
-			t.Errorf("close the vm host: %v", err)
-		}
-	})
-	emu, err := modalemu.StartWith(modalemu.Options{Docker: cli, VM: host})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dockertest.CheckNoLeftovers(t, cli, emu.Labels())
-	t.Setenv("MODAL_SERVER_URL", emu.URL())
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("MODAL_SANDBOX_V2", "0")
-	t.Cleanup(func() {
-		if left := emu.Running(); len(left) != 0 {
-			t.Errorf("the emulator still runs %v", left)
-		}
-		emu.Close()
-	})
+	emu, _, labels := dockerEmulator(t, true)
 	return emu, labels
 }
 

@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -24,7 +22,6 @@ import (
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/modal"
-	"github.com/agentenv/agentenv/provider/modal/modalemu"
 	envspec "github.com/agentenv/agentenv/spec"
 )
 
@@ -47,32 +44,7 @@ func newVMRig(t *testing.T) *dockerRig {
 	env.ServiceDB.DBMCP.Image = runtime
 	env.Gateway.Image = runtime
 
-	labels := map[string]string{"agentenv.test.modalvm": fmt.Sprintf("%x", rand.Uint64())}
-	dockertest.CheckNoLeftovers(t, cli, labels)
-	host, err := emuvm.New(emuvm.Config{Labels: labels, InMemory: true, Preload: []string{env.ServiceDB.Image, env.ServiceDB.WebUI.Image}},
-		slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := host.Close(context.Background()); err != nil {
-			t.Errorf("close the vm host: %v", err)
-		}
-	})
-	emu, err := modalemu.StartWith(modalemu.Options{Docker: cli, VM: host})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dockertest.CheckNoLeftovers(t, cli, emu.Labels())
-	t.Setenv("MODAL_SERVER_URL", emu.URL())
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("MODAL_SANDBOX_V2", "0")
-	t.Cleanup(func() {
-		if left := emu.Running(); len(left) != 0 {
-			t.Errorf("the emulator still runs %v", left)
-		}
-		emu.Close()
-	})
+	emu, _, _ := dockerEmulator(t, true, env.ServiceDB.Image, env.ServiceDB.WebUI.Image)
 	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
 	if err != nil {
 		t.Fatal(err)
