@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/fault"
+	"github.com/agentenv/agentenv/internal/gatewaytest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/docker"
@@ -138,47 +138,6 @@ func (r *rig) parse(name, y string) *spec.Env {
 	return env
 }
 
-// session connects an MCP client to a deployment's gateway.
-func session(t *testing.T, res *deploy.Result) *mcp.ClientSession {
-	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, nil)
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
-		Endpoint:   res.GatewayURL,
-		HTTPClient: &http.Client{Transport: authed{res.Token}},
-	}, nil)
-	if err != nil {
-		t.Fatalf("connect to the gateway: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
-}
-
-type authed struct{ token string }
-
-func (a authed) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+a.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) string {
-	t.Helper()
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("call %s: %v", tool, err)
-	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	if res.IsError {
-		t.Fatalf("call %s: tool error: %s", tool, b.String())
-	}
-	return b.String()
-}
-
 func teardown(t *testing.T, r *rig, id string) agentenv.Receipt {
 	t.Helper()
 	rc, err := r.d.Teardown(context.Background(), id)
@@ -209,10 +168,10 @@ func TestNotesThroughTheGatewayLandInTheServiceDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := session(t, res)
-	call(t, cs, "add_note", map[string]any{"title": "groceries", "body": "milk and eggs", "tags": []string{"home"}})
-	call(t, cs, "add_note", map[string]any{"title": "talk", "body": "agentenv never forgets"})
-	if got := call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "talk") {
+	cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
+	gatewaytest.Call(t, cs, "add_note", map[string]any{"title": "groceries", "body": "milk and eggs", "tags": []string{"home"}})
+	gatewaytest.Call(t, cs, "add_note", map[string]any{"title": "talk", "body": "agentenv never forgets"})
+	if got := gatewaytest.Call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "talk") {
 		t.Errorf("search_notes = %s, want the talk note", got)
 	}
 	// The rows are in the service DB: directly ...
@@ -231,7 +190,7 @@ func TestNotesThroughTheGatewayLandInTheServiceDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := call(t, dbs, "query", map[string]any{"sql": "SELECT title FROM notes.notes ORDER BY id"}); !strings.Contains(got, "groceries") {
+	if got := gatewaytest.Call(t, dbs, "query", map[string]any{"sql": "SELECT title FROM notes.notes ORDER BY id"}); !strings.Contains(got, "groceries") {
 		t.Errorf("db-mcp query = %s, want the groceries row", got)
 	}
 	dbs.Close()
@@ -257,7 +216,7 @@ func TestVMModeDeployAndTeardown(t *testing.T) {
 	if res.Doc.Mode != deploy.ModeVM || len(res.Records) != 1 {
 		t.Errorf("mode %s with records %v, want vm with one VM record", res.Doc.Mode, res.Records)
 	}
-	call(t, session(t, res), "set", map[string]any{"key": "a", "value": "1"})
+	gatewaytest.Call(t, gatewaytest.Connect(t, res.GatewayURL, res.Token), "set", map[string]any{"key": "a", "value": "1"})
 	assertReceiptClean(t, teardown(t, r, id), false)
 	if left := r.leftovers(id); len(left) != 0 {
 		t.Errorf("left after teardown: %v", left)
@@ -441,7 +400,7 @@ func TestFailedDeployLeavesCallersVMAndEarlierDeploymentAlone(t *testing.T) {
 		t.Errorf("in the caller's VM: %v, want only its network (the failed deploy's containers removed)", left)
 	}
 	// The earlier deployment still serves.
-	call(t, session(t, res), "set", map[string]any{"key": "still", "value": "here"})
+	gatewaytest.Call(t, gatewaytest.Connect(t, res.GatewayURL, res.Token), "set", map[string]any{"key": "still", "value": "here"})
 	if _, _, err := r.d.Reattach(t.Context(), first); err != nil {
 		t.Errorf("reattach the earlier deployment: %v", err)
 	}
@@ -611,14 +570,14 @@ gateway:
 	if len(res.Doc.Servers) != 3 || res.Doc.Tools != 12 {
 		t.Errorf("servers %v with %d tools, want 3 servers and 12 tools", res.Doc.Servers, res.Doc.Tools)
 	}
-	cs := session(t, res)
-	call(t, cs, "kv-stdio__set", map[string]any{"key": "via", "value": "stdio"})
-	if got := call(t, cs, "kv-stdio__get", map[string]any{"key": "via"}); !strings.Contains(got, "stdio") {
+	cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
+	gatewaytest.Call(t, cs, "kv-stdio__set", map[string]any{"key": "via", "value": "stdio"})
+	if got := gatewaytest.Call(t, cs, "kv-stdio__get", map[string]any{"key": "via"}); !strings.Contains(got, "stdio") {
 		t.Errorf("kv-stdio__get = %s", got)
 	}
-	if got := call(t, cs, "kv__get", map[string]any{"key": "via"}); strings.Contains(got, "stdio") {
+	if got := gatewaytest.Call(t, cs, "kv__get", map[string]any{"key": "via"}); strings.Contains(got, "stdio") {
 		t.Errorf("the http kv sees the stdio kv's key: %s", got)
 	}
-	call(t, cs, "notes__add_note", map[string]any{"title": "multi", "body": "three servers"})
+	gatewaytest.Call(t, cs, "notes__add_note", map[string]any{"title": "multi", "body": "three servers"})
 	assertReceiptClean(t, teardown(t, r, id), false)
 }

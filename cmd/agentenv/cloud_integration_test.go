@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
+	"github.com/agentenv/agentenv/internal/gatewaytest"
 	"github.com/agentenv/agentenv/provider/e2b/e2bemu"
 	"github.com/agentenv/agentenv/provider/modal/modalemu"
 )
@@ -90,7 +91,7 @@ func (c *cli) deployCallTeardown(t *testing.T, provider, mode string, running fu
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "cli-test", Version: "v1"}, nil)
 	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{
-		Endpoint: out.GatewayURL, HTTPClient: &http.Client{Transport: authed{out.Token}}, MaxRetries: -1,
+		Endpoint: out.GatewayURL, HTTPClient: &http.Client{Transport: gatewaytest.Bearer(out.Token)}, MaxRetries: -1,
 	}, nil)
 	if err != nil {
 		t.Errorf("connect to the gateway at %s: %v", out.GatewayURL, err)
@@ -119,13 +120,4 @@ func (c *cli) deployCallTeardown(t *testing.T, provider, mode string, running fu
 			t.Errorf("record %s is %s after the teardown", rec.ID, rec.State)
 		}
 	}
-}
-
-// authed adds a bearer token to every request.
-type authed struct{ token string }
-
-func (a authed) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+a.token)
-	return http.DefaultTransport.RoundTrip(r)
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/internal/gatewaytest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/dockervm"
@@ -113,7 +113,7 @@ gateway:
 	if res.Doc.Mode != deploy.ModeVM || len(res.Records) != 1 {
 		t.Errorf("mode %s, records %v; want vm with one VM record", res.Doc.Mode, res.Records)
 	}
-	cs := session(t, res)
+	cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
 	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "set", Arguments: map[string]any{"key": "a", "value": "1"}}); err != nil {
 		t.Errorf("call set through the gateway: %v", err)
 	}
@@ -148,22 +148,4 @@ gateway:
 	if left, _ := dockertest.Leftovers(context.Background(), cli, map[string]string{agentenv.LabelDeployment: cid}); len(left) != 0 {
 		t.Errorf("left after a cancelled deploy: %v", left)
 	}
-}
-
-type authed struct{ token string }
-
-func (a authed) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+a.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
-func session(t *testing.T, res *deploy.Result) *mcp.ClientSession {
-	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: res.GatewayURL, HTTPClient: &http.Client{Transport: authed{res.Token}}}, nil)
-	if err != nil {
-		t.Fatalf("connect to the gateway: %v", err)
-	}
-	return cs
 }

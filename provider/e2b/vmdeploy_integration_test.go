@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
+	"github.com/agentenv/agentenv/internal/gatewaytest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/e2b"
@@ -154,7 +154,7 @@ func TestVMModeDeployOfNotes(t *testing.T) {
 	if !strings.HasPrefix(res.GatewayURL, r.emu.URL()+"/sandbox/") {
 		t.Errorf("gateway URL %s, want one through the emulator's port proxy", res.GatewayURL)
 	}
-	cs := session(t, res)
+	cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
 	got, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add_note", Arguments: map[string]any{"title": "hello", "body": "from e2b"}})
 	if err != nil || got.IsError {
 		t.Errorf("call add_note through the gateway = %+v, %v", got, err)
@@ -229,22 +229,4 @@ func TestVMModeDeployOfNotes(t *testing.T) {
 		t.Errorf("the emulator runs %v after the cancelled deploys", left)
 	}
 	t.Logf("%d cancelled deploys took %s; whole test %s", n, time.Since(cstart), time.Since(start))
-}
-
-type authed struct{ token string }
-
-func (a authed) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+a.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
-func session(t *testing.T, res *deploy.Result) *mcp.ClientSession {
-	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil)
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: res.GatewayURL, HTTPClient: &http.Client{Transport: authed{res.Token}}}, nil)
-	if err != nil {
-		t.Fatalf("connect to the gateway: %v", err)
-	}
-	return cs
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,11 +16,11 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/internal/gatewaytest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/modal"
@@ -113,32 +112,6 @@ func (r *dockerRig) settled(t *testing.T, id string) {
 	}
 }
 
-type authed struct{ token string }
-
-func (a authed) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+a.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) string {
-	t.Helper()
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("call %s: %v", tool, err)
-	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	if res.IsError {
-		t.Fatalf("call %s: tool error: %s", tool, b.String())
-	}
-	return b.String()
-}
-
 // TestContainerDeployOfNotes deploys the notes example in container mode on modal, against the
 // emulator with real containers: the service DB, the notes server, the DB web UI, db-mcp and
 // the gateway each a sandbox on the emulator's i6pn, wired by their private hosts. It calls
@@ -184,13 +157,9 @@ func TestContainerDeployOfNotes(t *testing.T) {
 			t.Errorf("the emulator runs %d sandboxes, want 5", got)
 		}
 
-		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, nil)
-		cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: res.GatewayURL, HTTPClient: &http.Client{Transport: authed{res.Token}}}, nil)
-		if err != nil {
-			t.Fatalf("connect to the gateway: %v", err)
-		}
-		call(t, cs, "add_note", map[string]any{"title": "talk", "body": "agentenv never forgets"})
-		if got := call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "talk") {
+		cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
+		gatewaytest.Call(t, cs, "add_note", map[string]any{"title": "talk", "body": "agentenv never forgets"})
+		if got := gatewaytest.Call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "talk") {
 			t.Errorf("search_notes = %s, want the talk note", got)
 		}
 		cs.Close()

@@ -6,19 +6,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
+	"github.com/agentenv/agentenv/internal/gatewaytest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/modal"
@@ -100,13 +98,9 @@ func TestVMDeployOfNotes(t *testing.T) {
 			t.Error("nothing was written to an exec's stdin: the runtime image was not uploaded")
 		}
 
-		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, nil)
-		cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: res.GatewayURL, HTTPClient: &http.Client{Transport: authed{res.Token}}}, nil)
-		if err != nil {
-			t.Fatalf("connect to the gateway: %v", err)
-		}
-		call(t, cs, "add_note", map[string]any{"title": "vm", "body": "modal_vm never forgets"})
-		if got := call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "vm") {
+		cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
+		gatewaytest.Call(t, cs, "add_note", map[string]any{"title": "vm", "body": "modal_vm never forgets"})
+		if got := gatewaytest.Call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "vm") {
 			t.Errorf("search_notes = %s, want the vm note", got)
 		}
 		cs.Close()
