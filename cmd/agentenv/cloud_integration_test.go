@@ -5,7 +5,11 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,7 +42,7 @@ func TestEnvDeployOnModalThroughTheCLI(t *testing.T) {
 	})
 	c.env = append(c.env, "MODAL_SERVER_URL="+emu.URL(), "MODAL_TOKEN_ID=ak-cli", "MODAL_TOKEN_SECRET=as-cli",
 		"AGENTENV_PROVIDER_MODAL_REGION=us-east-1")
-	c.deployCallTeardown(t, "modal", "container", func() []string { return emu.Running() })
+	c.deployCallTeardown(t, "modal", "container", c.kvEnvFile(), "get", func() []string { return emu.Running() })
 }
 
 func TestEnvDeployOnE2BThroughTheCLI(t *testing.T) {
@@ -65,15 +69,16 @@ func TestEnvDeployOnE2BThroughTheCLI(t *testing.T) {
 	})
 	c.env = append(c.env, "E2B_API_KEY=e2b-cli-key", "AGENTENV_PROVIDER_E2B_API_URL="+emu.URL(),
 		"AGENTENV_PROVIDER_E2B_SANDBOX_URL="+emu.URL()+"/sandbox/{id}/{port}")
-	c.deployCallTeardown(t, "e2b", "vm", func() []string { return emu.Running() })
+	// With a stdio server too: the bridge's binary goes into the VM through envd's file upload.
+	c.deployCallTeardown(t, "e2b", "vm", c.kvStdioEnvFile(), "kv-stdio__get", func() []string { return emu.Running() })
 }
 
-// deployCallTeardown deploys the kv env on provider with `env deploy`, lists the tools through
-// its gateway with a real MCP client, tears it down with `env teardown`, and checks that the
-// backend runs nothing and the ledger holds nothing short of gone.
-func (c *cli) deployCallTeardown(t *testing.T, provider, mode string, running func() []string) {
+// deployCallTeardown deploys the env file on provider with `env deploy`, lists the tools through
+// its gateway with a real MCP client (tool must be among them), tears it down with `env
+// teardown`, and checks that the backend runs nothing and the ledger holds nothing short of gone.
+func (c *cli) deployCallTeardown(t *testing.T, provider, mode, envFile, tool string, running func() []string) {
 	t.Helper()
-	r := c.run(t.Context(), nil, "env", "deploy", c.kvEnvFile(), "--provider", provider, "--json")
+	r := c.run(t.Context(), nil, "env", "deploy", envFile, "--provider", provider, "--json")
 	if r.code != 0 {
 		t.Fatalf("env deploy --provider %s: exit %d\n%s%s", provider, r.code, r.stdout, r.stderr)
 	}
@@ -97,8 +102,14 @@ func (c *cli) deployCallTeardown(t *testing.T, provider, mode string, running fu
 		t.Errorf("connect to the gateway at %s: %v", out.GatewayURL, err)
 	} else {
 		tools, err := cs.ListTools(t.Context(), nil)
-		if err != nil || len(tools.Tools) == 0 {
-			t.Errorf("tools/list through the gateway = %v, %v; want the kv tools", tools, err)
+		var names []string
+		if err == nil {
+			for _, tl := range tools.Tools {
+				names = append(names, tl.Name)
+			}
+		}
+		if !slices.Contains(names, tool) {
+			t.Errorf("tools/list through the gateway = %v, %v; want %s among them", names, err, tool)
 		}
 		cs.Close()
 	}
@@ -120,4 +131,30 @@ func (c *cli) deployCallTeardown(t *testing.T, provider, mode string, running fu
 			t.Errorf("record %s is %s after the teardown", rec.ID, rec.State)
 		}
 	}
+}
+
+// kvStdioEnvFile writes an env of two kv servers, one over HTTP and one over stdio behind the
+// bridge, with this checkout's runtime image, and returns its path.
+func (c *cli) kvStdioEnvFile() string {
+	c.t.Helper()
+	runtime, _ := dockertest.RuntimeImage(c.t)
+	p := filepath.Join(c.t.TempDir(), "env.yaml")
+	y := fmt.Sprintf(`name: kv-stdio
+servers:
+  - name: kv
+    image: %[1]s
+    command: [/agentenv, serve, kv, --listen, ":8080"]
+    port: 8080
+  - name: kv-stdio
+    image: %[1]s
+    transport: stdio
+    command: [/agentenv, serve, kv, --stdio]
+gateway:
+  image: %[1]s
+  tool_names: prefix
+`, runtime)
+	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	return p
 }

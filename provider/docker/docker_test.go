@@ -1,10 +1,7 @@
 package docker
 
 import (
-	"archive/tar"
-	"bytes"
 	"errors"
-	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -172,46 +169,6 @@ func TestGrouper(t *testing.T) {
 	}
 	if sbs := g.sandboxes(); sbs[0].Created.Unix() != 1 {
 		t.Errorf("created of a = %v, want the earliest (1)", sbs[0].Created.Unix())
-	}
-}
-
-func TestFileArchive(t *testing.T) {
-	tests := []struct {
-		base, file string
-		want       []string
-	}{
-		{"/tmp", "/tmp/x", []string{"x"}},
-		{"/tmp", "/tmp/a/b/x", []string{"a/", "a/b/", "a/b/x"}},
-		{"/", "/x", []string{"x"}},
-		{"/", "/a/x", []string{"a/", "a/x"}},
-	}
-	for _, tt := range tests {
-		data, err := fileArchive(tt.base, tt.file, []byte("hi"))
-		if err != nil {
-			t.Fatalf("fileArchive(%s, %s): %v", tt.base, tt.file, err)
-		}
-		var names []string
-		tr := tar.NewReader(bytes.NewReader(data))
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			names = append(names, h.Name)
-			if h.Typeflag == tar.TypeReg {
-				if b, _ := io.ReadAll(tr); string(b) != "hi" {
-					t.Errorf("%s holds %q", h.Name, b)
-				}
-			}
-		}
-		if diff := cmp.Diff(tt.want, names); diff != "" {
-			t.Errorf("fileArchive(%s, %s) (-want +got):\n%s", tt.base, tt.file, diff)
-		}
-	}
-	if _, err := fileArchive("/tmp", "/tmp", nil); err == nil {
-		t.Errorf("fileArchive(/tmp, /tmp) = nil error, want one")
 	}
 }
 

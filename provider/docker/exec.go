@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/filetar"
 )
 
 // maxReadFile bounds what ReadFile returns, so a mistaken path cannot exhaust memory.
@@ -90,7 +91,7 @@ func (p *Provider) WriteFile(ctx context.Context, id, file string, data []byte) 
 		}
 		base = path.Dir(base)
 	}
-	archive, err := fileArchive(base, file, data)
+	archive, err := filetar.Pack(base, map[string][]byte{file: data})
 	if err != nil {
 		return fmt.Errorf("docker: write %s:%s: %w", id, file, err)
 	}
@@ -99,46 +100,6 @@ func (p *Provider) WriteFile(ctx context.Context, id, file string, data []byte) 
 		return fmt.Errorf("docker: write %s:%s: %w", id, file, p.kind(err))
 	}
 	return nil
-}
-
-// fileArchive returns a tar archive that, unpacked at base, makes the directories between base
-// and file and then file with data.
-func fileArchive(base, file string, data []byte) ([]byte, error) {
-	if !strings.HasPrefix(file, base) {
-		return nil, fmt.Errorf("%s is not below %s", file, base)
-	}
-	rel := strings.TrimPrefix(file[len(base):], "/")
-	if rel == "" {
-		return nil, fmt.Errorf("%s is not below %s", file, base)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	parts := strings.Split(rel, "/")
-	for i := 1; i < len(parts); i++ {
-		dir := strings.Join(parts[:i], "/") + "/"
-		if err := tw.WriteHeader(&tar.Header{Name: dir, Mode: 0o755, Typeflag: tar.TypeDir}); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: fileMode(data), Typeflag: tar.TypeReg, Size: int64(len(data))}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// fileMode is 0755 for an executable (an ELF binary or a #! script), else 0644, as
-// SandboxSpec.Files promises.
-func fileMode(data []byte) int64 {
-	if bytes.HasPrefix(data, []byte("\x7fELF")) || bytes.HasPrefix(data, []byte("#!")) {
-		return 0o755
-	}
-	return 0o644
 }
 
 // ReadFile returns the contents of the regular file at path in sandbox id. It is ErrNotFound if

@@ -1,7 +1,6 @@
 package dockervm
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -13,10 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"path"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -25,6 +22,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/filetar"
 )
 
 // stackNetwork is the inner network every component of a VM's stack joins.
@@ -188,9 +186,13 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 		}
 		return agentenv.Sandbox{}, p.kind(ctxErr(ctx, err))
 	}
-	for file, data := range spec.Files {
-		if err := copyFile(ctx, in, spec.Name, file, data); err != nil {
-			return agentenv.Sandbox{}, err
+	if len(spec.Files) > 0 {
+		archive, err := filetar.Pack("/", spec.Files)
+		if err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("files: %w: %w", err, agentenv.ErrInvalid)
+		}
+		if _, err := in.CopyToContainer(ctx, spec.Name, client.CopyToContainerOptions{DestinationPath: "/", Content: bytes.NewReader(archive)}); err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("write files: %w", ctxErr(ctx, err))
 		}
 	}
 	if _, err := in.ContainerStart(ctx, spec.Name, client.ContainerStartOptions{}); err != nil {
@@ -354,43 +356,6 @@ func innerOptions(spec agentenv.SandboxSpec, labels map[string]string, slots map
 			stackNetwork: {Aliases: append([]string{spec.Name}, spec.Aliases...)},
 		}},
 	}, nil
-}
-
-// copyFile writes data at the absolute path file in the created container name (mode 0755 for
-// an ELF or #! header, else 0644), with its parent directories.
-func copyFile(ctx context.Context, in *client.Client, name, file string, data []byte) error {
-	if !path.IsAbs(file) || path.Clean(file) == "/" {
-		return fmt.Errorf("file %s: want an absolute path: %w", file, agentenv.ErrInvalid)
-	}
-	file = strings.TrimPrefix(path.Clean(file), "/")
-	mode := int64(0o644)
-	if bytes.HasPrefix(data, []byte("\x7fELF")) || bytes.HasPrefix(data, []byte("#!")) {
-		mode = 0o755
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	var dirs []string
-	for dir := path.Dir(file); dir != "."; dir = path.Dir(dir) {
-		dirs = append([]string{dir}, dirs...)
-	}
-	for _, d := range dirs {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}); err != nil {
-			return err
-		}
-	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: file, Mode: mode, Size: int64(len(data))}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	if _, err := in.CopyToContainer(ctx, name, client.CopyToContainerOptions{DestinationPath: "/", Content: &buf}); err != nil {
-		return fmt.Errorf("write %s: %w", file, ctxErr(ctx, err))
-	}
-	return nil
 }
 
 // RemoveFromVM implements agentenv.VMHost: it removes the container name of vm's stack. A

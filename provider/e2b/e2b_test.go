@@ -1,6 +1,7 @@
 package e2b_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"errors"
 	"fmt"
@@ -206,7 +207,8 @@ func TestVMHost(t *testing.T) {
 		t.Errorf("vm template = %q, want %q", got.Template, e2b.DefaultVMTemplate)
 	}
 	c, err := p.RunInVM(t.Context(), vm.ID, agentenv.SandboxSpec{Name: "gateway", Image: "agentenv:dev", Command: []string{"agentenv", "gateway"},
-		Ports: []int{8000}, Aliases: []string{"gw"}, Labels: map[string]string{agentenv.LabelRole: "gateway"}, Env: map[string]string{"TOKEN": "it's"}})
+		Ports: []int{8000}, Aliases: []string{"gw"}, Labels: map[string]string{agentenv.LabelRole: "gateway"}, Env: map[string]string{"TOKEN": "it's"},
+		Files: map[string][]byte{"/agentenv": []byte("\x7fELF binary")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,9 +219,22 @@ func TestVMHost(t *testing.T) {
 		t.Errorf("RemoveFromVM = %v", err)
 	}
 	cmds := emu.Commands()
-	if len(cmds) != 2 || cmds[0].User != "root" || !strings.Contains(cmds[0].Script, "'docker' 'run' '-d' '--name' 'gateway'") ||
+	if len(cmds) != 2 || cmds[0].User != "root" || !strings.Contains(cmds[0].Script, "'docker' 'create' '--name' 'gateway'") ||
 		!strings.Contains(cmds[0].Script, `'TOKEN=it'\''s'`) || !strings.Contains(cmds[1].Script, "'docker' 'rm' '-f' 'gateway'") {
-		t.Errorf("commands = %+v, want docker run then docker rm, as root, quoted", cmds)
+		t.Errorf("commands = %+v, want docker create then docker rm, as root, quoted", cmds)
+	}
+	// The files went up as one tar through envd's filesystem API, and into the container before
+	// it started.
+	ups := emu.Uploads()
+	if len(ups) != 1 || ups[0].Sandbox != vm.ID || ups[0].User != "root" || !strings.HasSuffix(ups[0].Path, ".tar") {
+		t.Fatalf("uploads = %+v, want one tar into the vm as root", ups)
+	}
+	h, err := tar.NewReader(bytes.NewReader(ups[0].Data)).Next()
+	if err != nil || h.Name != "agentenv" || h.Mode != 0o755 {
+		t.Errorf("uploaded tar starts with %+v, %v; want agentenv, mode 0755", h, err)
+	}
+	if cp, start := strings.Index(cmds[0].Script, "docker cp - 'gateway:/' <"+ups[0].Path), strings.Index(cmds[0].Script, "docker start 'gateway'"); cp < 0 || start < cp {
+		t.Errorf("script %q does not copy the uploaded tar in before docker start", cmds[0].Script)
 	}
 	if err := p.Terminate(t.Context(), vm.ID); err != nil {
 		t.Fatal(err)

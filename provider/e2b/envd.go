@@ -10,7 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
+	"net/url"
+	"path"
 	"strconv"
 
 	"github.com/agentenv/agentenv"
@@ -160,4 +163,47 @@ func readEnvelope(r *bufio.Reader) (byte, []byte, error) {
 		return 0, nil, err
 	}
 	return head[0], data, nil
+}
+
+// upload writes data to the absolute path name in sandbox id, owned by user, through envd's
+// filesystem API: POST /files?path=…&username=… with the file as multipart form field "file",
+// as E2B's SDKs' files.write does. token is the sandbox's envd access token.
+func (p *Provider) upload(ctx context.Context, id, token, name, user string, data []byte) error {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, err := mw.CreateFormFile("file", path.Base(name))
+	if err == nil {
+		_, err = fw.Write(data)
+	}
+	if err == nil {
+		err = mw.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	q := url.Values{"path": {name}, "username": {user}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.SandboxURL(id, EnvdPort)+"/files?"+q.Encode(), &body)
+	if err != nil {
+		return fmt.Errorf("upload request: %w", err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("E2b-Sandbox-Id", id)
+	req.Header.Set("E2b-Sandbox-Port", strconv.Itoa(EnvdPort))
+	if token != "" {
+		req.Header.Set("X-Access-Token", token)
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", name, kind(err))
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return nil
+	case resp.StatusCode == http.StatusBadGateway:
+		return fmt.Errorf("upload %s: %w: %w", name, agentenv.ErrGone, &apiError{Status: resp.StatusCode, Message: string(bytes.TrimSpace(b))})
+	default:
+		return fmt.Errorf("upload %s: %w", name, kind(&apiError{Status: resp.StatusCode, Message: string(bytes.TrimSpace(b))}))
+	}
 }

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/filetar"
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
 
@@ -33,16 +35,24 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 const exitNoImage = 97
 
 // RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with
-// `docker run -d` through the process API (as root), on the stack's network under spec.Name
-// and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine picks (two
+// `docker create` and `docker start` through the process API (as root), on the stack's network
+// under spec.Name and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine picks (two
 // components of a stack may well listen on the same port), read back with `docker port`, and
 // reached at E2B's URL of that VM port (Config.SandboxURL). The image must be in the VM
 // already: a template for agentenv is built with the env's images, and a missing one is
-// ErrInvalid naming it (nothing is pulled). Files are not supported (ErrInvalid). On error it
-// removes the container it made.
+// ErrInvalid naming it (nothing is pulled). spec.Files are packed in a tar, uploaded into the
+// VM through envd's filesystem API, and copied into the container before it starts. On error
+// it removes the container it made.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if !recordName.MatchString(spec.Name) || spec.Image == "" || len(spec.Files) > 0 {
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: want a container name, an image and no files: %w", spec.Name, vm, agentenv.ErrInvalid)
+	if !recordName.MatchString(spec.Name) || spec.Image == "" {
+		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
+	}
+	var archive []byte
+	if len(spec.Files) > 0 {
+		var err error
+		if archive, err = filetar.Pack("/", spec.Files); err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: files: %w: %w", spec.Name, vm, err, agentenv.ErrInvalid)
+		}
 	}
 	for _, port := range spec.Ports {
 		if port <= 0 || port > 65535 {
@@ -56,7 +66,7 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	labels := maps.Clone(d.Metadata)
 	delete(labels, labelPorts)
 	maps.Copy(labels, spec.Labels)
-	args := []string{"docker", "run", "-d", "--name", spec.Name, "--network", stackNetwork}
+	args := []string{"docker", "create", "--name", spec.Name, "--network", stackNetwork}
 	for _, a := range spec.Aliases {
 		args = append(args, "--network-alias", a)
 	}
@@ -74,12 +84,21 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	}
 	args = append(args, spec.Image)
 	args = append(args, spec.Command...)
-	image := shellquote.Join([]string{spec.Image})
+	image, name := shellquote.Join([]string{spec.Image}), shellquote.Join([]string{spec.Name})
 	script := "docker image inspect " + image + " >/dev/null 2>&1 || exit " + strconv.Itoa(exitNoImage) + "; " +
 		"docker network inspect " + stackNetwork + " >/dev/null 2>&1 || docker network create " + stackNetwork + " >/dev/null; " +
-		shellquote.Join(args) + " >/dev/null || exit $?"
+		shellquote.Join(args) + " >/dev/null || exit $?; "
+	if archive != nil {
+		tarFile := "/tmp/agentenv-files-" + rand.Text() + ".tar"
+		if err := p.upload(ctx, vm, d.EnvdAccessToken, tarFile, "root", archive); err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: %w", spec.Name, vm, err)
+		}
+		script = "trap 'rm -f " + tarFile + "' EXIT; " + script +
+			"docker cp - " + shellquote.Join([]string{spec.Name + ":/"}) + " <" + tarFile + " || exit $?; "
+	}
+	script += "docker start " + name + " >/dev/null || exit $?"
 	for _, port := range spec.Ports {
-		script += fmt.Sprintf("; echo \"port %d $(docker port %s %d/tcp | head -n 1)\"", port, shellquote.Join([]string{spec.Name}), port)
+		script += fmt.Sprintf("; echo \"port %d $(docker port %s %d/tcp | head -n 1)\"", port, name, port)
 	}
 	res, err := p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}, "root", "", true)
 	switch {
@@ -87,7 +106,7 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	case res.ExitCode == exitNoImage:
 		err = fmt.Errorf("image %s is not in the vm: build the vm template (%s) with the env's images: %w", spec.Image, p.cfg.VMTemplate, agentenv.ErrInvalid)
 	case res.ExitCode != 0:
-		err = fmt.Errorf("docker run exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		err = fmt.Errorf("docker create/start exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	default:
 		err = ctx.Err()
 	}

@@ -34,7 +34,6 @@ package modal
 // modalemu with a VM backend, internal/emuvm).
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -54,6 +53,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/filetar"
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
 
@@ -405,9 +405,11 @@ func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	}
 	var files io.Reader
 	if len(spec.Files) > 0 {
-		if files, err = tarFiles(spec.Files); err != nil {
-			return agentenv.Sandbox{}, err
+		archive, err := filetar.Pack("/", spec.Files)
+		if err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("files: %w: %w", err, agentenv.ErrInvalid)
 		}
+		files = bytes.NewReader(archive)
 	}
 	defer func() {
 		if err != nil {
@@ -540,42 +542,6 @@ func runScript(spec agentenv.SandboxSpec, labels map[string]string, slots map[in
 	script += "docker start " + n + " >/dev/null || exit $?\n" +
 		"echo state $(docker inspect -f '{{.State.Running}} {{.State.ExitCode}}' " + n + ")"
 	return script
-}
-
-// tarFiles makes a tar of files at their absolute paths (mode 0755 for an ELF or #! header,
-// else 0644), with their parent directories, for `docker cp -`.
-func tarFiles(files map[string][]byte) (io.Reader, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dirs := map[string]bool{}
-	for _, file := range slices.Sorted(maps.Keys(files)) {
-		data := files[file]
-		rel := strings.TrimPrefix(path.Clean(file), "/")
-		var parents []string
-		for d := path.Dir(rel); d != "." && !dirs[d]; d = path.Dir(d) {
-			parents = append([]string{d}, parents...)
-			dirs[d] = true
-		}
-		for _, d := range parents {
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}); err != nil {
-				return nil, fmt.Errorf("tar %s: %w", d, err)
-			}
-		}
-		mode := int64(0o644)
-		if bytes.HasPrefix(data, []byte("\x7fELF")) || bytes.HasPrefix(data, []byte("#!")) {
-			mode = 0o755
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: mode, Size: int64(len(data))}); err != nil {
-			return nil, fmt.Errorf("tar %s: %w", file, err)
-		}
-		if _, err := tw.Write(data); err != nil {
-			return nil, fmt.Errorf("tar %s: %w", file, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("tar: %w", err)
-	}
-	return &buf, nil
 }
 
 func lastLine(s string) string {

@@ -12,7 +12,9 @@
 //     POST /sandboxes/{id}/timeout (204);
 //   - errors as {"code": N, "message": "..."}; the X-API-Key header (401 without the right key);
 //   - envd's process.Process/Start as a Connect server stream with the JSON codec (enveloped
-//     StartResponse events: start, data, end; then the end-of-stream message).
+//     StartResponse events: start, data, end; then the end-of-stream message);
+//   - envd's filesystem upload, POST /files?path=P&username=U with the file in the multipart
+//     field "file" (E2B API reference, "upload a file"), answering [{"path","name","type"}].
 //
 // E2B serves port P of sandbox ID at https://P-ID.<domain>; here it is
 // URL()/sandbox/ID/P, which SandboxURL returns, so a client whose port mapping is a function can
@@ -22,7 +24,7 @@
 // GET and DELETE answer 404, and its ports answer 502 as E2B's proxy does), when it is killed,
 // or when Expire is called. A process started with the tag "agentenv-main" whose script is
 // "exit N" ends the sandbox with code N (an emulation convenience: on E2B the sandbox would run
-// on until its timeout). Any other process runs until the sandbox ends; "docker run" and
+// on until its timeout). Any other process runs until the sandbox ends; "docker create" (or run) and
 // "docker rm" succeed and are recorded (Commands). Every port of a running sandbox other than
 // envd's answers 200 "ok", so readiness-style checks pass.
 //
@@ -82,6 +84,14 @@ type Command struct {
 	Script  string // the -c argument of a shell, else Cmd and Args joined
 }
 
+// Upload is a file written into a sandbox through envd's filesystem API.
+type Upload struct {
+	Sandbox string
+	Path    string
+	User    string // the username query parameter
+	Data    []byte
+}
+
 // Sandbox is what the emulator holds of one sandbox.
 type Sandbox struct {
 	ID       string
@@ -108,6 +118,7 @@ type Server struct {
 	pageSize  int
 	calls     map[string]int
 	commands  []Command
+	uploads   []Upload
 
 	backend     VMBackend
 	vmTemplates map[string]bool
@@ -244,6 +255,13 @@ func (s *Server) Commands() []Command {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.commands)
+}
+
+// Uploads returns every file written through envd's filesystem API so far, in order.
+func (s *Server) Uploads() []Upload {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.uploads)
 }
 
 // Expire ends sandbox id as its timeout would.

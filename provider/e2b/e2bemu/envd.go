@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -57,11 +58,48 @@ func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"code": "unauthenticated", "message": "invalid access token"})
 		return
 	}
-	if r.Method != http.MethodPost || r.PathValue("rest") != "process.Process/Start" {
+	switch {
+	case r.Method == http.MethodPost && r.PathValue("rest") == "process.Process/Start":
+		s.start(w, r, id, vm)
+	case r.Method == http.MethodPost && r.PathValue("rest") == "files":
+		s.upload(w, r, id, vm)
+	default:
 		http.Error(w, "not emulated", http.StatusNotImplemented)
+	}
+}
+
+// upload serves envd's POST /files?path=P&username=U with the file in multipart field "file":
+// written into the sandbox's VM (as root; the username is recorded, not applied), or kept in
+// memory for a sandbox without one (Uploads). It answers E2B's [{"path","name","type"}].
+func (s *Server) upload(w http.ResponseWriter, r *http.Request, id string, vm VM) {
+	name := r.URL.Query().Get("path")
+	f, _, err := r.FormFile("file")
+	if err != nil || !path.IsAbs(name) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"code": http.StatusBadRequest, "message": "want an absolute path and a multipart field file"})
 		return
 	}
-	s.start(w, r, id, vm)
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"code": http.StatusBadRequest, "message": err.Error()})
+		return
+	}
+	if vm != nil {
+		q := "'" + strings.ReplaceAll(name, "'", `'\''`) + "'"
+		res, err := vm.Run(r.Context(), "mkdir -p \"$(dirname "+q+")\" && cat >"+q, bytes.NewReader(data))
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]any{"code": http.StatusInternalServerError, "message": err.Error()})
+			return
+		}
+	}
+	s.mu.Lock()
+	s.calls["upload"]++
+	s.uploads = append(s.uploads, Upload{Sandbox: id, Path: name, User: r.URL.Query().Get("username"), Data: data})
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, []map[string]string{{"path": name, "name": path.Base(name), "type": "file"}})
 }
 
 // startRequest is envd's process.StartRequest in proto3 JSON.
@@ -149,7 +187,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, id string, vm VM)
 		}
 		end(code, "", "")
 		return
-	case strings.Contains(plain, "docker run"):
+	case strings.Contains(plain, "docker create"), strings.Contains(plain, "docker run"):
 		// A published port is reported on the VM's same port, as if the engine had picked it.
 		out := ""
 		for _, m := range dockerPort.FindAllStringSubmatch(plain, -1) {

@@ -95,8 +95,8 @@ func TestVMBackend(t *testing.T) {
 		t.Errorf("endpoint %q, want the engine-picked vm port %q", c.Endpoints["8080"], want)
 	}
 	cmds := emu.Commands()
-	if len(b.vms[0].scripts) != 1 || len(cmds) != 1 || !strings.Contains(cmds[0].Script, "'docker' 'run' '-d'") || !strings.Contains(cmds[0].Script, "'-p' '8080'") {
-		t.Errorf("ran %q, recorded %+v; want one docker run publishing 8080 on a port the engine picks", b.vms[0].scripts, cmds)
+	if len(b.vms[0].scripts) != 1 || len(cmds) != 1 || !strings.Contains(cmds[0].Script, "'docker' 'create'") || !strings.Contains(cmds[0].Script, "'-p' '8080'") {
+		t.Errorf("ran %q, recorded %+v; want one docker create publishing 8080 on a port the engine picks", b.vms[0].scripts, cmds)
 	}
 	_, err = p.RunInVM(t.Context(), vm.ID, agentenv.SandboxSpec{Name: "x", Image: "no-such-image"})
 	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "image no-such-image is not in the vm") {
