@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/internal/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/gatewaytest"
@@ -189,44 +190,10 @@ func TestVMModeDeployOfNotes(t *testing.T) {
 	t.Logf("deploy, call and teardown took %s", time.Since(start))
 
 	// Cancelled at the k-th progress event, for every k: each leaves nothing.
-	n := len(events)
-	cstart := time.Now()
-	t.Run("cancel", func(t *testing.T) {
-		for k := 1; k <= n; k++ {
-			t.Run(fmt.Sprintf("at%02d", k), func(t *testing.T) {
-				t.Parallel()
-				cid := fmt.Sprintf("%sc%02d", id, k)
-				ctx, cancel := context.WithCancel(t.Context())
-				defer cancel()
-				var mu sync.Mutex
-				seen := 0
-				var at deploy.Event
-				res, err := r.d.Deploy(ctx, r.env, deploy.Options{Provider: "e2b", Name: cid, Budget: 3 * time.Minute,
-					Progress: func(e deploy.Event) {
-						mu.Lock()
-						defer mu.Unlock()
-						if seen++; seen == k {
-							at = e
-							cancel()
-						}
-					}})
-				mu.Lock()
-				t.Logf("cancelled at event %d: %s", k, at)
-				mu.Unlock()
-				if err == nil {
-					t.Errorf("Deploy cancelled at event %d succeeded (%s)", k, res.GatewayURL)
-					if _, err := r.d.Teardown(context.Background(), cid); err != nil {
-						t.Errorf("teardown: %v", err)
-					}
-				} else if !errors.Is(err, context.Canceled) {
-					t.Errorf("Deploy cancelled at event %d = %v, want context.Canceled", k, err)
-				}
-				r.checkGone(t, cid)
-			})
-		}
-	})
+	deploytest.CancelAtEachEvent(t, r.d, r.env, deploy.Options{Provider: "e2b", Budget: 3 * time.Minute}, len(events),
+		func(t *testing.T, k int) string { return fmt.Sprintf("%sc%02d", id, k) }, r.checkGone)
 	if left := r.emu.Running(); len(left) != 0 {
 		t.Errorf("the emulator runs %v after the cancelled deploys", left)
 	}
-	t.Logf("%d cancelled deploys took %s; whole test %s", n, time.Since(cstart), time.Since(start))
+	t.Logf("whole test %s", time.Since(start))
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/internal/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/gatewaytest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
@@ -170,38 +170,10 @@ func TestContainerDeployOfNotes(t *testing.T) {
 		}
 		r.settled(t, id)
 	})
-	if events == 0 {
-		t.Fatal("no uncancelled deploy to count the progress events of")
-	}
-
 	// A deploy cancelled at each step boundary in turn leaves nothing running and nothing on
 	// the engine, and every record gone.
-	t.Run("cancel", func(t *testing.T) {
-		for k := 1; k <= events; k++ {
-			t.Run(fmt.Sprintf("event%02d", k), func(t *testing.T) {
-				t.Parallel()
-				id := r.name(t, fmt.Sprintf("mc%02d", k))
-				ctx, cancel := context.WithCancel(t.Context())
-				defer cancel()
-				var n atomic.Int32
-				var at atomic.Value
-				_, err := r.d.Deploy(ctx, r.env, deploy.Options{Provider: "modal", Name: id, Budget: 2 * time.Minute,
-					Progress: func(e deploy.Event) {
-						if int(n.Add(1)) == k {
-							at.Store(e.String())
-							cancel()
-						}
-					}})
-				if err == nil {
-					t.Fatalf("Deploy cancelled at event %d succeeded", k)
-				}
-				if !errors.Is(err, context.Canceled) {
-					t.Errorf("Deploy cancelled at event %d (%v) = %v, want context.Canceled", k, at.Load(), err)
-				}
-				r.settled(t, id)
-			})
-		}
-	})
+	deploytest.CancelAtEachEvent(t, r.d, r.env, deploy.Options{Provider: "modal", Budget: 2 * time.Minute}, events,
+		func(t *testing.T, k int) string { return r.name(t, fmt.Sprintf("mc%02d", k)) }, r.settled)
 }
 
 // TestContainerModeBadInputOnDocker: with real containers, an image the engine does not have,

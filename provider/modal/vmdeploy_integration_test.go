@@ -3,8 +3,6 @@
 package modal_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/internal/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/gatewaytest"
@@ -114,47 +113,10 @@ func TestVMDeployOfNotes(t *testing.T) {
 			t.Errorf("the emulator runs %v after the teardown", left)
 		}
 	})
-	if events == 0 {
-		t.Fatal("no uncancelled deploy to count the progress events of")
-	}
-
-	cstart := time.Now()
-	t.Run("cancel", func(t *testing.T) {
-		for k := 1; k <= events; k++ {
-			t.Run(fmt.Sprintf("event%02d", k), func(t *testing.T) {
-				t.Parallel()
-				id := r.name(t, fmt.Sprintf("vc%02d", k))
-				ctx, cancel := context.WithCancel(t.Context())
-				defer cancel()
-				var mu sync.Mutex
-				seen := 0
-				at := ""
-				_, err := r.d.Deploy(ctx, r.env, deploy.Options{Provider: "modal_vm", Name: id, Budget: 3 * time.Minute,
-					Progress: func(e deploy.Event) {
-						mu.Lock()
-						defer mu.Unlock()
-						if seen++; seen == k {
-							at = e.String()
-							cancel()
-						}
-					}})
-				mu.Lock()
-				t.Logf("cancelled at event %d: %s", k, at)
-				mu.Unlock()
-				if err == nil {
-					t.Errorf("Deploy cancelled at event %d succeeded", k)
-					if _, err := r.d.Teardown(context.Background(), id); err != nil {
-						t.Errorf("teardown: %v", err)
-					}
-				} else if !errors.Is(err, context.Canceled) {
-					t.Errorf("Deploy cancelled at event %d = %v, want context.Canceled", k, err)
-				}
-				r.settled(t, id)
-			})
-		}
-	})
+	deploytest.CancelAtEachEvent(t, r.d, r.env, deploy.Options{Provider: "modal_vm", Budget: 3 * time.Minute}, events,
+		func(t *testing.T, k int) string { return r.name(t, fmt.Sprintf("vc%02d", k)) }, r.settled)
 	if left := r.emu.Running(); len(left) != 0 {
 		t.Errorf("the emulator runs %v after the cancelled deploys", left)
 	}
-	t.Logf("%d cancelled deploys took %s; whole test %s", events, time.Since(cstart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
 }

@@ -1,0 +1,65 @@
+// Package deploytest holds the checks the integration tests of every provider make of a deploy:
+// cancelled at each of its steps in turn, it must leave nothing.
+package deploytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/spec"
+)
+
+// CancelAtEachEvent deploys env with opts once for each of the events progress events an
+// uncancelled deploy reports, cancelling the k-th deploy at its k-th event, in parallel subtests
+// named eventKK. Each deploy must fail with context.Canceled (one that succeeds is reported and
+// torn down); then settled(t, id) checks that nothing of it is left. name(t, k) draws the k-th
+// deployment id. opts.Name and opts.Progress are the helper's.
+func CancelAtEachEvent(t *testing.T, d *deploy.Deployer, env *spec.Env, opts deploy.Options, events int,
+	name func(t *testing.T, k int) string, settled func(t *testing.T, id string)) {
+	t.Helper()
+	if events == 0 {
+		t.Fatal("no uncancelled deploy to count the progress events of")
+	}
+	start := time.Now()
+	t.Run("cancel", func(t *testing.T) {
+		for k := 1; k <= events; k++ {
+			t.Run(fmt.Sprintf("event%02d", k), func(t *testing.T) {
+				t.Parallel()
+				id := name(t, k)
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				var mu sync.Mutex
+				seen, at := 0, ""
+				o := opts
+				o.Name = id
+				o.Progress = func(e deploy.Event) {
+					mu.Lock()
+					defer mu.Unlock()
+					if seen++; seen == k {
+						at = e.String()
+						cancel()
+					}
+				}
+				_, err := d.Deploy(ctx, env, o)
+				mu.Lock()
+				t.Logf("cancelled at event %d: %s", k, at)
+				mu.Unlock()
+				if err == nil {
+					t.Errorf("Deploy cancelled at event %d succeeded", k)
+					if _, err := d.Teardown(context.Background(), id); err != nil {
+						t.Errorf("teardown: %v", err)
+					}
+				} else if !errors.Is(err, context.Canceled) {
+					t.Errorf("Deploy cancelled at event %d = %v, want context.Canceled", k, err)
+				}
+				settled(t, id)
+			})
+		}
+	})
+	t.Logf("%d cancelled deploys took %s", events, time.Since(start).Round(time.Millisecond))
+}
