@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -62,4 +64,25 @@ func CancelAtEachEvent(t *testing.T, d *deploy.Deployer, env *spec.Env, opts dep
 		}
 	})
 	t.Logf("%d cancelled deploys took %s", events, time.Since(start).Round(time.Millisecond))
+}
+
+// Example loads the example env examples/NAME/env.yaml of this repository with every component
+// that runs agentenv's own image (servers, db-mcp, the gateway) on image instead, this
+// checkout's runtime image in a test.
+func Example(t testing.TB, name, image string) *spec.Env {
+	t.Helper()
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("deploytest: cannot find the repository")
+	}
+	env, err := spec.Load(filepath.Join(filepath.Dir(self), "..", "..", "examples", name, "env.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range env.Servers {
+		env.Servers[i].Image = image
+	}
+	env.ServiceDB.DBMCP.Image = image
+	env.Gateway.Image = image
+	return env
 }

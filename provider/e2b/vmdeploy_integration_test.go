@@ -51,15 +51,7 @@ func newVMRig(t *testing.T) *vmRig {
 	labels := map[string]string{vmTestLabel: providertest.NewID()}
 	dockertest.CheckNoLeftovers(t, cli, labels)
 
-	env, err := envspec.Load(filepath.Join("..", "..", "examples", "notes", "env.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range env.Servers {
-		env.Servers[i].Image = runtime
-	}
-	env.ServiceDB.DBMCP.Image = runtime
-	env.Gateway.Image = runtime
+	env := deploytest.Example(t, "notes", runtime)
 
 	// The E2B template for this env is built with its images.
 	host, err := emuvm.New(emuvm.Config{Labels: labels, InMemory: true, Preload: []string{runtime, env.ServiceDB.Image, env.ServiceDB.WebUI.Image}},

@@ -19,7 +19,6 @@ import (
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/modal"
-	envspec "github.com/agentenv/agentenv/spec"
 )
 
 // newVMRig is the emulator with real containers and real VMs (internal/emuvm), a modal_vm
@@ -31,15 +30,7 @@ func newVMRig(t *testing.T) *dockerRig {
 	t.Helper()
 	cli := dockertest.Require(t)
 	runtime, _ := dockertest.RuntimeImage(t)
-	env, err := envspec.Load(filepath.Join("..", "..", "examples", "notes", "env.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range env.Servers {
-		env.Servers[i].Image = runtime
-	}
-	env.ServiceDB.DBMCP.Image = runtime
-	env.Gateway.Image = runtime
+	env := deploytest.Example(t, "notes", runtime)
 
 	emu, _, _ := dockerEmulator(t, true, env.ServiceDB.Image, env.ServiceDB.WebUI.Image)
 	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
