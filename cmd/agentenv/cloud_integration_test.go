@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -28,6 +30,35 @@ import (
 
 func TestEnvDeployOnModalThroughTheCLI(t *testing.T) {
 	t.Parallel()
+	c, emu := modalCLI(t)
+	c.deployCallTeardown(t, "modal", "container", c.kvEnvFile(), "get", emu.Running)
+}
+
+func TestEnvDeployOnE2BThroughTheCLI(t *testing.T) {
+	t.Parallel()
+	c, emu := e2bCLI(t)
+	// With a stdio server too: the bridge's binary goes into the VM through envd's file upload.
+	c.deployCallTeardown(t, "e2b", "vm", c.kvStdioEnvFile(), "kv-stdio__get", emu.Running)
+}
+
+// The seeds' killed process, on the clouds: env deploy is killed at random moments, and gc,
+// from the ledger and the provider's listing by label, leaves nothing running.
+func TestEnvDeployOnModalSIGKILLThenGC(t *testing.T) {
+	t.Parallel()
+	c, emu := modalCLI(t)
+	c.killDeploysThenGC(t, "modal", 6, 1500*time.Millisecond, emu.Running)
+}
+
+func TestEnvDeployOnE2BSIGKILLThenGC(t *testing.T) {
+	t.Parallel()
+	c, emu := e2bCLI(t)
+	c.killDeploysThenGC(t, "e2b", 6, 4*time.Second, emu.Running)
+}
+
+// modalCLI is a CLI pointed at a Modal emulator whose sandboxes are containers on this engine,
+// with a region set for container mode. The test fails if the emulator runs a sandbox at its end.
+func modalCLI(t *testing.T) (*cli, *modalemu.Server) {
+	t.Helper()
 	c := newCLI(t)
 	emu, err := modalemu.StartWith(modalemu.Options{Docker: c.dc})
 	if err != nil {
@@ -42,15 +73,17 @@ func TestEnvDeployOnModalThroughTheCLI(t *testing.T) {
 	})
 	c.env = append(c.env, "MODAL_SERVER_URL="+emu.URL(), "MODAL_TOKEN_ID=ak-cli", "MODAL_TOKEN_SECRET=as-cli",
 		"AGENTENV_PROVIDER_MODAL_REGION=us-east-1")
-	c.deployCallTeardown(t, "modal", "container", c.kvEnvFile(), "get", func() []string { return emu.Running() })
+	return c, emu
 }
 
-func TestEnvDeployOnE2BThroughTheCLI(t *testing.T) {
-	t.Parallel()
+// e2bCLI is a CLI pointed at an E2B emulator whose Docker-template sandboxes are DinD VMs
+// holding this checkout's runtime image. The test fails if the emulator runs a sandbox at its
+// end.
+func e2bCLI(t *testing.T) (*cli, *e2bemu.Server) {
+	t.Helper()
 	c := newCLI(t)
 	runtime, _ := dockertest.RuntimeImage(t)
-	labels := map[string]string{"agentenv-test": c.tag}
-	host, err := emuvm.New(emuvm.Config{Labels: labels, InMemory: true, Preload: []string{runtime}}, nil)
+	host, err := emuvm.New(emuvm.Config{Labels: map[string]string{"agentenv-test": c.tag}, InMemory: true, Preload: []string{runtime}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +102,61 @@ func TestEnvDeployOnE2BThroughTheCLI(t *testing.T) {
 	})
 	c.env = append(c.env, "E2B_API_KEY=e2b-cli-key", "AGENTENV_PROVIDER_E2B_API_URL="+emu.URL(),
 		"AGENTENV_PROVIDER_E2B_SANDBOX_URL="+emu.URL()+"/sandbox/{id}/{port}")
-	// With a stdio server too: the bridge's binary goes into the VM through envd's file upload.
-	c.deployCallTeardown(t, "e2b", "vm", c.kvStdioEnvFile(), "kv-stdio__get", func() []string { return emu.Running() })
+	return c, emu
+}
+
+// killDeploysThenGC runs `env deploy` of the kv env on provider n times, each killed (SIGKILL)
+// at a random moment within max, tears down the deploys that finished first, runs gc (again
+// while it reports creates in flight), and checks that the backend runs nothing and the ledger
+// holds nothing short of gone. The create timeout is cut to 20 s: gc leaves a dead creator's
+// create alone that long, since it may still be in flight at the provider.
+func (c *cli) killDeploysThenGC(t *testing.T, provider string, n int, max time.Duration, running func() []string) {
+	t.Helper()
+	c.env = append(c.env, "AGENTENV_LIFECYCLE_CREATE_TIMEOUT=20s")
+	finished, _ := c.signalledCmd(n, syscall.SIGKILL, 0, max, deploymentLine, "env", "deploy", c.kvEnvFile(), "--provider", provider)
+	t.Logf("%d of %d deploys on %s finished before SIGKILL", len(finished), n, provider)
+	for _, id := range finished {
+		c.run(t.Context(), nil, "env", "teardown", id)
+	}
+	for pass := 1; pass <= 8; pass++ {
+		r := c.run(t.Context(), nil, "gc", "--json")
+		if r.code != 0 {
+			t.Errorf("gc: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		var rep struct {
+			InFlight []string `json:"in_flight"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.InFlight) == 0 {
+			break
+		}
+		t.Logf("gc pass %d: %d creates in flight", pass, len(rep.InFlight))
+		time.Sleep(5 * time.Second)
+	}
+	// A deploy killed between its hand-over and its print is live by design: the user's (here
+	// the test's) to tear down.
+	var docs []struct{ ID, State string }
+	ls := c.run(t.Context(), nil, "env", "ls", "--json")
+	if err := json.Unmarshal([]byte(ls.stdout), &docs); err != nil {
+		t.Fatalf("env ls --json: %v\n%s", err, ls.stdout)
+	}
+	for _, d := range docs {
+		if d.State == "live" {
+			c.run(t.Context(), nil, "env", "teardown", d.ID)
+		}
+	}
+	if left := running(); len(left) != 0 {
+		t.Errorf("after SIGKILLs and gc the %s emulator runs %v", provider, left)
+	}
+	var recs []struct{ ID, State, Error string }
+	out := c.run(t.Context(), nil, "ledger", "ls", "--json")
+	if err := json.Unmarshal([]byte(out.stdout), &recs); err != nil {
+		t.Fatalf("ledger ls --json: %v\n%s", err, out.stdout)
+	}
+	for _, rec := range recs {
+		if rec.State != "gone" {
+			t.Errorf("after SIGKILLs and gc, record %s is %s (%s)", rec.ID, rec.State, rec.Error)
+		}
+	}
 }
 
 // deployCallTeardown deploys the env file on provider with `env deploy`, lists the tools through
