@@ -118,20 +118,7 @@ func (c *cli) killDeploysThenGC(t *testing.T, provider string, n int, max time.D
 	for _, id := range finished {
 		c.run(t.Context(), nil, "env", "teardown", id)
 	}
-	for pass := 1; pass <= 8; pass++ {
-		r := c.run(t.Context(), nil, "gc", "--json")
-		if r.code != 0 {
-			t.Errorf("gc: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-		}
-		var rep struct {
-			InFlight []string `json:"in_flight"`
-		}
-		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.InFlight) == 0 {
-			break
-		}
-		t.Logf("gc pass %d: %d creates in flight", pass, len(rep.InFlight))
-		time.Sleep(5 * time.Second)
-	}
+	c.gcUntilSettled(t)
 	// A deploy killed between its hand-over and its print is live by design: the user's (here
 	// the test's) to tear down.
 	var docs []struct{ ID, State string }

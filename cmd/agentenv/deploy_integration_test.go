@@ -124,29 +124,14 @@ func TestEnvDeploySIGINTAtRandomLeavesNothing(t *testing.T) {
 func TestEnvDeploySIGKILLAtRandomThenGC(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
+	c.env = append(c.env, "AGENTENV_LIFECYCLE_CREATE_TIMEOUT=20s")
 	env := c.kvEnvFile()
 	finished, _ := c.signalledCmd(30, syscall.SIGKILL, 0, 1500*time.Millisecond, deploymentLine, "env", "deploy", env)
 	t.Logf("%d of 30 deploys finished before SIGKILL", len(finished))
 	for _, id := range finished {
 		c.run(t.Context(), nil, "env", "teardown", id)
 	}
-	// gc, and again a moment later: what a create of a killed deploy had in flight in the
-	// engine can appear after the first pass looked (gc says so when it sees such records), and
-	// a later pass finds it by its label.
-	for pass := 1; pass <= 3; pass++ {
-		r := c.run(t.Context(), nil, "gc", "--json")
-		if r.code != 0 {
-			t.Errorf("gc: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-		}
-		var rep struct {
-			InFlight []string `json:"in_flight"`
-		}
-		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || (pass > 1 && len(rep.InFlight) == 0) {
-			break
-		}
-		t.Logf("gc pass %d: %d creates in flight", pass, len(rep.InFlight))
-		time.Sleep(3 * time.Second)
-	}
+	c.gcUntilSettled(t)
 	// A deploy killed after it handed its deployment to the TTL but before it printed it is
 	// live by design; it is the user's (here, the test's) to tear down.
 	var docs []map[string]any
