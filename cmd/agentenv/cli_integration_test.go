@@ -21,6 +21,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/dockertest"
 )
 
@@ -64,6 +65,18 @@ func newCLI(t *testing.T) *cli {
 	t.Cleanup(func() {
 		// Whatever a failing test left in its own ledger, gc collects before the check above.
 		c.run(context.Background(), nil, "gc")
+		// What gc had to leave (a dead creator's create in flight, kept until its timeout)
+		// would outlive this test's ledger: the test fails, and it is removed by label here so
+		// that no run leaks into the next.
+		for _, id := range c.deployments() {
+			labels := map[string]string{agentenv.LabelDeployment: id}
+			if left, err := dockertest.Leftovers(context.Background(), dc, labels); err == nil && len(left) > 0 {
+				t.Errorf("deployment %s left %v on the engine; removing them", id, left)
+				if err := dockertest.Remove(context.Background(), dc, labels); err != nil {
+					t.Errorf("remove what deployment %s left: %v", id, err)
+				}
+			}
+		}
 	})
 	return c
 }

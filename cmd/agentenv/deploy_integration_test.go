@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/dockertest"
 )
 
@@ -32,27 +34,35 @@ func (c *cli) kvEnvFile() string {
 
 // deployLeftovers lists what any deployment of this test's ledger left: every container,
 // network and volume whose agentenv.deployment label names a deployment this test drew.
-func (c *cli) deployLeftovers(prefix string) []string {
+func (c *cli) deployLeftovers() []string {
 	c.t.Helper()
 	var left []string
-	out := c.run(context.Background(), nil, "ledger", "ls", "--all", "--json")
-	var recs []struct{ Deployment string }
-	if err := json.Unmarshal([]byte(out.stdout), &recs); err != nil {
-		c.t.Fatalf("ledger ls: %v\n%s", err, out.stdout)
-	}
-	seen := map[string]bool{}
-	for _, r := range recs {
-		if r.Deployment == "" || seen[r.Deployment] {
-			continue
-		}
-		seen[r.Deployment] = true
-		l, err := dockertest.Leftovers(context.Background(), c.dc, map[string]string{"agentenv.deployment": r.Deployment})
+	for _, id := range c.deployments() {
+		l, err := dockertest.Leftovers(context.Background(), c.dc, map[string]string{agentenv.LabelDeployment: id})
 		if err != nil {
 			c.t.Fatal(err)
 		}
 		left = append(left, l...)
 	}
 	return left
+}
+
+// deployments lists the deployment ids of every record in this test's ledger.
+func (c *cli) deployments() []string {
+	c.t.Helper()
+	out := c.run(context.Background(), nil, "ledger", "ls", "--all", "--json")
+	var recs []struct{ Deployment string }
+	if err := json.Unmarshal([]byte(out.stdout), &recs); err != nil {
+		c.t.Errorf("ledger ls: %v\n%s", err, out.stdout)
+		return nil
+	}
+	var ids []string
+	for _, r := range recs {
+		if r.Deployment != "" && !slices.Contains(ids, r.Deployment) {
+			ids = append(ids, r.Deployment)
+		}
+	}
+	return ids
 }
 
 var deploymentLine = regexp.MustCompile(`(?m)^deployment\s+(\S+)$`)
@@ -92,7 +102,7 @@ func TestEnvDeployGetTeardown(t *testing.T) {
 		t.Errorf("env teardown: exit %d\n%s%s", td.code, td.stdout, td.stderr)
 	}
 	noFalseWarnings(t, td.stdout+td.stderr)
-	if left := c.deployLeftovers("dep"); len(left) != 0 {
+	if left := c.deployLeftovers(); len(left) != 0 {
 		t.Errorf("left %v", left)
 	}
 }
@@ -116,7 +126,7 @@ func TestEnvDeploySIGINTAtRandomLeavesNothing(t *testing.T) {
 	for _, id := range finished {
 		c.run(t.Context(), nil, "env", "teardown", id)
 	}
-	if left := c.deployLeftovers("dep"); len(left) != 0 {
+	if left := c.deployLeftovers(); len(left) != 0 {
 		t.Errorf("after SIGINTs the engine still has %v", left)
 	}
 }
@@ -150,7 +160,7 @@ func TestEnvDeploySIGKILLAtRandomThenGC(t *testing.T) {
 	if handed > 1 {
 		t.Errorf("%d deployments live after SIGKILLs and gc; at most the rare one killed between hand-over and print", handed)
 	}
-	if left := c.deployLeftovers("dep"); len(left) != 0 {
+	if left := c.deployLeftovers(); len(left) != 0 {
 		ledger := c.run(context.Background(), nil, "ledger", "ls", "--json")
 		t.Errorf("after SIGKILLs and gc the engine still has %v; the ledger's records short of gone:\n%s", left, ledger.stdout)
 	}
@@ -168,14 +178,14 @@ func TestDeploymentOutlivesItsCLIUntilItsTTL(t *testing.T) {
 	if g := c.run(t.Context(), nil, "gc"); g.code != 0 || !strings.Contains(g.stdout, "0 collected") {
 		t.Errorf("gc before the TTL: exit %d\n%s", g.code, g.stdout)
 	}
-	if left := c.deployLeftovers("dep"); len(left) != 3 {
+	if left := c.deployLeftovers(); len(left) != 3 {
 		t.Fatalf("before the TTL the engine has %v, want the deployment's network and two containers", left)
 	}
 	time.Sleep(5 * time.Second)
 	if g := c.run(t.Context(), nil, "gc"); g.code != 0 || !strings.Contains(g.stdout, "expired") {
 		t.Errorf("gc after the TTL: exit %d\n%s%s", g.code, g.stdout, g.stderr)
 	}
-	if left := c.deployLeftovers("dep"); len(left) != 0 {
+	if left := c.deployLeftovers(); len(left) != 0 {
 		t.Errorf("after the TTL and gc the engine still has %v", left)
 	}
 	ls := c.run(t.Context(), nil, "env", "ls", "--all", "--json")

@@ -53,7 +53,7 @@ func TestRunNotesTaskK4(t *testing.T) {
 		t.Fatalf("run notes-task: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	noFalseWarnings(t, r.stdout)
-	if left := c.deployLeftovers("dep"); len(left) != 0 {
+	if left := c.deployLeftovers(); len(left) != 0 {
 		t.Errorf("left %v", left)
 	}
 	id := runLine(r.stdout)
@@ -88,7 +88,7 @@ func TestRunInterruptedLeavesNothing(t *testing.T) {
 		if code := cmd.ProcessState.ExitCode(); code != 130 && code != 0 {
 			t.Errorf("SIGINT after %s: exit %d, want 130", after, code)
 		}
-		if left := c.deployLeftovers("dep"); len(left) != 0 {
+		if left := c.deployLeftovers(); len(left) != 0 {
 			t.Errorf("SIGINT after %s left %v", after, left)
 		}
 	}
@@ -161,7 +161,7 @@ steps:
 			t.Errorf("output says %q:\n%s%s", bad, r.stdout, r.stderr)
 		}
 	}
-	if left := c.deployLeftovers("dep"); len(left) != 0 {
+	if left := c.deployLeftovers(); len(left) != 0 {
 		t.Errorf("left %v", left)
 	}
 }
