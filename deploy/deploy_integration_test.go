@@ -21,8 +21,8 @@ import (
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/internal/envtest"
 	"github.com/agentenv/agentenv/internal/fault"
-	"github.com/agentenv/agentenv/internal/gatewaytest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/docker"
@@ -168,10 +168,10 @@ func TestNotesThroughTheGatewayLandInTheServiceDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
-	gatewaytest.Call(t, cs, "add_note", map[string]any{"title": "groceries", "body": "milk and eggs", "tags": []string{"home"}})
-	gatewaytest.Call(t, cs, "add_note", map[string]any{"title": "talk", "body": "agentenv never forgets"})
-	if got := gatewaytest.Call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "talk") {
+	cs := envtest.Connect(t, res.GatewayURL, res.Token)
+	envtest.Call(t, cs, "add_note", map[string]any{"title": "groceries", "body": "milk and eggs", "tags": []string{"home"}})
+	envtest.Call(t, cs, "add_note", map[string]any{"title": "talk", "body": "agentenv never forgets"})
+	if got := envtest.Call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "talk") {
 		t.Errorf("search_notes = %s, want the talk note", got)
 	}
 	// The rows are in the service DB: directly ...
@@ -190,7 +190,7 @@ func TestNotesThroughTheGatewayLandInTheServiceDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := gatewaytest.Call(t, dbs, "query", map[string]any{"sql": "SELECT title FROM notes.notes ORDER BY id"}); !strings.Contains(got, "groceries") {
+	if got := envtest.Call(t, dbs, "query", map[string]any{"sql": "SELECT title FROM notes.notes ORDER BY id"}); !strings.Contains(got, "groceries") {
 		t.Errorf("db-mcp query = %s, want the groceries row", got)
 	}
 	dbs.Close()
@@ -216,7 +216,7 @@ func TestVMModeDeployAndTeardown(t *testing.T) {
 	if res.Doc.Mode != deploy.ModeVM || len(res.Records) != 1 {
 		t.Errorf("mode %s with records %v, want vm with one VM record", res.Doc.Mode, res.Records)
 	}
-	gatewaytest.Call(t, gatewaytest.Connect(t, res.GatewayURL, res.Token), "set", map[string]any{"key": "a", "value": "1"})
+	envtest.Call(t, envtest.Connect(t, res.GatewayURL, res.Token), "set", map[string]any{"key": "a", "value": "1"})
 	assertReceiptClean(t, teardown(t, r, id), false)
 	if left := r.leftovers(id); len(left) != 0 {
 		t.Errorf("left after teardown: %v", left)
@@ -400,7 +400,7 @@ func TestFailedDeployLeavesCallersVMAndEarlierDeploymentAlone(t *testing.T) {
 		t.Errorf("in the caller's VM: %v, want only its network (the failed deploy's containers removed)", left)
 	}
 	// The earlier deployment still serves.
-	gatewaytest.Call(t, gatewaytest.Connect(t, res.GatewayURL, res.Token), "set", map[string]any{"key": "still", "value": "here"})
+	envtest.Call(t, envtest.Connect(t, res.GatewayURL, res.Token), "set", map[string]any{"key": "still", "value": "here"})
 	if _, _, err := r.d.Reattach(t.Context(), first); err != nil {
 		t.Errorf("reattach the earlier deployment: %v", err)
 	}
@@ -570,14 +570,14 @@ gateway:
 	if len(res.Doc.Servers) != 3 || res.Doc.Tools != 12 {
 		t.Errorf("servers %v with %d tools, want 3 servers and 12 tools", res.Doc.Servers, res.Doc.Tools)
 	}
-	cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
-	gatewaytest.Call(t, cs, "kv-stdio__set", map[string]any{"key": "via", "value": "stdio"})
-	if got := gatewaytest.Call(t, cs, "kv-stdio__get", map[string]any{"key": "via"}); !strings.Contains(got, "stdio") {
+	cs := envtest.Connect(t, res.GatewayURL, res.Token)
+	envtest.Call(t, cs, "kv-stdio__set", map[string]any{"key": "via", "value": "stdio"})
+	if got := envtest.Call(t, cs, "kv-stdio__get", map[string]any{"key": "via"}); !strings.Contains(got, "stdio") {
 		t.Errorf("kv-stdio__get = %s", got)
 	}
-	if got := gatewaytest.Call(t, cs, "kv__get", map[string]any{"key": "via"}); strings.Contains(got, "stdio") {
+	if got := envtest.Call(t, cs, "kv__get", map[string]any{"key": "via"}); strings.Contains(got, "stdio") {
 		t.Errorf("the http kv sees the stdio kv's key: %s", got)
 	}
-	gatewaytest.Call(t, cs, "notes__add_note", map[string]any{"title": "multi", "body": "three servers"})
+	envtest.Call(t, cs, "notes__add_note", map[string]any{"title": "multi", "body": "three servers"})
 	assertReceiptClean(t, teardown(t, r, id), false)
 }

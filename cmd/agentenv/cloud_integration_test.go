@@ -19,7 +19,7 @@ import (
 
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
-	"github.com/agentenv/agentenv/internal/gatewaytest"
+	"github.com/agentenv/agentenv/internal/envtest"
 	"github.com/agentenv/agentenv/provider/e2b/e2bemu"
 	"github.com/agentenv/agentenv/provider/modal/modalemu"
 )
@@ -169,7 +169,7 @@ func (c *cli) deployCallTeardown(t *testing.T, provider, mode, envFile, tool str
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "cli-test", Version: "v1"}, nil)
 	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{
-		Endpoint: out.GatewayURL, HTTPClient: &http.Client{Transport: gatewaytest.Bearer(out.Token)}, MaxRetries: -1,
+		Endpoint: out.GatewayURL, HTTPClient: &http.Client{Transport: envtest.Bearer(out.Token)}, MaxRetries: -1,
 	}, nil)
 	if err != nil {
 		t.Errorf("connect to the gateway at %s: %v", out.GatewayURL, err)

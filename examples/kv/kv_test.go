@@ -3,9 +3,7 @@ package kv_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,58 +11,8 @@ import (
 
 	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/examples/kv"
+	"github.com/agentenv/agentenv/internal/envtest"
 )
-
-// call calls tool name and decodes its structured result into out.
-func call(tb testing.TB, ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any, out any) {
-	tb.Helper()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		tb.Fatalf("%s: %v", name, err)
-	}
-	if res.IsError {
-		tb.Fatalf("%s: tool error %v", name, res.Content)
-	}
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		tb.Fatalf("%s: decode %s: %v", name, raw, err)
-	}
-}
-
-// rpc sends one data plane request and returns its result, failing on a JSON-RPC error.
-func rpc(tb testing.TB, url, method string, params any) json.RawMessage {
-	tb.Helper()
-	resp := rpcResponse(tb, url, method, params)
-	if resp.Error != nil {
-		tb.Fatalf("%s: error %d %s", method, resp.Error.Code, resp.Error.Message)
-	}
-	return resp.Result
-}
-
-func rpcResponse(tb testing.TB, url, method string, params any) envproto.Response {
-	tb.Helper()
-	p, err := json.Marshal(params)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	body, err := json.Marshal(envproto.Request{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: method, Params: p})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	res, err := http.Post(url+envproto.DataPath, "application/json", strings.NewReader(string(body)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer res.Body.Close()
-	var resp envproto.Response
-	if err := json.NewDecoder(res.Body).Decode(&resp); err != nil {
-		tb.Fatalf("%s: decode response: %v", method, err)
-	}
-	return resp
-}
 
 func TestKV(t *testing.T) {
 	ts := httptest.NewServer(kv.New(nil).Handler())
@@ -79,61 +27,61 @@ func TestKV(t *testing.T) {
 	defer cs.Close()
 
 	var set kv.SetResult
-	call(t, ctx, cs, "set", map[string]any{"key": "a/1", "value": "x"}, &set)
-	call(t, ctx, cs, "set", map[string]any{"key": "a/2", "value": "y"}, &set)
-	call(t, ctx, cs, "set", map[string]any{"key": "b", "value": "z"}, &set)
+	envtest.CallJSON(t, ctx, cs, "set", map[string]any{"key": "a/1", "value": "x"}, &set)
+	envtest.CallJSON(t, ctx, cs, "set", map[string]any{"key": "a/2", "value": "y"}, &set)
+	envtest.CallJSON(t, ctx, cs, "set", map[string]any{"key": "b", "value": "z"}, &set)
 	var got kv.GetResult
-	call(t, ctx, cs, "get", map[string]any{"key": "a/2"}, &got)
+	envtest.CallJSON(t, ctx, cs, "get", map[string]any{"key": "a/2"}, &got)
 	if got != (kv.GetResult{Value: "y", Found: true}) {
 		t.Errorf("get a/2 = %+v, want y found", got)
 	}
 	var list kv.ListResult
-	call(t, ctx, cs, "list", map[string]any{"prefix": "a/"}, &list)
+	envtest.CallJSON(t, ctx, cs, "list", map[string]any{"prefix": "a/"}, &list)
 	if len(list.Entries) != 2 || list.Entries[0] != (kv.Entry{Key: "a/1", Value: "x"}) {
 		t.Errorf("list a/ = %+v, want a/1 and a/2", list)
 	}
 	var del kv.DeleteResult
-	call(t, ctx, cs, "delete", map[string]any{"key": "b"}, &del)
+	envtest.CallJSON(t, ctx, cs, "delete", map[string]any{"key": "b"}, &del)
 	if !del.Deleted {
 		t.Error("delete b: deleted = false, want true")
 	}
-	call(t, ctx, cs, "delete", map[string]any{"key": "b"}, &del)
+	envtest.CallJSON(t, ctx, cs, "delete", map[string]any{"key": "b"}, &del)
 	if del.Deleted {
 		t.Error("delete b again: deleted = true, want false")
 	}
 
 	// Data plane: export, reset, re-import, and the tools see the same state.
 	var exported envproto.GetResult
-	if err := json.Unmarshal(rpc(t, ts.URL, envproto.MethodGet, nil), &exported); err != nil {
+	if err := json.Unmarshal(envtest.Data(t, ts.URL, envproto.MethodGet, nil), &exported); err != nil {
 		t.Fatal(err)
 	}
 	if len(exported.Parts) != 2 || string(exported.Parts[0].Data) != `{"key":"a/1","value":"x"}` {
 		t.Fatalf("data/get = %+v, want a/1 and a/2 as data parts", exported)
 	}
-	rpc(t, ts.URL, envproto.MethodReset, nil)
-	call(t, ctx, cs, "list", map[string]any{}, &list)
+	envtest.Data(t, ts.URL, envproto.MethodReset, nil)
+	envtest.CallJSON(t, ctx, cs, "list", map[string]any{}, &list)
 	if len(list.Entries) != 0 {
 		t.Errorf("list after reset = %+v, want empty", list)
 	}
-	rpc(t, ts.URL, envproto.MethodAdd, envproto.AddParams(exported))
-	call(t, ctx, cs, "get", map[string]any{"key": "a/1"}, &got)
+	envtest.Data(t, ts.URL, envproto.MethodAdd, envproto.AddParams(exported))
+	envtest.CallJSON(t, ctx, cs, "get", map[string]any{"key": "a/1"}, &got)
 	if got != (kv.GetResult{Value: "x", Found: true}) {
 		t.Errorf("get a/1 after re-import = %+v, want x found", got)
 	}
 	var filtered envproto.GetResult
-	if err := json.Unmarshal(rpc(t, ts.URL, envproto.MethodGet, envproto.GetParams{Query: json.RawMessage(`{"prefix":"a/2"}`)}), &filtered); err != nil {
+	if err := json.Unmarshal(envtest.Data(t, ts.URL, envproto.MethodGet, envproto.GetParams{Query: json.RawMessage(`{"prefix":"a/2"}`)}), &filtered); err != nil {
 		t.Fatal(err)
 	}
 	if len(filtered.Parts) != 1 {
 		t.Errorf("data/get prefix a/2 = %+v, want one part", filtered)
 	}
 
-	bad := rpcResponse(t, ts.URL, envproto.MethodAdd, envproto.AddParams{Parts: []envproto.Part{
+	bad := envtest.DataResponse(t, ts.URL, envproto.MethodAdd, envproto.AddParams{Parts: []envproto.Part{
 		{Kind: "data", Data: json.RawMessage(`{"key":"ok","value":"1"}`)}, {Kind: "text", Text: "k=v"}}})
 	if bad.Error == nil || bad.Error.Code != envproto.CodeInvalidParams {
 		t.Errorf("data/add with a text part = %+v, want invalid params", bad)
 	}
-	call(t, ctx, cs, "get", map[string]any{"key": "ok"}, &got)
+	envtest.CallJSON(t, ctx, cs, "get", map[string]any{"key": "ok"}, &got)
 	if got.Found {
 		t.Error("a refused data/add stored part of its parts, want all or nothing")
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/envsdk"
 	"github.com/agentenv/agentenv/examples/notes"
+	"github.com/agentenv/agentenv/internal/envtest"
 )
 
 // testDB connects to the integration PostgreSQL and returns the pool and a fresh schema name
@@ -48,51 +48,6 @@ func testDB(tb testing.TB) (*pgxpool.Pool, string) {
 		pool.Close()
 	})
 	return pool, schema
-}
-
-// call calls tool name and decodes its structured result into out.
-func call(tb testing.TB, ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any, out any) {
-	tb.Helper()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		tb.Fatalf("%s: %v", name, err)
-	}
-	if res.IsError {
-		tb.Fatalf("%s: tool error %v", name, res.Content)
-	}
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		tb.Fatalf("%s: decode %s: %v", name, raw, err)
-	}
-}
-
-// rpc sends one data plane request and returns its result, failing on a JSON-RPC error.
-func rpc(tb testing.TB, url, method string, params any) json.RawMessage {
-	tb.Helper()
-	p, err := json.Marshal(params)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	body, err := json.Marshal(envproto.Request{JSONRPC: "2.0", ID: json.RawMessage(`1`), Method: method, Params: p})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	res, err := http.Post(url+envproto.DataPath, "application/json", strings.NewReader(string(body)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer res.Body.Close()
-	var resp envproto.Response
-	if err := json.NewDecoder(res.Body).Decode(&resp); err != nil {
-		tb.Fatalf("%s: decode response: %v", method, err)
-	}
-	if resp.Error != nil {
-		tb.Fatalf("%s: error %d %s", method, resp.Error.Code, resp.Error.Message)
-	}
-	return resp.Result
 }
 
 func titles(ns []notes.Note) []string {
@@ -138,9 +93,9 @@ func TestNotes(t *testing.T) {
 	defer cs.Close()
 
 	var a, b, pct notes.AddResult
-	call(t, ctx, cs, "add_note", map[string]any{"title": "Groceries", "body": "Milk and EGGS", "tags": []string{"home"}}, &a)
-	call(t, ctx, cs, "add_note", map[string]any{"title": "Standup", "body": "ship the bridge"}, &b)
-	call(t, ctx, cs, "add_note", map[string]any{"title": "Budget", "body": "cut 50% of costs"}, &pct)
+	envtest.CallJSON(t, ctx, cs, "add_note", map[string]any{"title": "Groceries", "body": "Milk and EGGS", "tags": []string{"home"}}, &a)
+	envtest.CallJSON(t, ctx, cs, "add_note", map[string]any{"title": "Standup", "body": "ship the bridge"}, &b)
+	envtest.CallJSON(t, ctx, cs, "add_note", map[string]any{"title": "Budget", "body": "cut 50% of costs"}, &pct)
 	if a.ID == 0 || b.ID <= a.ID {
 		t.Errorf("ids = %d, %d; want increasing non-zero ids", a.ID, b.ID)
 	}
@@ -162,45 +117,45 @@ func TestNotes(t *testing.T) {
 	}
 
 	var list notes.NotesResult
-	call(t, ctx, cs, "list_notes", map[string]any{"limit": 2}, &list)
+	envtest.CallJSON(t, ctx, cs, "list_notes", map[string]any{"limit": 2}, &list)
 	if got := strings.Join(titles(list.Notes), ","); got != "Groceries,Standup" {
 		t.Errorf("list_notes limit 2 = %s, want Groceries,Standup", got)
 	}
-	call(t, ctx, cs, "search_notes", map[string]any{"query": "eggs"}, &list)
+	envtest.CallJSON(t, ctx, cs, "search_notes", map[string]any{"query": "eggs"}, &list)
 	if got := strings.Join(titles(list.Notes), ","); got != "Groceries" {
 		t.Errorf("search eggs = %s, want Groceries", got)
 	}
-	call(t, ctx, cs, "search_notes", map[string]any{"query": "standup"}, &list)
+	envtest.CallJSON(t, ctx, cs, "search_notes", map[string]any{"query": "standup"}, &list)
 	if got := strings.Join(titles(list.Notes), ","); got != "Standup" {
 		t.Errorf("search standup = %s, want Standup (title, any case)", got)
 	}
-	call(t, ctx, cs, "search_notes", map[string]any{"query": "50%"}, &list)
+	envtest.CallJSON(t, ctx, cs, "search_notes", map[string]any{"query": "50%"}, &list)
 	if got := strings.Join(titles(list.Notes), ","); got != "Budget" {
 		t.Errorf("search 50%% = %s, want Budget only (%% is literal)", got)
 	}
 	var del notes.DeleteResult
-	call(t, ctx, cs, "delete_note", map[string]any{"id": b.ID}, &del)
+	envtest.CallJSON(t, ctx, cs, "delete_note", map[string]any{"id": b.ID}, &del)
 	if !del.Deleted {
 		t.Error("delete_note: deleted = false, want true")
 	}
-	call(t, ctx, cs, "delete_note", map[string]any{"id": b.ID}, &del)
+	envtest.CallJSON(t, ctx, cs, "delete_note", map[string]any{"id": b.ID}, &del)
 	if del.Deleted {
 		t.Error("delete_note twice: deleted = true, want false")
 	}
 
 	// Data plane: reset, add data and text parts, get them back in id order.
-	rpc(t, ts.URL, envproto.MethodReset, nil)
-	call(t, ctx, cs, "list_notes", map[string]any{}, &list)
+	envtest.Data(t, ts.URL, envproto.MethodReset, nil)
+	envtest.CallJSON(t, ctx, cs, "list_notes", map[string]any{}, &list)
 	if len(list.Notes) != 0 {
 		t.Errorf("list after reset = %v, want none", titles(list.Notes))
 	}
-	rpc(t, ts.URL, envproto.MethodAdd, envproto.AddParams{Parts: []envproto.Part{
+	envtest.Data(t, ts.URL, envproto.MethodAdd, envproto.AddParams{Parts: []envproto.Part{
 		{Kind: "data", Data: json.RawMessage(`{"title":"Loaded","body":"from data","tags":["a","b"]}`)},
 		{Kind: "text", Text: "\n  First line of text  \nsecond line"},
 		{Kind: "file", File: &envproto.FilePart{Name: "readme.md", Bytes: []byte("# hi")}},
 	}})
 	var got envproto.GetResult
-	if err := json.Unmarshal(rpc(t, ts.URL, envproto.MethodGet, nil), &got); err != nil {
+	if err := json.Unmarshal(envtest.Data(t, ts.URL, envproto.MethodGet, nil), &got); err != nil {
 		t.Fatal(err)
 	}
 	var exported []notes.Note
@@ -219,10 +174,10 @@ func TestNotes(t *testing.T) {
 	}
 
 	// The export loads back: reset then add what get returned gives the same notes.
-	rpc(t, ts.URL, envproto.MethodReset, nil)
-	rpc(t, ts.URL, envproto.MethodAdd, envproto.AddParams(got))
+	envtest.Data(t, ts.URL, envproto.MethodReset, nil)
+	envtest.Data(t, ts.URL, envproto.MethodAdd, envproto.AddParams(got))
 	var again envproto.GetResult
-	if err := json.Unmarshal(rpc(t, ts.URL, envproto.MethodGet, nil), &again); err != nil {
+	if err := json.Unmarshal(envtest.Data(t, ts.URL, envproto.MethodGet, nil), &again); err != nil {
 		t.Fatal(err)
 	}
 	if len(again.Parts) != 3 {

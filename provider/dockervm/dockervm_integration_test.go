@@ -16,7 +16,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/dockertest"
-	"github.com/agentenv/agentenv/internal/gatewaytest"
+	"github.com/agentenv/agentenv/internal/envtest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/dockervm"
@@ -113,7 +113,7 @@ gateway:
 	if res.Doc.Mode != deploy.ModeVM || len(res.Records) != 1 {
 		t.Errorf("mode %s, records %v; want vm with one VM record", res.Doc.Mode, res.Records)
 	}
-	cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
+	cs := envtest.Connect(t, res.GatewayURL, res.Token)
 	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "set", Arguments: map[string]any{"key": "a", "value": "1"}}); err != nil {
 		t.Errorf("call set through the gateway: %v", err)
 	}

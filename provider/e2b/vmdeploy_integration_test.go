@@ -22,7 +22,7 @@ import (
 	"github.com/agentenv/agentenv/internal/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
-	"github.com/agentenv/agentenv/internal/gatewaytest"
+	"github.com/agentenv/agentenv/internal/envtest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/e2b"
@@ -147,7 +147,7 @@ func TestVMModeDeployOfNotes(t *testing.T) {
 	if !strings.HasPrefix(res.GatewayURL, r.emu.URL()+"/sandbox/") {
 		t.Errorf("gateway URL %s, want one through the emulator's port proxy", res.GatewayURL)
 	}
-	cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
+	cs := envtest.Connect(t, res.GatewayURL, res.Token)
 	got, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add_note", Arguments: map[string]any{"title": "hello", "body": "from e2b"}})
 	if err != nil || got.IsError {
 		t.Errorf("call add_note through the gateway = %+v, %v", got, err)

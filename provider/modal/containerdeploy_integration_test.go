@@ -20,7 +20,7 @@ import (
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
-	"github.com/agentenv/agentenv/internal/gatewaytest"
+	"github.com/agentenv/agentenv/internal/envtest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/modal"
@@ -157,9 +157,9 @@ func TestContainerDeployOfNotes(t *testing.T) {
 			t.Errorf("the emulator runs %d sandboxes, want 5", got)
 		}
 
-		cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
-		gatewaytest.Call(t, cs, "add_note", map[string]any{"title": "talk", "body": "agentenv never forgets"})
-		if got := gatewaytest.Call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "talk") {
+		cs := envtest.Connect(t, res.GatewayURL, res.Token)
+		envtest.Call(t, cs, "add_note", map[string]any{"title": "talk", "body": "agentenv never forgets"})
+		if got := envtest.Call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "talk") {
 			t.Errorf("search_notes = %s, want the talk note", got)
 		}
 		cs.Close()

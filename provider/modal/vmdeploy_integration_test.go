@@ -15,7 +15,7 @@ import (
 	"github.com/agentenv/agentenv/internal/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
-	"github.com/agentenv/agentenv/internal/gatewaytest"
+	"github.com/agentenv/agentenv/internal/envtest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/modal"
@@ -88,9 +88,9 @@ func TestVMDeployOfNotes(t *testing.T) {
 			t.Error("nothing was written to an exec's stdin: the runtime image was not uploaded")
 		}
 
-		cs := gatewaytest.Connect(t, res.GatewayURL, res.Token)
-		gatewaytest.Call(t, cs, "add_note", map[string]any{"title": "vm", "body": "modal_vm never forgets"})
-		if got := gatewaytest.Call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "vm") {
+		cs := envtest.Connect(t, res.GatewayURL, res.Token)
+		envtest.Call(t, cs, "add_note", map[string]any{"title": "vm", "body": "modal_vm never forgets"})
+		if got := envtest.Call(t, cs, "search_notes", map[string]any{"query": "forgets"}); !strings.Contains(got, "vm") {
 			t.Errorf("search_notes = %s, want the vm note", got)
 		}
 		cs.Close()
