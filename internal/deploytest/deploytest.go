@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,4 +86,27 @@ func Example(t testing.TB, name, image string) *spec.Env {
 	env.ServiceDB.DBMCP.Image = image
 	env.Gateway.Image = image
 	return env
+}
+
+// Deploy deploys env with opts (opts.Progress is the helper's), failing the test with every
+// progress line if it fails, and logging them and the time taken if it does not. It returns the
+// deployment and the number of progress events, which CancelAtEachEvent takes.
+func Deploy(t testing.TB, d *deploy.Deployer, env *spec.Env, opts deploy.Options) (*deploy.Result, int) {
+	t.Helper()
+	var mu sync.Mutex
+	var lines []string
+	opts.Progress = func(e deploy.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, e.String())
+	}
+	start := time.Now()
+	res, err := d.Deploy(t.Context(), env, opts)
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil {
+		t.Fatalf("Deploy: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	t.Logf("deployed in %s:\n%s", time.Since(start).Round(time.Millisecond), strings.Join(lines, "\n"))
+	return res, len(lines)
 }

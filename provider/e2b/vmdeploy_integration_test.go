@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -126,21 +125,7 @@ func TestVMModeDeployOfNotes(t *testing.T) {
 	r := newVMRig(t)
 
 	id := fmt.Sprintf("dep-te2b%x", time.Now().UnixNano()&0xffffff)
-	var mu sync.Mutex
-	var events []deploy.Event
-	res, err := r.d.Deploy(t.Context(), r.env, deploy.Options{Provider: "e2b", Name: id, Budget: 3 * time.Minute,
-		Progress: func(e deploy.Event) {
-			mu.Lock()
-			events = append(events, e)
-			mu.Unlock()
-		}})
-	if err != nil {
-		t.Fatalf("Deploy: %v", err)
-	}
-	t.Logf("deploy took %s (%d events)", time.Since(start), len(events))
-	for _, e := range events {
-		t.Logf("  %s", e)
-	}
+	res, events := deploytest.Deploy(t, r.d, r.env, deploy.Options{Provider: "e2b", Name: id, Budget: 3 * time.Minute})
 	if res.Doc.Mode != deploy.ModeVM || len(res.Records) != 1 {
 		t.Errorf("mode %s, records %v; want vm with one VM record", res.Doc.Mode, res.Records)
 	}
@@ -182,7 +167,7 @@ func TestVMModeDeployOfNotes(t *testing.T) {
 	t.Logf("deploy, call and teardown took %s", time.Since(start))
 
 	// Cancelled at the k-th progress event, for every k: each leaves nothing.
-	deploytest.CancelAtEachEvent(t, r.d, r.env, deploy.Options{Provider: "e2b", Budget: 3 * time.Minute}, len(events),
+	deploytest.CancelAtEachEvent(t, r.d, r.env, deploy.Options{Provider: "e2b", Budget: 3 * time.Minute}, events,
 		func(t *testing.T, k int) string { return fmt.Sprintf("%sc%02d", id, k) }, r.checkGone)
 	if left := r.emu.Running(); len(left) != 0 {
 		t.Errorf("the emulator runs %v after the cancelled deploys", left)

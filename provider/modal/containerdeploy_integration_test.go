@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -126,20 +125,8 @@ func TestContainerDeployOfNotes(t *testing.T) {
 	var events int
 	t.Run("deploy", func(t *testing.T) {
 		id := r.name(t, "mn")
-		var mu sync.Mutex
-		var log []string
-		start := time.Now()
-		res, err := r.d.Deploy(t.Context(), r.env, deploy.Options{Provider: "modal", Name: id, Budget: 2 * time.Minute,
-			Progress: func(e deploy.Event) {
-				mu.Lock()
-				defer mu.Unlock()
-				log = append(log, e.String())
-			}})
-		if err != nil {
-			t.Fatalf("Deploy: %v\n%s", err, strings.Join(log, "\n"))
-		}
-		t.Logf("deployed in %s:\n%s", time.Since(start).Round(time.Millisecond), strings.Join(log, "\n"))
-		events = len(log)
+		var res *deploy.Result
+		res, events = deploytest.Deploy(t, r.d, r.env, deploy.Options{Provider: "modal", Name: id, Budget: 2 * time.Minute})
 		if res.Doc.Mode != deploy.ModeContainer || len(res.Records) != 6 {
 			t.Errorf("mode %s, records %v; want container with a network and five sandboxes", res.Doc.Mode, res.Records)
 		}

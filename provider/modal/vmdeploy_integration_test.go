@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,20 +63,8 @@ func TestVMDeployOfNotes(t *testing.T) {
 	var events int
 	t.Run("deploy", func(t *testing.T) {
 		id := r.name(t, "vm")
-		var mu sync.Mutex
-		var log []string
-		dstart := time.Now()
-		res, err := r.d.Deploy(t.Context(), r.env, deploy.Options{Provider: "modal_vm", Name: id, Budget: 3 * time.Minute,
-			Progress: func(e deploy.Event) {
-				mu.Lock()
-				defer mu.Unlock()
-				log = append(log, e.String())
-			}})
-		if err != nil {
-			t.Fatalf("Deploy: %v\n%s", err, strings.Join(log, "\n"))
-		}
-		t.Logf("deployed in %s:\n%s", time.Since(dstart).Round(time.Millisecond), strings.Join(log, "\n"))
-		events = len(log)
+		var res *deploy.Result
+		res, events = deploytest.Deploy(t, r.d, r.env, deploy.Options{Provider: "modal_vm", Name: id, Budget: 3 * time.Minute})
 		if res.Doc.Mode != deploy.ModeVM || len(res.Records) != 1 {
 			t.Errorf("mode %s, records %v; want vm with one VM record", res.Doc.Mode, res.Records)
 		}
