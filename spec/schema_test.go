@@ -8,45 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/jsonschema-go/jsonschema"
-	"gopkg.in/yaml.v3"
-
+	"github.com/agentenv/agentenv/internal/schematest"
 	"github.com/agentenv/agentenv/spec"
 )
 
-func resolvedSchema(tb testing.TB) *jsonschema.Resolved {
-	tb.Helper()
-	var s jsonschema.Schema
-	if err := json.Unmarshal(spec.EnvSchema, &s); err != nil {
-		tb.Fatalf("unmarshal env.schema.json: %v", err)
-	}
-	rs, err := s.Resolve(nil)
-	if err != nil {
-		tb.Fatalf("resolve env.schema.json: %v", err)
-	}
-	return rs
-}
-
-// yamlToJSON turns YAML into the value encoding/json would produce, as the validator wants.
-func yamlToJSON(tb testing.TB, data []byte) any {
-	tb.Helper()
-	var v any
-	if err := yaml.Unmarshal(data, &v); err != nil {
-		tb.Fatal(err)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var out any
-	if err := json.Unmarshal(b, &out); err != nil {
-		tb.Fatal(err)
-	}
-	return out
-}
-
 func TestEnvSchema_acceptsExamples(t *testing.T) {
-	rs := resolvedSchema(t)
+	rs := schematest.Resolve(t, "env.schema.json", spec.EnvSchema)
 	for _, f := range []string{
 		"../examples/notes/env.yaml",
 		"../examples/kv/env.yaml",
@@ -57,14 +24,14 @@ func TestEnvSchema_acceptsExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := rs.Validate(yamlToJSON(t, data)); err != nil {
+		if err := rs.Validate(schematest.YAMLValue(t, data)); err != nil {
 			t.Errorf("%s does not validate against env.schema.json: %v", f, err)
 		}
 	}
 }
 
 func TestEnvSchema_rejects(t *testing.T) {
-	rs := resolvedSchema(t)
+	rs := schematest.Resolve(t, "env.schema.json", spec.EnvSchema)
 	tests := []struct{ name, in string }{
 		{"typo", minimal + "    imgae: x\n"},
 		{"bad enum", minimal + "gateway: {mode: fast}\n"},
@@ -79,7 +46,7 @@ func TestEnvSchema_rejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := rs.Validate(yamlToJSON(t, []byte(tt.in))); err == nil {
+			if err := rs.Validate(schematest.YAMLValue(t, []byte(tt.in))); err == nil {
 				t.Errorf("schema accepts %q, want an error", tt.in)
 			}
 			if _, err := spec.Parse(envFile, []byte(tt.in)); err == nil {

@@ -10,8 +10,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/google/jsonschema-go/jsonschema"
-	"gopkg.in/yaml.v3"
+	"github.com/agentenv/agentenv/internal/schematest"
 )
 
 var update = flag.Bool("update", false, "rewrite task.schema.json from the step types")
@@ -127,45 +126,14 @@ func TestSchemaUpToDate(t *testing.T) {
 	}
 }
 
-func resolvedSchema(tb testing.TB) *jsonschema.Resolved {
-	tb.Helper()
-	var s jsonschema.Schema
-	if err := json.Unmarshal(Schema, &s); err != nil {
-		tb.Fatalf("task.schema.json: %v", err)
-	}
-	rs, err := s.Resolve(nil)
-	if err != nil {
-		tb.Fatalf("resolve task.schema.json: %v", err)
-	}
-	return rs
-}
-
-// asJSON decodes YAML into the values JSON decoding would give.
-func asJSON(tb testing.TB, src []byte) any {
-	tb.Helper()
-	var v any
-	if err := yaml.Unmarshal(src, &v); err != nil {
-		tb.Fatal(err)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var out any
-	if err := json.Unmarshal(b, &out); err != nil {
-		tb.Fatal(err)
-	}
-	return out
-}
-
 func TestSchemaValidatesExamples(t *testing.T) {
-	rs := resolvedSchema(t)
+	rs := schematest.Resolve(t, "task.schema.json", Schema)
 	for _, path := range []string{"hello.yaml", "../examples/notes-task/task.yaml", "../examples/notes-task/agent-task.yaml"} {
 		src, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := rs.Validate(asJSON(t, src)); err != nil {
+		if err := rs.Validate(schematest.YAMLValue(t, src)); err != nil {
 			t.Errorf("%s does not validate against task.schema.json: %v", path, err)
 		}
 	}
@@ -175,7 +143,7 @@ func TestSchemaValidatesExamples(t *testing.T) {
 		"steps: [{id: a, type: exec, sandbox: b}]", // command missing
 		"stesp: []",
 	} {
-		if err := rs.Validate(asJSON(t, []byte(bad))); err == nil {
+		if err := rs.Validate(schematest.YAMLValue(t, []byte(bad))); err == nil {
 			t.Errorf("schema accepts %q", bad)
 		}
 	}
