@@ -13,7 +13,7 @@ type Deployment struct {
 	Provider   string            `json:"provider"`   // as asked (may be a chain)
 	Winner     string            `json:"winner"`     // the chain member that made it
 	Mode       string            `json:"mode"`       // vm or container
-	State      string            `json:"state"`      // deploying, live, failed, torn_down
+	State      DeploymentState   `json:"state"`
 	Run        string            `json:"run,omitempty"`
 	Owner      Owner             `json:"owner,omitzero"` // the deploying process; zero once live
 	GatewayURL string            `json:"gateway_url,omitempty"`
@@ -32,7 +32,7 @@ type Deployment struct {
 func (d Deployment) DocID() string { return d.ID }
 
 // DocState implements Doc.
-func (d Deployment) DocState() string { return d.State }
+func (d Deployment) DocState() string { return string(d.State) }
 
 // DocCreated implements Doc.
 func (d Deployment) DocCreated() time.Time { return d.Created }
@@ -43,7 +43,7 @@ type Run struct {
 	ID         string            `json:"id"`
 	Task       string            `json:"task"`
 	TaskDigest string            `json:"task_digest"`
-	Status     string            `json:"status"` // running, completed, failed, cancelled
+	Status     RunStatus         `json:"status"`
 	Steps      []StepRecord      `json:"steps,omitempty"`
 	Score      *float64          `json:"score,omitempty"`
 	Error      string            `json:"error,omitempty"`
@@ -57,7 +57,7 @@ type Run struct {
 func (r Run) DocID() string { return r.ID }
 
 // DocState implements Doc.
-func (r Run) DocState() string { return r.Status }
+func (r Run) DocState() string { return string(r.Status) }
 
 // DocCreated implements Doc.
 func (r Run) DocCreated() time.Time { return r.Created }
@@ -66,10 +66,46 @@ func (r Run) DocCreated() time.Time { return r.Created }
 type StepRecord struct {
 	ID      string            `json:"id"`
 	Type    string            `json:"type"`
-	Status  string            `json:"status"` // pending, running, passed, failed, skipped, cancelled
+	Status  StepStatus        `json:"status"`
 	Started time.Time         `json:"started,omitzero"`
 	Ended   time.Time         `json:"ended,omitzero"`
 	Outputs map[string]string `json:"outputs,omitempty"`
 	Score   *float64          `json:"score,omitempty"`
 	Error   string            `json:"error,omitempty"`
 }
+
+// DeploymentState is where a deployment document stands.
+type DeploymentState string
+
+// Deployment states.
+const (
+	DeploymentDeploying DeploymentState = "deploying" // its deploy is under way
+	DeploymentLive      DeploymentState = "live"      // deployed, until its teardown or TTL
+	DeploymentFailed    DeploymentState = "failed"    // its deploy failed and was undone
+	DeploymentTornDown  DeploymentState = "torn_down" // torn down, with a clean receipt
+)
+
+// RunStatus is where a run document stands.
+type RunStatus string
+
+// Run statuses.
+const (
+	RunRunning   RunStatus = "running"
+	RunCompleted RunStatus = "completed" // every step ran; the score says how well
+	RunFailed    RunStatus = "failed"    // a fatal step failed
+	RunCancelled RunStatus = "cancelled" // interrupted
+)
+
+// StepStatus is where a step of a run stands. A verifier that ran to the end has status
+// passed whatever its score; its verdict is the score.
+type StepStatus string
+
+// Step statuses.
+const (
+	StepPending   StepStatus = "pending"
+	StepRunning   StepStatus = "running"
+	StepPassed    StepStatus = "passed"
+	StepFailed    StepStatus = "failed"
+	StepSkipped   StepStatus = "skipped"
+	StepCancelled StepStatus = "cancelled"
+)

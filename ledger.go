@@ -89,7 +89,7 @@ type Record struct {
 	Image      string    // what it runs, for messages
 	Run        string    // run id, if any
 	Deployment string    // deployment id, if any
-	Role       string    // role in the deployment (gateway, mcp_server:NAME, service_db, ...)
+	Role       Role      // the part it plays in its deployment; empty for a bare sandbox
 	State      State     // where it is in its lifecycle
 	Owner      Owner     // who works on it now; zero once handed to its expiry
 	LeaseUntil time.Time // the owner's lease; renewed while the owner lives
@@ -143,7 +143,7 @@ type ReceiptItem struct {
 	SandboxID string  `json:"sandbox_id,omitempty"`
 	Provider  string  `json:"provider"`
 	Kind      Kind    `json:"kind"`
-	Role      string  `json:"role,omitempty"`
+	Role      Role    `json:"role,omitempty"`
 	Outcome   Outcome `json:"outcome"`
 	Reason    string  `json:"reason,omitempty"`
 }

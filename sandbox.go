@@ -21,9 +21,27 @@ const (
 	LabelOwner = "agentenv.owner"
 	// LabelExpires holds the expiry as RFC 3339 in UTC; gc removes the sandbox after it.
 	LabelExpires = "agentenv.expires"
-	// LabelRole names the component a sandbox plays in a deployment (gateway, mcp_server, ...).
+	// LabelRole holds the Role a sandbox plays in a deployment.
 	LabelRole = "agentenv.role"
 )
+
+// Role is the part a sandbox or component plays in a deployment: the value of LabelRole and of
+// Record.Role.
+type Role string
+
+// Roles. The components' are in start order.
+const (
+	RoleNetwork   Role = "network" // container mode: the deployment's private network
+	RoleVM        Role = "vm"      // VM mode: the VM that hosts the stack
+	RoleServiceDB Role = "service_db"
+	RoleMCPServer Role = "mcp_server"
+	RoleDBWeb     Role = "db_web"
+	RoleDBMCP     Role = "db_mcp"
+	RoleGateway   Role = "gateway"
+)
+
+// TaskRole is the role of a sandbox that the step of a task run made: "task:STEP".
+func TaskRole(step string) Role { return Role("task:" + step) }
 
 // labelKey is what a user label key may look like: a DNS-ish dotted name, as Docker and
 // Kubernetes accept.
@@ -111,13 +129,11 @@ type Sandbox struct {
 	ExitCode    int // meaningful when State is SandboxExited
 }
 
-// Capabilities declares what a provider can do, so that callers choose a mode by reading them
-// rather than by checking a provider's type.
+// Capabilities declares the facts about a provider that no interface can say. What it can do
+// beyond Provider (private networks and so container mode, VMs and so VM mode, exec, files, ...)
+// is its Abilities.
 type Capabilities struct {
 	OnThisMachine    bool // sandboxes run on this host: local images reach them, ports are local
-	ContainerMode    bool // one sandbox per component on a private network (implements Networker)
-	VMMode           bool // one sandbox hosts a whole stack of containers
-	PrivateNetworks  bool // implements Networker
 	ListByLabel      bool // List finds sandboxes by label even after a lost create response
 	BackstopLifetime bool // the backend removes a sandbox on its own once Timeout passes
 }
@@ -163,7 +179,7 @@ type NetworkSpec struct {
 	Labels map[string]string // the agentenv.* labels
 }
 
-// Networker is implemented by providers with private networks (Capabilities.PrivateNetworks).
+// Networker is implemented by providers with private networks, which container mode needs.
 // A network is recorded and terminated like a sandbox: Terminate(ctx, id) of the id that
 // CreateNetwork returned removes it, and List finds it by label with State SandboxRunning.
 type Networker interface {
@@ -205,8 +221,8 @@ type Files interface {
 	ReadFile(ctx context.Context, id, path string) ([]byte, error)
 }
 
-// VMHost is implemented by providers whose VM-mode sandboxes host a stack of containers
-// (Capabilities.VMMode). The VM is one record; the containers of its stack are not records of
+// VMHost is implemented by providers whose VM-mode sandboxes host a stack of containers (VM
+// mode). The VM is one record; the containers of its stack are not records of
 // their own but carry the VM's labels, so Terminate of the VM removes them with it.
 type VMHost interface {
 	// CreateVM makes an empty VM named spec.Name (the record id) that a stack then runs in. The

@@ -73,6 +73,8 @@ var Keys = []Key{
 	{Name: "lifecycle.reclaim_wait", Default: "30s", Doc: "how long a cancelled create may still finish so it can be undone"},
 	{Name: "lifecycle.create_timeout", Default: "5m", Doc: "bound on one provider create"},
 	{Name: "lifecycle.terminate_timeout", Default: "60s", Doc: "bound on one provider terminate"},
+	{Name: "lifecycle.call_timeout", Default: "60s", Doc: "bound on one other provider call (health, listing, files, logs)"},
+	{Name: "lifecycle.exec_timeout", Default: "10m", Doc: "bound on one command run in a sandbox or a VM's stack"},
 	{Name: "images.runtime", Default: "agentenv:dev", Doc: "image of agentenv's own components (gateway, example servers, db-mcp)"},
 	{Name: "images.postgres", Default: "agentenv-postgres:local", Doc: "image of the service DB"},
 	{Name: "images.db_web", Default: "agentenv-adminer:local", Doc: "image of the DB web UI"},

@@ -22,14 +22,6 @@ import (
 	"github.com/agentenv/agentenv/spec"
 )
 
-// Deployment states as written to the ledger's deployment document.
-const (
-	StateDeploying = "deploying"
-	StateLive      = "live"
-	StateFailed    = "failed"
-	StateTornDown  = "torn_down"
-)
-
 // Modes.
 const (
 	ModeContainer = "container"
@@ -43,6 +35,9 @@ const DefaultBudget = 5 * time.Minute
 type Deployer struct {
 	mgr *lifecycle.Manager
 	log *slog.Logger
+	// ready waits until a started component answers as its role requires: (*stack).ready,
+	// which unit tests on the in-memory provider replace, since nothing answers MCP there.
+	ready func(st *stack, ctx context.Context, c spec.Component, addr string) error
 }
 
 // New returns a Deployer; a nil logger discards.
@@ -50,7 +45,7 @@ func New(mgr *lifecycle.Manager, logger *slog.Logger) *Deployer {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Deployer{mgr: mgr, log: logger}
+	return &Deployer{mgr: mgr, log: logger, ready: (*stack).ready}
 }
 
 // Options tune one deploy.
@@ -72,7 +67,7 @@ type Options struct {
 // Event is one progress report.
 type Event struct {
 	Component string        `json:"component"`
-	Role      spec.Role     `json:"role"`
+	Role      agentenv.Role `json:"role"`
 	Phase     string        `json:"phase"` // created, ready, failed, probe
 	Elapsed   time.Duration `json:"elapsed"`
 	Detail    string        `json:"detail,omitempty"`
@@ -124,7 +119,7 @@ func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Re
 	now := time.Now().UTC()
 	doc := agentenv.Deployment{
 		ID: id, Env: env.Name, EnvFile: env.File, EnvDigest: env.Digest(), Provider: opts.Provider,
-		State: StateDeploying, Run: opts.Run, Owner: d.mgr.Owner(), Created: now, Expires: now.Add(opts.TTL).Truncate(time.Second), Updated: now,
+		State: agentenv.DeploymentDeploying, Run: opts.Run, Owner: d.mgr.Owner(), Created: now, Expires: now.Add(opts.TTL).Truncate(time.Second), Updated: now,
 	}
 	if err := d.mgr.Ledger().Deployments().Put(ctx, doc); err != nil {
 		return nil, fmt.Errorf("deploy %s: record deployment: %w", env.Name, err)
@@ -152,7 +147,7 @@ func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Re
 	} else {
 		err = fmt.Errorf("deploy %s: %w", env.Name, err)
 	}
-	doc.State, doc.Error, doc.Updated = StateFailed, err.Error(), time.Now().UTC()
+	doc.State, doc.Error, doc.Updated = agentenv.DeploymentFailed, err.Error(), time.Now().UTC()
 	d.putDoc(ctx, doc)
 	return nil, err
 }
@@ -160,21 +155,21 @@ func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Re
 // attempt deploys env on one provider. Whatever it fails with, it first tears down every
 // record it created (the deployment's records: earlier attempts have already torn theirs down).
 func (d *Deployer) attempt(ctx context.Context, env *spec.Env, member string, doc agentenv.Deployment, opts Options) (res *Result, err error) {
-	p, err := d.mgr.Provider(member)
+	containers, err := d.mgr.Supports(member, agentenv.AbilityNetworks)
 	if err != nil {
 		return nil, err
 	}
+	vms, _ := d.mgr.Supports(member, agentenv.AbilityVMs)
 	mode := opts.Mode
-	caps := p.Capabilities()
 	switch {
-	case mode == "" && caps.ContainerMode && opts.Into == "":
+	case mode == "" && containers && opts.Into == "":
 		mode = ModeContainer
 	case mode == "":
 		mode = ModeVM
 	case mode != ModeContainer && mode != ModeVM:
 		return nil, fmt.Errorf("mode %q: want container or vm: %w", mode, agentenv.ErrInvalid)
 	}
-	if mode == ModeContainer && !caps.ContainerMode || mode == ModeVM && !caps.VMMode {
+	if mode == ModeContainer && !containers || mode == ModeVM && !vms {
 		return nil, fmt.Errorf("provider %s does not support %s mode: %w", member, mode, agentenv.ErrInvalid)
 	}
 	token, err := newToken()
@@ -182,7 +177,7 @@ func (d *Deployer) attempt(ctx context.Context, env *spec.Env, member string, do
 		return nil, err
 	}
 	st := &stack{
-		d: d, env: env, member: member, p: p, doc: doc, opts: opts, token: token, start: time.Now(),
+		d: d, env: env, member: member, doc: doc, opts: opts, token: token, start: time.Now(),
 		endpoints: map[string]string{}, private: map[string]string{}, tools: map[string][]string{},
 	}
 	defer func() {
@@ -223,7 +218,7 @@ func (d *Deployer) Teardown(ctx context.Context, id string) (agentenv.Receipt, e
 	rc, terr := d.mgr.Teardown(ctx, up)
 	doc.Receipt = &rc
 	if rc.Clean() {
-		doc.State = StateTornDown
+		doc.State = agentenv.DeploymentTornDown
 	}
 	doc.Updated = time.Now().UTC()
 	d.putDoc(ctx, doc)

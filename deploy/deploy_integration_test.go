@@ -284,7 +284,7 @@ func TestSeed001CancelWhileDBMCPIsCreated(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	r := newRig(t, func(p *docker.Provider) agentenv.Provider {
-		return onRole{Provider: p, role: string(spec.RoleDBMCP), cancel: cancel}
+		return onRole{Provider: p, role: string(agentenv.RoleDBMCP), cancel: cancel}
 	})
 	id := r.name()
 	_, err := r.d.Deploy(ctx, r.notesEnv(false), deploy.Options{Provider: "docker", Name: id})
@@ -295,14 +295,14 @@ func TestSeed001CancelWhileDBMCPIsCreated(t *testing.T) {
 		t.Errorf("cancelled while db-mcp was created, left %v", left)
 	}
 	recs, _ := r.mgr.Ledger().List(t.Context(), agentenv.Filter{Deployment: id})
-	roles := map[string]bool{}
+	roles := map[agentenv.Role]bool{}
 	for _, rec := range recs {
 		roles[rec.Role] = true
 		if rec.State != agentenv.StateGone {
 			t.Errorf("record %s (%s) is %s, want gone", rec.ID, rec.Role, rec.State)
 		}
 	}
-	for _, want := range []string{"service_db", "db_mcp"} {
+	for _, want := range []agentenv.Role{agentenv.RoleServiceDB, agentenv.RoleDBMCP} {
 		if !roles[want] {
 			t.Errorf("no record of the %s, want one made and terminated (have %v)", want, roles)
 		}
@@ -329,7 +329,7 @@ func TestGatewayNeverReadyLeavesNothing(t *testing.T) {
 				t.Errorf("left %v", left)
 			}
 			doc, _ := r.mgr.Ledger().Deployments().Get(t.Context(), id)
-			if doc.State != deploy.StateFailed {
+			if doc.State != agentenv.DeploymentFailed {
 				t.Errorf("deployment state %s, want failed", doc.State)
 			}
 		})
@@ -444,7 +444,7 @@ func TestSeed002KilledOutOfBandCountsAsTerminated(t *testing.T) {
 func TestReattachContract(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, nil)
-	kill := func(id, role string) {
+	kill := func(id string, role agentenv.Role) {
 		recs, _ := r.mgr.Ledger().List(t.Context(), agentenv.Filter{Deployment: id})
 		for _, rec := range recs {
 			if rec.Role == role {

@@ -7,11 +7,10 @@ import (
 	"strings"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/spec"
 )
 
 // Reattach rebuilds a live view of deployment id from the ledger, checking each sandbox with its
-// provider's Get. As the seeds define it: a dead MCP server or gateway is an error; a dead
+// provider (lifecycle.Manager.Get). As the seeds define it: a dead MCP server or gateway is an error; a dead
 // service DB is skipped with a warning, except in a multi env (several servers share it), where
 // it is an error. The token is not in the ledger, so the Result has none. Reattach never tears
 // anything down.
@@ -20,7 +19,7 @@ func (d *Deployer) Reattach(ctx context.Context, id string) (*Result, []string, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("reattach %s: %w", id, err)
 	}
-	if doc.State != StateLive {
+	if doc.State != agentenv.DeploymentLive {
 		return nil, nil, fmt.Errorf("reattach %s: deployment is %s: %w", id, doc.State, agentenv.ErrGone)
 	}
 	recs, err := d.mgr.Ledger().List(ctx, agentenv.Filter{Deployment: id})
@@ -36,24 +35,20 @@ func (d *Deployer) Reattach(ctx context.Context, id string) (*Result, []string, 
 			continue
 		}
 		res.Records = append(res.Records, r.ID)
-		p, err := d.mgr.Provider(r.Provider)
-		if err == nil {
-			_, err = p.Get(ctx, r.SandboxID)
-		}
-		if err == nil {
+		if _, err = d.mgr.Get(ctx, r.ID); err == nil {
 			for k, v := range r.Attrs {
 				if strings.HasPrefix(k, "endpoint.") {
-					res.Endpoints[r.ID] = v
+					res.Endpoints[component(r.ID)] = v
 				}
 			}
 			continue
 		}
 		switch {
-		case r.Role == string(spec.RoleServiceDB) && !multi:
+		case r.Role == agentenv.RoleServiceDB && !multi:
 			warnings = append(warnings, fmt.Sprintf("service DB %s is down (%v); reattached without it", r.ID, err))
-		case r.Role == string(spec.RoleDBWeb):
+		case r.Role == agentenv.RoleDBWeb:
 			warnings = append(warnings, fmt.Sprintf("DB web UI %s is down (%v)", r.ID, err))
-		case r.Role == string(spec.RoleServiceDB):
+		case r.Role == agentenv.RoleServiceDB:
 			errs = append(errs, fmt.Errorf("service DB %s of a multi env is down: %w", r.ID, err))
 		default:
 			errs = append(errs, fmt.Errorf("%s %s is down: %w", r.Role, r.ID, err))
@@ -66,4 +61,13 @@ func (d *Deployer) Reattach(ctx context.Context, id string) (*Result, []string, 
 		d.log.Warn(w, "deployment", id)
 	}
 	return res, warnings, nil
+}
+
+// component returns the name of the component a record of a deployment was made for: its id
+// is the name, a dash and a random suffix (lifecycle.NewID).
+func component(record string) string {
+	if i := strings.LastIndexByte(record, '-'); i > 0 {
+		return record[:i]
+	}
+	return record
 }

@@ -25,7 +25,6 @@ type stack struct {
 	d      *Deployer
 	env    *spec.Env
 	member string
-	p      agentenv.Provider
 	doc    agentenv.Deployment
 	opts   Options
 	token  string
@@ -33,7 +32,7 @@ type stack struct {
 
 	mu        sync.Mutex
 	network   string            // container mode: the private network's provider id
-	vm        string            // VM mode: the VM's provider id
+	vm        string            // VM mode: the VM's record id
 	inVM      []string          // VM mode with --into: components started in the caller's VM
 	endpoints map[string]string // component -> where its main port is reached: host:port or a URL
 	private   map[string]string // container mode without DNS: component -> its PrivateHost
@@ -48,7 +47,7 @@ func (st *stack) emit(c spec.Component, phase, detail string) {
 	}
 }
 
-func (st *stack) request(kind agentenv.Kind, role string, sp agentenv.SandboxSpec, prefix string) lifecycle.CreateRequest {
+func (st *stack) request(kind agentenv.Kind, role agentenv.Role, sp agentenv.SandboxSpec, prefix string) lifecycle.CreateRequest {
 	return lifecycle.CreateRequest{
 		Provider: st.member, Kind: kind, ID: lifecycle.NewID(prefix), Spec: sp,
 		// The TTL counts from the hand-over (finish moves each record's expiry there); the
@@ -65,10 +64,6 @@ func (st *stack) components(ctx context.Context) ([]spec.Component, error) {
 	if err != nil {
 		return nil, err
 	}
-	ic, ok := st.p.(agentenv.ImageChecker)
-	if !ok {
-		return comps, nil
-	}
 	var errs []error
 	checked := map[string]bool{}
 	for _, c := range comps {
@@ -76,7 +71,7 @@ func (st *stack) components(ctx context.Context) ([]spec.Component, error) {
 			continue
 		}
 		checked[c.Image] = true
-		if err := ic.EnsureImage(ctx, c.Image); err != nil {
+		if err := st.d.mgr.EnsureImages(ctx, st.member, c.Image); err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %w", c.Role, c.Name, err))
 		}
 	}
@@ -90,26 +85,26 @@ func (st *stack) upContainers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, nsb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindNetwork, "network", agentenv.SandboxSpec{}, "net"))
+	_, nsb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindNetwork, agentenv.RoleNetwork, agentenv.SandboxSpec{}, "net"))
 	if err != nil {
 		return fmt.Errorf("private network: %w", err)
 	}
 	st.network = nsb.ID
-	st.emit(spec.Component{Name: "network", Role: "network"}, "created", nsb.ID)
-	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	st.emit(spec.Component{Name: "network", Role: agentenv.RoleNetwork}, "created", nsb.ID)
+	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (string, agentenv.Sandbox, error) {
 		if err := st.rewire(c, &sp); err != nil {
-			return agentenv.Sandbox{}, err
+			return "", agentenv.Sandbox{}, err
 		}
 		sp.Network = st.network
 		sp.Aliases = []string{c.Name}
 		sp.Labels = map[string]string{}
-		_, sb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindSandbox, string(c.Role), sp, c.Name))
+		rec, sb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindSandbox, c.Role, sp, c.Name))
 		if err == nil && sb.PrivateHost != "" {
 			st.mu.Lock()
 			st.private[c.Name] = sb.PrivateHost
 			st.mu.Unlock()
 		}
-		return sb, err
+		return rec.ID, sb, err
 	})
 }
 
@@ -151,10 +146,6 @@ func (st *stack) rewire(c spec.Component, sp *agentenv.SandboxSpec) error {
 
 // upVM runs VM mode: one VM record (or the caller's VM, with --into), then the stack inside it.
 func (st *stack) upVM(ctx context.Context) error {
-	host, ok := st.p.(agentenv.VMHost)
-	if !ok {
-		return fmt.Errorf("provider %s cannot host a VM stack: %w", st.member, agentenv.ErrInvalid)
-	}
 	comps, err := st.components(ctx)
 	if err != nil {
 		return err
@@ -167,16 +158,16 @@ func (st *stack) upVM(ctx context.Context) error {
 		if rec.Kind != agentenv.KindVM || rec.State != agentenv.StateLive || rec.Provider != st.member {
 			return fmt.Errorf("--into %s: want a live %s VM, have a %s %s on %s: %w", st.opts.Into, st.member, rec.State, rec.Kind, rec.Provider, agentenv.ErrInvalid)
 		}
-		st.vm = rec.SandboxID
+		st.vm = rec.ID
 	} else {
-		_, vsb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindVM, "vm", agentenv.SandboxSpec{}, "vm"))
+		vrec, vsb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindVM, agentenv.RoleVM, agentenv.SandboxSpec{}, "vm"))
 		if err != nil {
 			return fmt.Errorf("vm: %w", err)
 		}
-		st.vm = vsb.ID
-		st.emit(spec.Component{Name: "vm", Role: "vm"}, "created", vsb.ID)
+		st.vm = vrec.ID
+		st.emit(spec.Component{Name: "vm", Role: agentenv.RoleVM}, "created", vsb.ID)
 	}
-	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (string, agentenv.Sandbox, error) {
 		sp.Labels = map[string]string{agentenv.LabelRole: string(c.Role)}
 		sp.Name = c.Name
 		if st.opts.Into != "" {
@@ -184,39 +175,14 @@ func (st *stack) upVM(ctx context.Context) error {
 			st.inVM = append(st.inVM, c.Name)
 			st.mu.Unlock()
 		}
-		return runInVM(ctx, host, st.vm, sp)
+		sb, err := st.d.mgr.RunInVM(ctx, st.vm, sp)
+		return "", sb, err
 	})
 }
 
-// runInVM starts one component of a VM stack on a context of its own. Like a lifecycle create,
-// a cancelled caller still waits (bounded) for a start in flight to finish, so that the VM's
-// teardown, which comes next, sees what it made; past the bound, gc finds it by the VM's label.
-func runInVM(ctx context.Context, host agentenv.VMHost, vm string, sp agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	type result struct {
-		sb  agentenv.Sandbox
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		sb, err := host.RunInVM(context.WithoutCancel(ctx), vm, sp)
-		ch <- result{sb, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.sb, r.err
-	case <-ctx.Done():
-	}
-	wctx, cancel := cleanup.Context(ctx, lifecycle.DefaultReclaimWait)
-	defer cancel()
-	select {
-	case <-ch:
-	case <-wctx.Done():
-	}
-	return agentenv.Sandbox{}, fmt.Errorf("start %s: %w", sp.Name, context.Cause(ctx))
-}
-
-// startFunc makes one component's sandbox from a spec filled with what every mode shares.
-type startFunc func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (agentenv.Sandbox, error)
+// startFunc makes one component's sandbox from a spec filled with what every mode shares. It
+// returns the sandbox's record id ("" for a container of a VM's stack, which is the VM's).
+type startFunc func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (string, agentenv.Sandbox, error)
 
 // inOrder starts comps so that each starts once everything in its After is ready, concurrently
 // otherwise, and waits for each to be ready. The first failure cancels the rest, and inOrder
@@ -265,7 +231,7 @@ func (st *stack) inOrder(ctx context.Context, comps []spec.Component, start star
 // up starts one component and waits until it is ready.
 func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) error {
 	sp := agentenv.SandboxSpec{Image: c.Image, Command: c.Command, Env: maps.Clone(c.Env), Ports: []int{c.Port}}
-	if c.Role == spec.RoleGateway {
+	if c.Role == agentenv.RoleGateway {
 		if sp.Env == nil {
 			sp.Env = map[string]string{}
 		}
@@ -278,7 +244,7 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 		}
 		sp.Files = map[string][]byte{spec.BinaryPath: bin}
 	}
-	sb, err := start(ctx, c, sp)
+	rec, sb, err := start(ctx, c, sp)
 	if err != nil {
 		st.emit(c, "failed", err.Error())
 		return err
@@ -286,7 +252,7 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 	addr := sb.Endpoints[strconv.Itoa(c.Port)]
 	st.emit(c, "created", addr)
 	if sb.State == agentenv.SandboxExited {
-		err := fmt.Errorf("%w: exit code %d%s", errExited, sb.ExitCode, st.logs(ctx, sb))
+		err := fmt.Errorf("%w: exit code %d%s", errExited, sb.ExitCode, st.logs(ctx, rec))
 		st.emit(c, "failed", err.Error())
 		return err
 	}
@@ -303,19 +269,19 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if st.vm == "" {
+	if rec != "" {
 		// A component that exits will never be ready: fail at once, not at the deadline.
-		rctx = st.watch(rctx, sb.ID)
+		rctx = st.watch(rctx, rec)
 	}
-	if err := st.ready(rctx, c, addr); err != nil {
+	if err := st.d.ready(st, rctx, c, addr); err != nil {
 		if cause := context.Cause(rctx); errors.Is(cause, errExited) {
 			err = cause
 		}
 		if ctx.Err() == nil && rctx.Err() != nil {
 			err = fmt.Errorf("not ready within %s: %w", timeout, err)
 		}
-		if c.Role == spec.RoleGateway || errors.Is(err, errExited) {
-			err = fmt.Errorf("%w%s", err, st.logs(ctx, sb))
+		if c.Role == agentenv.RoleGateway || errors.Is(err, errExited) {
+			err = fmt.Errorf("%w%s", err, st.logs(ctx, rec))
 		}
 		st.emit(c, "failed", err.Error())
 		return err
@@ -328,7 +294,7 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 var errExited = errors.New("exited before it was ready")
 
 // watch returns a context that is cancelled, with a cause wrapping errExited, once the sandbox
-// id no longer runs.
+// of record id no longer runs.
 func (st *stack) watch(ctx context.Context, id string) context.Context {
 	wctx, cancel := context.WithCancelCause(ctx)
 	go func() {
@@ -341,7 +307,7 @@ func (st *stack) watch(ctx context.Context, id string) context.Context {
 				return
 			case <-t.C:
 			}
-			if _, err := st.p.Get(wctx, id); errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrNotFound) {
+			if _, err := st.d.mgr.Get(wctx, id); errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrNotFound) {
 				cancel(fmt.Errorf("%w: %w", errExited, err))
 				return
 			}
@@ -353,16 +319,15 @@ func (st *stack) watch(ctx context.Context, id string) context.Context {
 // ready waits until c answers as its role requires.
 func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error {
 	switch c.Role {
-	case spec.RoleServiceDB:
+	case agentenv.RoleServiceDB:
 		db := st.env.ServiceDB
 		if st.vm != "" && strings.Contains(addr, "://") {
 			// A VM whose ports are reached as URLs carries only HTTP to them: PostgreSQL is
 			// waited for and initialised from inside the VM instead.
-			ex, ok := st.p.(agentenv.VMExecer)
-			if !ok {
+			if ok, _ := st.d.mgr.Supports(st.member, agentenv.AbilityVMExec); !ok {
 				return fmt.Errorf("its port is reached at %s, not over TCP, and provider %s cannot run commands in the vm: %w", addr, st.member, agentenv.ErrInvalid)
 			}
-			in := inVMDB{ex: ex, vm: st.vm, container: c.Name, port: c.Port, user: db.User, password: st.token[:20], database: db.Database}
+			in := inVMDB{ex: st.d.mgr, vm: st.vm, container: c.Name, port: c.Port, user: db.User, password: st.token[:20], database: db.Database}
 			if err := in.wait(ctx); err != nil {
 				return err
 			}
@@ -379,38 +344,34 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 		st.dbURL = url
 		st.mu.Unlock()
 		return nil
-	case spec.RoleMCPServer, spec.RoleDBMCP:
+	case agentenv.RoleMCPServer, agentenv.RoleDBMCP:
 		tools, err := waitMCP(ctx, baseURL(addr)+c.Path, "")
 		if err != nil {
 			return err
 		}
-		if c.Role == spec.RoleMCPServer {
+		if c.Role == agentenv.RoleMCPServer {
 			// db-mcp is reached directly, not through the gateway.
 			st.mu.Lock()
 			st.tools[c.Name] = tools
 			st.mu.Unlock()
 		}
 		return nil
-	case spec.RoleGateway:
+	case agentenv.RoleGateway:
 		return waitGateway(ctx, baseURL(addr), st.token)
 	default:
 		return waitHTTP(ctx, baseURL(addr)+"/")
 	}
 }
 
-// logs returns the last lines of a failed component's output, for the error message.
-func (st *stack) logs(ctx context.Context, sb agentenv.Sandbox) string {
-	lg, ok := st.p.(agentenv.LogReader)
-	if !ok {
-		return ""
+// logs returns the last lines of a failed component's output (of record rec, or of the whole
+// VM), for the error message.
+func (st *stack) logs(ctx context.Context, rec string) string {
+	if st.vm != "" {
+		rec = st.vm
 	}
 	cctx, cancel := cleanup.Context(ctx, 5*time.Second)
 	defer cancel()
-	id := sb.ID
-	if st.vm != "" {
-		id = st.vm
-	}
-	out, err := lg.Logs(cctx, id, 20)
+	out, err := st.d.mgr.Logs(cctx, rec, 20)
 	if err != nil || out == "" {
 		return ""
 	}
@@ -454,7 +415,7 @@ func (st *stack) probe(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("tools probe: %w", context.Cause(ctx))
 	}
-	c := spec.Component{Name: "gateway", Role: spec.RoleGateway}
+	c := spec.Component{Name: "gateway", Role: agentenv.RoleGateway}
 	if err != nil {
 		st.d.log.Warn("tools probe failed", "deployment", st.doc.ID, "err", err)
 		st.emit(c, "probe", "failed: "+err.Error())
@@ -484,7 +445,7 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 		ids[i] = r.ID
 	}
 	doc := st.doc
-	doc.State, doc.Winner, doc.Mode = StateLive, st.member, mode
+	doc.State, doc.Winner, doc.Mode = agentenv.DeploymentLive, st.member, mode
 	if !st.opts.Own {
 		doc.Expires = time.Now().UTC().Add(st.opts.TTL).Truncate(time.Second)
 		if err := st.d.mgr.Release(ctx, doc.Expires, ids...); err != nil {
@@ -518,11 +479,9 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 func (st *stack) undo(ctx context.Context) {
 	cctx, cancel := cleanup.Context(ctx, 2*time.Minute)
 	defer cancel()
-	if host, ok := st.p.(agentenv.VMHost); ok {
-		for _, name := range st.inVM {
-			if err := host.RemoveFromVM(cctx, st.vm, name); err != nil {
-				st.d.log.Warn("remove from the caller's vm", "vm", st.vm, "component", name, "err", err)
-			}
+	for _, name := range st.inVM {
+		if err := st.d.mgr.RemoveFromVM(cctx, st.vm, name); err != nil {
+			st.d.log.Warn("remove from the caller's vm", "vm", st.vm, "component", name, "err", err)
 		}
 	}
 	recs, err := st.d.mgr.Ledger().List(cctx, agentenv.Filter{Deployment: st.doc.ID})

@@ -18,7 +18,7 @@ func (m *Manager) ParseChain(s string) ([]string, error) {
 		if n == "" {
 			return nil, fmt.Errorf("provider %q: empty member: %w", s, agentenv.ErrInvalid)
 		}
-		if _, err := m.Provider(n); err != nil {
+		if _, err := m.backend(n); err != nil {
 			return nil, err
 		}
 		names = append(names, n)

@@ -21,7 +21,7 @@ type CreateRequest struct {
 	Spec       agentenv.SandboxSpec
 	Run        string
 	Deployment string
-	Role       string
+	Role       agentenv.Role
 	TTL        time.Duration // lifetime until gc may remove it; DefaultTTL if zero
 	Attrs      map[string]string
 }
@@ -51,7 +51,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Recor
 	if err != nil {
 		return agentenv.Record{}, agentenv.Sandbox{}, err
 	}
-	p, err := m.guardedProvider(req.Provider)
+	b, err := m.backend(req.Provider)
 	if err != nil {
 		m.finish(ctx, rec.ID, agentenv.StateGone, err.Error())
 		return rec, agentenv.Sandbox{}, err
@@ -61,12 +61,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Recor
 	spec.Labels = rec.Labels
 	spec.Expires = rec.Expires
 
-	pc := &pendingCreate{provider: req.Provider, image: spec.Image, where: location(p), done: make(chan struct{})}
-	go m.run(ctx, pc, p, rec, spec)
+	pc := &pendingCreate{provider: req.Provider, image: spec.Image, where: b.where, done: make(chan struct{})}
+	go m.run(ctx, pc, b, rec, spec)
 
 	select {
 	case <-pc.done:
-		return m.settle(ctx, pc, p, rec)
+		return m.settle(ctx, pc, b, rec)
 	case <-ctx.Done():
 	}
 	// The caller gave up. Let the create finish, bounded, and undo it.
@@ -91,16 +91,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Recor
 		return rec, agentenv.Sandbox{}, fmt.Errorf("create %s: %w", rec.ID, context.Cause(ctx))
 	}
 	pc.mu.Unlock()
-	m.reclaim(ctx, p, rec, pc.sb, pc.err)
+	m.reclaim(ctx, b, rec, pc.sb, pc.err)
 	return rec, agentenv.Sandbox{}, fmt.Errorf("create %s: %w", rec.ID, context.Cause(ctx))
-}
-
-// location is p's agentenv.Locator description, or "" for a provider without one.
-func location(p guarded) string {
-	if l, ok := p.p.(agentenv.Locator); ok {
-		return l.Location()
-	}
-	return ""
 }
 
 // intent validates req and writes the creating record.
@@ -137,7 +129,7 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 	labels[agentenv.LabelOwner] = m.cfg.Owner.String()
 	labels[agentenv.LabelExpires] = expires.Format(time.RFC3339)
 	if req.Role != "" {
-		labels[agentenv.LabelRole] = req.Role
+		labels[agentenv.LabelRole] = string(req.Role)
 	}
 	rec := agentenv.Record{
 		ID: id, Kind: kind, Provider: req.Provider, Image: req.Spec.Image,
@@ -145,6 +137,7 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 		State: agentenv.StateCreating, Owner: m.cfg.Owner, LeaseUntil: now.Add(m.cfg.Lease),
 		Expires: expires, Labels: labels, Attrs: maps.Clone(req.Attrs), Created: now,
 	}
+	m.keepAlive()
 	if err := m.cfg.Ledger.Put(ctx, rec); err != nil {
 		return agentenv.Record{}, fmt.Errorf("create: record intent: %w", err)
 	}
@@ -153,10 +146,10 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 
 // run performs the provider call on a detached context and hands the result over, or, if the
 // caller has abandoned the create, undoes it itself.
-func (m *Manager) run(ctx context.Context, pc *pendingCreate, p guarded, rec agentenv.Record, spec agentenv.SandboxSpec) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
+func (m *Manager) run(ctx context.Context, pc *pendingCreate, b *backend, rec agentenv.Record, spec agentenv.SandboxSpec) {
+	cctx, cancel := cleanup.Detached(ctx, m.cfg.CreateTimeout)
 	defer cancel()
-	sb, err := callCreate(cctx, p, rec.Kind, spec)
+	sb, err := callCreate(cctx, b, rec.Kind, spec)
 	pc.mu.Lock()
 	pc.finished, pc.sb, pc.err = true, sb, err
 	abandoned := pc.abandoned
@@ -166,26 +159,32 @@ func (m *Manager) run(ctx context.Context, pc *pendingCreate, p guarded, rec age
 		m.mu.Lock()
 		delete(m.pending, rec.ID)
 		m.mu.Unlock()
-		m.reclaim(ctx, p, rec, sb, err)
+		m.reclaim(ctx, b, rec, sb, err)
 	}
 }
 
 // callCreate calls the provider's Create, CreateNetwork or CreateVM, by kind.
-func callCreate(ctx context.Context, p guarded, kind agentenv.Kind, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+func callCreate(ctx context.Context, b *backend, kind agentenv.Kind, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	switch kind {
 	case agentenv.KindNetwork:
-		return p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: spec.Name, Labels: spec.Labels})
+		if b.a.Networker == nil {
+			return agentenv.Sandbox{}, fmt.Errorf("%s has no private networks: %w", b.p.Name(), agentenv.ErrInvalid)
+		}
+		return b.a.Networker.CreateNetwork(ctx, agentenv.NetworkSpec{Name: spec.Name, Labels: spec.Labels})
 	case agentenv.KindVM:
-		return p.CreateVM(ctx, spec)
+		if b.a.VMHost == nil {
+			return agentenv.Sandbox{}, fmt.Errorf("%s cannot host VMs: %w", b.p.Name(), agentenv.ErrInvalid)
+		}
+		return b.a.VMHost.CreateVM(ctx, spec)
 	}
-	return p.Create(ctx, spec)
+	return b.p.Create(ctx, spec)
 }
 
 // settle records the outcome of a create its caller waited for.
-func (m *Manager) settle(ctx context.Context, pc *pendingCreate, p guarded, rec agentenv.Record) (agentenv.Record, agentenv.Sandbox, error) {
+func (m *Manager) settle(ctx context.Context, pc *pendingCreate, b *backend, rec agentenv.Record) (agentenv.Record, agentenv.Sandbox, error) {
 	if pc.err != nil {
-		m.reclaim(ctx, p, rec, agentenv.Sandbox{}, pc.err)
-		return rec, agentenv.Sandbox{}, fmt.Errorf("create %s on %s: %w", rec.ID, p.Name(), pc.err)
+		m.reclaim(ctx, b, rec, agentenv.Sandbox{}, pc.err)
+		return rec, agentenv.Sandbox{}, fmt.Errorf("create %s on %s: %w", rec.ID, b.p.Name(), pc.err)
 	}
 	sb := pc.sb
 	upd, err := m.cfg.Ledger.Update(ctx, rec.ID, func(r *agentenv.Record) error {
@@ -201,12 +200,12 @@ func (m *Manager) settle(ctx context.Context, pc *pendingCreate, p guarded, rec 
 	})
 	if err != nil {
 		// A sandbox the ledger cannot name as live must not outlive this call.
-		m.reclaim(ctx, p, rec, sb, nil)
+		m.reclaim(ctx, b, rec, sb, nil)
 		return rec, agentenv.Sandbox{}, fmt.Errorf("create %s: record live: %w", rec.ID, err)
 	}
 	if ctx.Err() != nil {
 		// Cancelled in the instant the create returned: undo it all the same.
-		m.reclaim(ctx, p, upd, sb, nil)
+		m.reclaim(ctx, b, upd, sb, nil)
 		return upd, agentenv.Sandbox{}, fmt.Errorf("create %s: %w", rec.ID, context.Cause(ctx))
 	}
 	return upd, sb, nil
@@ -214,7 +213,8 @@ func (m *Manager) settle(ctx context.Context, pc *pendingCreate, p guarded, rec 
 
 // reclaim undoes a create that will not be used: it terminates what the provider made (the
 // returned sandbox, or whatever it lists under the record after a failure) and closes the record.
-func (m *Manager) reclaim(ctx context.Context, p guarded, rec agentenv.Record, sb agentenv.Sandbox, createErr error) {
+func (m *Manager) reclaim(ctx context.Context, b *backend, rec agentenv.Record, sb agentenv.Sandbox, createErr error) {
+	p := b.p
 	cctx, cancel := cleanup.Context(ctx, m.cfg.TerminateTimeout)
 	defer cancel()
 	ids, err := m.resolve(cctx, p, rec, sb.ID)
@@ -249,7 +249,7 @@ func (m *Manager) reclaim(ctx context.Context, p guarded, rec agentenv.Record, s
 
 // resolve returns the provider ids that belong to rec: known, or found by listing the record
 // label (a create whose response was lost is still found this way).
-func (m *Manager) resolve(ctx context.Context, p guarded, rec agentenv.Record, known string) ([]string, error) {
+func (m *Manager) resolve(ctx context.Context, p agentenv.Provider, rec agentenv.Record, known string) ([]string, error) {
 	if known == "" {
 		known = rec.SandboxID
 	}

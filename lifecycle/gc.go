@@ -93,8 +93,8 @@ func (m *Manager) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	for _, r := range recs {
 		known[r.ID] = r
 	}
-	names := make([]string, 0, len(m.cfg.Providers))
-	for name := range m.cfg.Providers {
+	names := make([]string, 0, len(m.backends))
+	for name := range m.backends {
 		names = append(names, name)
 	}
 	sort.Strings(names)
@@ -103,7 +103,7 @@ func (m *Manager) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		inUse[r.Provider] = true
 	}
 	for _, name := range names {
-		listed, err := guarded{m.cfg.Providers[name]}.List(ctx, nil)
+		listed, err := m.backends[name].p.List(ctx, nil)
 		if err != nil && !inUse[name] && errors.Is(err, agentenv.ErrUnavailable) {
 			rep.Unlisted = append(rep.Unlisted, fmt.Sprintf("%s: %v", name, err))
 			continue
@@ -209,11 +209,11 @@ func (m *Manager) inFlight(ctx context.Context, r agentenv.Record, now time.Time
 	if now.Sub(r.Created) > m.cfg.CreateTimeout || (!r.Expires.IsZero() && now.After(r.Expires)) {
 		return false
 	}
-	p, err := m.guardedProvider(r.Provider)
+	b, err := m.backend(r.Provider)
 	if err != nil {
 		return false
 	}
-	listed, err := p.List(ctx, map[string]string{agentenv.LabelRecord: r.ID})
+	listed, err := b.p.List(ctx, map[string]string{agentenv.LabelRecord: r.ID})
 	if err != nil || len(listed) > 0 {
 		return false
 	}
@@ -274,9 +274,9 @@ func (m *Manager) orphan(ctx context.Context, name string, sb agentenv.Sandbox, 
 // collectForeign terminates a sandbox this ledger has no record of, by its provider id.
 func (m *Manager) collectForeign(ctx context.Context, r agentenv.Record, reason string) GCAction {
 	a := GCAction{Record: r.ID, Provider: r.Provider, Reason: reason}
-	p, err := m.guardedProvider(r.Provider)
+	b, err := m.backend(r.Provider)
 	if err == nil {
-		err = p.Terminate(ctx, r.SandboxID)
+		err = b.p.Terminate(ctx, r.SandboxID)
 	}
 	if err != nil {
 		a.Outcome, a.Detail = agentenv.OutcomeFailed, err.Error()

@@ -1,7 +1,14 @@
-// Package lifecycle implements the ledger-first rules of DESIGN.md §3 once, for every provider:
-// intent before create, labels that carry the record, create-or-reclaim, teardown by id with a
-// verified receipt, owner leases, and gc. Providers only create, list and terminate; everything
-// that makes a sandbox impossible to forget lives here.
+// Package lifecycle implements the ledger-first rules (ARCHITECTURE.md, "The lifecycle
+// contract") once, for every provider: intent before create, labels that carry the record,
+// create-or-reclaim, teardown by id with a verified receipt, owner leases, and gc. Providers
+// only create, list and terminate; everything that makes a sandbox impossible to forget lives
+// here.
+//
+// The Manager is the one door to the providers: it alone holds them, and everything deploy,
+// task and the CLI do to a backend (create, exec, files, logs, image checks, a VM's stack,
+// health, listings) is a Manager method, guarded against panics, bounded by the configured
+// timeouts and decorated once. Callers name sandboxes by record id and ask what a provider can
+// do with Supports, never by holding or type-asserting it.
 package lifecycle
 
 import (
@@ -23,6 +30,8 @@ const (
 	DefaultCreateTimeout    = 5 * time.Minute
 	DefaultTerminateTimeout = 60 * time.Second
 	DefaultTTL              = 3 * time.Hour
+	DefaultCallTimeout      = 60 * time.Second
+	DefaultExecTimeout      = 10 * time.Minute
 )
 
 // Config configures a Manager. Zero durations mean the defaults above.
@@ -35,17 +44,31 @@ type Config struct {
 	ReclaimWait      time.Duration // how long a cancelled create may still finish
 	CreateTimeout    time.Duration // bound on one provider create call
 	TerminateTimeout time.Duration // bound on one provider terminate call
+	CallTimeout      time.Duration // bound on one other provider call (get, list, files, logs)
+	ExecTimeout      time.Duration // bound on one command run in a sandbox or a VM's stack
 	Logger           *slog.Logger
 	Now              func() time.Time // for tests; time.Now if nil
 }
 
 // Manager applies the lifecycle rules. It is safe for concurrent use.
 type Manager struct {
-	cfg Config
-	log *slog.Logger
+	cfg      Config
+	log      *slog.Logger
+	backends map[string]*backend // by provider name
+
+	lease     sync.Once          // starts renewing the owner lease at the first create
+	stopLease context.CancelFunc // ends the renewal, at Close
 
 	mu      sync.Mutex
 	pending map[string]*pendingCreate // creates still running after their caller gave up
+}
+
+// backend is one configured provider as the manager holds it: decorated once (every call,
+// abilities included, guarded against panics), with its abilities read once.
+type backend struct {
+	p     agentenv.Provider
+	a     agentenv.Abilities
+	where string // the provider's Location, if it has one
 }
 
 // New returns a Manager for cfg.
@@ -69,6 +92,8 @@ func New(cfg Config) (*Manager, error) {
 	def(&cfg.ReclaimWait, DefaultReclaimWait)
 	def(&cfg.CreateTimeout, DefaultCreateTimeout)
 	def(&cfg.TerminateTimeout, DefaultTerminateTimeout)
+	def(&cfg.CallTimeout, DefaultCallTimeout)
+	def(&cfg.ExecTimeout, DefaultExecTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -77,7 +102,16 @@ func New(cfg Config) (*Manager, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Ledger = guardedLedger{cfg.Ledger}
-	return &Manager{cfg: cfg, log: log, pending: make(map[string]*pendingCreate)}, nil
+	backends := make(map[string]*backend, len(cfg.Providers))
+	for name, p := range cfg.Providers {
+		g := guard(p)
+		b := &backend{p: g, a: agentenv.AbilitiesOf(g)}
+		if b.a.Locator != nil {
+			b.where = b.a.Locator.Location()
+		}
+		backends[name] = b
+	}
+	return &Manager{cfg: cfg, log: log, backends: backends, stopLease: func() {}, pending: make(map[string]*pendingCreate)}, nil
 }
 
 // Ledger returns the ledger the manager writes.
@@ -86,22 +120,24 @@ func (m *Manager) Ledger() agentenv.Ledger { return m.cfg.Ledger.(guardedLedger)
 // Owner returns the owner the manager writes on records it creates.
 func (m *Manager) Owner() agentenv.Owner { return m.cfg.Owner }
 
-// Provider returns the provider configured under name.
-func (m *Manager) Provider(name string) (agentenv.Provider, error) {
-	p, ok := m.cfg.Providers[name]
+// backend returns the provider configured under name.
+func (m *Manager) backend(name string) (*backend, error) {
+	b, ok := m.backends[name]
 	if !ok {
 		return nil, fmt.Errorf("provider %q is not configured: %w", name, agentenv.ErrInvalid)
 	}
-	return p, nil
+	return b, nil
 }
 
-// guardedProvider returns the provider under name with panics turned into errors.
-func (m *Manager) guardedProvider(name string) (guarded, error) {
-	p, err := m.Provider(name)
+// Supports reports whether the provider configured under name has ability x, such as
+// agentenv.AbilityVMs for VM mode or agentenv.AbilityExec for commands in its sandboxes. It is
+// an error wrapping ErrInvalid if no provider is configured under name.
+func (m *Manager) Supports(name string, x agentenv.Ability) (bool, error) {
+	b, err := m.backend(name)
 	if err != nil {
-		return guarded{}, err
+		return false, err
 	}
-	return guarded{p}, nil
+	return b.a.Has(x), nil
 }
 
 // NewID returns a fresh record id: prefix, a dash and 12 random hex digits. It is a valid
@@ -114,23 +150,29 @@ func NewID(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
-// KeepAlive renews the manager's owner lease until ctx ends, so that gc on another host leaves
-// this process's records alone. It returns at once; renewal runs in the background.
-func (m *Manager) KeepAlive(ctx context.Context) {
-	go func() {
-		t := time.NewTicker(m.cfg.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if _, err := m.cfg.Ledger.RenewLease(ctx, m.cfg.Owner, m.cfg.Now().Add(m.cfg.Lease)); err != nil && ctx.Err() == nil {
-					m.log.Warn("renew lease", "err", err)
+// keepAlive starts renewing the manager's owner lease, once, so that gc on another host leaves
+// this process's records alone from its first create until Close.
+func (m *Manager) keepAlive() {
+	m.lease.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		m.mu.Lock()
+		m.stopLease = cancel
+		m.mu.Unlock()
+		go func() {
+			t := time.NewTicker(m.cfg.Lease / 3)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if _, err := m.cfg.Ledger.RenewLease(ctx, m.cfg.Owner, m.cfg.Now().Add(m.cfg.Lease)); err != nil && ctx.Err() == nil {
+						m.log.Warn("renew lease", "err", err)
+					}
 				}
 			}
-		}
-	}()
+		}()
+	})
 }
 
 // Release hands the records ids from this process to their expiry: they stay live after the
@@ -156,11 +198,13 @@ func (m *Manager) Release(ctx context.Context, until time.Time, ids ...string) e
 	return nil
 }
 
-// Close logs every create that is still pending after its caller gave up: the process is about
-// to exit and cannot clean up after it, so the warning names what gc will have to find.
+// Close stops renewing the owner lease and logs every create that is still pending after its
+// caller gave up: the process is about to exit and cannot clean up after it, so the warning
+// names what gc will have to find.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.stopLease()
 	for id, p := range m.pending {
 		m.log.Warn("exiting with a create still pending; gc will remove what it makes",
 			"record_id", id, "provider", p.provider, "image", p.image, "where", p.where, "gc", "agentenv gc")

@@ -139,11 +139,11 @@ func sharedSelector(recs []agentenv.Record) map[string]string {
 
 // listGrouped lists provider name by sel and groups the result by record.
 func (m *Manager) listGrouped(ctx context.Context, name string, sel map[string]string) (map[string][]agentenv.Sandbox, error) {
-	p, err := m.guardedProvider(name)
+	b, err := m.backend(name)
 	if err != nil {
 		return nil, err
 	}
-	sbs, err := p.List(ctx, sel)
+	sbs, err := b.p.List(ctx, sel)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func (m *Manager) terminateOne(ctx context.Context, r agentenv.Record, known []a
 		it.Outcome, it.Reason = agentenv.OutcomeLeft, "teardown stopped before reaching it"
 		return it, false, false
 	}
-	p, err := m.guardedProvider(r.Provider)
+	b, err := m.backend(r.Provider)
 	if err != nil {
 		it.Outcome, it.Reason = agentenv.OutcomeFailed, err.Error()
 		m.finish(ctx, r.ID, agentenv.StateTerminateFailed, err.Error())
@@ -185,7 +185,7 @@ func (m *Manager) terminateOne(ctx context.Context, r agentenv.Record, known []a
 
 	before := known
 	if !listed {
-		if before, err = p.List(cctx, map[string]string{agentenv.LabelRecord: r.ID}); err != nil {
+		if before, err = b.p.List(cctx, map[string]string{agentenv.LabelRecord: r.ID}); err != nil {
 			// Cannot tell whether it exists: terminate by the id we know, if any.
 			before = nil
 			if r.SandboxID != "" {
@@ -198,7 +198,7 @@ func (m *Manager) terminateOne(ctx context.Context, r agentenv.Record, known []a
 		if sb.State != agentenv.SandboxExited {
 			running = true
 		}
-		if err := p.Terminate(cctx, sb.ID); err != nil {
+		if err := b.p.Terminate(cctx, sb.ID); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -174,7 +174,7 @@ func (r *composer) service(e *Env, c Component) (composeService, error) {
 	for k, v := range c.Env {
 		env[k] = quote(v)
 	}
-	if c.Role == RoleGateway {
+	if c.Role == agentenv.RoleGateway {
 		env[ComposeTokenVar] = fmt.Sprintf("${%s:?set %s to the gateway's bearer token}", ComposeTokenVar, ComposeTokenVar)
 	}
 	if len(env) > 0 {
@@ -191,9 +191,9 @@ func (r *composer) service(e *Env, c Component) (composeService, error) {
 		svc.DependsOn[a] = composeCondition{Condition: cond}
 	}
 	switch c.Role {
-	case RoleGateway, RoleDBWeb, RoleDBMCP:
+	case agentenv.RoleGateway, agentenv.RoleDBWeb, agentenv.RoleDBMCP:
 		svc.Ports = []composePort{{Target: c.Port, HostIP: "127.0.0.1", Protocol: "tcp"}}
-	case RoleServiceDB:
+	case agentenv.RoleServiceDB:
 		svc.Healthcheck = r.healthcheck(e.ServiceDB)
 	}
 	if c.Bridge {

@@ -11,20 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/yamlfile"
-)
-
-// Role is the part a component plays in a deployment. It is the value of the agentenv.role
-// label.
-type Role string
-
-// Roles of components, in start order.
-const (
-	RoleServiceDB Role = "service_db"
-	RoleMCPServer Role = "mcp_server"
-	RoleDBWeb     Role = "db_web"
-	RoleDBMCP     Role = "db_mcp"
-	RoleGateway   Role = "gateway"
 )
 
 // BinaryPath is where the agentenv binary is inside a component that runs it: the image's own
@@ -37,7 +25,7 @@ const initDir = "/docker-entrypoint-initdb.d"
 // Component is one process of a deployed env, as a deployer starts it.
 type Component struct {
 	// Role is what the component is.
-	Role Role
+	Role agentenv.Role
 	// Name is unique in the env and is the component's host name on the env's network:
 	// "servicedb", "db-web", "db-mcp", "gateway", or a server's name.
 	Name string
@@ -130,7 +118,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 		s := &e.Servers[i]
 		p := yamlfile.Index("servers", i)
 		comp := Component{
-			Role:         RoleMCPServer,
+			Role:         agentenv.RoleMCPServer,
 			Name:         s.Name,
 			Image:        s.Image,
 			Command:      s.Command,
@@ -167,7 +155,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	}
 	if db != nil && db.WebUI.Enabled {
 		out = append(out, Component{
-			Role:         RoleDBWeb,
+			Role:         agentenv.RoleDBWeb,
 			Name:         nameDBWeb,
 			Image:        db.WebUI.Image,
 			Env:          map[string]string{"ADMINER_DEFAULT_SERVER": host(nameServiceDB)},
@@ -178,7 +166,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	}
 	if db != nil && db.DBMCP.Enabled {
 		out = append(out, Component{
-			Role:         RoleDBMCP,
+			Role:         agentenv.RoleDBMCP,
 			Name:         nameDBMCP,
 			Image:        db.DBMCP.Image,
 			Command:      []string{BinaryPath, "serve", "db-mcp", "--listen", ":" + strconv.Itoa(db.DBMCP.Port)},
@@ -194,7 +182,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 		serverNames = append(serverNames, s.Name)
 	}
 	out = append(out, Component{
-		Role:         RoleGateway,
+		Role:         agentenv.RoleGateway,
 		Name:         nameGateway,
 		Image:        e.Gateway.Image,
 		Command:      e.gatewayCommand(opts.TokenFile, servers),
@@ -212,7 +200,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 func (e *Env) serviceDBComponent(password string) Component {
 	db := e.ServiceDB
 	comp := Component{
-		Role:  RoleServiceDB,
+		Role:  agentenv.RoleServiceDB,
 		Name:  nameServiceDB,
 		Image: db.Image,
 		Env: map[string]string{

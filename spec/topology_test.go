@@ -30,7 +30,7 @@ func TestComponents(t *testing.T) {
 		t.Fatal(err)
 	}
 	type summary struct {
-		Role  spec.Role
+		Role  agentenv.Role
 		Name  string
 		After []string
 	}
@@ -42,12 +42,12 @@ func TestComponents(t *testing.T) {
 	}
 	db := []string{"servicedb"}
 	want := []summary{
-		{spec.RoleServiceDB, "servicedb", nil},
-		{spec.RoleMCPServer, "notes", db},
-		{spec.RoleMCPServer, "files", nil}, // no database: true, so it starts beside the DB
-		{spec.RoleDBWeb, "db-web", db},
-		{spec.RoleDBMCP, "db-mcp", db},
-		{spec.RoleGateway, "gateway", []string{"notes", "files"}},
+		{agentenv.RoleServiceDB, "servicedb", nil},
+		{agentenv.RoleMCPServer, "notes", db},
+		{agentenv.RoleMCPServer, "files", nil}, // no database: true, so it starts beside the DB
+		{agentenv.RoleDBWeb, "db-web", db},
+		{agentenv.RoleDBMCP, "db-mcp", db},
+		{agentenv.RoleGateway, "gateway", []string{"notes", "files"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Components() order (-want +got):\n%s", diff)
@@ -125,7 +125,7 @@ func TestComponents_noDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(comps) != 2 || comps[0].Name != "kv" || comps[0].After != nil || comps[1].Role != spec.RoleGateway {
+	if len(comps) != 2 || comps[0].Name != "kv" || comps[0].After != nil || comps[1].Role != agentenv.RoleGateway {
 		t.Errorf("Components(kv) = %+v, want kv then gateway, kv with nothing before it", comps)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/task"
 )
 
@@ -187,7 +188,7 @@ func TestOpenAIAgentFails(t *testing.T) {
 			for _, s := range ep.Steps {
 				switch s.ID {
 				case "agent":
-					if s.Status != task.StatusFailed || !strings.Contains(s.Error, tc.want) || s.Outputs["trajectory"] == "" {
+					if s.Status != agentenv.StepFailed || !strings.Contains(s.Error, tc.want) || s.Outputs["trajectory"] == "" {
 						t.Errorf("agent step = %+v, want failed with %q and a trajectory", s, tc.want)
 					}
 				case "answer":

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"time"
+
+	"github.com/agentenv/agentenv"
 )
 
 // Defaults for the zero values of Runner and RunOptions.
@@ -37,9 +39,9 @@ func (e *episode) runDAG(ctx context.Context) error {
 		err error
 	}
 	doneCh := make(chan done, len(steps)) // buffered: a step that outlives the drain never blocks
-	status := make([]string, len(steps))
+	status := make([]agentenv.StepStatus, len(steps))
 	for i := range status {
-		status[i] = StatusPending
+		status[i] = agentenv.StepPending
 	}
 	pos := map[string]int{}
 	for i, s := range steps {
@@ -60,15 +62,15 @@ func (e *episode) runDAG(ctx context.Context) error {
 	for {
 		if fatal == nil {
 			for i, s := range steps {
-				if status[i] != StatusPending || running >= limit {
+				if status[i] != agentenv.StepPending || running >= limit {
 					continue
 				}
 				ready, blocked := true, ""
 				for _, dep := range s.DependsOn {
 					switch status[pos[dep]] {
-					case StatusPending, StatusRunning:
+					case agentenv.StepPending, agentenv.StepRunning:
 						ready = false
-					case StatusSkipped, StatusCancelled:
+					case agentenv.StepSkipped, agentenv.StepCancelled:
 						blocked = dep
 					}
 				}
@@ -76,14 +78,14 @@ func (e *episode) runDAG(ctx context.Context) error {
 					continue
 				}
 				if blocked != "" {
-					status[i] = StatusSkipped
-					e.skip(ctx, s, StatusSkipped, fmt.Sprintf("dependency %s did not run", blocked))
+					status[i] = agentenv.StepSkipped
+					e.skip(ctx, s, agentenv.StepSkipped, fmt.Sprintf("dependency %s did not run", blocked))
 					continue
 				}
-				status[i] = StatusRunning
+				status[i] = agentenv.StepRunning
 				running++
 				e.transition(ctx, s, func(st *stepState) {
-					st.rec.Status, st.rec.Started = StatusRunning, time.Now().UTC()
+					st.rec.Status, st.rec.Started = agentenv.StepRunning, time.Now().UTC()
 				})
 				go func() {
 					res, err := e.runStep(dctx, s)
@@ -100,7 +102,7 @@ func (e *episode) runDAG(ctx context.Context) error {
 			s := steps[d.i]
 			st := e.finish(ctx, dctx, s, d.res, d.err)
 			status[d.i] = st
-			if st == StatusFailed && s.FailTaskOnError {
+			if st == agentenv.StepFailed && s.FailTaskOnError {
 				stop(fmt.Errorf("step %s: %w", s.ID, d.err))
 			}
 		case <-cancelled:
@@ -108,10 +110,10 @@ func (e *episode) runDAG(ctx context.Context) error {
 			stop(errCancelled)
 		case <-drain:
 			for i, s := range steps {
-				if status[i] == StatusRunning {
-					status[i] = StatusCancelled
+				if status[i] == agentenv.StepRunning {
+					status[i] = agentenv.StepCancelled
 					e.transition(ctx, s, func(st *stepState) {
-						st.rec.Status, st.rec.Ended = StatusCancelled, time.Now().UTC()
+						st.rec.Status, st.rec.Ended = agentenv.StepCancelled, time.Now().UTC()
 						st.rec.Error = fmt.Sprintf("did not stop within %s of the cancellation", e.r.drainTimeout())
 					})
 				}
@@ -119,12 +121,12 @@ func (e *episode) runDAG(ctx context.Context) error {
 			running = 0
 		}
 	}
-	why := StatusSkipped
+	why := agentenv.StepSkipped
 	if errors.Is(fatal, errCancelled) {
-		why = StatusCancelled
+		why = agentenv.StepCancelled
 	}
 	for i, s := range steps {
-		if status[i] == StatusPending {
+		if status[i] == agentenv.StepPending {
 			e.skip(ctx, s, why, "not started: "+fatal.Error())
 		}
 	}
@@ -132,7 +134,7 @@ func (e *episode) runDAG(ctx context.Context) error {
 }
 
 // skip records that s did not run.
-func (e *episode) skip(ctx context.Context, s *StepSpec, status, reason string) {
+func (e *episode) skip(ctx context.Context, s *StepSpec, status agentenv.StepStatus, reason string) {
 	e.transition(ctx, s, func(st *stepState) {
 		st.rec.Status, st.rec.Error = status, reason
 		if e.t.kinds[s.Type].verifier {
@@ -143,13 +145,13 @@ func (e *episode) skip(ctx context.Context, s *StepSpec, status, reason string) 
 }
 
 // finish records how step s ended and returns its status.
-func (e *episode) finish(ctx, dctx context.Context, s *StepSpec, res Result, err error) string {
-	status := StatusPassed
+func (e *episode) finish(ctx, dctx context.Context, s *StepSpec, res Result, err error) agentenv.StepStatus {
+	status := agentenv.StepPassed
 	switch {
 	case err != nil && dctx.Err() != nil && !errors.Is(err, errStepTimeout):
-		status = StatusCancelled
+		status = agentenv.StepCancelled
 	case err != nil:
-		status = StatusFailed
+		status = agentenv.StepFailed
 	}
 	if err != nil {
 		res.Score = nil // an errored verifier scores 0, never a silent pass
@@ -206,7 +208,7 @@ func (e *episode) failedAgent(s *StepSpec) error {
 		if dep.Type != TypePromptAgent || !e.t.anc[s.ID][dep.ID] {
 			continue
 		}
-		if st := e.states[dep.ID]; st.rec.Status != StatusPassed {
+		if st := e.states[dep.ID]; st.rec.Status != agentenv.StepPassed {
 			return fmt.Errorf("agent step %s %s: %s", dep.ID, st.rec.Status, st.rec.Error)
 		}
 	}

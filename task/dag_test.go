@@ -102,10 +102,10 @@ func testRunner(t *testing.T) *Runner {
 func TestDAG(t *testing.T) {
 	type want struct {
 		outcome  Outcome
-		status   map[string]string // step id -> status
-		before   [][2]string       // event a happens before event b
-		peak     int               // most probes at once; 0: not checked
-		outputs  map[string]string // "step.output" -> value
+		status   map[string]agentenv.StepStatus // step id -> status
+		before   [][2]string                    // event a happens before event b
+		peak     int                            // most probes at once; 0: not checked
+		outputs  map[string]string              // "step.output" -> value
 		errorHas string
 	}
 	tests := []struct {
@@ -122,7 +122,7 @@ func TestDAG(t *testing.T) {
 - {id: b, type: probe}
 - {id: c, type: probe}`,
 		want: want{outcome: OutcomeUnscored, peak: 1, before: [][2]string{{"end a", "start b"}, {"end b", "start c"}},
-			status: map[string]string{"a": StatusPassed, "b": StatusPassed, "c": StatusPassed}},
+			status: map[string]agentenv.StepStatus{"a": agentenv.StepPassed, "b": agentenv.StepPassed, "c": agentenv.StepPassed}},
 	}, {
 		name: "fan-out and fan-in",
 		src: `steps:
@@ -152,7 +152,7 @@ func TestDAG(t *testing.T) {
 - {id: a, type: probe, fail: true, fail_task_on_error: false}
 - {id: b, type: probe, value: ran}
 - {id: v, type: check, score: "1"}`,
-		want: want{outcome: OutcomePassed, status: map[string]string{"a": StatusFailed, "b": StatusPassed},
+		want: want{outcome: OutcomePassed, status: map[string]agentenv.StepStatus{"a": agentenv.StepFailed, "b": agentenv.StepPassed},
 			outputs: map[string]string{"b.value": "ran"}},
 	}, {
 		name: "fatal failure cancels and drains in-flight steps",
@@ -163,7 +163,7 @@ func TestDAG(t *testing.T) {
 - {id: after, type: probe, depends_on: [bad]}
 - {id: v, type: check, score: "1", depends_on: [slow]}`,
 		want: want{outcome: OutcomeFailed, errorHas: "step bad: probe failed",
-			status: map[string]string{"a": StatusPassed, "slow": StatusCancelled, "bad": StatusFailed, "after": StatusSkipped, "v": StatusSkipped},
+			status: map[string]agentenv.StepStatus{"a": agentenv.StepPassed, "slow": agentenv.StepCancelled, "bad": agentenv.StepFailed, "after": agentenv.StepSkipped, "v": agentenv.StepSkipped},
 			before: [][2]string{{"end slow", "episode end"}}},
 	}, {
 		name:   "cancellation drains in-flight steps",
@@ -173,13 +173,13 @@ func TestDAG(t *testing.T) {
 - {id: b, type: probe, depends_on: [], block: true}
 - {id: c, type: probe}`,
 		want: want{outcome: OutcomeCancelled,
-			status: map[string]string{"a": StatusCancelled, "b": StatusCancelled, "c": StatusCancelled},
+			status: map[string]agentenv.StepStatus{"a": agentenv.StepCancelled, "b": agentenv.StepCancelled, "c": agentenv.StepCancelled},
 			before: [][2]string{{"end a", "episode end"}, {"end b", "episode end"}}},
 	}, {
 		name: "step timeout",
 		src: `steps:
 - {id: a, type: probe, block: true, timeout: 30ms}`,
-		want: want{outcome: OutcomeFailed, errorHas: "timed out after 30ms", status: map[string]string{"a": StatusFailed}},
+		want: want{outcome: OutcomeFailed, errorHas: "timed out after 30ms", status: map[string]agentenv.StepStatus{"a": agentenv.StepFailed}},
 	}, {
 		name: "output references",
 		src: `steps:
@@ -192,7 +192,7 @@ func TestDAG(t *testing.T) {
 		src: `steps:
 - {id: a, type: probe, fail: true, fail_task_on_error: false}
 - {id: v, type: check, score: "1", value: "${steps.a.outputs.value}", fail_task_on_error: false}`,
-		want: want{outcome: OutcomeScoredBelow, status: map[string]string{"v": StatusFailed}, outputs: map[string]string{"v.score": "0"}},
+		want: want{outcome: OutcomeScoredBelow, status: map[string]agentenv.StepStatus{"v": agentenv.StepFailed}, outputs: map[string]string{"v.score": "0"}},
 	}, {
 		name:  "placeholders",
 		seeds: "who,n\nada,1\nbob,2\n",
@@ -275,9 +275,9 @@ func TestDAG(t *testing.T) {
 			if err != nil {
 				t.Fatalf("run record: %v", err)
 			}
-			wantStatus := map[Outcome]string{OutcomeCancelled: RunCancelled, OutcomeFailed: RunFailed}[tc.want.outcome]
+			wantStatus := map[Outcome]agentenv.RunStatus{OutcomeCancelled: agentenv.RunCancelled, OutcomeFailed: agentenv.RunFailed}[tc.want.outcome]
 			if wantStatus == "" {
-				wantStatus = RunCompleted
+				wantStatus = agentenv.RunCompleted
 			}
 			if doc.Status != wantStatus {
 				t.Errorf("run record status = %s, want %s", doc.Status, wantStatus)

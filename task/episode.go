@@ -16,25 +16,6 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Step statuses, as recorded in agentenv.StepRecord. A verifier that ran to the end has
-// status passed whatever its score; its verdict is the score.
-const (
-	StatusPending   = "pending"
-	StatusRunning   = "running"
-	StatusPassed    = "passed"
-	StatusFailed    = "failed"
-	StatusSkipped   = "skipped"
-	StatusCancelled = "cancelled"
-)
-
-// Run document statuses.
-const (
-	RunRunning   = "running"
-	RunCompleted = "completed"
-	RunFailed    = "failed"
-	RunCancelled = "cancelled"
-)
-
 // redacted replaces every secret in what is recorded.
 const redacted = "[redacted]"
 
@@ -206,7 +187,7 @@ func (e *episode) transition(ctx context.Context, s *StepSpec, fn func(st *stepS
 	fn(st)
 	st.rec.Error = e.redact(st.rec.Error)
 	ev := Event{Kind: EventStep, Time: time.Now(), Run: e.id, Episode: e.num, Episodes: e.total,
-		Step: s.ID, Type: s.Type, Status: st.rec.Status, Score: st.rec.Score, Error: st.rec.Error}
+		Step: s.ID, Type: s.Type, Status: string(st.rec.Status), Score: st.rec.Score, Error: st.rec.Error}
 	if !st.rec.Ended.IsZero() {
 		ev.Elapsed = st.rec.Ended.Sub(st.rec.Started)
 	}

@@ -278,7 +278,7 @@ steps:
 			t.Errorf("step %s: score %v (status %s, error %q, rows %s), want %v", id, s.Score, s.Status, s.Error, s.Outputs["rows"], want)
 		}
 	}
-	if steps["db"].Status != task.StatusFailed || !strings.Contains(steps["db"].Error, "connect to service DB") {
+	if steps["db"].Status != agentenv.StepFailed || !strings.Contains(steps["db"].Error, "connect to service DB") {
 		t.Errorf("sql step on an unreachable DB: %+v, want failed with the reason", steps["db"])
 	}
 	if steps["env"].Outputs["database_url"] != "[redacted]" {

@@ -37,11 +37,11 @@ func TestHello(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Runs().Get(%s) = %v", ep.Run, err)
 	}
-	if doc.Status != task.RunCompleted || doc.Score == nil || *doc.Score != 1 || doc.Receipt == nil || doc.TaskDigest == "" {
+	if doc.Status != agentenv.RunCompleted || doc.Score == nil || *doc.Score != 1 || doc.Receipt == nil || doc.TaskDigest == "" {
 		t.Errorf("run record = %+v, want completed, score 1, a receipt and a digest", doc)
 	}
 	for _, s := range doc.Steps {
-		if s.Status != task.StatusPassed || s.Started.IsZero() || s.Ended.IsZero() {
+		if s.Status != agentenv.StepPassed || s.Started.IsZero() || s.Ended.IsZero() {
 			t.Errorf("recorded step %s: %+v, want passed with times", s.ID, s)
 		}
 	}
@@ -50,7 +50,7 @@ func TestHello(t *testing.T) {
 	}
 	var steps int
 	for _, ev := range r.events {
-		if ev.Kind == task.EventStep && ev.Status == task.StatusPassed {
+		if ev.Kind == task.EventStep && ev.Status == string(agentenv.StepPassed) {
 			steps++
 		}
 		if ev.String() == "" {

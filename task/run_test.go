@@ -143,7 +143,7 @@ func TestConcurrentEpisodes(t *testing.T) {
 	if len(ids) != 6 {
 		t.Errorf("run ids = %v, want 6 distinct", ids)
 	}
-	runs, _ := r.ledger.Runs().List(t.Context(), []string{task.RunCompleted}, 0)
+	runs, _ := r.ledger.Runs().List(t.Context(), []string{string(agentenv.RunCompleted)}, 0)
 	if len(runs) != 6 {
 		t.Errorf("%d completed run records, want 6", len(runs))
 	}
@@ -162,7 +162,7 @@ steps:
 `)
 	ctx, cancel := context.WithCancel(t.Context())
 	r.runner.Progress = func(ev task.Event) {
-		if ev.Step == "wait" && ev.Status == task.StatusRunning {
+		if ev.Step == "wait" && ev.Status == string(agentenv.StepRunning) {
 			time.AfterFunc(50*time.Millisecond, cancel)
 		}
 	}
@@ -178,11 +178,11 @@ steps:
 	if ep.Outcome != task.OutcomeCancelled || ep.Receipt == nil || !ep.Receipt.Clean() || len(ep.Receipt.Items) != 1 {
 		t.Errorf("episode = %s, receipt %+v; want cancelled with a clean receipt of one sandbox", ep.Outcome, ep.Receipt)
 	}
-	if ep.Steps[1].Status != task.StatusCancelled || ep.Steps[2].Status != task.StatusCancelled {
+	if ep.Steps[1].Status != agentenv.StepCancelled || ep.Steps[2].Status != agentenv.StepCancelled {
 		t.Errorf("steps = %+v, want wait and check cancelled", ep.Steps)
 	}
 	doc, _ := r.ledger.Runs().Get(t.Context(), ep.Run)
-	if doc.Status != task.RunCancelled {
+	if doc.Status != agentenv.RunCancelled {
 		t.Errorf("run record status = %s, want cancelled", doc.Status)
 	}
 	r.assertClean(t)
@@ -224,7 +224,7 @@ steps:
 	if x := got["x"].Outputs; x["exit_code"] != "3" || x["stdout"] != "alpha beta\n" {
 		t.Errorf("exec outputs = %v", x)
 	}
-	if d := got["down"]; d.Status != task.StatusPassed || d.Outputs["terminated"] != "2" {
+	if d := got["down"]; d.Status != agentenv.StepPassed || d.Outputs["terminated"] != "2" {
 		t.Errorf("teardown_sandboxes = %+v, want 2 terminated", d)
 	}
 	// weighted_average over f1 1, f2 .5, f3 0, c1 0 (weight 2), c2 1, r1 1: 3.5 / 7.

@@ -216,13 +216,13 @@ func (r *Runner) newEpisode(t *Task, opts RunOptions, in instance, num, total in
 		states: map[string]*stepState{}, sandboxes: map[string]sandboxRef{}, envs: map[string]*envRef{},
 	}
 	for _, s := range t.Steps {
-		e.states[s.ID] = &stepState{rec: agentenv.StepRecord{ID: s.ID, Type: s.Type, Status: StatusPending}}
+		e.states[s.ID] = &stepState{rec: agentenv.StepRecord{ID: s.ID, Type: s.Type, Status: agentenv.StepPending}}
 	}
 	attrs := map[string]string{"episode": fmt.Sprint(num), "file": t.File}
 	for k, v := range in.seed {
 		attrs["seed."+k] = v
 	}
-	e.doc = agentenv.Run{ID: id, Task: t.Name, TaskDigest: t.Digest, Status: RunRunning, Attrs: attrs, Created: time.Now().UTC()}
+	e.doc = agentenv.Run{ID: id, Task: t.Name, TaskDigest: t.Digest, Status: agentenv.RunRunning, Attrs: attrs, Created: time.Now().UTC()}
 	return e
 }
 
@@ -276,11 +276,11 @@ func (e *episode) run(ctx context.Context) Episode {
 	e.doc.Error = res.Error
 	switch res.Outcome {
 	case OutcomeCancelled:
-		e.doc.Status = RunCancelled
+		e.doc.Status = agentenv.RunCancelled
 	case OutcomeFailed:
-		e.doc.Status = RunFailed
+		e.doc.Status = agentenv.RunFailed
 	default:
-		e.doc.Status = RunCompleted
+		e.doc.Status = agentenv.RunCompleted
 	}
 	e.mu.Unlock()
 	e.save(ctx)
@@ -317,7 +317,7 @@ func (e *episode) score() *float64 {
 	scores := make([]float64, len(ids))
 	weights := make([]float64, len(ids))
 	for i, id := range ids {
-		if s := e.states[id].rec.Score; s != nil && e.states[id].rec.Status == StatusPassed {
+		if s := e.states[id].rec.Score; s != nil && e.states[id].rec.Status == agentenv.StepPassed {
 			scores[i] = *s
 		}
 		weights[i] = e.t.step(id).Weight

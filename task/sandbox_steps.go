@@ -54,7 +54,7 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	ttl, _ := time.ParseDuration(s.TTL)
 	req := lifecycle.CreateRequest{
-		Provider: members[0], Run: sc.e.id, Role: "task:" + sc.s.ID, TTL: ttl,
+		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
 		Spec: agentenv.SandboxSpec{Image: s.Image, Command: s.Command, Env: s.Env},
 	}
 	var rec agentenv.Record
@@ -74,35 +74,6 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	return Result{Outputs: map[string]string{"sandbox_id": sb.ID, "record": rec.ID, "provider": rec.Provider}}, nil
 }
 
-// execer returns the Execer of the sandbox made by step id.
-func (sc *scope) execer(id string) (agentenv.Execer, sandboxRef, error) {
-	return ability[agentenv.Execer](sc, id, "run commands in")
-}
-
-// files returns the Files of the sandbox made by step id.
-func (sc *scope) files(id string) (agentenv.Files, sandboxRef, error) {
-	return ability[agentenv.Files](sc, id, "read or write files in")
-}
-
-// ability returns the provider of the sandbox made by step id as T, an optional provider
-// interface; what says what T does, for the error when the provider lacks it.
-func ability[T any](sc *scope, id, what string) (T, sandboxRef, error) {
-	var zero T
-	ref, err := sc.sandbox(id)
-	if err != nil {
-		return zero, ref, err
-	}
-	p, err := sc.e.r.Manager.Provider(ref.Provider)
-	if err != nil {
-		return zero, ref, err
-	}
-	x, ok := p.(T)
-	if !ok {
-		return zero, ref, fmt.Errorf("provider %s cannot %s a sandbox: %w", ref.Provider, what, agentenv.ErrInvalid)
-	}
-	return x, ref, nil
-}
-
 // execStep runs a command in a sandbox.
 type execStep struct {
 	Sandbox      string   `yaml:"sandbox" task:"required"` // the deploy_sandbox step
@@ -120,11 +91,11 @@ func (s *execStep) Check() error {
 func (s *execStep) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
 
 func (s *execStep) Run(ctx context.Context, sc *scope) (Result, error) {
-	x, ref, err := sc.execer(s.Sandbox)
+	ref, err := sc.sandbox(s.Sandbox)
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := x.Exec(ctx, ref.SandboxID, s.Command)
+	res, err := sc.e.r.Manager.Exec(ctx, ref.Record, s.Command)
 	if err != nil {
 		return Result{}, err
 	}
@@ -163,7 +134,7 @@ func (s *writeFile) Check() error {
 func (s *writeFile) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
 
 func (s *writeFile) Run(ctx context.Context, sc *scope) (Result, error) {
-	f, ref, err := sc.files(s.Sandbox)
+	ref, err := sc.sandbox(s.Sandbox)
 	if err != nil {
 		return Result{}, err
 	}
@@ -173,7 +144,7 @@ func (s *writeFile) Run(ctx context.Context, sc *scope) (Result, error) {
 			return Result{}, fmt.Errorf("from: %w", err)
 		}
 	}
-	if err := f.WriteFile(ctx, ref.SandboxID, s.Path, data); err != nil {
+	if err := sc.e.r.Manager.WriteFile(ctx, ref.Record, s.Path, data); err != nil {
 		return Result{}, err
 	}
 	return Result{Outputs: map[string]string{"bytes": strconv.Itoa(len(data))}}, nil
@@ -197,11 +168,11 @@ func (s *fileContains) Check() error {
 func (s *fileContains) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
 
 func (s *fileContains) Run(ctx context.Context, sc *scope) (Result, error) {
-	f, ref, err := sc.files(s.Sandbox)
+	ref, err := sc.sandbox(s.Sandbox)
 	if err != nil {
 		return Result{}, err
 	}
-	data, err := f.ReadFile(ctx, ref.SandboxID, s.Path)
+	data, err := sc.e.r.Manager.ReadFile(ctx, ref.Record, s.Path)
 	if errors.Is(err, agentenv.ErrNotFound) {
 		return verdict([]Row{{Check: "file " + s.Path + " exists", Expected: "a file", Got: "no such file"}}), nil
 	}
@@ -229,11 +200,11 @@ func (s *commandSucceeds) Check() error {
 func (s *commandSucceeds) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
 
 func (s *commandSucceeds) Run(ctx context.Context, sc *scope) (Result, error) {
-	x, ref, err := sc.execer(s.Sandbox)
+	ref, err := sc.sandbox(s.Sandbox)
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := x.Exec(ctx, ref.SandboxID, s.Command)
+	res, err := sc.e.r.Manager.Exec(ctx, ref.Record, s.Command)
 	if err != nil {
 		return Result{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentenv/agentenv"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -95,8 +96,8 @@ func (s *aggregate) Run(ctx context.Context, sc *scope) (Result, error) {
 		if w, ok := s.Weights[id]; ok {
 			weights[i] = w
 		}
-		got := st.rec.Status
-		if st.rec.Score != nil && st.rec.Status == StatusPassed {
+		got := string(st.rec.Status)
+		if st.rec.Score != nil && st.rec.Status == agentenv.StepPassed {
 			scores[i] = *st.rec.Score
 			got = formatScore(scores[i])
 		} else if st.rec.Error != "" {

@@ -114,8 +114,8 @@ func (a *app) manager(ctx context.Context) (*lifecycle.Manager, error) {
 		led.Close()
 		return nil, err
 	}
-	var d [4]time.Duration
-	for i, key := range []string{"lifecycle.lease", "lifecycle.reclaim_wait", "lifecycle.create_timeout", "lifecycle.terminate_timeout"} {
+	var d [6]time.Duration
+	for i, key := range []string{"lifecycle.lease", "lifecycle.reclaim_wait", "lifecycle.create_timeout", "lifecycle.terminate_timeout", "lifecycle.call_timeout", "lifecycle.exec_timeout"} {
 		if d[i], err = a.cfg.Duration(key); err != nil {
 			led.Close()
 			return nil, err
@@ -123,7 +123,7 @@ func (a *app) manager(ctx context.Context) (*lifecycle.Manager, error) {
 	}
 	mgr, err := lifecycle.New(lifecycle.Config{
 		Ledger: led, Providers: providers, Lease: d[0], ReclaimWait: d[1],
-		CreateTimeout: d[2], TerminateTimeout: d[3], Logger: a.log,
+		CreateTimeout: d[2], TerminateTimeout: d[3], CallTimeout: d[4], ExecTimeout: d[5], Logger: a.log,
 	})
 	if err != nil {
 		led.Close()
@@ -151,8 +151,9 @@ func (a *app) providers() (map[string]agentenv.Provider, error) {
 }
 
 // withFaults wraps providers with the fault plans in spec, a comma list of
-// PROVIDER/OP:CALL:ACTION (for example "docker/terminate:1:error"). It is how tests make a real
-// backend misbehave on demand from outside the process; it is not meant for users.
+// PROVIDER/OP:CALL:ACTION (for example "docker/terminate:1:error"): the AGENTENV_FAULTS
+// chaos-testing switch that `agentenv --help` documents. The soak, the integration tests and
+// users' own chaos runs use it to make a real backend misbehave on demand.
 func withFaults(providers map[string]agentenv.Provider, spec string) (map[string]agentenv.Provider, error) {
 	if spec == "" {
 		return providers, nil

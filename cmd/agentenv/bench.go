@@ -134,7 +134,6 @@ func newBenchHoldCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			mgr.KeepAlive(ctx)
 			var (
 				wg   sync.WaitGroup
 				mu   sync.Mutex

@@ -44,7 +44,6 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			if err != nil {
 				return err
 			}
-			mgr.KeepAlive(ctx)
 			progress := func(e deploy.Event) {
 				if !f.json {
 					fmt.Fprintln(a.stderr, e)
@@ -104,7 +103,7 @@ func newEnvLsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			states := []string{deploy.StateLive, deploy.StateDeploying}
+			states := []string{string(agentenv.DeploymentLive), string(agentenv.DeploymentDeploying)}
 			if f.all {
 				states = nil
 			}
@@ -120,7 +119,7 @@ func newEnvLsCmd(a *app) *cobra.Command {
 			}
 			rows := make([][]string, 0, len(docs))
 			for _, d := range docs {
-				rows = append(rows, []string{d.ID, d.Env, d.State, d.Winner, d.Mode, d.GatewayURL, ago(d.Expires)})
+				rows = append(rows, []string{d.ID, d.Env, string(d.State), d.Winner, d.Mode, d.GatewayURL, ago(d.Expires)})
 			}
 			table(a.stdout, []string{"ID", "ENV", "STATE", "PROVIDER", "MODE", "GATEWAY", "EXPIRES"}, rows)
 			return nil
@@ -153,7 +152,7 @@ func newEnvGetCmd(a *app) *cobra.Command {
 			}
 			type sandbox struct {
 				Record string         `json:"record"`
-				Role   string         `json:"role"`
+				Role   agentenv.Role  `json:"role"`
 				State  agentenv.State `json:"state"`
 				Health string         `json:"health"`
 			}
@@ -177,7 +176,7 @@ func newEnvGetCmd(a *app) *cobra.Command {
 			}
 			rows := make([][]string, 0, len(sbs))
 			for _, s := range sbs {
-				rows = append(rows, []string{s.Record, s.Role, string(s.State), s.Health})
+				rows = append(rows, []string{s.Record, string(s.Role), string(s.State), s.Health})
 			}
 			table(a.stdout, []string{"RECORD", "ROLE", "LEDGER", "HEALTH"}, rows)
 			if doc.Receipt != nil {
@@ -192,11 +191,7 @@ func newEnvGetCmd(a *app) *cobra.Command {
 
 // health asks the record's provider whether its sandbox runs.
 func health(ctx context.Context, a *app, r agentenv.Record) string {
-	p, err := a.mgr.Provider(r.Provider)
-	if err != nil {
-		return "unknown provider"
-	}
-	if _, err := p.Get(ctx, r.SandboxID); err != nil {
+	if _, err := a.mgr.Get(ctx, r.ID); err != nil {
 		return "down: " + err.Error()
 	}
 	return "running"

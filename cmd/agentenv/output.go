@@ -32,7 +32,7 @@ func table(w io.Writer, header []string, rows [][]string) {
 func printReceipt(w io.Writer, rc agentenv.Receipt) {
 	rows := make([][]string, 0, len(rc.Items))
 	for _, it := range rc.Items {
-		rows = append(rows, []string{it.Record, it.Provider, string(it.Kind), it.Role, string(it.Outcome), it.Reason})
+		rows = append(rows, []string{it.Record, it.Provider, string(it.Kind), string(it.Role), string(it.Outcome), it.Reason})
 	}
 	fmt.Fprintln(w, "teardown receipt:")
 	table(w, []string{"RECORD", "PROVIDER", "KIND", "ROLE", "OUTCOME", "REASON"}, rows)

@@ -16,7 +16,15 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) (*cobra.Command, func())
 		Long: `agentenv deploys agent environments (MCP servers, their PostgreSQL state and sidecars,
 behind an MCP gateway) into sandboxes, runs graded episodes against them, and tears every
 sandbox down. Every sandbox is written to a ledger before it is created, every teardown is
-verified, and 'agentenv gc' finds whatever a killed process left behind.`,
+verified, and 'agentenv gc' finds whatever a killed process left behind.
+
+Chaos testing: AGENTENV_FAULTS makes a provider misbehave on purpose, to check that nothing
+leaks when a backend fails. It is a comma list of PROVIDER/OP:CALL:ACTION, where OP is a
+provider operation (create, get, terminate, list, create_network, create_vm, run_in_vm,
+remove_from_vm, exec_in_vm, exec, write_file, read_file, ensure_image, logs), CALL is the
+1-based call number or * for every call, and ACTION is error, hang (until the call's
+timeout), panic or lost (the call succeeds but its answer is lost). For example
+  AGENTENV_FAULTS='docker/create:2:error,docker/terminate:*:lost' agentenv run ...`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return a.load(cmd) },

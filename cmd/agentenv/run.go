@@ -46,7 +46,6 @@ when interrupted (what was made is torn down first).`,
 			if err != nil {
 				return err
 			}
-			mgr.KeepAlive(ctx)
 			sd, err := stateDir()
 			if err != nil {
 				return err
@@ -182,7 +181,7 @@ func newRunsCmd(a *app) *cobra.Command {
 			}
 			rows := make([][]string, 0, len(runs))
 			for _, r := range runs {
-				rows = append(rows, []string{r.ID, r.Task, r.Status, score(r.Score), ago(r.Created), r.Error})
+				rows = append(rows, []string{r.ID, r.Task, string(r.Status), score(r.Score), ago(r.Created), r.Error})
 			}
 			table(a.stdout, []string{"RUN", "TASK", "STATUS", "SCORE", "STARTED", "ERROR"}, rows)
 			return nil
@@ -217,7 +216,7 @@ func newRunsCmd(a *app) *cobra.Command {
 				if s.Score != nil {
 					sc = fmt.Sprintf("%.3g", *s.Score)
 				}
-				rows = append(rows, []string{s.ID, s.Type, s.Status, sc, s.Ended.Sub(s.Started).Round(time.Millisecond).String(), s.Error})
+				rows = append(rows, []string{s.ID, s.Type, string(s.Status), sc, s.Ended.Sub(s.Started).Round(time.Millisecond).String(), s.Error})
 			}
 			table(a.stdout, []string{"STEP", "TYPE", "STATUS", "SCORE", "TIME", "ERROR"}, rows)
 			for _, s := range r.Steps {

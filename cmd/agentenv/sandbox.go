@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,7 +57,6 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			mgr.KeepAlive(ctx)
 			rec, sb, err := mgr.CreateChain(ctx, members, lifecycle.CreateRequest{
 				Spec: agentenv.SandboxSpec{Image: f.image, Command: args, Labels: labels, Ports: f.ports},
 				TTL:  f.ttl,
@@ -149,71 +147,29 @@ func newSandboxLsCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// joinSandboxes lists the ledger's records and each provider's sandboxes and says, for each, what
-// is true on the provider. A provider that cannot be listed is skipped with a warning.
+// joinSandboxes is the manager's inventory (the ledger joined with what the providers list,
+// docker and process always among them) as rows. A provider that cannot be listed is skipped
+// with a warning.
 func joinSandboxes(cmd *cobra.Command, mgr *lifecycle.Manager, all bool) ([]sandboxRow, error) {
-	ctx := cmd.Context()
-	var flt agentenv.Filter
-	if !all {
-		flt.States = []agentenv.State{agentenv.StateCreating, agentenv.StateLive, agentenv.StateTerminating, agentenv.StateTerminateFailed, agentenv.StateAbandoned}
-	}
-	recs, err := mgr.Ledger().List(ctx, flt)
+	listed, warnings, err := mgr.Inventory(cmd.Context(), all, "docker", "process")
 	if err != nil {
 		return nil, err
 	}
-	listed := map[string]agentenv.Sandbox{}
-	names := map[string]bool{}
-	for _, r := range recs {
-		names[r.Provider] = true
+	for _, w := range warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
 	}
-	names["docker"], names["process"] = true, true
-	for name := range names {
-		p, err := mgr.Provider(name)
-		if err != nil {
-			continue
-		}
-		sbs, err := p.List(ctx, nil)
-		if err != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: cannot list %s: %v\n", name, err)
-			continue
-		}
-		for _, sb := range sbs {
-			listed[sb.Labels[agentenv.LabelRecord]] = sb
-		}
-	}
-	var rows []sandboxRow
-	seen := map[string]bool{}
-	for _, r := range recs {
-		seen[r.ID] = true
+	rows := make([]sandboxRow, 0, len(listed))
+	for _, l := range listed {
+		r := l.Record
 		row := sandboxRow{Record: r.ID, Provider: r.Provider, Kind: r.Kind, State: r.State, SandboxID: r.SandboxID,
-			Deployment: r.Deployment, Run: r.Run, Expires: r.Expires, Owner: r.Owner.String(), Image: r.Image, Error: r.Error}
-		sb, ok := listed[r.ID]
-		switch {
-		case ok && r.State == agentenv.StateGone:
-			row.Status = "leaked"
-		case ok && sb.State == agentenv.SandboxExited:
-			row.Status = "exited(" + strconv.Itoa(sb.ExitCode) + ")"
-		case ok:
-			row.Status = "live"
-		case r.State == agentenv.StateGone:
-			row.Status = "gone"
-		default:
-			row.Status = "missing"
+			Deployment: r.Deployment, Run: r.Run, Expires: r.Expires, Owner: r.Owner.String(), Image: r.Image, Error: r.Error, Status: l.Status}
+		if sb := l.Sandbox; sb != nil && r.ID == "" {
+			row.Record, row.Provider, row.SandboxID = sb.Labels[agentenv.LabelRecord], sb.Provider, sb.ID
+		}
+		if l.Status == "leaked" && l.Sandbox != nil {
+			row.SandboxID, row.Provider = l.Sandbox.ID, l.Sandbox.Provider
 		}
 		rows = append(rows, row)
-	}
-	for id, sb := range listed {
-		if seen[id] {
-			continue
-		}
-		if r, err := mgr.Ledger().Get(ctx, id); err == nil && r.State == agentenv.StateGone {
-			rows = append(rows, sandboxRow{Record: id, Provider: sb.Provider, Kind: r.Kind, State: r.State, SandboxID: sb.ID, Status: "leaked", Expires: r.Expires})
-			continue
-		} else if err == nil {
-			continue
-		}
-		exp, _ := time.Parse(time.RFC3339, sb.Labels[agentenv.LabelExpires])
-		rows = append(rows, sandboxRow{Record: id, Provider: sb.Provider, SandboxID: sb.ID, Status: "unrecorded", Expires: exp})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Record < rows[j].Record })
 	return rows, nil

@@ -49,3 +49,10 @@ func Stopped(ctx context.Context) bool {
 		return false
 	}
 }
+
+// Detached returns a context for work that must be allowed to finish on its own bound after its
+// caller gave up, such as a provider create whose result is then undone: it keeps ctx's values,
+// ignores ctx's cancellation and its hard stop, and ends after d. Call cancel when done.
+func Detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}

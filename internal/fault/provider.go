@@ -6,46 +6,23 @@ import (
 	"github.com/agentenv/agentenv"
 )
 
-// Provider wraps an agentenv.Provider with a Plan. It implements agentenv.Networker when the
-// wrapped provider does (and fails CreateNetwork with ErrInvalid otherwise).
+// Provider wraps an agentenv.Provider with a Plan. Every operation of the provider and of each
+// ability it has goes through the plan under its agentenv.Op* name (create, create_vm, exec,
+// run_in_vm, ...), and the wrapper has exactly the wrapped provider's abilities.
 type Provider struct {
-	agentenv.Provider
-	Plan *Plan
+	agentenv.Provider       // the wrapped provider, each call through Plan
+	Plan              *Plan // may be replaced between calls
 }
 
 // WrapProvider returns p with faults from plan injected.
 func WrapProvider(p agentenv.Provider, plan *Plan) *Provider {
-	return &Provider{Provider: p, Plan: plan}
-}
-
-// Create implements agentenv.Provider.
-func (f *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	return do(ctx, f.Plan, "create", func() (agentenv.Sandbox, error) { return f.Provider.Create(ctx, spec) })
-}
-
-// CreateNetwork implements agentenv.Networker.
-func (f *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec) (agentenv.Sandbox, error) {
-	return do(ctx, f.Plan, "create_network", func() (agentenv.Sandbox, error) {
-		n, ok := f.Provider.(agentenv.Networker)
-		if !ok {
-			return agentenv.Sandbox{}, agentenv.ErrInvalid
-		}
-		return n.CreateNetwork(ctx, spec)
+	f := &Provider{Plan: plan}
+	f.Provider = agentenv.Intercept(p, func(ctx context.Context, op string, call func(context.Context) error) error {
+		_, err := do(ctx, f.Plan, op, func() (struct{}, error) { return struct{}{}, call(ctx) })
+		return err
 	})
+	return f
 }
 
-// Get implements agentenv.Provider.
-func (f *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error) {
-	return do(ctx, f.Plan, "get", func() (agentenv.Sandbox, error) { return f.Provider.Get(ctx, id) })
-}
-
-// Terminate implements agentenv.Provider.
-func (f *Provider) Terminate(ctx context.Context, id string) error {
-	_, err := do(ctx, f.Plan, "terminate", func() (struct{}, error) { return struct{}{}, f.Provider.Terminate(ctx, id) })
-	return err
-}
-
-// List implements agentenv.Provider.
-func (f *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
-	return do(ctx, f.Plan, "list", func() ([]agentenv.Sandbox, error) { return f.Provider.List(ctx, labels) })
-}
+// Abilities implements agentenv.Abler: those of the wrapped provider, each through the plan.
+func (f *Provider) Abilities() agentenv.Abilities { return agentenv.AbilitiesOf(f.Provider) }

@@ -96,13 +96,7 @@ func (p *Provider) Name() string { return p.cfg.Name }
 // Capabilities reports what the docker provider supports: everything but a backstop lifetime
 // (a local container lives until terminated; gc removes it after its expiry label).
 func (p *Provider) Capabilities() agentenv.Capabilities {
-	return agentenv.Capabilities{
-		OnThisMachine:   true,
-		ContainerMode:   true,
-		VMMode:          true,
-		PrivateNetworks: true,
-		ListByLabel:     true,
-	}
+	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true}
 }
 
 // Client returns the Engine API client the provider uses, for callers that need more of the

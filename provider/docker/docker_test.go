@@ -3,6 +3,7 @@ package docker
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,8 +187,12 @@ func TestNew_Defaults(t *testing.T) {
 		t.Errorf("New(named) = %v, %v", p, err)
 	}
 	caps := p.Capabilities()
-	if !caps.OnThisMachine || !caps.ContainerMode || !caps.VMMode || !caps.PrivateNetworks || !caps.ListByLabel || caps.BackstopLifetime {
+	if !caps.OnThisMachine || !caps.ListByLabel || caps.BackstopLifetime {
 		t.Errorf("Capabilities = %+v", caps)
+	}
+	want := []agentenv.Ability{agentenv.AbilityNetworks, agentenv.AbilityVMs, agentenv.AbilityExec, agentenv.AbilityFiles, agentenv.AbilityImages, agentenv.AbilityLogs}
+	if got := agentenv.AbilitiesOf(p).List(); !slices.Equal(got, want) {
+		t.Errorf("abilities = %v, want %v", got, want)
 	}
 	if _, err := New(Config{Host: "no-scheme"}, nil); !errors.Is(err, agentenv.ErrInvalid) {
 		t.Errorf("New(bogus host) = %v, want ErrInvalid", err)

@@ -122,7 +122,7 @@ func (p *Provider) Name() string { return p.cfg.Name }
 // Capabilities reports VM mode on this machine, with List by label; there is no container
 // mode (no Networker) and no backstop lifetime (gc removes a VM after its expiry label).
 func (p *Provider) Capabilities() agentenv.Capabilities {
-	return agentenv.Capabilities{OnThisMachine: true, VMMode: true, ListByLabel: true}
+	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true}
 }
 
 // Close releases the client's idle connections.

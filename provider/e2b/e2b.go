@@ -169,7 +169,7 @@ func (p *Provider) Name() string { return p.cfg.Name }
 
 // Capabilities reports VM-mode sandboxes, listed by metadata, with a backstop lifetime.
 func (p *Provider) Capabilities() agentenv.Capabilities {
-	return agentenv.Capabilities{VMMode: true, ListByLabel: true, BackstopLifetime: true}
+	return agentenv.Capabilities{ListByLabel: true, BackstopLifetime: true}
 }
 
 // Endpoint returns the base URL of port of sandbox id, as E2B exposes it.

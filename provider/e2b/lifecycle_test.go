@@ -165,8 +165,9 @@ func TestHangingCreateCancelledPastTheWait(t *testing.T) {
 			}
 			close(hang) // E2B makes the sandbox now
 			if twice {
-				// After a hard stop this process does no more cleanup: the record stays for gc,
-				// which finds the sandbox by its metadata.
+				// After a hard stop this process does no more cleanup and exits (its lease is no
+				// longer renewed): the record stays for gc, which finds the sandbox by its metadata.
+				mgr.Close()
 				eventually(t, 5*time.Second, "the sandbox made", func() bool { return r.emu.Calls("process") > 0 })
 				time.Sleep(150 * time.Millisecond) // the dead owner's lease runs out
 				if rep, err := r.mgr.GC(t.Context(), lifecycle.GCOptions{}); err != nil || !rep.Clean() || len(rep.Actions) != 1 {

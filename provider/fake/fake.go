@@ -1,14 +1,22 @@
 // Package fake is an in-memory agentenv.Provider for unit tests. It is a stand-in for a real
 // backend, not a mock: it assigns ids, honours labels, keeps exited sandboxes until they are
-// terminated, and reports what is still alive, so that tests can assert nothing leaked. Faults
-// (errors, hangs, lost responses) are injected by wrapping it with package internal/fault.
+// terminated, hosts VM stacks, keeps files, and reports what is still alive, so that tests can
+// assert nothing leaked. It has every optional ability unless told otherwise (Without) and
+// passes the provider conformance suite. Faults (errors, hangs, lost responses) are injected by
+// wrapping it with package internal/fault.
 package fake
 
 import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
+	"net/http"
+	"path"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,38 +25,78 @@ import (
 
 // Provider is an in-memory provider. The zero value is not usable; call New.
 type Provider struct {
-	name string
-	caps agentenv.Capabilities
+	name    string
+	without map[agentenv.Ability]bool
 
-	mu    sync.Mutex
-	boxes map[string]*agentenv.Sandbox // by id
-	seq   int
-	calls map[string]int
+	mu      sync.Mutex
+	boxes   map[string]*agentenv.Sandbox // by id
+	files   map[string]map[string][]byte // sandbox id -> path -> content
+	inVM    map[string]map[string]bool   // VM id -> names of the containers of its stack
+	servers map[string][]*http.Server    // sandbox id -> what its published ports answer
+	seq     int
+	calls   map[string]int
 }
 
 var (
-	_ agentenv.Provider  = (*Provider)(nil)
-	_ agentenv.Networker = (*Provider)(nil)
-	_ agentenv.Execer    = (*Provider)(nil)
+	_ agentenv.Provider     = (*Provider)(nil)
+	_ agentenv.Abler        = (*Provider)(nil)
+	_ agentenv.Networker    = (*Provider)(nil)
+	_ agentenv.VMHost       = (*Provider)(nil)
+	_ agentenv.Execer       = (*Provider)(nil)
+	_ agentenv.Files        = (*Provider)(nil)
+	_ agentenv.ImageChecker = (*Provider)(nil)
+	_ agentenv.LogReader    = (*Provider)(nil)
 )
 
-// New returns an empty fake provider called name.
-func New(name string) *Provider {
-	return &Provider{
-		name: name,
-		caps: agentenv.Capabilities{
-			ContainerMode: true, VMMode: true, PrivateNetworks: true, ListByLabel: true,
-		},
-		boxes: make(map[string]*agentenv.Sandbox),
-		calls: make(map[string]int),
+// New returns an empty fake provider called name, with every ability but those listed in
+// without (for tests of callers that must cope with a provider that lacks one).
+func New(name string, without ...agentenv.Ability) *Provider {
+	p := &Provider{
+		name:    name,
+		without: map[agentenv.Ability]bool{},
+		boxes:   make(map[string]*agentenv.Sandbox),
+		files:   make(map[string]map[string][]byte),
+		inVM:    make(map[string]map[string]bool),
+		servers: make(map[string][]*http.Server),
+		calls:   make(map[string]int),
 	}
+	for _, a := range without {
+		p.without[a] = true
+	}
+	return p
 }
 
 // Name implements agentenv.Provider.
 func (p *Provider) Name() string { return p.name }
 
-// Capabilities implements agentenv.Provider.
-func (p *Provider) Capabilities() agentenv.Capabilities { return p.caps }
+// Capabilities implements agentenv.Provider: it lists by label and runs on this machine.
+func (p *Provider) Capabilities() agentenv.Capabilities {
+	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true}
+}
+
+// Abilities implements agentenv.Abler: every ability but those New was told to leave out.
+func (p *Provider) Abilities() agentenv.Abilities {
+	var a agentenv.Abilities
+	if !p.without[agentenv.AbilityNetworks] {
+		a.Networker = p
+	}
+	if !p.without[agentenv.AbilityVMs] {
+		a.VMHost = p
+	}
+	if !p.without[agentenv.AbilityExec] {
+		a.Execer = p
+	}
+	if !p.without[agentenv.AbilityFiles] {
+		a.Files = p
+	}
+	if !p.without[agentenv.AbilityImages] {
+		a.ImageChecker = p
+	}
+	if !p.without[agentenv.AbilityLogs] {
+		a.LogReader = p
+	}
+	return a
+}
 
 // Create implements agentenv.Provider. It fails with ErrInvalid for an image named "missing" and
 // for a spec whose record label does not match its name.
@@ -57,13 +105,42 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("fake: create %s: %w", spec.Name, err)
 	}
-	if spec.Name == "" || spec.Labels[agentenv.LabelRecord] != spec.Name {
-		return agentenv.Sandbox{}, fmt.Errorf("fake: create %q: record label must equal the name: %w", spec.Name, agentenv.ErrInvalid)
+	if err := checkName(spec.Name, spec.Labels); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create: %w", err)
 	}
 	if spec.Image == "missing" {
 		return agentenv.Sandbox{}, fmt.Errorf("fake: create %s: image %q not found: %w", spec.Name, spec.Image, agentenv.ErrInvalid)
 	}
-	return p.add(spec.Name, spec.Labels, spec.Ports), nil
+	sb := p.add(spec.Name, spec.Labels, spec.Ports)
+	if code, ok := exitCode(spec.Command); ok {
+		p.Kill(sb.ID, code)
+		sb.State, sb.ExitCode = agentenv.SandboxExited, code
+	}
+	return sb, nil
+}
+
+// validName is what a record id must look like, as on the real backends.
+var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// checkName refuses a name that a real backend would refuse, or whose record label differs.
+func checkName(name string, labels map[string]string) error {
+	if !validName.MatchString(name) || labels[agentenv.LabelRecord] != name {
+		return fmt.Errorf("%q: want a valid name equal to the record label: %w", name, agentenv.ErrInvalid)
+	}
+	return nil
+}
+
+// exitCode reports whether argv is "exit N" (after at most one leading path element, such as
+// ["/agentenv", "exit", "3"]), the command a fake sandbox runs to finish at once.
+func exitCode(argv []string) (int, bool) {
+	for i := 0; i+1 < len(argv) && i < 2; i++ {
+		if argv[i] == "exit" {
+			if n, err := strconv.Atoi(argv[i+1]); err == nil {
+				return n, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // CreateNetwork implements agentenv.Networker.
@@ -72,7 +149,18 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("fake: create network %s: %w", spec.Name, err)
 	}
-	return p.add(spec.Name, spec.Labels, nil), nil
+	if err := checkName(spec.Name, spec.Labels); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create network: %w", err)
+	}
+	// A network's id is its record id, as on the real backends, where sandboxes name it.
+	sb := p.add(spec.Name, spec.Labels, nil)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	box := p.boxes[sb.ID]
+	delete(p.boxes, sb.ID)
+	box.ID = spec.Name
+	p.boxes[box.ID] = box
+	return *box, nil
 }
 
 func (p *Provider) add(name string, labels map[string]string, ports []int) agentenv.Sandbox {
@@ -88,11 +176,37 @@ func (p *Provider) add(name string, labels map[string]string, ports []int) agent
 		Endpoints: map[string]string{},
 		Created:   time.Now(),
 	}
-	for i, port := range ports {
-		sb.Endpoints[fmt.Sprint(port)] = fmt.Sprintf("127.0.0.1:%d", 40000+p.seq*10+i)
+	for _, port := range ports {
+		addr, srv := serve()
+		sb.Endpoints[strconv.Itoa(port)] = addr
+		p.servers[sb.ID] = append(p.servers[sb.ID], srv)
 	}
 	p.boxes[sb.ID] = sb
 	return *sb
+}
+
+// serve starts what a sandbox's published port answers: an HTTP server on a loopback port
+// that says 200 to every request. It returns its address and the server, closed with the
+// sandbox.
+func serve() (string, *http.Server) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("fake: listen on loopback: %v", err)) // the machine cannot run tests
+	}
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "fake sandbox") }),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	go srv.Serve(l) //nolint:errcheck // ends with ErrServerClosed when the sandbox goes
+	return l.Addr().String(), srv
+}
+
+// stop closes the servers of sandbox id; p.mu is held.
+func (p *Provider) stop(id string) {
+	for _, srv := range p.servers[id] {
+		srv.Close()
+	}
+	delete(p.servers, id)
 }
 
 // Get implements agentenv.Provider.
@@ -118,8 +232,27 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.boxes, id)
+	p.drop(id)
 	return nil
+}
+
+// drop forgets sandbox id and what belongs to it: its files and, for a VM, its stack (whose
+// containers carry the VM's record label, as on a real backend).
+func (p *Provider) drop(id string) {
+	sb, ok := p.boxes[id]
+	p.stop(id)
+	delete(p.boxes, id)
+	delete(p.files, id)
+	delete(p.inVM, id)
+	if !ok || sb.Labels[labelVM] != "" {
+		return
+	}
+	for cid, c := range p.boxes {
+		if c.Labels[labelVM] == id {
+			p.stop(cid)
+			delete(p.boxes, cid)
+		}
+	}
 }
 
 // List implements agentenv.Provider.
@@ -140,12 +273,136 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 	return out, nil
 }
 
-// Exec implements agentenv.Execer: it echoes argv joined by spaces and exits 0.
+// Exec implements agentenv.Execer: it echoes argv and exits 0, except that "exit N" (after any
+// leading path element, such as ["/agentenv", "exit", "3"]) exits N.
 func (p *Provider) Exec(ctx context.Context, id string, argv []string) (agentenv.ExecResult, error) {
+	p.count("exec")
 	if _, err := p.Get(ctx, id); err != nil {
 		return agentenv.ExecResult{}, err
 	}
+	if code, ok := exitCode(argv); ok {
+		return agentenv.ExecResult{ExitCode: code}, nil
+	}
 	return agentenv.ExecResult{Stdout: fmt.Appendf(nil, "%v", argv)}, nil
+}
+
+// WriteFile implements agentenv.Files.
+func (p *Provider) WriteFile(ctx context.Context, id, file string, data []byte) error {
+	p.count("write_file")
+	if _, err := p.Get(ctx, id); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.files[id] == nil {
+		p.files[id] = map[string][]byte{}
+	}
+	p.files[id][path.Clean(file)] = slices.Clone(data)
+	return nil
+}
+
+// ReadFile implements agentenv.Files.
+func (p *Provider) ReadFile(ctx context.Context, id, file string) ([]byte, error) {
+	p.count("read_file")
+	if _, err := p.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	data, ok := p.files[id][path.Clean(file)]
+	if !ok {
+		return nil, fmt.Errorf("fake: read %s:%s: %w", id, file, agentenv.ErrNotFound)
+	}
+	return slices.Clone(data), nil
+}
+
+// EnsureImage implements agentenv.ImageChecker: the image "missing" is not there.
+func (p *Provider) EnsureImage(ctx context.Context, image string) error {
+	p.count("ensure_image")
+	if image == "missing" {
+		return fmt.Errorf("fake: image %q not found: %w", image, agentenv.ErrInvalid)
+	}
+	return nil
+}
+
+// Logs implements agentenv.LogReader: a fake sandbox prints one line.
+func (p *Provider) Logs(ctx context.Context, id string, tail int) (string, error) {
+	p.count("logs")
+	return "fake sandbox " + id + "\n", nil
+}
+
+// Labels that tie a container of a VM's stack to its VM and name it there.
+const (
+	labelVM     = "fake.vm"
+	labelInVMAs = "fake.name"
+)
+
+// CreateVM implements agentenv.VMHost: an empty VM is a sandbox without ports.
+func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	p.count("create_vm")
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create vm %s: %w", spec.Name, err)
+	}
+	if err := checkName(spec.Name, spec.Labels); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create vm: %w", err)
+	}
+	return p.add(spec.Name, spec.Labels, nil), nil
+}
+
+// RunInVM implements agentenv.VMHost: the container is a sandbox that carries the VM's labels
+// and is removed with it.
+func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	p.count("run_in_vm")
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: run %s in %s: %w", spec.Name, vm, err)
+	}
+	host, err := p.Get(ctx, vm)
+	if err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	if spec.Image == "missing" {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: run %s in %s: image %q not found: %w", spec.Name, vm, spec.Image, agentenv.ErrInvalid)
+	}
+	p.mu.Lock()
+	if p.inVM[vm][spec.Name] {
+		p.mu.Unlock()
+		return agentenv.Sandbox{}, fmt.Errorf("fake: run %s in %s: the name is taken: %w", spec.Name, vm, agentenv.ErrConflict)
+	}
+	if p.inVM[vm] == nil {
+		p.inVM[vm] = map[string]bool{}
+	}
+	p.inVM[vm][spec.Name] = true
+	p.mu.Unlock()
+	labels := maps.Clone(host.Labels)
+	maps.Copy(labels, spec.Labels)
+	labels[labelVM] = vm
+	labels[labelInVMAs] = spec.Name
+	return p.add(host.Name, labels, spec.Ports), nil
+}
+
+// RemoveFromVM implements agentenv.VMHost.
+func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
+	p.count("remove_from_vm")
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fake: remove %s from %s: %w", name, vm, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.inVM[vm], name)
+	for id, c := range p.boxes {
+		if c.Labels[labelVM] == vm && c.Labels[labelInVMAs] == name {
+			p.stop(id)
+			delete(p.boxes, id)
+		}
+	}
+	return nil
+}
+
+// InVM returns the names of the containers of vm's stack, sorted.
+func (p *Provider) InVM(vm string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.inVM[vm]))
 }
 
 // Kill marks the sandbox id as exited with code, as if it died behind agentenv's back.
@@ -155,6 +412,7 @@ func (p *Provider) Kill(id string, code int) {
 	if sb, ok := p.boxes[id]; ok {
 		sb.State = agentenv.SandboxExited
 		sb.ExitCode = code
+		p.stop(id)
 	}
 }
 
@@ -162,7 +420,7 @@ func (p *Provider) Kill(id string, code int) {
 func (p *Provider) Remove(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.boxes, id)
+	p.drop(id)
 }
 
 // Live returns the ids of the sandboxes that still exist (running or exited), sorted.

@@ -193,7 +193,7 @@ func emulateDeploy(ctx context.Context, mgr *lifecycle.Manager, dep string) erro
 	if err != nil {
 		return err
 	}
-	create := func(ctx context.Context, name, role string) error {
+	create := func(ctx context.Context, name string, role agentenv.Role) error {
 		_, _, err := mgr.Create(ctx, lifecycle.CreateRequest{
 			Provider: "kubernetes", ID: lifecycle.NewID(name), Deployment: dep, Role: role,
 			Spec: agentenv.SandboxSpec{Image: workload.Image, Command: workload.Command, Ports: []int{workload.Port}, Network: net.ID, Aliases: []string{name}},
@@ -206,7 +206,7 @@ func emulateDeploy(ctx context.Context, mgr *lifecycle.Manager, dep string) erro
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	for i, c := range [][2]string{{"notes", "mcp_server"}, {"db-mcp", "db_mcp"}, {"db-web", "db_web"}} {
-		wg.Go(func() { errs[i] = create(ctx, c[0], c[1]) })
+		wg.Go(func() { errs[i] = create(ctx, c[0], agentenv.Role(c[1])) })
 	}
 	wg.Wait()
 	for _, err := range errs {

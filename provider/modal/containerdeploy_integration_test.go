@@ -117,8 +117,8 @@ func (r *dockerRig) settled(t *testing.T, id string) {
 // tools through the gateway with an MCP client and tears down. Then it deploys again, cancelled
 // at each progress event in turn, and checks each time that nothing of it runs or is left.
 func TestContainerDeployOfNotes(t *testing.T) {
-	if string(envspec.RoleServiceDB) != "service_db" {
-		t.Fatalf("envspec.RoleServiceDB = %q; the provider gives the role service_db an unencrypted tunnel", envspec.RoleServiceDB)
+	if string(agentenv.RoleServiceDB) != "service_db" {
+		t.Fatalf("agentenv.RoleServiceDB = %q; the provider gives the role service_db an unencrypted tunnel", agentenv.RoleServiceDB)
 	}
 	r := newDockerRig(t)
 
@@ -136,7 +136,7 @@ func TestContainerDeployOfNotes(t *testing.T) {
 		}
 		var kinds []string
 		for _, rec := range recs {
-			kinds = append(kinds, string(rec.Kind)+"/"+rec.Role)
+			kinds = append(kinds, string(rec.Kind)+"/"+string(rec.Role))
 		}
 		slices.Sort(kinds)
 		t.Logf("records: %v", kinds)

@@ -251,14 +251,18 @@ func NewVM(cfg Config, logger *slog.Logger) (*Provider, error) {
 // Name returns the configured name, "modal" by default.
 func (p *Provider) Name() string { return p.cfg.Name }
 
-// Capabilities reports container mode on i6pn (which needs Config.Region at create), or with
-// Config.VM VM mode only (no private networks), sandboxes listed by tag, with a backstop
-// lifetime.
+// Capabilities reports sandboxes listed by tag, with a backstop lifetime.
 func (p *Provider) Capabilities() agentenv.Capabilities {
+	return agentenv.Capabilities{ListByLabel: true, BackstopLifetime: true}
+}
+
+// Abilities reports container mode on i6pn (private networks, which need Config.Region at
+// create), or with Config.VM VM mode only (no private networks); both say where they are.
+func (p *Provider) Abilities() agentenv.Abilities {
 	if p.cfg.VM {
-		return agentenv.Capabilities{VMMode: true, ListByLabel: true, BackstopLifetime: true}
+		return agentenv.Abilities{VMHost: p, Locator: p}
 	}
-	return agentenv.Capabilities{ContainerMode: true, PrivateNetworks: true, ListByLabel: true, BackstopLifetime: true}
+	return agentenv.Abilities{Networker: p, Locator: p}
 }
 
 // Close releases the SDK's connections and the local engine's client.

@@ -110,8 +110,8 @@ func TestContainerModeBadInputCreatesNothing(t *testing.T) {
 	net := agentenv.NetworkSpec{Name: "net-1", Labels: map[string]string{agentenv.LabelRecord: "net-1"}}
 
 	noRegion := newProvider(t, modal.Config{})
-	if !noRegion.Capabilities().ContainerMode || !noRegion.Capabilities().PrivateNetworks {
-		t.Errorf("Capabilities = %+v, want container mode and private networks", noRegion.Capabilities())
+	if a := agentenv.AbilitiesOf(noRegion); a.Networker == nil || a.VMHost != nil {
+		t.Errorf("abilities = %v, want private networks and no VMs", a.List())
 	}
 	_, err := noRegion.CreateNetwork(ctx, net)
 	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "provider.modal.region") {

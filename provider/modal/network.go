@@ -21,7 +21,7 @@ import (
 // and base-62 characters). Any other id given to this provider is a logical network's.
 const sandboxPrefix = "sb-"
 
-// roleServiceDB is the agentenv.role of the service DB (spec.RoleServiceDB), whose port speaks
+// roleServiceDB is the agentenv.role of the service DB (agentenv.RoleServiceDB), whose port speaks
 // the Postgres protocol and so gets an unencrypted tunnel.
 const roleServiceDB = "service_db"
 

@@ -51,8 +51,11 @@ func TestVMModeBadInputCreatesNothing(t *testing.T) {
 	}
 
 	vmp := newVMProvider(t, modal.Config{})
-	if c := vmp.Capabilities(); !c.VMMode || c.ContainerMode || c.PrivateNetworks || !c.ListByLabel || !c.BackstopLifetime {
-		t.Errorf("VM-mode capabilities = %+v, want VM mode only, listed by label, with a backstop", c)
+	if c := vmp.Capabilities(); !c.ListByLabel || !c.BackstopLifetime {
+		t.Errorf("VM-mode capabilities = %+v, want listed by label, with a backstop", c)
+	}
+	if a := agentenv.AbilitiesOf(vmp); a.VMHost == nil || a.Networker != nil {
+		t.Errorf("VM-mode abilities = %v, want VMs and no private networks", a.List())
 	}
 	onNet := spec("sb-bare")
 	onNet.Network = "net-1"
@@ -103,8 +106,8 @@ func TestVMModeBadInputCreatesNothing(t *testing.T) {
 	}
 
 	cp := newProvider(t, modal.Config{Region: "us-east-1"})
-	if c := cp.Capabilities(); c.VMMode || !c.ContainerMode {
-		t.Errorf("container-mode capabilities = %+v, want container mode only", c)
+	if a := agentenv.AbilitiesOf(cp); a.VMHost != nil || a.Networker == nil {
+		t.Errorf("container-mode abilities = %v, want container mode only", a.List())
 	}
 	if _, err := cp.CreateVM(ctx, vmSpec("vm-oncontainer")); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "modal_vm") {
 		t.Errorf("CreateVM on container-mode modal = %v, want ErrInvalid naming modal_vm", err)

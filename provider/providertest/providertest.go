@@ -1,9 +1,11 @@
 // Package providertest is the conformance suite every agentenv.Provider passes. A provider's
 // test calls Run with a constructor and an image; Run checks the contracts written on
-// agentenv.Provider (and on agentenv.Networker when it declares PrivateNetworks): labels round
-// trip, List finds by record, Terminate is idempotent and counts a finished sandbox as
-// terminated, Get tells a finished sandbox from a missing one, and a Create that is cancelled
-// or refused leaves nothing listed.
+// agentenv.Provider and on the abilities it has (agentenv.AbilitiesOf): labels round trip, List
+// finds by record, Terminate is idempotent and counts a finished sandbox as terminated, Get
+// tells a finished sandbox from a missing one, a Create that is cancelled or refused leaves
+// nothing listed; a decorator (agentenv.Intercept) keeps every ability; and each ability it
+// declares works (private networks, exec, files). VM stacks are checked by the deploy tests of
+// each VM provider, which run a whole env in one.
 //
 // Every subtest uses its own random record ids and terminates what it made in t.Cleanup.
 package providertest
@@ -16,6 +18,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,6 +49,10 @@ type Options struct {
 	// (Modal lists running sandboxes only): the Exited subtest then wants List to return
 	// nothing for it, instead of one exited sandbox. Get must still report ErrGone.
 	FinishedUnlisted bool
+
+	// ExecCommand, run with Exec in a sandbox running Command, exits with ExitCode; default
+	// ExitCommand. Used when the provider has agentenv.Execer.
+	ExecCommand []string
 }
 
 // Run runs the conformance suite against the providers newProvider returns (one per subtest).
@@ -68,6 +75,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) agentenv.Provider, opts Op
 		{"CreateCancelledMidway", s.createCancelledMidway},
 		{"InvalidRecordLabel", s.invalidRecordLabel},
 		{"Network", s.network},
+		{"Abilities", s.abilities},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newProvider(t)) })
@@ -331,15 +339,13 @@ func (s *suite) invalidRecordLabel(t *testing.T, p agentenv.Provider) {
 }
 
 func (s *suite) network(t *testing.T, p agentenv.Provider) {
-	// The capabilities decide, not the type: one type may serve providers of both kinds (modal
+	// The abilities decide, not the type: one type may serve providers of both kinds (modal
 	// and modal_vm), and only those that declare private networks promise them.
-	if !p.Capabilities().PrivateNetworks {
+	if agentenv.AbilitiesOf(p).Networker == nil {
+		t.Logf("%s has no private networks", p.Name())
 		return
 	}
-	nw, ok := p.(agentenv.Networker)
-	if !ok {
-		t.Fatalf("%s declares PrivateNetworks but does not implement agentenv.Networker", p.Name())
-	}
+	nw := agentenv.AbilitiesOf(p).Networker
 	ctx := t.Context()
 	netID, id := NewID(), NewID()
 	terminateAtEnd(t, p, id)
@@ -376,5 +382,56 @@ func (s *suite) network(t *testing.T, p agentenv.Provider) {
 		if sbs := listRecord(t, p, rid); len(sbs) != 0 {
 			t.Errorf("List(record=%s) after Terminate = %v, want none", rid, sbs)
 		}
+	}
+}
+
+// abilities checks that a decorator keeps exactly p's abilities, and that exec and files, where
+// p has them, do what their contracts say.
+func (s *suite) abilities(t *testing.T, p agentenv.Provider) {
+	have := agentenv.AbilitiesOf(p)
+	pass := func(ctx context.Context, _ string, call func(context.Context) error) error { return call(ctx) }
+	if got, want := agentenv.AbilitiesOf(agentenv.Intercept(p, pass)).List(), have.List(); !slices.Equal(got, want) {
+		t.Errorf("abilities through a decorator = %v, want %v", got, want)
+	}
+	t.Logf("%s has %v", p.Name(), have.List())
+	if have.Execer == nil && have.Files == nil {
+		return
+	}
+	ctx := t.Context()
+	id := NewID()
+	terminateAtEnd(t, p, id)
+	sb, err := p.Create(ctx, s.spec(id, s.opts.Command))
+	if err != nil {
+		t.Fatalf("Create(%s) = %v", id, err)
+	}
+	if x := have.Execer; x != nil {
+		argv := s.opts.ExecCommand
+		if len(argv) == 0 {
+			argv = s.opts.ExitCommand
+		}
+		res, err := x.Exec(ctx, sb.ID, argv)
+		if err != nil || res.ExitCode != s.opts.ExitCode {
+			t.Errorf("Exec(%v) = exit %d, %v; want exit %d and no error", argv, res.ExitCode, err, s.opts.ExitCode)
+		}
+		if _, err := x.Exec(ctx, "t-missing-"+id, argv); err == nil {
+			t.Errorf("Exec in a sandbox that does not exist = nil error, want one")
+		}
+	}
+	if f := have.Files; f != nil {
+		const file = "/tmp/agentenv-conformance/probe.txt"
+		want := []byte("written by providertest\n")
+		if err := f.WriteFile(ctx, sb.ID, file, want); err != nil {
+			t.Fatalf("WriteFile(%s) = %v", file, err)
+		}
+		got, err := f.ReadFile(ctx, sb.ID, file)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("ReadFile(%s) = %q, %v; want %q", file, got, err, want)
+		}
+		if _, err := f.ReadFile(ctx, sb.ID, "/tmp/agentenv-conformance/absent.txt"); !errors.Is(err, agentenv.ErrNotFound) {
+			t.Errorf("ReadFile of a missing file = %v, want ErrNotFound", err)
+		}
+	}
+	if err := p.Terminate(ctx, sb.ID); err != nil {
+		t.Errorf("Terminate(%s) = %v", sb.ID, err)
 	}
 }

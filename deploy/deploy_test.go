@@ -1,0 +1,284 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/fault"
+	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/provider/fake"
+	"github.com/agentenv/agentenv/spec"
+)
+
+// These tests deploy on the in-memory provider, with no Docker: every sandbox, network, VM and
+// ledger record is real to the lifecycle, and readiness is instant (nothing answers MCP in the
+// fake), so they check what a deploy creates, in what order, and what it undoes.
+
+type rig struct {
+	fake   *fake.Provider
+	broken *fault.Provider // a second member whose creates fail, for chains
+	led    agentenv.Ledger
+	mgr    *lifecycle.Manager
+	d      *Deployer
+	env    *spec.Env
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { led.Close() })
+	r := &rig{fake: fake.New("fake"), led: led}
+	r.broken = fault.WrapProvider(fake.New("broken"), fault.NewPlan(
+		fault.Rule{Op: agentenv.OpCreate, Action: fault.Error},
+		fault.Rule{Op: agentenv.OpRunInVM, Action: fault.Error},
+	))
+	r.mgr, err = lifecycle.New(lifecycle.Config{
+		Ledger: led, Providers: map[string]agentenv.Provider{"fake": r.fake, "broken": r.broken},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.mgr.Close)
+	r.d = New(r.mgr, nil)
+	r.d.ready = func(*stack, context.Context, spec.Component, string) error { return nil }
+	if r.env, err = spec.Load(filepath.Join("..", "examples", "notes", "env.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// up returns the records of the ledger that are not gone.
+func (r *rig) up(t *testing.T) []agentenv.Record {
+	t.Helper()
+	recs, err := r.led.List(context.Background(), agentenv.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var up []agentenv.Record
+	for _, rec := range recs {
+		if rec.State != agentenv.StateGone {
+			up = append(up, rec)
+		}
+	}
+	return up
+}
+
+// assertNothingLeft fails unless the fake holds nothing (but keep) and every record but keep's
+// is gone.
+func (r *rig) assertNothingLeft(t *testing.T, keep ...string) {
+	t.Helper()
+	var live []string
+	for _, id := range r.fake.Live() {
+		if !contains(keep, id) {
+			live = append(live, id)
+		}
+	}
+	if len(live) > 0 {
+		t.Errorf("the provider still holds %v", live)
+	}
+	for _, rec := range r.up(t) {
+		if !contains(keep, rec.SandboxID) {
+			t.Errorf("record %s (%s) is %s, want gone", rec.ID, rec.Role, rec.State)
+		}
+	}
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDeployAndTeardownOnTheFake(t *testing.T) {
+	for _, mode := range []string{ModeContainer, ModeVM} {
+		t.Run(mode, func(t *testing.T) {
+			r := newRig(t)
+			res, err := r.d.Deploy(t.Context(), r.env, Options{Provider: "fake", Mode: mode})
+			if err != nil {
+				t.Fatalf("Deploy = %v", err)
+			}
+			if res.Doc.State != agentenv.DeploymentLive || res.Doc.Mode != mode || res.Doc.Winner != "fake" || res.Token == "" || !strings.HasSuffix(res.GatewayURL, "/mcp") {
+				t.Errorf("Deploy = %+v, want a live %s deployment won by fake with a token and a gateway URL", res.Doc, mode)
+			}
+			want := map[string]int{ModeContainer: 6, ModeVM: 1}[mode] // network + 5 components, or the VM
+			if n := len(r.up(t)); n != want {
+				t.Errorf("%d records up, want %d", n, want)
+			}
+			rc, err := r.d.Teardown(t.Context(), res.Doc.ID)
+			if err != nil || !rc.Clean() {
+				t.Errorf("Teardown = %+v, %v; want a clean receipt", rc, err)
+			}
+			r.assertNothingLeft(t)
+		})
+	}
+}
+
+// A deploy cancelled at each of its progress events, in both modes, tears down everything it
+// made before it returns (seeds 000 and 001).
+func TestDeployCancelledAtEachEvent(t *testing.T) {
+	for _, mode := range []string{ModeContainer, ModeVM} {
+		t.Run(mode, func(t *testing.T) {
+			var events int
+			{
+				r := newRig(t)
+				res, err := r.d.Deploy(t.Context(), r.env, Options{Provider: "fake", Mode: mode, Progress: func(Event) { events++ }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.d.Teardown(t.Context(), res.Doc.ID)
+			}
+			if events < 5 {
+				t.Fatalf("a %s deploy reported %d events, want at least 5", mode, events)
+			}
+			for i := 1; i <= events; i++ {
+				r := newRig(t)
+				ctx, cancel := context.WithCancel(t.Context())
+				var mu sync.Mutex
+				n, at := 0, ""
+				_, err := r.d.Deploy(ctx, r.env, Options{Provider: "fake", Mode: mode, Progress: func(e Event) {
+					mu.Lock()
+					defer mu.Unlock()
+					if n++; n == i {
+						at = e.Component + " " + e.Phase
+						cancel()
+					}
+				}})
+				cancel()
+				if !errors.Is(err, context.Canceled) && i < events {
+					t.Errorf("cancelled at event %d (%s): Deploy = %v, want context.Canceled", i, at, err)
+				}
+				r.assertNothingLeft(t)
+			}
+		})
+	}
+}
+
+// A chain whose first member fails leaves nothing of it and deploys on the next.
+func TestChainFallsToTheNextMember(t *testing.T) {
+	for _, mode := range []string{ModeContainer, ModeVM} {
+		t.Run(mode, func(t *testing.T) {
+			r := newRig(t)
+			res, err := r.d.Deploy(t.Context(), r.env, Options{Provider: "broken,fake", Mode: mode})
+			if err != nil {
+				t.Fatalf("Deploy = %v", err)
+			}
+			if res.Doc.Winner != "fake" {
+				t.Errorf("winner = %q, want fake", res.Doc.Winner)
+			}
+			for _, rec := range r.up(t) {
+				if rec.Provider != "fake" {
+					t.Errorf("record %s of %s is %s, want gone", rec.ID, rec.Provider, rec.State)
+				}
+			}
+			if _, err := r.d.Teardown(t.Context(), res.Doc.ID); err != nil {
+				t.Error(err)
+			}
+			r.assertNothingLeft(t)
+		})
+	}
+}
+
+// A deploy into a caller's VM that fails removes only what it started there, and never the VM.
+func TestDeployIntoACallersVMUndoesOnlyItsPart(t *testing.T) {
+	r := newRig(t)
+	vm, vsb, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Kind: agentenv.KindVM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err = r.d.Deploy(ctx, r.env, Options{Provider: "fake", Mode: ModeVM, Into: vm.ID, Progress: func(e Event) {
+		if e.Component == "notes" && e.Phase == "ready" {
+			cancel()
+		}
+	}})
+	cancel()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Deploy = %v, want context.Canceled", err)
+	}
+	if left := r.fake.InVM(vsb.ID); len(left) != 0 {
+		t.Errorf("the caller's VM still runs %v of the failed deploy", left)
+	}
+	if _, err := r.mgr.Get(t.Context(), vm.ID); err != nil {
+		t.Errorf("the caller's VM: %v, want it running", err)
+	}
+	r.assertNothingLeft(t, vsb.ID)
+}
+
+// Reattach: a dead service DB is a warning, a dead server an error (the seeds' rules).
+func TestReattach(t *testing.T) {
+	r := newRig(t)
+	res, err := r.d.Deploy(t.Context(), r.env, Options{Provider: "fake", Mode: ModeContainer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.d.Teardown(context.Background(), res.Doc.ID) })
+	back, warnings, err := r.d.Reattach(t.Context(), res.Doc.ID)
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("Reattach of a healthy deployment = %v, %v", warnings, err)
+	}
+	for name, addr := range res.Endpoints {
+		if back.Endpoints[name] != addr {
+			t.Errorf("reattached endpoint of %s = %q, want %q as deployed", name, back.Endpoints[name], addr)
+		}
+	}
+	byRole := map[agentenv.Role]agentenv.Record{}
+	for _, rec := range r.up(t) {
+		byRole[rec.Role] = rec
+	}
+	r.fake.Kill(byRole[agentenv.RoleServiceDB].SandboxID, 137)
+	if _, warnings, err := r.d.Reattach(t.Context(), res.Doc.ID); err != nil || len(warnings) != 1 {
+		t.Errorf("Reattach with the service DB down = %v, %v; want one warning", warnings, err)
+	}
+	r.fake.Remove(byRole[agentenv.RoleMCPServer].SandboxID)
+	if _, _, err := r.d.Reattach(t.Context(), res.Doc.ID); err == nil || !strings.Contains(err.Error(), "is down") {
+		t.Errorf("Reattach with the server gone = %v, want an error saying it is down", err)
+	}
+}
+
+// A provider wrapped for chaos testing keeps every ability: a VM-mode deploy through it works
+// (it failed with "cannot host a VM stack" when the wrapper forwarded only private networks).
+func TestDeployThroughAFaultWrapper(t *testing.T) {
+	inner := fake.New("chaos")
+	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	plan := fault.NewPlan(fault.Rule{Op: agentenv.OpTerminate, Call: 99, Action: fault.Error})
+	mgr, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: map[string]agentenv.Provider{"chaos": fault.WrapProvider(inner, plan)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	d := New(mgr, nil)
+	d.ready = func(*stack, context.Context, spec.Component, string) error { return nil }
+	env, err := spec.Load(filepath.Join("..", "examples", "kv", "env.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Deploy(t.Context(), env, Options{Provider: "chaos", Mode: ModeVM})
+	if err != nil {
+		t.Fatalf("VM-mode deploy through the fault wrapper = %v", err)
+	}
+	if rc, err := d.Teardown(t.Context(), res.Doc.ID); err != nil || !rc.Clean() {
+		t.Errorf("Teardown = %+v, %v", rc, err)
+	}
+	if live := inner.Live(); len(live) != 0 {
+		t.Errorf("left %v", live)
+	}
+	if plan.Calls(agentenv.OpRunInVM) == 0 {
+		t.Errorf("the stack's containers did not go through the plan")
+	}
+}
