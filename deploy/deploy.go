@@ -1,7 +1,7 @@
 // Package deploy turns an env file into running sandboxes behind one MCP gateway, and back into
-// nothing. It follows DESIGN.md §4: container mode (one sandbox per component on a private
-// network, each recorded the moment it is created) or VM mode (one VM record owning the whole
-// stack); readiness that means the real thing answers; every wait drawn from one deploy budget;
+// nothing (ARCHITECTURE.md, "Deploying an env"): container mode (one sandbox per component on a
+// private network, each recorded the moment it is created) or VM mode (one VM record owning the
+// whole stack); readiness that means the real thing answers; every wait drawn from one deploy budget;
 // and on any failure or cancellation, teardown of exactly what this attempt created, never a
 // caller's sandbox or an earlier deployment's.
 package deploy
