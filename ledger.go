@@ -44,8 +44,10 @@ const (
 
 // Owner names the process that owns a record while it works on it. On the same host an owner is
 // dead once no process has its pid and start time; from another host, once its lease passed.
+// "The same host" means the same machine boot and PID namespace, never merely the same host
+// name: two containers with one host name are two hosts.
 type Owner struct {
-	Host  string // hostname
+	Host  string // hostname@id, id drawn from the boot and the PID namespace (see lifecycle.CurrentOwner)
 	PID   int    // process id
 	Start int64  // process start time, in clock ticks since boot (Linux /proc/PID/stat field 22)
 }

@@ -223,8 +223,13 @@ func (m *Manager) inFlight(ctx context.Context, r agentenv.Record, now time.Time
 	return true
 }
 
-// collectReason says why gc should collect r, or "" to keep it.
+// collectReason says why gc should collect r, or "" to keep it. A record whose owner is
+// another process that still works is kept whatever else is true of it, its expiry included:
+// that process tears down what it made, and gc is safe to run beside it.
 func (m *Manager) collectReason(r agentenv.Record, now time.Time) string {
+	if !r.Owner.IsZero() && r.Owner != m.cfg.Owner && m.ownerAlive(r.Owner, r.LeaseUntil, now) {
+		return ""
+	}
 	if !r.Expires.IsZero() && now.After(r.Expires) {
 		return "expired"
 	}

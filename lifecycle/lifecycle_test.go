@@ -187,12 +187,19 @@ func TestGCLeavesLiveOwnersAlone(t *testing.T) {
 	if n := len(r.fake.Live()); n != 2 {
 		t.Errorf("fake holds %d sandboxes, want 2", n)
 	}
-	// Past expiry, both go.
+	// Past expiry, the released one goes; the one whose owner still works stays (gc --help).
 	later := r.manager(t, agentenv.Owner{Host: me.Host, PID: 99, Start: 99}, func() time.Time { return time.Now().Add(4 * time.Hour) })
-	if _, err := later.GC(t.Context(), lifecycle.GCOptions{}); err != nil {
+	if rep, err := later.GC(t.Context(), lifecycle.GCOptions{}); err != nil || len(rep.Actions) != 1 || rep.Actions[0].Record != rec2.ID {
+		t.Fatalf("gc past expiry = %+v, %v; want only the released record collected", rep, err)
+	}
+	if n := len(r.fake.Live()); n != 1 {
+		t.Errorf("fake holds %d sandboxes past expiry, want the live owner's 1", n)
+	}
+	owner.Close()
+	if _, err := owner.TeardownIDs(t.Context(), mustIDs(r)...); err != nil {
 		t.Fatal(err)
 	}
-	r.assertClean(t, "after expiry")
+	r.assertClean(t, "after the owner's teardown")
 }
 
 func TestChainMemberThatFailsCleansUpBeforeNext(t *testing.T) {

@@ -8,12 +8,16 @@ import (
 	"github.com/agentenv/agentenv/internal/procinfo"
 )
 
-// CurrentOwner returns the Owner that names this process: host name, pid and start time.
+// CurrentOwner returns the Owner that names this process: host name and host id (the boot and
+// PID namespace its pid belongs to, procinfo.HostID), pid and start time. gc checks an owner by
+// its pid only when the host (name and id) is its own, so processes in two containers with one
+// host name, sharing a ledger, judge each other by lease and never by a pid of the wrong space.
 func CurrentOwner() (agentenv.Owner, error) {
-	host, err := os.Hostname()
+	name, err := os.Hostname()
 	if err != nil {
 		return agentenv.Owner{}, fmt.Errorf("owner: hostname: %w", err)
 	}
+	host := name + "@" + procinfo.HostID()
 	pid := os.Getpid()
 	start, err := procinfo.Start(pid)
 	if err != nil {

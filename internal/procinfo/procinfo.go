@@ -1,8 +1,13 @@
 // Package procinfo reads what agentenv needs to know about a local process: its start time,
-// which together with its pid names it uniquely across pid reuse, and whether it still runs.
+// which together with its pid names it uniquely across pid reuse, whether it still runs, and
+// which PID space it lives in (HostID), so that a pid is only ever compared with pids of the
+// same space.
 package procinfo
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -64,4 +69,21 @@ func statFields(pid int) ([]string, error) {
 		return nil, fmt.Errorf("process %d: short stat", pid)
 	}
 	return f, nil
+}
+
+// HostID names the space in which this process's pids mean something: the machine's boot (the
+// kernel's boot id) and this process's PID namespace. Two processes with equal HostIDs can
+// check on each other by pid; two containers with the same host name have different HostIDs,
+// and so does one machine after a reboot. Where neither can be read, HostID is random, so that
+// other processes judge this one by its lease alone.
+func HostID() string {
+	boot, berr := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, nerr := os.Readlink("/proc/self/ns/pid")
+	if berr != nil || nerr != nil {
+		var b [8]byte
+		rand.Read(b[:])
+		return "r" + hex.EncodeToString(b[:])
+	}
+	h := sha256.Sum256([]byte(strings.TrimSpace(string(boot)) + "|" + ns))
+	return hex.EncodeToString(h[:6])
 }
