@@ -129,14 +129,18 @@ func (s *loadData) Run(ctx context.Context, sc *scope) (Result, error) {
 		return Result{}, err
 	}
 	parts := make([]envproto.Part, 0, len(s.Parts))
-	for _, p := range s.Parts {
+	for i, p := range s.Parts {
 		switch {
 		case p.Text != "":
 			parts = append(parts, envproto.Part{Kind: "text", Text: p.Text})
 		case p.Data != nil:
 			parts = append(parts, envproto.Part{Kind: "data", Data: json.RawMessage(marshal(p.Data))})
 		default:
-			b, err := os.ReadFile(sc.path(p.File))
+			file, err := sc.within(fmt.Sprintf("parts[%d].file", i), p.File)
+			if err != nil {
+				return Result{}, err
+			}
+			b, err := os.ReadFile(file)
 			if err != nil {
 				return Result{}, fmt.Errorf("part: %w", err)
 			}

@@ -159,6 +159,9 @@ func (r *Runner) Run(ctx context.Context, t *Task, opts RunOptions) (Summary, er
 	if r.runs() == nil {
 		return sum, fmt.Errorf("run %s: no ledger: %w", t.Name, agentenv.ErrInvalid)
 	}
+	if err := t.preflight(opts); err != nil {
+		return sum, err
+	}
 	insts, err := r.instances(t, opts.Seeds)
 	if err != nil {
 		return sum, err

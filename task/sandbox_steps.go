@@ -42,6 +42,9 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		return Result{}, fmt.Errorf("no lifecycle manager configured")
 	}
 	prov := s.Provider
+	if err := switchesToProcess(sc.e.opts.Provider, prov); err != nil {
+		return Result{}, err
+	}
 	if prov == "" {
 		prov = sc.e.opts.Provider
 	}
@@ -140,7 +143,11 @@ func (s *writeFile) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	data := []byte(s.Content)
 	if s.From != "" {
-		if data, err = os.ReadFile(sc.path(s.From)); err != nil {
+		from, err := sc.within("from", s.From)
+		if err != nil {
+			return Result{}, err
+		}
+		if data, err = os.ReadFile(from); err != nil {
 			return Result{}, fmt.Errorf("from: %w", err)
 		}
 	}
