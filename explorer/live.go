@@ -134,9 +134,9 @@ func (l *live) start(req RunRequest) (string, error) {
 		default:
 		}
 		if err == nil {
-			err = errors.New("start: the run ended before its first episode began")
+			err = errors.New("the run ended before its first episode began")
 		}
-		return "", err
+		return "", httpError{http.StatusBadRequest, "start: " + err.Error()}
 	case <-t.C:
 		cancel()
 		return "", fmt.Errorf("start: no episode began within %s; cancelled", startWait)

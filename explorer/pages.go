@@ -132,17 +132,17 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("%dd%s", int(d.Hours()/24), suffix)
 	},
 	// bar geometry for the inline SVG charts: a fraction of a full height or width.
-	"scale": func(frac, full float64) float64 { return math.Round(math.Max(0, frac)*full*10) / 10 },
-	"sub":   func(a, b float64) float64 { return math.Round((a-b)*10) / 10 },
-	"add":   func(a, b float64) float64 { return math.Round((a+b)*10) / 10 },
-	"pos":   func(i int, w float64) float64 { return float64(i) * w },
-	"div":   func(a float64, b int) float64 { return a / float64(max(b, 1)) },
-	"list":  func(s ...string) []string { return s },
-	"addi":  func(a, b int) int { return a + b },
-	"sub1":  func(a int) int { return a - 1 },
-	"lower": func(s string) string { return cssClass(s) },
+	"scale":    func(frac, full float64) float64 { return math.Round(math.Max(0, frac)*full*10) / 10 },
+	"sub":      func(a, b float64) float64 { return math.Round((a-b)*10) / 10 },
+	"add":      func(a, b float64) float64 { return math.Round((a+b)*10) / 10 },
+	"pos":      func(i int, w float64) float64 { return float64(i) * w },
+	"div":      func(a float64, b int) float64 { return a / float64(max(b, 1)) },
+	"list":     func(s ...string) []string { return s },
+	"addi":     func(a, b int) int { return a + b },
+	"sub1":     func(a int) int { return a - 1 },
+	"lower":    func(s string) string { return cssClass(s) },
 	"outcomes": func() []string { return outcomes },
-	"count": func(m map[string]int, k string) int { return m[k] },
+	"count":    func(m map[string]int, k string) int { return m[k] },
 	"q": func(kv ...string) string {
 		v := url.Values{}
 		for i := 0; i+1 < len(kv); i += 2 {

@@ -23,7 +23,7 @@ func (x *Explorer) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	for _, v := range []struct {
 		page, api, tmpl string
-		fn             view
+		fn              view
 	}{
 		{"/{$}", "/groups", "groups", x.groupsView},
 		{"/groups/{id}", "/groups/{id}", "group", x.groupView},

@@ -46,6 +46,7 @@ verified, and 'agentenv gc' finds whatever a killed process left behind.`,
 		newImagesCmd(a),
 		newSoakCmd(a),
 		newBenchCmd(a),
+		newUICmd(a),
 	)
 	return root, a.close
 }
