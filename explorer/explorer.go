@@ -87,6 +87,9 @@ type Config struct {
 	// the cookie that opening a page with ?token=TOKEN sets.
 	Token  string
 	Logger *slog.Logger // nil discards
+	// Context is what runs started from the pages derive from: its cancellation cancels them,
+	// and its values reach their teardowns (the CLI's hard stop). Background if nil.
+	Context context.Context
 }
 
 // Explorer serves the pages and the API. Close it to cancel the runs it started.
@@ -123,7 +126,11 @@ func New(cfg Config) (*Explorer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	parent := cfg.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := context.WithCancel(parent)
 	x := &Explorer{cfg: cfg, log: log, csrf: csrf, pages: p, baseCtx: ctx, stop: stop}
 	x.live = newLive(x)
 	x.mux = x.routes()

@@ -71,7 +71,7 @@ are cancelled and tear down what they made first.`,
 			d := deploy.New(mgr, a.log)
 			x, err := explorer.New(explorer.Config{
 				Ledger: mgr.Ledger(), Runner: uiRunner{a: a, mgr: mgr, workdir: sd}, Deployer: d, Collector: mgr,
-				Inventory: uiInventory{a: a, mgr: mgr}, RunsDir: sd + "/runs", Hosts: hosts, Token: f.token, Logger: a.log,
+				Inventory: uiInventory{a: a, mgr: mgr}, RunsDir: sd + "/runs", Hosts: hosts, Token: f.token, Logger: a.log, Context: ctx,
 			})
 			if err != nil {
 				ln.Close()
@@ -163,4 +163,6 @@ func (u uiInventory) Sandboxes(ctx context.Context) ([]explorer.Sandbox, error) 
 	return out, nil
 }
 
-func (u uiInventory) Health(ctx context.Context, r agentenv.Record) string { return health(ctx, u.a, r) }
+func (u uiInventory) Health(ctx context.Context, r agentenv.Record) string {
+	return health(ctx, u.a, r)
+}
