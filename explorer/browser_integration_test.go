@@ -163,6 +163,21 @@ func eval[T any](b *browserTest, what, expr string) T {
 	return v
 }
 
+// startFromPage starts examples/notes-task with k and concurrency from the start page, and
+// waits for the group page it leads to; shot names a screenshot of the filled form.
+func (b *browserTest) startFromPage(k, concurrency, shot string) {
+	b.t.Helper()
+	b.do("open the start page", 30*time.Second, chromedp.Navigate(b.url+"/start"), chromedp.WaitVisible(chromedp.CSS("#start")))
+	b.do("fill the form", 10*time.Second,
+		chromedp.SetValue(chromedp.CSS(`#start input[name=task]`), "../examples/notes-task"),
+		chromedp.SetValue(chromedp.CSS(`#start input[name=k]`), k),
+		chromedp.SetValue(chromedp.CSS(`#start input[name=concurrency]`), concurrency))
+	if shot != "" {
+		b.shot(shot)
+	}
+	b.do("start", 3*time.Minute, chromedp.Click(chromedp.CSS(`#start button`)), chromedp.WaitVisible(chromedp.CSS("#episodes")))
+}
+
 func newBrowserTest(t *testing.T) *browserTest {
 	dc := dockertest.Require(t)
 	if _, err := os.Stat(chromium); err != nil {
@@ -397,13 +412,7 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("start a run and watch it finish without reloading", func(t *testing.T) {
 		b.t = t
-		b.do("open the start page", 30*time.Second, chromedp.Navigate(b.url+"/start"), chromedp.WaitVisible(chromedp.CSS("#start")))
-		b.do("fill the form", 10*time.Second,
-			chromedp.SetValue(chromedp.CSS(`#start input[name=task]`), "../examples/notes-task"),
-			chromedp.SetValue(chromedp.CSS(`#start input[name=k]`), "2"),
-			chromedp.SetValue(chromedp.CSS(`#start input[name=concurrency]`), "2"))
-		b.shot("06-start")
-		b.do("start", 3*time.Minute, chromedp.Click(chromedp.CSS(`#start button`)), chromedp.WaitVisible(chromedp.CSS("#episodes")))
+		b.startFromPage("2", "2", "06-start")
 		eval[bool](b, "mark the page", `window.agentenvMarker = true`)
 		b.waitText("live progress", "main", "running", 30*time.Second)
 		b.shot("07-group-running")
@@ -419,13 +428,8 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("cancel a run", func(t *testing.T) {
 		b.t = t
-		b.do("open the start page", 30*time.Second, chromedp.Navigate(b.url+"/start"), chromedp.WaitVisible(chromedp.CSS("#start")))
-		b.do("start a long run", 3*time.Minute,
-			chromedp.SetValue(chromedp.CSS(`#start input[name=task]`), "../examples/notes-task"),
-			chromedp.SetValue(chromedp.CSS(`#start input[name=k]`), "6"),
-			chromedp.SetValue(chromedp.CSS(`#start input[name=concurrency]`), "1"),
-			chromedp.Click(chromedp.CSS(`#start button`)),
-			chromedp.WaitVisible(chromedp.CSS(`form[data-api$="/cancel"] button`)))
+		b.startFromPage("6", "1", "")
+		b.do("wait for the cancel button", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`form[data-api$="/cancel"] button`)))
 		loc := eval[string](b, "read the group", `location.pathname`)
 		b.do("cancel", 30*time.Second, chromedp.Click(chromedp.CSS(`form[data-api$="/cancel"] button`)))
 		b.waitText("the cancelled run", "main", "cancelled", 3*time.Minute)

@@ -2,7 +2,10 @@ package explorer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -150,6 +153,23 @@ func (x *Explorer) groupFrom(runs []agentenv.Run, now time.Time, withRuns bool) 
 	return g
 }
 
+// otherGroup is the error of asking for a group by the id of one of its later episodes: the
+// handlers redirect to the group's own id.
+type otherGroup string
+
+func (g otherGroup) Error() string { return "run " + string(g) + " is episode 1 of this group" }
+
+// redirect writes a redirect to the group when err is an otherGroup, under prefix (/groups/
+// or /api/v1/groups/), and reports whether it did.
+func redirect(w http.ResponseWriter, r *http.Request, err error, prefix string) bool {
+	var g otherGroup
+	if !errors.As(err, &g) {
+		return false
+	}
+	http.Redirect(w, r, prefix+url.PathEscape(string(g)), http.StatusPermanentRedirect)
+	return true
+}
+
 // group returns the group whose episode 1 is run id, with its runs.
 func (x *Explorer) group(ctx context.Context, id string) (Group, error) {
 	head, err := x.cfg.Ledger.Runs().Get(ctx, id)
@@ -159,7 +179,7 @@ func (x *Explorer) group(ctx context.Context, id string) (Group, error) {
 	if gid, err := x.groupOf(ctx, head); err != nil {
 		return Group{}, err
 	} else if gid != id {
-		return Group{}, httpError{code: 308, msg: gid} // the handler redirects to the group
+		return Group{}, otherGroup(gid)
 	}
 	runs, err := x.members(ctx, head)
 	if err != nil {

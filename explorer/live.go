@@ -126,7 +126,7 @@ func (l *live) start(req RunRequest) (string, error) {
 	defer t.Stop()
 	select {
 	case id := <-ln.first:
-		return id, nil
+		return id, l.recorded(id, t.C)
 	case err := <-errc:
 		select {
 		case id := <-ln.first:
@@ -140,6 +140,27 @@ func (l *live) start(req RunRequest) (string, error) {
 	case <-t.C:
 		cancel()
 		return "", fmt.Errorf("start: no episode began within %s; cancelled", startWait)
+	}
+}
+
+// recorded waits until the ledger holds run id (an episode announces itself just before its
+// first write), so that the group page it leads to exists.
+func (l *live) recorded(id string, deadline <-chan time.Time) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := l.x.cfg.Ledger.Runs().Get(l.x.baseCtx, id); err == nil {
+			return nil
+		} else if !errors.Is(err, agentenv.ErrNotFound) {
+			return fmt.Errorf("start: %w", err)
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return fmt.Errorf("start: run %s began but is not in the ledger after %s", id, startWait)
+		case <-l.x.baseCtx.Done():
+			return fmt.Errorf("start: %w", l.x.baseCtx.Err())
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package explorer
 import (
 	"bytes"
 	"embed"
-	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -70,9 +69,7 @@ func (x *Explorer) page(name string, fn view) http.Handler {
 		d := pageData{Nav: name, CSRF: x.csrf, Path: r.URL.Path, Code: http.StatusOK}
 		v, err := fn(r)
 		if err != nil {
-			var he httpError
-			if errors.As(err, &he) && he.code == http.StatusPermanentRedirect {
-				http.Redirect(w, r, "/groups/"+url.PathEscape(he.msg), he.code)
+			if redirect(w, r, err, "/groups/") {
 				return
 			}
 			d.Code, d.Err, name = statusOf(err), err.Error(), "error"

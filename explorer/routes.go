@@ -2,7 +2,6 @@ package explorer
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -62,9 +61,7 @@ func (x *Explorer) api(fn view) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, err := fn(r)
 		if err != nil {
-			var he httpError
-			if errors.As(err, &he) && he.code == http.StatusPermanentRedirect {
-				http.Redirect(w, r, "/api/v1/groups/"+url.PathEscape(he.msg), he.code)
+			if redirect(w, r, err, "/api/v1/groups/") {
 				return
 			}
 			writeJSON(w, statusOf(err), map[string]string{"error": err.Error()})
