@@ -22,6 +22,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/explorer"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 )
@@ -180,9 +181,6 @@ func (b *browserTest) startFromPage(k, concurrency, shot string) {
 
 func newBrowserTest(t *testing.T) *browserTest {
 	dc := dockertest.Require(t)
-	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("browser tests need Debian's Chromium at %s (apt-get install chromium): %v", chromium, err)
-	}
 	b := &browserTest{t: t, bin: buildCLI(t), state: t.TempDir(), dc: dc}
 	b.ledgerDB = filepath.Join(b.state, "agentenv", "ledger.db")
 	b.shots = os.Getenv("AGENTENV_TEST_ARTIFACTS")
@@ -250,16 +248,26 @@ func (b *browserTest) startUI() {
 	}
 }
 
-func (b *browserTest) startBrowser() {
-	b.t.Helper()
+// newTab starts a headless Chromium for the test and returns its tab.
+func newTab(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("browser tests need Debian's Chromium at %s (apt-get install chromium): %v", chromium, err)
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
 		chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-dev-shm-usage", true))
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	b.t.Cleanup(func() { cancel(); acancel() })
+	t.Cleanup(func() { cancel(); acancel() })
 	if err := chromedp.Do(ctx); err != nil {
-		b.t.Fatalf("start chromium: %v", err)
+		t.Fatalf("start chromium: %v", err)
 	}
+	return ctx
+}
+
+func (b *browserTest) startBrowser() {
+	b.t.Helper()
+	ctx := newTab(b.t)
 	// confirm() of the buttons is accepted; an alert() means script from data ran.
 	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
 	go func() {
@@ -497,4 +505,37 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("the cancelled filter shows passed episodes:\n%s", text)
 		}
 	})
+}
+
+// TestRunsPageRendered10k measures, in Chromium, how long the runs and groups pages take over
+// a ledger of 10,000 episodes: to the first byte, to DOMContentLoaded and to the load event
+// (Navigation Timing). It reports figures; it asserts only that the pages render their rows.
+func TestRunsPageRendered10k(t *testing.T) {
+	r := newRig(t, explorer.Config{})
+	t0 := time.Now().Add(-48 * time.Hour)
+	for g := range 2500 {
+		r.putGroup(t, "notes-task", 4, t0.Add(time.Duration(g)*time.Minute), func(i int) *float64 { return ptr(float64(i % 2)) })
+	}
+	tab := newTab(t)
+	for _, path := range []string{"/runs", "/runs?outcome=passed", "/"} {
+		ctx, cancel := context.WithTimeout(tab, time.Minute)
+		if err := chromedp.Do(ctx, chromedp.Navigate(r.srv.URL+path), chromedp.WaitVisible(chromedp.CSS("table.grid tbody tr"))); err != nil {
+			cancel()
+			t.Fatalf("open %s: %v", path, err)
+		}
+		timing, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]float64](`(() => {
+			const n = performance.getEntriesByType("navigation")[0];
+			return {ttfb: n.responseStart - n.requestStart, dom: n.domContentLoadedEventEnd - n.startTime,
+				load: n.loadEventEnd - n.startTime, rows: document.querySelectorAll("table.grid tbody tr").length};
+		})()`))
+		cancel()
+		if err != nil {
+			t.Fatalf("timing of %s: %v", path, err)
+		}
+		if timing["rows"] < 25 {
+			t.Errorf("%s shows %v rows, want a full page", path, timing["rows"])
+		}
+		t.Logf("%-22s 10,000 episodes: first byte %.1f ms, DOMContentLoaded %.1f ms, load %.1f ms, %v rows",
+			path, timing["ttfb"], timing["dom"], timing["load"], timing["rows"])
+	}
 }

@@ -24,8 +24,13 @@ import (
 // have been created (episodes start concurrently).
 const slack = time.Second
 
-// groupPage is how many member runs one ledger query reads.
-const groupPage = 500
+// firstGroupPage is how many member runs the first ledger query of a group reads; each
+// further query reads four times more, up to lastGroupPage, so that a group of 4 costs one
+// small query and a group of 10,000 a few large ones.
+const (
+	firstGroupPage = 16
+	lastGroupPage  = 1024
+)
 
 // maxGroup bounds how many runs one group holds (an eval of many tasks × k is the evals
 // issue's to record; this bounds a page, not the ledger).
@@ -56,7 +61,7 @@ func (x *Explorer) members(ctx context.Context, head agentenv.Run) ([]agentenv.R
 	}
 	q := agentenv.DocQuery{
 		Fields: map[string]string{"task_digest": head.TaskDigest, "attrs.file": head.Attrs["file"]},
-		From:   head.Created.Add(-slack), Oldest: true, Limit: groupPage,
+		From:   head.Created.Add(-slack), Oldest: true, Limit: firstGroupPage,
 	}
 	byEpisode := map[int]agentenv.Run{}
 	maxEp := 0
@@ -89,7 +94,7 @@ func (x *Explorer) members(ctx context.Context, head agentenv.Run) ([]agentenv.R
 		if p.Next == "" {
 			break
 		}
-		q.Cursor = p.Next
+		q.Cursor, q.Limit = p.Next, min(q.Limit*4, lastGroupPage)
 	}
 	return ordered(byEpisode, maxEp), nil
 }
