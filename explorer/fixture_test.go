@@ -17,7 +17,6 @@ import (
 	"github.com/agentenv/agentenv/explorer"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
-	"github.com/agentenv/agentenv/task"
 )
 
 // rig is an explorer over a SQLite ledger in a temporary folder, served by httptest.
@@ -105,7 +104,7 @@ func (r *rig) putGroup(t testing.TB, name string, k int, start time.Time, score 
 		ids = append(ids, id)
 		created := start.Add(time.Duration(i-1) * 10 * time.Millisecond)
 		s := score(i)
-		run := agentenv.Run{ID: id, Task: name, TaskDigest: "sha256:" + name, Status: task.RunCompleted, Score: s,
+		run := agentenv.Run{ID: id, Task: name, TaskDigest: "sha256:" + name, Status: "completed", Score: s,
 			Attrs: map[string]string{"episode": fmt.Sprint(i), "file": "examples/" + name + "/task.yaml"}, Created: created,
 			Ended: created.Add(time.Duration(i) * time.Second)}
 		half := 0.5
@@ -117,11 +116,11 @@ func (r *rig) putGroup(t testing.TB, name string, k int, start time.Time, score 
 		}
 		switch {
 		case s == nil:
-			run.Status, run.Ended = task.RunRunning, time.Time{}
-			run.Steps[2].Status, run.Steps[2].Score = task.StatusRunning, nil
+			run.Status, run.Ended = "running", time.Time{}
+			run.Steps[2].Status, run.Steps[2].Score = "running", nil
 		case *s == 0:
-			run.Status, run.Error = task.RunFailed, "step env: deploy: engine said <no>"
-			run.Steps[0].Status = task.StatusFailed
+			run.Status, run.Error = "failed", "step env: deploy: engine said <no>"
+			run.Steps[0].Status = "failed"
 		}
 		run.Receipt = &agentenv.Receipt{Items: []agentenv.ReceiptItem{{Record: "rec-" + id, SandboxID: "c0ffee", Provider: "docker", Kind: agentenv.KindSandbox, Role: "gateway", Outcome: agentenv.OutcomeTerminated}},
 			Started: run.Ended, Finished: run.Ended.Add(300 * time.Millisecond)}

@@ -297,13 +297,13 @@ func (l *live) poll() {
 		l.mu.Unlock()
 		ctx, cancel := cleanup.Context(l.x.baseCtx, 5*time.Second)
 		now := map[string]agentenv.Run{}
-		running, err1 := l.x.cfg.Ledger.Runs().Page(ctx, agentenv.DocQuery{States: []string{task.RunRunning}, Limit: 500})
+		running, err1 := l.x.cfg.Ledger.Runs().Page(ctx, agentenv.DocQuery{States: []string{runRunning}, Limit: 500})
 		newest, err2 := l.x.cfg.Ledger.Runs().Page(ctx, agentenv.DocQuery{Limit: 20})
 		for _, r := range append(running.Docs, newest.Docs...) {
 			now[r.ID] = r
 		}
 		for id, st := range seen {
-			if _, ok := now[id]; !ok && st.status == task.RunRunning {
+			if _, ok := now[id]; !ok && st.status == runRunning {
 				if r, err := l.x.cfg.Ledger.Runs().Get(ctx, id); err == nil {
 					now[id] = r
 				}
@@ -318,9 +318,10 @@ func (l *live) poll() {
 		for id, r := range now {
 			var b strings.Builder
 			for _, s := range r.Steps {
-				b.WriteString(s.Status[:min(2, len(s.Status))])
+				st := string(s.Status)
+				b.WriteString(st[:min(2, len(st))])
 			}
-			st := runState{r.Status, b.String()}
+			st := runState{string(r.Status), b.String()}
 			next[id] = st
 			if !first && seen[id] != st {
 				e := episodeOf(r, time.Now())

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/task"
 )
 
 // Outcomes of an episode as the explorer shows them. A completed episode passed with score 1,
@@ -23,17 +22,29 @@ const (
 	OutcomeCancelled = "cancelled"
 )
 
+// The ledger's run and step statuses, compared as strings so that this package reads the
+// run documents whatever string type their Status field has.
+const (
+	runRunning   = "running"
+	runCompleted = "completed"
+	runFailed    = "failed"
+	runCancelled = "cancelled"
+	stepRunning  = "running"
+	stepPassed   = "passed"
+	stepFailed   = "failed"
+)
+
 // outcomes lists the outcomes in the order the pages show them.
 var outcomes = []string{OutcomePassed, OutcomeBelow, OutcomeFailed, OutcomeUnscored, OutcomeError, OutcomeCancelled, OutcomeRunning}
 
 // outcomeOf says how run r ended (or that it runs).
 func outcomeOf(r agentenv.Run) string {
-	switch r.Status {
-	case task.RunRunning:
+	switch string(r.Status) {
+	case runRunning:
 		return OutcomeRunning
-	case task.RunCancelled:
+	case runCancelled:
 		return OutcomeCancelled
-	case task.RunFailed:
+	case runFailed:
 		return OutcomeError
 	}
 	switch {
@@ -64,7 +75,7 @@ type Episode struct {
 }
 
 func episodeOf(r agentenv.Run, now time.Time) Episode {
-	e := Episode{ID: r.ID, Task: r.Task, Status: r.Status, Outcome: outcomeOf(r), Score: r.Score, Created: r.Created, Ended: r.Ended, Error: r.Error}
+	e := Episode{ID: r.ID, Task: r.Task, Status: string(r.Status), Outcome: outcomeOf(r), Score: r.Score, Created: r.Created, Ended: r.Ended, Error: r.Error}
 	e.Episode, _ = strconv.Atoi(r.Attrs["episode"])
 	for k, v := range r.Attrs {
 		if name, ok := strings.CutPrefix(k, "seed."); ok {
@@ -82,7 +93,7 @@ func episodeOf(r agentenv.Run, now time.Time) Episode {
 		e.Duration = end.Sub(r.Created).Seconds()
 	}
 	for _, s := range r.Steps {
-		if s.Status == task.StatusRunning || (e.Step == "" && s.Status == task.StatusFailed) {
+		if st := string(s.Status); st == stepRunning || (e.Step == "" && st == stepFailed) {
 			e.Step = s.ID
 		}
 	}

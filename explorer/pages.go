@@ -137,7 +137,7 @@ var funcs = template.FuncMap{
 	"list":     func(s ...string) []string { return s },
 	"addi":     func(a, b int) int { return a + b },
 	"sub1":     func(a int) int { return a - 1 },
-	"lower":    func(s string) string { return cssClass(s) },
+	"lower":    func(v any) string { return cssClass(fmt.Sprint(v)) },
 	"outcomes": func() []string { return outcomes },
 	"count":    func(m map[string]int, k string) int { return m[k] },
 	"q": func(kv ...string) string {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/task"
 )
 
 // Stats are a group's figures and the data of its charts.
@@ -85,12 +84,12 @@ func statsOf(runs []agentenv.Run, now time.Time) Stats {
 			}
 			f := &steps[i]
 			f.Total++
-			switch s.Status {
-			case task.StatusPassed:
+			switch string(s.Status) {
+			case stepPassed:
 				f.Passed++
-			case task.StatusFailed:
+			case stepFailed:
 				f.Failed++
-			case task.StatusRunning:
+			case stepRunning:
 				f.Running++
 			default:
 				f.Skipped++

@@ -51,13 +51,13 @@ type RunsPage struct {
 func statusesOf(outcome string) []string {
 	switch outcome {
 	case OutcomePassed, OutcomeBelow, OutcomeFailed, OutcomeUnscored:
-		return []string{task.RunCompleted}
+		return []string{runCompleted}
 	case OutcomeError:
-		return []string{task.RunFailed}
+		return []string{runFailed}
 	case OutcomeCancelled:
-		return []string{task.RunCancelled}
+		return []string{runCancelled}
 	case OutcomeRunning:
-		return []string{task.RunRunning}
+		return []string{runRunning}
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func (x *Explorer) runView(r *http.Request) (any, error) {
 		return nil, err
 	}
 	v := RunView{Run: run, Episode: episodeOf(run, time.Now()), Group: g}
-	v.Cancellable = run.Status == task.RunRunning && x.live.progress(g) != nil
+	v.Cancellable = string(run.Status) == runRunning && x.live.progress(g) != nil
 	for _, s := range run.Steps {
 		sv := StepView{StepRecord: s}
 		if !s.Started.IsZero() && !s.Ended.IsZero() {
@@ -370,10 +370,10 @@ func (x *Explorer) deploymentView(r *http.Request) (any, error) {
 			h = x.cfg.Inventory.Health(hctx, rec)
 			cancel()
 		}
-		v.Sandboxes = append(v.Sandboxes, SandboxHealth{Record: rec.ID, Role: rec.Role, Kind: rec.Kind, Provider: rec.Provider,
+		v.Sandboxes = append(v.Sandboxes, SandboxHealth{Record: rec.ID, Role: string(rec.Role), Kind: rec.Kind, Provider: rec.Provider,
 			SandboxID: rec.SandboxID, State: rec.State, Health: h, Image: rec.Image})
 	}
-	v.Teardown = x.cfg.Deployer != nil && d.State != "torn_down"
+	v.Teardown = x.cfg.Deployer != nil && string(d.State) != "torn_down"
 	return v, nil
 }
 
