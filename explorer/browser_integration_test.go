@@ -424,8 +424,18 @@ func TestBrowser(t *testing.T) {
 		eval[bool](b, "mark the page", `window.agentenvMarker = true`)
 		b.waitText("live progress", "main", "running", 30*time.Second)
 		b.shot("07-group-running")
-		b.waitText("the started run finishing", "main", "2/2", 4*time.Minute)
-		b.waitText("the started run's episodes", "#episodes", "passed", 30*time.Second)
+		// The outcome counts say "2 passed" only once both episodes ended and passed; the
+		// cancel button goes once the run, teardowns included, is over.
+		b.waitText("the started run finishing", "main", "2 passed", 4*time.Minute)
+		for deadline := time.Now().Add(2 * time.Minute); eval[bool](b, "poll", `!!document.querySelector('form[data-api$="/cancel"]')`); {
+			if time.Now().After(deadline) {
+				t.Fatal("the run's cancel button is still there 2 min after both episodes passed")
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if text := b.waitText("the started run's episodes", "#episodes", "passed", 30*time.Second); strings.Contains(text, "running") {
+			t.Errorf("an episode is still shown running after the run ended:\n%s", text)
+		}
 		still := eval[bool](b, "check it was not reloaded", `window.agentenvMarker === true`)
 		refreshed := eval[string](b, "count live refreshes", `document.body.dataset.refreshed || "0"`)
 		if !still || refreshed == "0" {
