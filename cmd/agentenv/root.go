@@ -54,6 +54,7 @@ timeout), panic or lost (the call succeeds but its answer is lost). For example
 		newImagesCmd(a),
 		newSoakCmd(a),
 		newBenchCmd(a),
+		newUICmd(a),
 	)
 	return root, a.close
 }

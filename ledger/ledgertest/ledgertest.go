@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) agentenv.Ledger) {
 		{"RenewLease", testRenewLease},
 		{"Deployments", testDeployments},
 		{"Runs", testRuns},
+		{"Page", testPage},
 		{"DocsInvalid", testDocsInvalid},
 		{"Close", testClose},
 	}

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentenv/agentenv"
@@ -87,4 +90,102 @@ func (s *docStore[T]) List(ctx context.Context, states []string, limit int) ([]T
 		return nil, fmt.Errorf("postgres: list %ss: %w", s.kind, err)
 	}
 	return out, nil
+}
+
+// Page returns one page of the documents q selects; see agentenv.DocStore. The cursor is the
+// creation time and sequence number of the page's last document.
+func (s *docStore[T]) Page(ctx context.Context, q agentenv.DocQuery) (agentenv.DocPage[T], error) {
+	var page agentenv.DocPage[T]
+	limit := q.Limit
+	if limit <= 0 {
+		limit = agentenv.DefaultPageLimit
+	}
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if len(q.States) > 0 {
+		where = append(where, `state = ANY(`+arg(q.States)+`::text[])`)
+	}
+	paths := make([]string, 0, len(q.Fields))
+	for p := range q.Fields {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		els := strings.Split(p, ".")
+		if slices.Contains(els, "") {
+			return page, fmt.Errorf("postgres: page %ss: field path %q: %w", s.kind, p, agentenv.ErrInvalid)
+		}
+		where = append(where, `doc #>> `+arg(els)+`::text[] = `+arg(q.Fields[p]))
+	}
+	if q.Text != "" {
+		where = append(where, `doc::text ILIKE `+arg("%"+likeEscaper.Replace(q.Text)+"%")+` ESCAPE '\'`)
+	}
+	if !q.From.IsZero() {
+		where = append(where, `created >= `+arg(q.From))
+	}
+	if !q.To.IsZero() {
+		where = append(where, `created < `+arg(q.To))
+	}
+	cmp, order := "<", "DESC"
+	if q.Oldest {
+		cmp, order = ">", "ASC"
+	}
+	if q.Cursor != "" {
+		created, seq, err := parseCursor(q.Cursor)
+		if err != nil {
+			return page, fmt.Errorf("postgres: page %ss: %w", s.kind, err)
+		}
+		where = append(where, `(created, seq) `+cmp+` (`+arg(created)+`::timestamptz, `+arg(seq)+`::bigint)`)
+	}
+	query := `SELECT created, seq, doc FROM ` + s.table
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY created ` + order + `, seq ` + order + ` LIMIT ` + arg(limit+1)
+	rows, err := s.l.pool.Query(ctx, query, args...)
+	if err != nil {
+		return page, fmt.Errorf("postgres: page %ss: %w", s.kind, err)
+	}
+	defer rows.Close()
+	var last string
+	for rows.Next() {
+		var created time.Time
+		var seq int64
+		var doc []byte
+		if err := rows.Scan(&created, &seq, &doc); err != nil {
+			return page, fmt.Errorf("postgres: page %ss: %w", s.kind, err)
+		}
+		if len(page.Docs) == limit {
+			page.Next = last
+			break
+		}
+		var d T
+		if err := json.Unmarshal(doc, &d); err != nil {
+			return page, fmt.Errorf("postgres: page %ss: %w", s.kind, err)
+		}
+		page.Docs = append(page.Docs, d)
+		last = created.UTC().Format(time.RFC3339Nano) + "/" + strconv.FormatInt(seq, 10)
+	}
+	if err := rows.Err(); err != nil {
+		return page, fmt.Errorf("postgres: page %ss: %w", s.kind, err)
+	}
+	return page, nil
+}
+
+// likeEscaper escapes the wildcards of a LIKE pattern (with ESCAPE '\').
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// parseCursor splits a cursor made by Page into its creation time and sequence number.
+func parseCursor(c string) (time.Time, int64, error) {
+	created, id, ok := strings.Cut(c, "/")
+	seq, err := strconv.ParseInt(id, 10, 64)
+	t, terr := time.Parse(time.RFC3339Nano, created)
+	if !ok || err != nil || terr != nil {
+		return time.Time{}, 0, fmt.Errorf("cursor %q: %w", c, agentenv.ErrInvalid)
+	}
+	return t, seq, nil
 }

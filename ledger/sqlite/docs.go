@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,4 +103,118 @@ func (s *docStore[T]) List(ctx context.Context, states []string, limit int) ([]T
 		return nil, fmt.Errorf("sqlite: list %ss: %w", s.kind, err)
 	}
 	return out, nil
+}
+
+// Page returns one page of the documents q selects; see agentenv.DocStore. The cursor is the
+// creation time and rowid of the page's last document.
+func (s *docStore[T]) Page(ctx context.Context, q agentenv.DocQuery) (agentenv.DocPage[T], error) {
+	var page agentenv.DocPage[T]
+	limit := q.Limit
+	if limit <= 0 {
+		limit = agentenv.DefaultPageLimit
+	}
+	var where []string
+	var args []any
+	if len(q.States) > 0 {
+		where = append(where, `state IN (?`+strings.Repeat(", ?", len(q.States)-1)+`)`)
+		for _, st := range q.States {
+			args = append(args, st)
+		}
+	}
+	paths := make([]string, 0, len(q.Fields))
+	for p := range q.Fields {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		jp, err := jsonPath(p)
+		if err != nil {
+			return page, fmt.Errorf("sqlite: page %ss: %w", s.kind, err)
+		}
+		where = append(where, `json_extract(doc, ?) = ?`)
+		args = append(args, jp, q.Fields[p])
+	}
+	if q.Text != "" {
+		where = append(where, `doc LIKE ? ESCAPE '\'`)
+		args = append(args, "%"+likeEscaper.Replace(q.Text)+"%")
+	}
+	if !q.From.IsZero() {
+		where = append(where, `created >= ?`)
+		args = append(args, timeArg(q.From))
+	}
+	if !q.To.IsZero() {
+		where = append(where, `created < ?`)
+		args = append(args, timeArg(q.To))
+	}
+	cmp, order := "<", "DESC"
+	if q.Oldest {
+		cmp, order = ">", "ASC"
+	}
+	if q.Cursor != "" {
+		created, rowid, err := parseCursor(q.Cursor)
+		if err != nil {
+			return page, fmt.Errorf("sqlite: page %ss: %w", s.kind, err)
+		}
+		where = append(where, `(created, rowid) `+cmp+` (?, ?)`)
+		args = append(args, created, rowid)
+	}
+	query := `SELECT created, rowid, doc FROM ` + s.table
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY created ` + order + `, rowid ` + order + ` LIMIT ?`
+	args = append(args, limit+1)
+	rows, err := s.l.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return page, fmt.Errorf("sqlite: page %ss: %w", s.kind, err)
+	}
+	defer rows.Close()
+	var last string
+	for rows.Next() {
+		var created, doc string
+		var rowid int64
+		if err := rows.Scan(&created, &rowid, &doc); err != nil {
+			return page, fmt.Errorf("sqlite: page %ss: %w", s.kind, err)
+		}
+		if len(page.Docs) == limit {
+			page.Next = last
+			break
+		}
+		var d T
+		if err := json.Unmarshal([]byte(doc), &d); err != nil {
+			return page, fmt.Errorf("sqlite: page %ss: %w", s.kind, err)
+		}
+		page.Docs = append(page.Docs, d)
+		last = created + "/" + strconv.FormatInt(rowid, 10)
+	}
+	if err := rows.Err(); err != nil {
+		return page, fmt.Errorf("sqlite: page %ss: %w", s.kind, err)
+	}
+	return page, nil
+}
+
+// likeEscaper escapes the wildcards of a LIKE pattern (with ESCAPE '\').
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// jsonPath turns a dotted path ("attrs.episode") into a SQLite JSON path ($."attrs"."episode").
+func jsonPath(dotted string) (string, error) {
+	var b strings.Builder
+	b.WriteString("$")
+	for _, el := range strings.Split(dotted, ".") {
+		if el == "" || strings.ContainsAny(el, `"\`) {
+			return "", fmt.Errorf("field path %q: %w", dotted, agentenv.ErrInvalid)
+		}
+		b.WriteString(`."` + el + `"`)
+	}
+	return b.String(), nil
+}
+
+// parseCursor splits a cursor made by Page into its creation time and rowid.
+func parseCursor(c string) (string, int64, error) {
+	created, id, ok := strings.Cut(c, "/")
+	rowid, err := strconv.ParseInt(id, 10, 64)
+	if _, terr := time.Parse(time.RFC3339Nano, created); !ok || err != nil || terr != nil {
+		return "", 0, fmt.Errorf("cursor %q: %w", c, agentenv.ErrInvalid)
+	}
+	return created, rowid, nil
 }

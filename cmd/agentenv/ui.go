@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/explorer"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/task"
+)
+
+// uiShutdown bounds how long `agentenv ui` waits, once stopped, for the runs it started to tear
+// down what they made (their own teardown bounds apply within it).
+const uiShutdown = 5 * time.Minute
+
+func newUICmd(a *app) *cobra.Command {
+	var f struct {
+		listen, token string
+		hosts         []string
+	}
+	cmd := &cobra.Command{
+		Use:   "ui [--listen 127.0.0.1:8234] [--token T] [--allow-host NAME]",
+		Short: "Serve the explorer: runs, groups, episodes, trajectories, deployments and the ledger in a browser",
+		Long: `ui serves the explorer from this binary over the same ledger and state folder as the CLI,
+and prints its URL. Its pages show run groups (one per 'agentenv run') with pass@k and charts,
+episodes with their steps, verifier rows and receipts, trajectories, deployments and the
+ledger joined with the providers; they update live. Runs can be started and cancelled, and
+deployments torn down and gc run, from the pages; the JSON API under /api/v1/ serves the same.
+
+It listens on loopback. Listening on any other address needs --token, and then every request
+must carry it (the printed URL does, once). Requests for another Host get 421, and every change
+needs a same-origin request with the page's CSRF token. Ctrl-C stops it; the runs it started
+are cancelled and tear down what they made first.`,
+		Example: `  agentenv ui
+  agentenv ui --listen 0.0.0.0:8234 --token "$(openssl rand -hex 16)" --allow-host explorer.lan`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if !explorer.Loopback(f.listen) && f.token == "" {
+				return usageError{fmt.Sprintf("--listen %s is not a loopback address: give --token too, so that only you can reach it", f.listen)}
+			}
+			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			mgr.KeepAlive(ctx)
+			sd, err := stateDir()
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", f.listen)
+			if err != nil {
+				return fmt.Errorf("ui: %w", err)
+			}
+			hosts, err := explorer.Hosts(ln.Addr().String(), f.hosts...)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			d := deploy.New(mgr, a.log)
+			x, err := explorer.New(explorer.Config{
+				Ledger: mgr.Ledger(), Runner: uiRunner{a: a, mgr: mgr, workdir: sd}, Deployer: d, Collector: mgr,
+				Inventory: uiInventory{a: a, mgr: mgr}, RunsDir: sd + "/runs", Hosts: hosts, Token: f.token, Logger: a.log, Context: ctx,
+			})
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			srv := &http.Server{Handler: x.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			u := url.URL{Scheme: "http", Host: ln.Addr().String(), Path: "/"}
+			if h, port, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(h).IsUnspecified() {
+				u.Host = net.JoinHostPort("127.0.0.1", port)
+			}
+			if f.token != "" {
+				u.RawQuery = url.Values{"token": {f.token}}.Encode()
+			}
+			fmt.Fprintf(a.stdout, "explorer: %s\n", u.String())
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Serve(ln) }()
+			select {
+			case err = <-errc:
+			case <-ctx.Done():
+			}
+			sctx, cancel := cleanup.Context(ctx, uiShutdown)
+			defer cancel()
+			fmt.Fprintln(a.stderr, "explorer: stopping; runs it started tear down first")
+			cerr := x.Close(sctx)
+			_ = srv.Shutdown(sctx)
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("ui: %w", err)
+			}
+			if cerr != nil {
+				return cerr
+			}
+			return context.Cause(ctx)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8234", "address to listen on (host:port; port 0 picks one)")
+	fl.StringVar(&f.token, "token", "", "require this token on every request (needed beyond loopback)")
+	fl.StringSliceVar(&f.hosts, "allow-host", nil, "another Host name the explorer is reached by (repeatable)")
+	return cmd
+}
+
+// uiRunner runs tasks for the explorer's start button as 'agentenv run' does.
+type uiRunner struct {
+	a       *app
+	mgr     *lifecycle.Manager
+	workdir string
+}
+
+func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress func(task.Event)) error {
+	var t *task.Task
+	var err error
+	if req.Task == "hello" {
+		t = task.Hello()
+	} else if t, err = task.LoadPath(req.Task); err != nil {
+		return err
+	}
+	ttl, err := u.a.cfg.Duration("lifecycle.ttl")
+	if err != nil {
+		return err
+	}
+	r := &task.Runner{
+		Manager: u.mgr, Logger: u.a.log, Workdir: u.workdir, Model: u.a.cfg, Progress: progress,
+		Deployer: taskDeployer{d: deploy.New(u.mgr, u.a.log), provider: u.a.providerFlag(req.Provider), ttl: ttl},
+	}
+	_, err = r.Run(ctx, t, task.RunOptions{K: req.K, Concurrency: req.Concurrency, Seeds: req.Seeds, Provider: req.Provider})
+	return err
+}
+
+// uiInventory answers the explorer's ledger and health questions with the code of 'sandbox ls'
+// and 'env get'.
+type uiInventory struct {
+	a   *app
+	mgr *lifecycle.Manager
+}
+
+func (u uiInventory) Sandboxes(ctx context.Context) ([]explorer.Sandbox, error) {
+	c := &cobra.Command{}
+	c.SetContext(ctx)
+	c.SetErr(io.Discard)
+	rows, err := joinSandboxes(c, u.mgr, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]explorer.Sandbox, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, explorer.Sandbox{Record: r.Record, Provider: r.Provider, Kind: r.Kind, State: r.State, Status: r.Status,
+			SandboxID: r.SandboxID, Deployment: r.Deployment, Run: r.Run, Owner: r.Owner, Image: r.Image, Error: r.Error})
+	}
+	return out, nil
+}
+
+func (u uiInventory) Health(ctx context.Context, r agentenv.Record) string {
+	return health(ctx, u.a, r)
+}

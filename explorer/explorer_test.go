@@ -1,0 +1,134 @@
+package explorer_test
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentenv/agentenv/explorer"
+)
+
+var scriptLines = []string{
+	`{"seq":1,"time":"2026-01-01T00:00:00Z","kind":"prompt","agent":"scripted","text":"find <script>alert(1)</script> notes"}`,
+	`{"seq":2,"time":"2026-01-01T00:00:01Z","kind":"tool_call","turn":1,"tool":"search_notes","arguments":{"query":"<script>alert(2)</script>"}}`,
+	`{"seq":3,"time":"2026-01-01T00:00:02Z","kind":"tool_result","turn":1,"tool":"search_notes","text":"</pre><script>alert(3)</script>"}`,
+	`{"seq":4,"time":"2026-01-01T00:00:03Z","kind":"response","text":"groceries"}`,
+}
+
+func TestPages(t *testing.T) {
+	r := newRig(t, explorer.Config{Deployer: &fakeDeployer{}, Collector: &fakeCollector{}})
+	start := time.Now().Add(-time.Hour)
+	ids := r.putGroup(t, "notes-task", 4, start, func(i int) *float64 { return ptr([]float64{1, 1, 0.5, 0}[i-1]) }, scriptLines...)
+
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{"/", []string{ids[0], "notes-task", "2 passed", "1 below 1", "1 error"}},
+		{"/groups/" + ids[0], []string{"Score distribution", "pass@k by k", "Funnel by step", ids[3], "pass@4"}},
+		{"/runs", ids},
+		{"/runs?outcome=passed", ids[:2]},
+		{"/runs/" + ids[2], []string{"deploy_env", "expected", "&lt;b&gt;x&lt;/b&gt;", "✗ fail", "Teardown receipt", "c0ffee", "trajectory →", "dep-" + ids[2]}},
+		{"/runs/" + ids[0] + "/trajectory/agent", []string{"search_notes", "&lt;script&gt;alert(1)&lt;/script&gt;", "tool_result", "groceries"}},
+		{"/ledger", []string{"rec-&lt;leak&gt;", "owner dead", "Run gc"}},
+		{"/deployments", []string{"No deployments"}},
+		{"/start", []string{"Task file or folder"}},
+	} {
+		code, body := r.get(t, tc.path)
+		if code != http.StatusOK {
+			t.Errorf("GET %s = %d:\n%s", tc.path, code, body)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("GET %s: no %q in the page", tc.path, w)
+			}
+		}
+		if strings.Contains(body, "<script>alert") {
+			t.Errorf("GET %s: an unescaped <script> from the trajectory", tc.path)
+		}
+	}
+	// Any episode of the group leads to the group.
+	resp, err := http.Get(r.srv.URL + "/groups/" + ids[2])
+	if err != nil || resp.Request.URL.Path != "/groups/"+ids[0] {
+		t.Errorf("GET /groups/<episode 3> ended at %v, %v; want redirected to episode 1's group", resp.Request.URL, err)
+	}
+	if code, _ := r.get(t, "/runs/nope"); code != http.StatusNotFound {
+		t.Errorf("GET /runs/nope = %d, want 404", code)
+	}
+}
+
+func TestGroups(t *testing.T) {
+	r := newRig(t, explorer.Config{})
+	t0 := time.Now().Add(-time.Hour)
+	a := r.putGroup(t, "notes-task", 3, t0, func(int) *float64 { return ptr(1) })
+	b := r.putGroup(t, "hello", 2, t0.Add(time.Millisecond), func(i int) *float64 { return ptr(float64(i - 1)) })
+	c := r.putGroup(t, "notes-task", 2, t0.Add(time.Minute), func(i int) *float64 {
+		if i == 2 {
+			return nil
+		}
+		return ptr(1)
+	})
+	var page explorer.GroupsPage
+	r.getJSON(t, "/api/v1/groups", &page)
+	var got []string
+	for _, g := range page.Groups {
+		got = append(got, g.ID+":"+strconv.Itoa(g.Episodes))
+	}
+	want := []string{c[0] + ":2", b[0] + ":2", a[0] + ":3"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("groups = %v, want %v", got, want)
+	}
+	var g explorer.Group
+	r.getJSON(t, "/api/v1/groups/"+a[0], &g)
+	if g.Counts["passed"] != 3 || len(g.Stats.PassAt) != 3 || g.Stats.PassAt[2].Value != 1 || *g.Stats.Mean != 1 || g.Running {
+		t.Errorf("group a = %+v", g)
+	}
+	r.getJSON(t, "/api/v1/groups/"+c[0], &g)
+	if !g.Running || g.Counts["running"] != 1 {
+		t.Errorf("group c = running %v counts %v, want running with one running episode", g.Running, g.Counts)
+	}
+	r.getJSON(t, "/api/v1/groups/"+b[0], &g)
+	if g.Counts["error"] != 1 || g.Counts["passed"] != 1 || g.Stats.PassAt[0].Value != 0.5 || g.Stats.PassAt[1].Value != 1 {
+		t.Errorf("group b = counts %v pass@k %v", g.Counts, g.Stats.PassAt)
+	}
+	// A group's later episode redirects to its group in the API too.
+	r.getJSON(t, "/api/v1/groups/"+a[2], &g)
+	if g.ID != a[0] {
+		t.Errorf("GET /api/v1/groups/<a episode 3> = group %s, want %s", g.ID, a[0])
+	}
+}
+
+func TestRunsPagination(t *testing.T) {
+	r := newRig(t, explorer.Config{})
+	t0 := time.Now().Add(-time.Hour)
+	r.putGroup(t, "notes-task", 30, t0, func(i int) *float64 { return ptr(float64(i % 2)) })
+	seen := map[string]bool{}
+	path := "/api/v1/runs?limit=7&outcome=passed"
+	for pages := 0; path != ""; pages++ {
+		if pages > 5 {
+			t.Fatal("more pages than 15 passed episodes need")
+		}
+		var p explorer.RunsPage
+		r.getJSON(t, path, &p)
+		for _, e := range p.Runs {
+			if e.Outcome != "passed" || seen[e.ID] {
+				t.Errorf("episode %s (%s) repeated or not passed", e.ID, e.Outcome)
+			}
+			seen[e.ID] = true
+		}
+		path = ""
+		if p.Next != "" {
+			path = "/api/v1/runs?limit=7&outcome=passed&cursor=" + url.QueryEscape(p.Next)
+		}
+	}
+	if len(seen) != 15 {
+		t.Errorf("paged through %d passed episodes, want 15", len(seen))
+	}
+	if code, _ := r.get(t, "/api/v1/runs?cursor=bogus"); code != http.StatusBadRequest {
+		t.Errorf("GET runs with a bogus cursor = %d, want 400", code)
+	}
+}

@@ -1,0 +1,212 @@
+package explorer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/agentenv/agentenv"
+)
+
+// A group is the runs of one `agentenv run` invocation (one task, k episodes of each of its
+// instances). Run documents do not yet carry a group id, so a group is found from what they
+// do carry: its id is the run id of its episode 1 (attrs.episode = "1"), and its members are
+// the runs of the same task file and digest created from then on, up to the next episode 1 of
+// that task or a repeated episode number. Two invocations of the same task file that overlap
+// in time cannot be told apart this way; an attrs.group written by the runner will make it
+// exact (see README.md).
+
+// slack is how much earlier than its episode 1 another episode of the same invocation may
+// have been created (episodes start concurrently).
+const slack = time.Second
+
+// firstGroupPage is how many member runs the first ledger query of a group reads; each
+// further query reads four times more, up to lastGroupPage, so that a group of 4 costs one
+// small query and a group of 10,000 a few large ones.
+const (
+	firstGroupPage = 16
+	lastGroupPage  = 1024
+)
+
+// maxGroup bounds how many runs one group holds (an eval of many tasks × k is the evals
+// issue's to record; this bounds a page, not the ledger).
+const maxGroup = 100_000
+
+// groupOf returns the id of the group run r belongs to: the run of its episode 1.
+func (x *Explorer) groupOf(ctx context.Context, r agentenv.Run) (string, error) {
+	if r.Attrs["episode"] == "1" || r.Attrs["episode"] == "" {
+		return r.ID, nil
+	}
+	p, err := x.cfg.Ledger.Runs().Page(ctx, agentenv.DocQuery{
+		Fields: map[string]string{"task_digest": r.TaskDigest, "attrs.file": r.Attrs["file"], "attrs.episode": "1"},
+		To:     r.Created.Add(slack), Limit: 1,
+	})
+	if err != nil {
+		return "", fmt.Errorf("group of %s: %w", r.ID, err)
+	}
+	if len(p.Docs) == 0 {
+		return r.ID, nil
+	}
+	return p.Docs[0].ID, nil
+}
+
+// members returns the runs of the group whose episode 1 is head, in episode order.
+func (x *Explorer) members(ctx context.Context, head agentenv.Run) ([]agentenv.Run, error) {
+	if head.Attrs["episode"] != "1" {
+		return []agentenv.Run{head}, nil
+	}
+	q := agentenv.DocQuery{
+		Fields: map[string]string{"task_digest": head.TaskDigest, "attrs.file": head.Attrs["file"]},
+		From:   head.Created.Add(-slack), Oldest: true, Limit: firstGroupPage,
+	}
+	byEpisode := map[int]agentenv.Run{}
+	maxEp := 0
+	for len(byEpisode) < maxGroup {
+		p, err := x.cfg.Ledger.Runs().Page(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("group %s: %w", head.ID, err)
+		}
+		for _, r := range p.Docs {
+			n, err := strconv.Atoi(r.Attrs["episode"])
+			if err != nil || n < 1 {
+				continue
+			}
+			if r.ID == head.ID {
+				byEpisode[1] = r
+				continue
+			}
+			if r.Created.Before(head.Created) && n == 1 {
+				continue // an earlier invocation's episode 1
+			}
+			if n == 1 || byEpisode[n].ID != "" {
+				if r.Created.After(head.Created) {
+					return ordered(byEpisode, maxEp), nil // the next invocation began
+				}
+				continue
+			}
+			byEpisode[n] = r
+			maxEp = max(maxEp, n)
+		}
+		if p.Next == "" {
+			break
+		}
+		q.Cursor, q.Limit = p.Next, min(q.Limit*4, lastGroupPage)
+	}
+	return ordered(byEpisode, maxEp), nil
+}
+
+func ordered(byEpisode map[int]agentenv.Run, maxEp int) []agentenv.Run {
+	out := make([]agentenv.Run, 0, len(byEpisode))
+	for n := 1; n <= max(maxEp, 1); n++ {
+		if r, ok := byEpisode[n]; ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Group is one agentenv run invocation with its statistics.
+type Group struct {
+	ID         string         `json:"id"` // the run id of its episode 1
+	Task       string         `json:"task"`
+	TaskDigest string         `json:"task_digest"`
+	File       string         `json:"file,omitempty"`
+	Created    time.Time      `json:"created"`
+	Ended      time.Time      `json:"ended,omitzero"`
+	Running    bool           `json:"running"`
+	Episodes   int            `json:"episodes"`  // recorded so far
+	Instances  int            `json:"instances"` // seeds rows
+	Counts     map[string]int `json:"counts"`    // by outcome
+	Stats      Stats          `json:"stats"`
+	Live       *Progress      `json:"live,omitempty"` // when this explorer started it
+	Runs       []Episode      `json:"runs,omitempty"` // on the group's own page
+}
+
+// groupFrom builds a group from its member runs (episode 1 first).
+func (x *Explorer) groupFrom(runs []agentenv.Run, now time.Time, withRuns bool) Group {
+	head := runs[0]
+	g := Group{ID: head.ID, Task: head.Task, TaskDigest: head.TaskDigest, File: head.Attrs["file"], Created: head.Created,
+		Episodes: len(runs), Counts: map[string]int{}}
+	instances := map[string]bool{}
+	for _, r := range runs {
+		e := episodeOf(r, now)
+		g.Counts[e.Outcome]++
+		if e.Outcome == OutcomeRunning {
+			g.Running = true
+		}
+		if r.Ended.After(g.Ended) {
+			g.Ended = r.Ended
+		}
+		instances[instanceKey(r)] = true
+		if withRuns {
+			g.Runs = append(g.Runs, e)
+		}
+	}
+	g.Instances = len(instances)
+	g.Live = x.live.progress(head.ID)
+	if g.Live != nil && !g.Live.Done {
+		g.Running = true
+	}
+	if g.Running {
+		g.Ended = time.Time{}
+	}
+	g.Stats = statsOf(runs, now)
+	return g
+}
+
+// otherGroup is the error of asking for a group by the id of one of its later episodes: the
+// handlers redirect to the group's own id.
+type otherGroup string
+
+func (g otherGroup) Error() string { return "run " + string(g) + " is episode 1 of this group" }
+
+// redirect writes a redirect to the group when err is an otherGroup, under prefix (/groups/
+// or /api/v1/groups/), and reports whether it did.
+func redirect(w http.ResponseWriter, r *http.Request, err error, prefix string) bool {
+	var g otherGroup
+	if !errors.As(err, &g) {
+		return false
+	}
+	http.Redirect(w, r, prefix+url.PathEscape(string(g)), http.StatusPermanentRedirect)
+	return true
+}
+
+// group returns the group whose episode 1 is run id, with its runs.
+func (x *Explorer) group(ctx context.Context, id string) (Group, error) {
+	head, err := x.cfg.Ledger.Runs().Get(ctx, id)
+	if err != nil {
+		return Group{}, err
+	}
+	if gid, err := x.groupOf(ctx, head); err != nil {
+		return Group{}, err
+	} else if gid != id {
+		return Group{}, otherGroup(gid)
+	}
+	runs, err := x.members(ctx, head)
+	if err != nil {
+		return Group{}, err
+	}
+	return x.groupFrom(runs, time.Now(), true), nil
+}
+
+// groups returns a page of groups, newest first.
+func (x *Explorer) groups(ctx context.Context, cursor string, limit int) ([]Group, string, error) {
+	p, err := x.cfg.Ledger.Runs().Page(ctx, agentenv.DocQuery{Fields: map[string]string{"attrs.episode": "1"}, Cursor: cursor, Limit: limit})
+	if err != nil {
+		return nil, "", err
+	}
+	now := time.Now()
+	out := make([]Group, 0, len(p.Docs))
+	for _, head := range p.Docs {
+		runs, err := x.members(ctx, head)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, x.groupFrom(runs, now, false))
+	}
+	return out, p.Next, nil
+}

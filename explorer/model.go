@@ -1,0 +1,116 @@
+package explorer
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentenv/agentenv"
+)
+
+// Outcomes of an episode as the explorer shows them. A completed episode passed with score 1,
+// is below 1 with a score in (0,1), failed with score 0 and unscored without verifiers; error
+// means a fatal step or the teardown failed (status failed).
+const (
+	OutcomeRunning   = "running"
+	OutcomePassed    = "passed"
+	OutcomeBelow     = "below 1"
+	OutcomeFailed    = "failed"
+	OutcomeUnscored  = "unscored"
+	OutcomeError     = "error"
+	OutcomeCancelled = "cancelled"
+)
+
+// The ledger's run and step statuses, compared as strings so that this package reads the
+// run documents whatever string type their Status field has.
+const (
+	runRunning   = "running"
+	runCompleted = "completed"
+	runFailed    = "failed"
+	runCancelled = "cancelled"
+	stepRunning  = "running"
+	stepPassed   = "passed"
+	stepFailed   = "failed"
+)
+
+// outcomes lists the outcomes in the order the pages show them.
+var outcomes = []string{OutcomePassed, OutcomeBelow, OutcomeFailed, OutcomeUnscored, OutcomeError, OutcomeCancelled, OutcomeRunning}
+
+// outcomeOf says how run r ended (or that it runs).
+func outcomeOf(r agentenv.Run) string {
+	switch string(r.Status) {
+	case runRunning:
+		return OutcomeRunning
+	case runCancelled:
+		return OutcomeCancelled
+	case runFailed:
+		return OutcomeError
+	}
+	switch {
+	case r.Score == nil:
+		return OutcomeUnscored
+	case *r.Score >= 1:
+		return OutcomePassed
+	case *r.Score > 0:
+		return OutcomeBelow
+	}
+	return OutcomeFailed
+}
+
+// Episode is one run in a listing: what the runs table and the API's lists show.
+type Episode struct {
+	ID       string            `json:"id"`
+	Task     string            `json:"task"`
+	Status   string            `json:"status"`
+	Outcome  string            `json:"outcome"`
+	Score    *float64          `json:"score,omitempty"`
+	Episode  int               `json:"episode"` // 1-based within its agentenv run invocation
+	Seed     map[string]string `json:"seed,omitempty"`
+	Created  time.Time         `json:"created"`
+	Ended    time.Time         `json:"ended,omitzero"`
+	Duration float64           `json:"duration_s"`     // until ended, or until now while it runs
+	Step     string            `json:"step,omitempty"` // the step running now, or the first that failed
+	Error    string            `json:"error,omitempty"`
+}
+
+func episodeOf(r agentenv.Run, now time.Time) Episode {
+	e := Episode{ID: r.ID, Task: r.Task, Status: string(r.Status), Outcome: outcomeOf(r), Score: r.Score, Created: r.Created, Ended: r.Ended, Error: r.Error}
+	e.Episode, _ = strconv.Atoi(r.Attrs["episode"])
+	for k, v := range r.Attrs {
+		if name, ok := strings.CutPrefix(k, "seed."); ok {
+			if e.Seed == nil {
+				e.Seed = map[string]string{}
+			}
+			e.Seed[name] = v
+		}
+	}
+	end := r.Ended
+	if end.IsZero() {
+		end = now
+	}
+	if !r.Created.IsZero() {
+		e.Duration = end.Sub(r.Created).Seconds()
+	}
+	for _, s := range r.Steps {
+		if st := string(s.Status); st == stepRunning || (e.Step == "" && st == stepFailed) {
+			e.Step = s.ID
+		}
+	}
+	return e
+}
+
+// instanceKey names the task instance (seeds row) of r.
+func instanceKey(r agentenv.Run) string {
+	var parts []string
+	for k, v := range r.Attrs {
+		if strings.HasPrefix(k, "seed.") {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
