@@ -22,29 +22,17 @@ const (
 	OutcomeCancelled = "cancelled"
 )
 
-// The ledger's run and step statuses, compared as strings so that this package reads the
-// run documents whatever string type their Status field has.
-const (
-	runRunning   = "running"
-	runCompleted = "completed"
-	runFailed    = "failed"
-	runCancelled = "cancelled"
-	stepRunning  = "running"
-	stepPassed   = "passed"
-	stepFailed   = "failed"
-)
-
 // outcomes lists the outcomes in the order the pages show them.
 var outcomes = []string{OutcomePassed, OutcomeBelow, OutcomeFailed, OutcomeUnscored, OutcomeError, OutcomeCancelled, OutcomeRunning}
 
 // outcomeOf says how run r ended (or that it runs).
 func outcomeOf(r agentenv.Run) string {
 	switch string(r.Status) {
-	case runRunning:
+	case string(agentenv.RunRunning):
 		return OutcomeRunning
-	case runCancelled:
+	case string(agentenv.RunCancelled):
 		return OutcomeCancelled
-	case runFailed:
+	case string(agentenv.RunFailed):
 		return OutcomeError
 	}
 	switch {
@@ -93,7 +81,7 @@ func episodeOf(r agentenv.Run, now time.Time) Episode {
 		e.Duration = end.Sub(r.Created).Seconds()
 	}
 	for _, s := range r.Steps {
-		if st := string(s.Status); st == stepRunning || (e.Step == "" && st == stepFailed) {
+		if st := string(s.Status); st == string(agentenv.StepRunning) || (e.Step == "" && st == string(agentenv.StepFailed)) {
 			e.Step = s.ID
 		}
 	}

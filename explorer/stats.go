@@ -85,11 +85,11 @@ func statsOf(runs []agentenv.Run, now time.Time) Stats {
 			f := &steps[i]
 			f.Total++
 			switch string(s.Status) {
-			case stepPassed:
+			case string(agentenv.StepPassed):
 				f.Passed++
-			case stepFailed:
+			case string(agentenv.StepFailed):
 				f.Failed++
-			case stepRunning:
+			case string(agentenv.StepRunning):
 				f.Running++
 			default:
 				f.Skipped++

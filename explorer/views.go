@@ -51,13 +51,13 @@ type RunsPage struct {
 func statusesOf(outcome string) []string {
 	switch outcome {
 	case OutcomePassed, OutcomeBelow, OutcomeFailed, OutcomeUnscored:
-		return []string{runCompleted}
+		return []string{string(agentenv.RunCompleted)}
 	case OutcomeError:
-		return []string{runFailed}
+		return []string{string(agentenv.RunFailed)}
 	case OutcomeCancelled:
-		return []string{runCancelled}
+		return []string{string(agentenv.RunCancelled)}
 	case OutcomeRunning:
-		return []string{runRunning}
+		return []string{string(agentenv.RunRunning)}
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func (x *Explorer) runView(r *http.Request) (any, error) {
 		return nil, err
 	}
 	v := RunView{Run: run, Episode: episodeOf(run, time.Now()), Group: g}
-	v.Cancellable = string(run.Status) == runRunning && x.live.progress(g) != nil
+	v.Cancellable = string(run.Status) == string(agentenv.RunRunning) && x.live.progress(g) != nil
 	for _, s := range run.Steps {
 		sv := StepView{StepRecord: s}
 		if !s.Started.IsZero() && !s.Ended.IsZero() {

@@ -54,7 +54,6 @@ are cancelled and tear down what they made first.`,
 			if err != nil {
 				return err
 			}
-			mgr.KeepAlive(ctx)
 			sd, err := stateDir()
 			if err != nil {
 				return err
