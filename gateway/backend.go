@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentenv/agentenv/envproto"
@@ -23,6 +24,7 @@ const (
 	reconnectTimeout = 5 * time.Second
 	listTimeout      = 10 * time.Second
 	closeTimeout     = 6 * time.Second // the SDK bounds its DELETE at 5 s
+	maxIdleConns     = 1024            // kept-alive connections to one backend
 )
 
 // backend is the gateway's client of one MCP server. One client session is shared by every
@@ -30,7 +32,10 @@ const (
 type backend struct {
 	name, url string
 	log       *slog.Logger
-	httpc     *http.Client
+	httpc     *http.Client   // the SDK client's: stamps the caller's role header
+	rawc      *http.Client   // the fast path's: same pooled connections, headers set per request
+	ids       atomic.Uint64  // ids of forwarded calls
+	lastOK    atomic.Int64   // unix nanoseconds of the last call the backend answered
 	changed   func(*backend) // called after the tool list changed
 
 	relistc chan struct{} // cap 1: the backend said tools/list_changed
@@ -50,13 +55,16 @@ type backend struct {
 
 func newBackend(s Backend, log *slog.Logger, changed func(*backend)) *backend {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	// Many gateway sessions share one backend session: keep enough idle connections for them.
-	tr.MaxIdleConnsPerHost = 128
+	// Many gateway sessions share one backend session, each call on a connection of its own:
+	// keep enough idle connections for them all, without the default cap of 100 in total.
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = maxIdleConns
 	return &backend{
 		name:    s.Name,
 		url:     s.URL,
 		log:     log.With("component", s.Name),
 		httpc:   &http.Client{Transport: stampTransport{tr}},
+		rawc:    &http.Client{Transport: tr},
 		changed: changed,
 		relistc: make(chan struct{}, 1),
 		pokec:   make(chan struct{}, 1),
@@ -214,6 +222,7 @@ func (b *backend) call(ctx context.Context, tool string, args json.RawMessage, m
 		}
 		res, err := cs.CallTool(ctx, params)
 		if err == nil {
+			b.answered()
 			return res, nil
 		}
 		if ctx.Err() != nil {
@@ -287,11 +296,19 @@ func (b *backend) monitor(ctx context.Context) {
 	}
 }
 
-// check pings the live session, or reconnects when there is none or the ping fails.
+// answered notes that the backend just answered a call.
+func (b *backend) answered() { b.lastOK.Store(time.Now().UnixNano()) }
+
+// check pings the live session, or reconnects when there is none or the ping fails. A healthy
+// backend that answered a call within the last ping interval is alive without a ping: under
+// load a ping may queue behind the calls for longer than its timeout.
 func (b *backend) check(ctx context.Context) {
 	b.mu.Lock()
-	cs := b.session
+	cs, healthy := b.session, b.healthy
 	b.mu.Unlock()
+	if cs != nil && healthy && time.Since(time.Unix(0, b.lastOK.Load())) < pingInterval {
+		return
+	}
 	if cs != nil {
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		err := cs.Ping(pctx, nil)

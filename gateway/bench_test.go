@@ -84,7 +84,7 @@ func benchCalls(b *testing.B, endpoint string, n int, tmpl *mcp.StreamableClient
 	}
 }
 
-func openSessions(b *testing.B, endpoint string, n int, tmpl *mcp.StreamableClientTransport) []*mcp.ClientSession {
+func openSessions(b testing.TB, endpoint string, n int, tmpl *mcp.StreamableClientTransport) []*mcp.ClientSession {
 	b.Helper()
 	out := make([]*mcp.ClientSession, n)
 	for i := range out {

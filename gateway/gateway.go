@@ -92,8 +92,11 @@ type Config struct {
 	// ToolNames is the naming policy: "auto" (default), "prefix" or "never".
 	ToolNames string
 	// Mode is "performance" (default: tool calls run concurrently) or "consistent" (tool calls
-	// are serialized across the whole gateway).
+	// are serialized within the scope of Serialize).
 	Mode string
+	// Serialize is the scope of consistent mode: "server" (default: one call at a time per
+	// backend) or "env" (one call at a time across the gateway). See [SerializeServer].
+	Serialize string
 	// Roles maps a role to the tool patterns disabled for it; '*' matches any run of
 	// characters. A pattern matches a tool's public name or its <server>__<tool> name.
 	Roles map[string][]string
@@ -147,6 +150,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	default:
 		return cfg, fmt.Errorf("mode %q: want performance or consistent", cfg.Mode)
 	}
+	switch cfg.Serialize {
+	case "":
+		cfg.Serialize = SerializeServer
+	case SerializeServer, SerializeEnv:
+	default:
+		return cfg, fmt.Errorf("serialize %q: want server or env", cfg.Serialize)
+	}
 	for role, pats := range cfg.Roles {
 		if err := validRole(role); err != nil {
 			return cfg, err
@@ -182,8 +192,9 @@ type Gateway struct {
 
 	roles *roles
 	mcp   *mcpServers
+	lists toolLists // the fast path's tools/list answers
 	traj  *trajectory
-	calls *callGate
+	lanes *lanes
 
 	handler http.Handler
 	stop    context.CancelFunc
@@ -206,7 +217,6 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		byName: make(map[string]*backend),
 		roles:  newRoles(cfg.Roles),
 		traj:   newTrajectory(maxTrajectory),
-		calls:  newCallGate(cfg.Mode == ModeConsistent),
 		stop:   stop,
 	}
 	for _, s := range cfg.Servers {
@@ -214,6 +224,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		g.backends = append(g.backends, b)
 		g.byName[s.Name] = b
 	}
+	g.lanes = newLanes(cfg.Mode, cfg.Serialize, g.backends)
 	g.mcp = newMCPServers(g)
 
 	connectCtx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)

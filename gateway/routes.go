@@ -21,7 +21,7 @@ const maxControlBody = 4 << 20
 // auth, then the bearer token on everything else.
 func (g *Gateway) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(envproto.MCPPath, g.mcp.handler)
+	mux.Handle(envproto.MCPPath, g.mcp)
 	mux.HandleFunc("GET "+envproto.CardPath, g.serveCard)
 	mux.HandleFunc("GET "+StatePath, g.serveState)
 	mux.HandleFunc("POST "+StepPath, g.serveStep)
