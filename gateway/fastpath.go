@@ -24,10 +24,10 @@ import (
 
 // Method names the fast path reads.
 const (
-	methodListTools   = "tools/list"
-	methodInitialize  = "initialize"
-	methodDiscover    = "server/discover"
-	methodCancelled   = "notifications/cancelled"
+	methodListTools  = "tools/list"
+	methodInitialize = "initialize"
+	methodDiscover   = "server/discover"
+	methodCancelled  = "notifications/cancelled"
 )
 
 // metaProtocolPrefix starts the _meta keys of the sessionless protocol, left to the SDK.
