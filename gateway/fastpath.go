@@ -137,8 +137,13 @@ func accepts(values []string) (jsonOK, streamOK bool) {
 // reboundHost reports whether r reached a loopback listener under a host name that is not
 // loopback, which the SDK refuses as DNS rebinding.
 func reboundHost(r *http.Request) bool {
-	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && la != nil && loopback(la.String()) && !loopback(r.Host)
+	switch la := r.Context().Value(http.LocalAddrContextKey).(type) {
+	case *net.TCPAddr:
+		return la.IP.IsLoopback() && !loopback(r.Host)
+	case net.Addr:
+		return loopback(la.String()) && !loopback(r.Host)
+	}
+	return false
 }
 
 func loopback(hostport string) bool {
