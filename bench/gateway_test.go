@@ -11,8 +11,8 @@ BenchmarkCall/sessions=1/direct-2  	    2000	    600000 ns/op	       644.5 cpu-�
 BenchmarkCall/sessions=1/gateway-2 	    2000	    900000 ns/op	       974.4 cpu-µs/op	       600.0 p50-µs	      4983 p99-µs	  445097 B/op	     494 allocs/op
 BenchmarkCall/sessions=64/direct-2 	    2000	   1000000 ns/op	      1054 cpu-µs/op	    290554 p50-µs	   1288192 p99-µs	  412416 B/op	     280 allocs/op
 BenchmarkCall/sessions=64/gateway-2         	    2000	   1200000 ns/op	       970.8 cpu-µs/op	     65502 p50-µs	    606381 p99-µs	  445011 B/op	     492 allocs/op
-BenchmarkCall/sessions=1/direct-2  	    2000	    500000 ns/op	       600 cpu-µs/op	       300.0 p50-µs	      3000 p99-µs	  414385 B/op	     283 allocs/op
-BenchmarkCall/sessions=1/gateway-2 	    2000	   1000000 ns/op	       900 cpu-µs/op	       700.0 p50-µs	      4000 p99-µs	  445097 B/op	     494 allocs/op
+BenchmarkCall/sessions=1/direct#01-2  	    2000	    500000 ns/op	       600 cpu-µs/op	       300.0 p50-µs	      3000 p99-µs	  414385 B/op	     283 allocs/op
+BenchmarkCall/sessions=1/gateway#01-2 	    2000	   1000000 ns/op	       900 cpu-µs/op	       700.0 p50-µs	      4000 p99-µs	  445097 B/op	     494 allocs/op
 PASS`
 	figs := ParseGatewayBench(out)
 	if len(figs) != 6 {

@@ -122,7 +122,8 @@ type GatewayFigure struct {
 	Allocs   float64 `json:"allocs_op"` // allocations per call
 }
 
-// GatewayRuns is how often the gateway benchmark repeats, so that its ratios come with a range.
+// GatewayRuns is how often the gateway benchmark alternates direct and gateway at each session
+// count, so that its ratios come with a range.
 const GatewayRuns = 3
 
 var benchLine = regexp.MustCompile(`^BenchmarkCall/sessions=(\d+)/(direct|gateway)\S*\s+\d+\s+(.*)$`)
@@ -177,7 +178,7 @@ func (b *bencher) gateway(ctx context.Context) {
 		return
 	}
 	cmd := []string{"go", "test", "-run", "^$", "-bench", "^BenchmarkCall$", "-benchtime", "4000x", "-benchmem",
-		"-count", strconv.Itoa(GatewayRuns), "./gateway/"}
+		"./gateway/", "-args", "-gateway.runs", strconv.Itoa(GatewayRuns)}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
 	c := exec.CommandContext(ctx, cmd[0], cmd[1:]...)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -405,7 +406,8 @@ func withRole(ctx context.Context, role string) context.Context {
 }
 
 // stampTransport sets the AgentEnv-Role header of a forwarded request from its context, so a
-// backend sees the caller's role both in _meta and where a plain HTTP server looks.
+// backend sees the caller's role both in _meta and where a plain HTTP server looks, and bounds
+// the answer to a POST at maxBackendAnswer bytes (a GET is the session's long-lived stream).
 type stampTransport struct{ base http.RoundTripper }
 
 func (t stampTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -413,5 +415,30 @@ func (t stampTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
 		r.Header.Set(RoleHeader, role)
 	}
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(r)
+	if err == nil && r.Method == http.MethodPost {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, left: maxBackendAnswer}
+	}
+	return resp, err
+}
+
+// boundedBody fails a read past its bound with errAnswerTooLarge.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errAnswerTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1] // one more, to tell a body of exactly the bound from a longer one
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, errAnswerTooLarge
+	}
+	return n, err
 }

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -18,9 +19,13 @@ import (
 // benchSessions are the client session counts of BenchmarkCall.
 var benchSessions = []int{1, 8, 64, 256}
 
+// benchRuns is how often BenchmarkCall alternates the two paths at each session count.
+var benchRuns = flag.Int("gateway.runs", 1, "BenchmarkCall: runs of direct then gateway at each session count")
+
 // BenchmarkCall measures tools/call of one echo backend over n concurrent client sessions,
 // straight to the backend and through the gateway, side by side: each session count runs
-// both paths one after the other, so that a noisy machine loads both alike. Besides ns/op (the
+// direct then gateway, -gateway.runs times (go test names the repetitions #01, #02, ...),
+// so that a noisy machine loads both alike. Besides ns/op (the
 // wall time per call over all sessions) it reports the p50 and p99 latency of one call and
 // the CPU time of the whole process (client, gateway and backend) per call.
 func BenchmarkCall(b *testing.B) {
@@ -30,8 +35,10 @@ func BenchmarkCall(b *testing.B) {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
 			direct := openSessions(b, be.url, n, benchClientOpt(""))
 			through := openSessions(b, gw.URL+"/mcp", n, authClientOpt())
-			b.Run("direct", func(b *testing.B) { benchCalls(b, direct) })
-			b.Run("gateway", func(b *testing.B) { benchCalls(b, through) })
+			for range *benchRuns {
+				b.Run("direct", func(b *testing.B) { benchCalls(b, direct) })
+				b.Run("gateway", func(b *testing.B) { benchCalls(b, through) })
+			}
 		})
 	}
 }

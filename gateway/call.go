@@ -55,6 +55,9 @@ func (g *Gateway) dispatch(ctx context.Context, ci *callInfo, forward forwardFun
 	}
 	var result json.RawMessage
 	defer func() {
+		if rec.Server == "" {
+			return // only calls to tools that exist are recorded
+		}
 		rec.DurationMS = float64(time.Since(rec.Started).Microseconds()) / 1000
 		if err != nil {
 			rec.Error = err.Error()

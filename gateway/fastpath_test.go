@@ -288,3 +288,34 @@ func TestGateway_ConsistentModeLanes(t *testing.T) {
 		})
 	}
 }
+
+// The trajectory keeps at most TrajectoryBytes of calls: the oldest go first, /state counts
+// them, and GET /trajectory streams the newest in order.
+func TestGateway_TrajectoryBoundInBytes(t *testing.T) {
+	_, gw := newGateway(t, gateway.Config{TrajectoryBytes: 4096}, newBackend(t, "a", false, "echo"))
+	cs := connect(t, gw.URL, "", nil)
+	const calls = 40
+	for i := range calls {
+		text := fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 100))
+		if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, body, _ := do(t, "GET", gw.URL+"/trajectory", testToken, nil, nil)
+	if code != 200 || len(body) > 4096 || len(body) == 0 {
+		t.Fatalf("trajectory: %d, %d bytes, want at most 4096", code, len(body))
+	}
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	var first, last gateway.CallRecord
+	if json.Unmarshal([]byte(lines[0]), &first) != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil {
+		t.Fatalf("trajectory lines: %s", body)
+	}
+	if last.ID != calls || first.ID != calls-int64(len(lines))+1 {
+		t.Errorf("trajectory holds ids %d..%d in %d lines, want the newest up to %d", first.ID, last.ID, len(lines), calls)
+	}
+	_, body, _ = do(t, "GET", gw.URL+"/state", testToken, nil, nil)
+	var st gateway.State
+	if err := json.Unmarshal(body, &st); err != nil || st.Calls != calls || st.CallsDropped != calls-int64(len(lines)) {
+		t.Errorf("state calls %d dropped %d (%v), want %d and %d", st.Calls, st.CallsDropped, err, calls, calls-len(lines))
+	}
+}

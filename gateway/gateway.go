@@ -106,6 +106,10 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// SessionTimeout closes a gateway MCP session idle this long; default 1 h.
 	SessionTimeout time.Duration
+	// TrajectoryBytes bounds the encoded calls /trajectory keeps in memory (at most 100 000
+	// calls either way); the oldest are dropped beyond it and /state counts them. Default
+	// 64 MiB.
+	TrajectoryBytes int
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) allowed besides
 	// localhost ones; a request with another Origin header gets 403.
 	AllowedOrigins []string
@@ -174,6 +178,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
 	}
+	if cfg.TrajectoryBytes <= 0 {
+		cfg.TrajectoryBytes = DefaultTrajectoryBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -216,7 +223,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		log:    cfg.Logger,
 		byName: make(map[string]*backend),
 		roles:  newRoles(cfg.Roles),
-		traj:   newTrajectory(maxTrajectory),
+		traj:   newTrajectory(maxTrajectory, cfg.TrajectoryBytes),
 		stop:   stop,
 	}
 	for _, s := range cfg.Servers {
@@ -226,6 +233,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	g.lanes = newLanes(cfg.Mode, cfg.Serialize, g.backends)
 	g.mcp = newMCPServers(g)
+	g.wg.Go(func() { g.traj.run(runCtx) })
 
 	connectCtx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
