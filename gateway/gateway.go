@@ -14,6 +14,19 @@
 // each forwarded call with the caller's role and session in _meta ("agentenv.io/role",
 // "agentenv.io/session") and the AgentEnv-Role header.
 //
+// The fast path: a tools/call or tools/list of an initialized session is answered without the
+// SDK's per-message decode and encode. The gateway reads the JSON-RPC envelope, the tool name
+// and the session's role, forwards the raw arguments over the backend's kept-alive connections
+// on the backend session it already holds, and relays the raw result (from a JSON body or an
+// event stream); tools/list answers come from a per-role encoding cached until the tools or the
+// role rules change. Everything else (initialize, notifications, batches, GET streams, DELETE,
+// pagination, the sessionless protocol, anything unexpected) goes to the SDK unchanged. Role
+// rules, naming, the call timeout, consistent mode and the trajectory are one path for both
+// (dispatch).
+//
+// Consistent mode runs one call at a time per backend ([SerializeServer], the default) or
+// across the gateway ([SerializeEnv]).
+//
 // A backend that dies makes its tools fail fast with [ErrBackendUnavailable]; a monitor pings it
 // and reconnects when it comes back.
 package gateway

@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -85,12 +87,7 @@ func (t *trajectory) flush() {
 	t.queued = nil
 	t.mu.Unlock()
 	for _, r := range batch {
-		line, err := json.Marshal(r)
-		if err != nil { // a result that is not JSON: keep the call, say why
-			r.Result, r.Error = nil, "result not recorded: "+err.Error()
-			line, _ = json.Marshal(r)
-		}
-		line = append(line, '\n')
+		line := r.appendLine(nil)
 		t.lines = append(t.lines, line)
 		t.size += len(line)
 	}
@@ -105,6 +102,52 @@ func (t *trajectory) flush() {
 		t.first += int64(drop)
 		t.dropped += int64(drop)
 	}
+}
+
+// appendLine appends r as one line of JSON, as json.Marshal would encode it (the raw
+// arguments and result compacted onto the line), and a newline.
+func (r *CallRecord) appendLine(b []byte) []byte {
+	str := func(key, v string, omitEmpty bool) {
+		if v == "" && omitEmpty {
+			return
+		}
+		b = append(b, ',', '"')
+		b = append(b, key...)
+		b = append(b, '"', ':')
+		q, _ := json.Marshal(v)
+		b = append(b, q...)
+	}
+	raw := func(key string, v json.RawMessage) {
+		if len(v) == 0 {
+			return
+		}
+		b = append(b, ',', '"')
+		b = append(b, key...)
+		b = append(b, '"', ':')
+		if bytes.ContainsAny(v, "\r\n") {
+			var c bytes.Buffer
+			if json.Compact(&c, v) == nil {
+				v = c.Bytes()
+			}
+		}
+		b = append(b, v...)
+	}
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, r.ID, 10)
+	str("via", r.Via, false)
+	str("session", r.Session, true)
+	str("role", r.Role, false)
+	str("server", r.Server, true)
+	str("tool", r.Tool, false)
+	str("server_tool", r.ServerTool, true)
+	raw("arguments", r.Arguments)
+	raw("result", r.Result)
+	str("error", r.Error, true)
+	b = append(b, `,"started":"`...)
+	b = r.Started.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","duration_ms":`...)
+	b = strconv.AppendFloat(b, r.DurationMS, 'f', -1, 64)
+	return append(b, '}', '\n')
 }
 
 // writeSince writes the calls with an id above after to w, one JSON object per line, and
