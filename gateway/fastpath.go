@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentenv/agentenv/envproto"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -32,14 +33,6 @@ const (
 
 // metaProtocolPrefix starts the _meta keys of the sessionless protocol, left to the SDK.
 const metaProtocolPrefix = "io.modelcontextprotocol/"
-
-// envelope is one JSON-RPC request as the fast path reads it.
-type envelope struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
-}
 
 // fastCallParams are the tools/call params the fast path serves; any other field sends the
 // request to the SDK.
@@ -161,7 +154,7 @@ func loopback(hostport string) bool {
 // serveFast answers body for session s when it is one tools/call or tools/list the fast path
 // serves, and reports whether it did; it writes nothing when it did not.
 func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request, s *session, body []byte) bool {
-	var env envelope
+	var env envproto.Request // the JSON-RPC request, as the data plane reads it too
 	if decodeKnown(body, &env) != nil || env.JSONRPC != "2.0" {
 		return false
 	}
