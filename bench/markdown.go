@@ -42,15 +42,16 @@ func Markdown(res Results) string {
 		}
 		p("| %s | %s | %s | %s |\n", c.Name, format(a.Median()), format(base.Median()), ratio)
 	}
-	p("\nGateway tools/call overhead (`%s`; one echo backend, real HTTP on loopback; each session count runs direct then through the gateway, %d times; figures are medians over the runs, ranges min-max; CPU and allocations are of the whole process: client, gateway and backend):\n\n", res.GatewayNote, GatewayRuns)
+	p("\nGateway tools/call overhead (`%s`; one echo backend, real HTTP on loopback, the backend, the gateway and the proxy each in a process of its own; each session count runs direct, through the gateway, then through a plain reverse proxy, %d times; figures are medians over the runs, ranges min-max):\n\n", res.GatewayNote, GatewayRuns)
 	if rows := GatewaySummary(res.Gateway); len(rows) > 0 {
-		p("| sessions | per call direct / gateway (ratio, range) | p50 direct / gateway (+µs, range) | p99 direct / gateway | CPU per call direct / gateway (+µs) | allocs per call direct / gateway (+KB) |\n|---|---|---|---|---|---|\n")
+		p("| sessions | per call direct / gateway (ratio, range) | p50 direct / gateway (+µs, range) | p99 direct / gateway | CPU per call, every process: direct / gateway | the gateway process per call: CPU, allocations | a plain reverse proxy instead: p50, its CPU and allocations per call |\n|---|---|---|---|---|---|---|\n")
 		for _, r := range rows {
-			p("| %d | %.0f / %.0f µs (%.2f×, %.2f-%.2f) | %.0f / %.0f µs (+%.0f, %.0f-%.0f) | %.0f / %.0f µs | %.0f / %.0f µs (+%.0f) | %.0f / %.0f (+%.1f KB) |\n",
+			p("| %d | %.0f / %.0f µs (%.2f×, %.2f-%.2f) | %.0f / %.0f µs (+%.0f, %.0f-%.0f) | %.0f / %.0f µs | %.0f / %.0f µs | %.0f µs, %.0f (%.1f KB) | %.0f µs, %.0f µs, %.0f |\n",
 				r.Sessions, r.Direct.NsPerOp/1000, r.Gateway.NsPerOp/1000, r.PerCall.Median, r.PerCall.Min, r.PerCall.Max,
 				r.Direct.P50, r.Gateway.P50, r.AddedP50.Median, r.AddedP50.Min, r.AddedP50.Max,
-				r.Direct.P99, r.Gateway.P99, r.Direct.CPU, r.Gateway.CPU, r.Gateway.CPU-r.Direct.CPU,
-				r.Direct.Allocs, r.Gateway.Allocs, (r.Gateway.Bytes-r.Direct.Bytes)/1024)
+				r.Direct.P99, r.Gateway.P99, r.Direct.CPU, r.Gateway.CPU,
+				r.Gateway.MidCPU, r.Gateway.MidAllocs, r.Gateway.MidBytes/1024,
+				r.Proxy.P50, r.Proxy.MidCPU, r.Proxy.MidAllocs)
 		}
 	}
 	o := res.Orphans
@@ -70,6 +71,7 @@ func Markdown(res Results) string {
 type GatewayRow struct {
 	Sessions        int
 	Direct, Gateway GatewayFigure // medians of each figure over the runs
+	Proxy           GatewayFigure // the plain reverse proxy's medians, zero if it did not run
 	PerCall         Spread        // gateway ns/op over direct ns/op, per run
 	AddedP50        Spread        // gateway p50 minus direct p50, µs, per run
 }
@@ -81,14 +83,17 @@ type Spread struct{ Median, Min, Max float64 }
 // the order the session counts first appear.
 func GatewaySummary(figs []GatewayFigure) []GatewayRow {
 	type key struct{ sessions, run int }
-	direct, through := map[key]GatewayFigure{}, map[key]GatewayFigure{}
+	direct, through, proxy := map[key]GatewayFigure{}, map[key]GatewayFigure{}, map[key]GatewayFigure{}
 	var order []int
 	for _, f := range figs {
 		k := key{f.Sessions, f.Run}
-		if f.Path == "direct" {
+		switch f.Path {
+		case "direct":
 			direct[k] = f
-		} else {
+		case "gateway":
 			through[k] = f
+		case "proxy":
+			proxy[k] = f
 		}
 		if !slices.Contains(order, f.Sessions) {
 			order = append(order, f.Sessions)
@@ -96,7 +101,7 @@ func GatewaySummary(figs []GatewayFigure) []GatewayRow {
 	}
 	var rows []GatewayRow
 	for _, n := range order {
-		var ds, gs []GatewayFigure
+		var ds, gs, ps []GatewayFigure
 		var perCall, added []float64
 		for k, d := range direct {
 			g, ok := through[k]
@@ -104,14 +109,21 @@ func GatewaySummary(figs []GatewayFigure) []GatewayRow {
 				continue
 			}
 			ds, gs = append(ds, d), append(gs, g)
+			if p, ok := proxy[k]; ok {
+				ps = append(ps, p)
+			}
 			perCall = append(perCall, g.NsPerOp/d.NsPerOp)
 			added = append(added, g.P50-d.P50)
 		}
 		if len(ds) == 0 {
 			continue
 		}
-		rows = append(rows, GatewayRow{Sessions: n, Direct: medianFigure(ds), Gateway: medianFigure(gs),
-			PerCall: spread(perCall), AddedP50: spread(added)})
+		row := GatewayRow{Sessions: n, Direct: medianFigure(ds), Gateway: medianFigure(gs),
+			PerCall: spread(perCall), AddedP50: spread(added)}
+		if len(ps) > 0 {
+			row.Proxy = medianFigure(ps)
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -127,12 +139,15 @@ func medianFigure(figs []GatewayFigure) GatewayFigure {
 	}
 	return GatewayFigure{
 		Path: figs[0].Path, Sessions: figs[0].Sessions,
-		NsPerOp: med(func(f GatewayFigure) float64 { return f.NsPerOp }),
-		P50:     med(func(f GatewayFigure) float64 { return f.P50 }),
-		P99:     med(func(f GatewayFigure) float64 { return f.P99 }),
-		CPU:     med(func(f GatewayFigure) float64 { return f.CPU }),
-		Bytes:   med(func(f GatewayFigure) float64 { return f.Bytes }),
-		Allocs:  med(func(f GatewayFigure) float64 { return f.Allocs }),
+		NsPerOp:   med(func(f GatewayFigure) float64 { return f.NsPerOp }),
+		P50:       med(func(f GatewayFigure) float64 { return f.P50 }),
+		P99:       med(func(f GatewayFigure) float64 { return f.P99 }),
+		CPU:       med(func(f GatewayFigure) float64 { return f.CPU }),
+		Bytes:     med(func(f GatewayFigure) float64 { return f.Bytes }),
+		Allocs:    med(func(f GatewayFigure) float64 { return f.Allocs }),
+		MidCPU:    med(func(f GatewayFigure) float64 { return f.MidCPU }),
+		MidAllocs: med(func(f GatewayFigure) float64 { return f.MidAllocs }),
+		MidBytes:  med(func(f GatewayFigure) float64 { return f.MidBytes }),
 	}
 }
 

@@ -111,22 +111,26 @@ func composeAvailable(ctx context.Context) error {
 // GatewayFigure is one line of the gateway's Go benchmark: one path at one session count in
 // one repetition.
 type GatewayFigure struct {
-	Path     string  `json:"path"` // "direct" or "gateway"
+	Path     string  `json:"path"` // "direct", "gateway" or "proxy" (a plain reverse proxy)
 	Sessions int     `json:"sessions"`
 	Run      int     `json:"run"`       // repetition, from 1; direct and gateway of one run ran back to back
 	NsPerOp  float64 `json:"ns_per_op"` // wall time per call over all sessions (throughput)
 	P50      float64 `json:"p50_us"`    // latency of one call, µs
 	P99      float64 `json:"p99_us"`
-	CPU      float64 `json:"cpu_us"`    // CPU time of the benchmark process per call, µs
-	Bytes    float64 `json:"bytes_op"`  // bytes allocated per call (client, gateway and backend)
-	Allocs   float64 `json:"allocs_op"` // allocations per call
+	CPU      float64 `json:"cpu_us"`    // CPU time per call of every process on the path, µs
+	Bytes    float64 `json:"bytes_op"`  // bytes the client allocated per call
+	Allocs   float64 `json:"allocs_op"` // allocations of the client per call
+	// The middle process's own figures per call (the gateway's, or the proxy's).
+	MidCPU    float64 `json:"mid_cpu_us,omitempty"`
+	MidAllocs float64 `json:"mid_allocs_op,omitempty"`
+	MidBytes  float64 `json:"mid_bytes_op,omitempty"`
 }
 
 // GatewayRuns is how often the gateway benchmark alternates direct and gateway at each session
 // count, so that its ratios come with a range.
 const GatewayRuns = 3
 
-var benchLine = regexp.MustCompile(`^BenchmarkCall/sessions=(\d+)/(direct|gateway)\S*\s+\d+\s+(.*)$`)
+var benchLine = regexp.MustCompile(`^BenchmarkCall/sessions=(\d+)/(direct|gateway|proxy)\S*\s+\d+\s+(.*)$`)
 
 // ParseGatewayBench reads the figures of `go test -bench BenchmarkCall -benchmem` output,
 // numbering the repetitions of each path and session count in order.
@@ -162,6 +166,12 @@ func ParseGatewayBench(out string) []GatewayFigure {
 				f.Bytes = v
 			case "allocs/op":
 				f.Allocs = v
+			case "gw-cpu-µs/op":
+				f.MidCPU = v
+			case "gw-allocs/op":
+				f.MidAllocs = v
+			case "gw-B/op":
+				f.MidBytes = v
 			}
 		}
 		figs = append(figs, f)
