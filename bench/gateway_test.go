@@ -37,7 +37,7 @@ PASS`
 		t.Errorf("medians: direct %+v gateway %+v", r.Direct, r.Gateway)
 	}
 	md := Markdown(Results{Gateway: figs, GatewayNote: "go test"})
-	if !strings.Contains(md, "| 1 | 550 / 950 µs (1.75×, 1.50-2.00) | 350 / 650 µs (+300, 200-400)") {
+	if !strings.Contains(md, "| 1 | 550 / 950 µs (1.75×, 1.50-2.00) | 350 / 650 µs (+300, 200 to 400)") {
 		t.Errorf("markdown:\n%s", md)
 	}
 }

@@ -46,7 +46,7 @@ func Markdown(res Results) string {
 	if rows := GatewaySummary(res.Gateway); len(rows) > 0 {
 		p("| sessions | per call direct / gateway (ratio, range) | p50 direct / gateway (+µs, range) | p99 direct / gateway | CPU per call, every process: direct / gateway | the gateway process per call: CPU, allocations | a plain reverse proxy instead: p50, its CPU and allocations per call |\n|---|---|---|---|---|---|---|\n")
 		for _, r := range rows {
-			p("| %d | %.0f / %.0f µs (%.2f×, %.2f-%.2f) | %.0f / %.0f µs (+%.0f, %.0f-%.0f) | %.0f / %.0f µs | %.0f / %.0f µs | %.0f µs, %.0f (%.1f KB) | %.0f µs, %.0f µs, %.0f |\n",
+			p("| %d | %.0f / %.0f µs (%.2f×, %.2f-%.2f) | %.0f / %.0f µs (%+.0f, %.0f to %.0f) | %.0f / %.0f µs | %.0f / %.0f µs | %.0f µs, %.0f (%.1f KB) | %.0f µs, %.0f µs, %.0f |\n",
 				r.Sessions, r.Direct.NsPerOp/1000, r.Gateway.NsPerOp/1000, r.PerCall.Median, r.PerCall.Min, r.PerCall.Max,
 				r.Direct.P50, r.Gateway.P50, r.AddedP50.Median, r.AddedP50.Min, r.AddedP50.Max,
 				r.Direct.P99, r.Gateway.P99, r.Direct.CPU, r.Gateway.CPU,
@@ -218,12 +218,12 @@ func WriteTable(w io.Writer, res Results) error {
 	}
 	if rows := GatewaySummary(res.Gateway); len(rows) > 0 {
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "GATEWAY SESSIONS\tPER CALL DIRECT/GATEWAY\tRATIO (RANGE)\tP50 DIRECT/GATEWAY\t+P50 (RANGE)\tCPU/CALL DIRECT/GATEWAY\tALLOCS/CALL DIRECT/GATEWAY")
+		fmt.Fprintln(tw, "GATEWAY SESSIONS\tPER CALL DIRECT/GATEWAY\tRATIO (RANGE)\tP50 DIRECT/GATEWAY\t+P50 (RANGE)\tCPU/CALL DIRECT/GATEWAY\tGATEWAY PROCESS CPU, ALLOCS/CALL")
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%d\t%.0f/%.0f µs\t%.2fx (%.2f-%.2f)\t%.0f/%.0f µs\t+%.0f µs (%.0f-%.0f)\t%.0f/%.0f µs\t%.0f/%.0f\n",
+			fmt.Fprintf(tw, "%d\t%.0f/%.0f µs\t%.2fx (%.2f-%.2f)\t%.0f/%.0f µs\t%+.0f µs (%.0f to %.0f)\t%.0f/%.0f µs\t%.0f µs, %.0f\n",
 				r.Sessions, r.Direct.NsPerOp/1000, r.Gateway.NsPerOp/1000, r.PerCall.Median, r.PerCall.Min, r.PerCall.Max,
 				r.Direct.P50, r.Gateway.P50, r.AddedP50.Median, r.AddedP50.Min, r.AddedP50.Max,
-				r.Direct.CPU, r.Gateway.CPU, r.Direct.Allocs, r.Gateway.Allocs)
+				r.Direct.CPU, r.Gateway.CPU, r.Gateway.MidCPU, r.Gateway.MidAllocs)
 		}
 	}
 	fmt.Fprintf(tw, "\ngc of %d orphans after kill -9: %s, %d left\n", res.Orphans.Created, format(res.Orphans.GC), len(res.Orphans.Left))

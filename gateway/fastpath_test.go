@@ -319,3 +319,43 @@ func TestGateway_TrajectoryBoundInBytes(t *testing.T) {
 		t.Errorf("state calls %d dropped %d (%v), want %d and %d", st.Calls, st.CallsDropped, err, calls, calls-len(lines))
 	}
 }
+
+// What the SDK refuses on an established session, the fast path leaves to it: a Host that is
+// not loopback on a loopback listener (DNS rebinding), a missing Accept type, a body over the
+// SDK's limit.
+func TestFastPath_LeavesRefusalsToTheSDK(t *testing.T) {
+	_, gw := newGateway(t, gateway.Config{}, newBackend(t, "a", false, "echo"))
+	hdr := rawSession(t, gw.URL, "")
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
+	post := func(body string, edit func(*http.Request)) int {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", gw.URL+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		edit(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(call, func(*http.Request) {}); code != 200 {
+		t.Fatalf("call: %d", code)
+	}
+	if code := post(call, func(r *http.Request) { r.Host = "evil.example" }); code != http.StatusForbidden {
+		t.Errorf("call with a rebound Host: %d, want 403", code)
+	}
+	if code := post(call, func(r *http.Request) { r.Header.Set("Accept", "application/json") }); code != http.StatusBadRequest {
+		t.Errorf("call without text/event-stream in Accept: %d, want 400", code)
+	}
+	big := strings.Replace(call, `"x"`, `"`+strings.Repeat("x", int(mcp.DefaultMaxRequestBodyBytes))+`"`, 1)
+	if code := post(big, func(*http.Request) {}); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("call over the body limit: %d, want 413", code)
+	}
+}
