@@ -62,8 +62,13 @@ func (m *mcpServers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodDelete:
-		m.sessions.remove(s) // from now on every request of s reaches the SDK, which ends it
-		m.handler.ServeHTTP(w, r)
+		// Once the SDK ended the session, and before the client hears so, every request of s
+		// goes to the SDK (which answers 404). A DELETE the SDK refuses leaves s as it was.
+		sw := &statusWriter{ResponseWriter: w}
+		m.handler.ServeHTTP(sw, r)
+		if sw.status < 300 {
+			m.sessions.remove(s)
+		}
 		return
 	case http.MethodPost:
 	default:
@@ -90,6 +95,26 @@ func (m *mcpServers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		m.handler.ServeHTTP(w, r)
 	}
+}
+
+// statusWriter records the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 // fastHeaders reports whether r's headers are those of a request the fast path may answer
