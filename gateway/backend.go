@@ -37,6 +37,7 @@ type backend struct {
 	rawc      *http.Client   // the fast path's: same pooled connections, headers set per request
 	ids       atomic.Uint64  // ids of forwarded calls
 	lastOK    atomic.Int64   // unix nanoseconds of the last call the backend answered
+	inflight  atomic.Int64   // calls forwarded and not answered yet
 	changed   func(*backend) // called after the tool list changed
 
 	relistc chan struct{} // cap 1: the backend said tools/list_changed
@@ -221,7 +222,9 @@ func (b *backend) call(ctx context.Context, tool string, args json.RawMessage, m
 			signal(b.pokec)
 			return nil, err
 		}
+		b.inflight.Add(1)
 		res, err := cs.CallTool(ctx, params)
+		b.inflight.Add(-1)
 		if err == nil {
 			b.answered()
 			return res, nil
@@ -314,6 +317,11 @@ func (b *backend) check(ctx context.Context) {
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		err := cs.Ping(pctx, nil)
 		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && b.inflight.Load() > 0 {
+			// Slow to answer a ping while it works on calls: busy, not dead (a dead backend
+			// fails those calls, which marks it down).
+			return
+		}
 		if err == nil || backendAnswer(err) != nil { // a JSON-RPC answer, even an error, is alive
 			b.mu.Lock()
 			if b.session == cs && !b.healthy {

@@ -80,7 +80,9 @@ func (b *backend) forward(ctx context.Context, r *route, role string, args, meta
 			return b.forwardSDK(ctx, r, args, meta)
 		}
 		id := b.nextID()
+		b.inflight.Add(1)
 		res, err := b.post(ctx, sid, version, role, id, callBody(id, r.toolJSON, args, meta))
+		b.inflight.Add(-1)
 		switch {
 		case err == nil:
 			b.answered()
