@@ -92,12 +92,17 @@ func serveChild(serve func(ctx context.Context, ready func(url string)) error) i
 func serveBenchBackend(ctx context.Context, ready func(string)) error {
 	b := &testBackend{name: "a", mcp: mcp.NewServer(&mcp.Implementation{Name: "a", Version: "1"}, nil)}
 	b.addEcho("echo")
+	return serveHandler(ctx, ready, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.mcp },
+		&mcp.StreamableHTTPOptions{JSONResponse: true}))
+}
+
+// serveHandler serves h on a loopback port until ctx ends, and reports its /mcp URL to ready.
+func serveHandler(ctx context.Context, ready func(string), h http.Handler) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.mcp },
-		&mcp.StreamableHTTPOptions{JSONResponse: true}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
@@ -121,20 +126,7 @@ func serveBenchProxy(ctx context.Context, ready func(string)) error {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, 1024
 	rp.Transport, rp.FlushInterval = tr, -1
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	ready("http://" + ln.Addr().String() + "/mcp")
-	if err := srv.Serve(ln); err != http.ErrServerClosed {
-		return err
-	}
-	return nil
+	return serveHandler(ctx, ready, rp)
 }
 
 // child is a benchmark process: its URL, its process (for its CPU time) and the URL of its
