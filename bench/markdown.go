@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -41,19 +42,17 @@ func Markdown(res Results) string {
 		}
 		p("| %s | %s | %s | %s |\n", c.Name, format(a.Median()), format(base.Median()), ratio)
 	}
-	p("\nGateway tools/call overhead (`%s`; one echo backend, real HTTP on loopback):\n\n", res.GatewayNote)
-	if len(res.Gateway) > 0 {
-		p("| path | sessions | per call (throughput) | p50 latency | p99 latency |\n|---|---|---|---|---|\n")
-		for _, g := range res.Gateway {
-			p("| %s | %d | %.0f µs | %.0f µs | %.0f µs |\n", g.Path, g.Sessions, g.NsPerOp/1000, g.P50, g.P99)
+	p("\nGateway tools/call overhead (`%s`; one echo backend, real HTTP on loopback, the backend, the gateway and the proxy each in a process of its own; each session count runs direct, through the gateway, then through a plain reverse proxy, %d times; figures are medians over the runs, ranges min-max):\n\n", res.GatewayNote, GatewayRuns)
+	if rows := GatewaySummary(res.Gateway); len(rows) > 0 {
+		p("| sessions | per call direct / gateway (ratio, range) | p50 direct / gateway (+µs, range) | p99 direct / gateway | CPU per call, every process: direct / gateway | the gateway process per call: CPU, allocations | a plain reverse proxy instead: p50, its CPU and allocations per call |\n|---|---|---|---|---|---|---|\n")
+		for _, r := range rows {
+			p("| %d | %.0f / %.0f µs (%.2f×, %.2f-%.2f) | %.0f / %.0f µs (%+.0f, %.0f to %.0f) | %.0f / %.0f µs | %.0f / %.0f µs | %.0f µs, %.0f (%.1f KB) | %.0f µs, %.0f µs, %.0f |\n",
+				r.Sessions, r.Direct.NsPerOp/1000, r.Gateway.NsPerOp/1000, r.PerCall.Median, r.PerCall.Min, r.PerCall.Max,
+				r.Direct.P50, r.Gateway.P50, r.AddedP50.Median, r.AddedP50.Min, r.AddedP50.Max,
+				r.Direct.P99, r.Gateway.P99, r.Direct.CPU, r.Gateway.CPU,
+				r.Gateway.MidCPU, r.Gateway.MidAllocs, r.Gateway.MidBytes/1024,
+				r.Proxy.P50, r.Proxy.MidCPU, r.Proxy.MidAllocs)
 		}
-		for _, n := range []int{1, 64} {
-			d, g := gatewayAt(res.Gateway, "direct", n), gatewayAt(res.Gateway, "gateway", n)
-			if d.P50 > 0 && d.NsPerOp > 0 {
-				p("\nAt %d session(s) the gateway costs %.2f× the direct p50 latency (+%.0f µs) and %.2f× the time per call.", n, g.P50/d.P50, g.P50-d.P50, g.NsPerOp/d.NsPerOp)
-			}
-		}
-		p("\n")
 	}
 	o := res.Orphans
 	p("\ngc after kill -9: a process created %d sandboxes (%s until all were up) and was killed with SIGKILL; `agentenv gc` removed them in %s, leaving %d.\n",
@@ -68,13 +67,102 @@ func Markdown(res Results) string {
 	return b.String()
 }
 
-func gatewayAt(figs []GatewayFigure, path string, sessions int) GatewayFigure {
-	for _, g := range figs {
-		if g.Path == path && g.Sessions == sessions {
-			return g
+// GatewayRow compares the direct and the gateway path at one session count over the runs.
+type GatewayRow struct {
+	Sessions        int
+	Direct, Gateway GatewayFigure // medians of each figure over the runs
+	Proxy           GatewayFigure // the plain reverse proxy's medians, zero if it did not run
+	PerCall         Spread        // gateway ns/op over direct ns/op, per run
+	AddedP50        Spread        // gateway p50 minus direct p50, µs, per run
+}
+
+// Spread is the median, minimum and maximum of one figure over the runs.
+type Spread struct{ Median, Min, Max float64 }
+
+// GatewaySummary pairs the direct and gateway figures of each run at each session count, in
+// the order the session counts first appear.
+func GatewaySummary(figs []GatewayFigure) []GatewayRow {
+	type key struct{ sessions, run int }
+	direct, through, proxy := map[key]GatewayFigure{}, map[key]GatewayFigure{}, map[key]GatewayFigure{}
+	var order []int
+	for _, f := range figs {
+		k := key{f.Sessions, f.Run}
+		switch f.Path {
+		case "direct":
+			direct[k] = f
+		case "gateway":
+			through[k] = f
+		case "proxy":
+			proxy[k] = f
+		}
+		if !slices.Contains(order, f.Sessions) {
+			order = append(order, f.Sessions)
 		}
 	}
-	return GatewayFigure{}
+	var rows []GatewayRow
+	for _, n := range order {
+		var ds, gs, ps []GatewayFigure
+		var perCall, added []float64
+		for k, d := range direct {
+			g, ok := through[k]
+			if k.sessions != n || !ok || d.NsPerOp == 0 {
+				continue
+			}
+			ds, gs = append(ds, d), append(gs, g)
+			if p, ok := proxy[k]; ok {
+				ps = append(ps, p)
+			}
+			perCall = append(perCall, g.NsPerOp/d.NsPerOp)
+			added = append(added, g.P50-d.P50)
+		}
+		if len(ds) == 0 {
+			continue
+		}
+		row := GatewayRow{Sessions: n, Direct: medianFigure(ds), Gateway: medianFigure(gs),
+			PerCall: spread(perCall), AddedP50: spread(added)}
+		if len(ps) > 0 {
+			row.Proxy = medianFigure(ps)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// medianFigure is the figure whose every number is the median of figs'.
+func medianFigure(figs []GatewayFigure) GatewayFigure {
+	med := func(get func(GatewayFigure) float64) float64 {
+		v := make([]float64, len(figs))
+		for i, f := range figs {
+			v[i] = get(f)
+		}
+		return spread(v).Median
+	}
+	return GatewayFigure{
+		Path: figs[0].Path, Sessions: figs[0].Sessions,
+		NsPerOp:   med(func(f GatewayFigure) float64 { return f.NsPerOp }),
+		P50:       med(func(f GatewayFigure) float64 { return f.P50 }),
+		P99:       med(func(f GatewayFigure) float64 { return f.P99 }),
+		CPU:       med(func(f GatewayFigure) float64 { return f.CPU }),
+		Bytes:     med(func(f GatewayFigure) float64 { return f.Bytes }),
+		Allocs:    med(func(f GatewayFigure) float64 { return f.Allocs }),
+		MidCPU:    med(func(f GatewayFigure) float64 { return f.MidCPU }),
+		MidAllocs: med(func(f GatewayFigure) float64 { return f.MidAllocs }),
+		MidBytes:  med(func(f GatewayFigure) float64 { return f.MidBytes }),
+	}
+}
+
+// spread returns the median (the mean of the middle two for an even count), minimum and
+// maximum of v, zero for none.
+func spread(v []float64) Spread {
+	if len(v) == 0 {
+		return Spread{}
+	}
+	s := slices.Sorted(slices.Values(v))
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return Spread{Median: m, Min: s[0], Max: s[len(s)-1]}
 }
 
 func orDash(s string) string {
@@ -128,11 +216,14 @@ func WriteTable(w io.Writer, res Results) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, format(a.Median()), format(base.Median()), ratio)
 	}
-	if len(res.Gateway) > 0 {
+	if rows := GatewaySummary(res.Gateway); len(rows) > 0 {
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "GATEWAY PATH\tSESSIONS\tPER CALL\tP50\tP99")
-		for _, g := range res.Gateway {
-			fmt.Fprintf(tw, "%s\t%d\t%.0f µs\t%.0f µs\t%.0f µs\n", g.Path, g.Sessions, g.NsPerOp/1000, g.P50, g.P99)
+		fmt.Fprintln(tw, "GATEWAY SESSIONS\tPER CALL DIRECT/GATEWAY\tRATIO (RANGE)\tP50 DIRECT/GATEWAY\t+P50 (RANGE)\tCPU/CALL DIRECT/GATEWAY\tGATEWAY PROCESS CPU, ALLOCS/CALL")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%d\t%.0f/%.0f µs\t%.2fx (%.2f-%.2f)\t%.0f/%.0f µs\t%+.0f µs (%.0f to %.0f)\t%.0f/%.0f µs\t%.0f µs, %.0f\n",
+				r.Sessions, r.Direct.NsPerOp/1000, r.Gateway.NsPerOp/1000, r.PerCall.Median, r.PerCall.Min, r.PerCall.Max,
+				r.Direct.P50, r.Gateway.P50, r.AddedP50.Median, r.AddedP50.Min, r.AddedP50.Max,
+				r.Direct.CPU, r.Gateway.CPU, r.Gateway.MidCPU, r.Gateway.MidAllocs)
 		}
 	}
 	fmt.Fprintf(tw, "\ngc of %d orphans after kill -9: %s, %d left\n", res.Orphans.Created, format(res.Orphans.GC), len(res.Orphans.Left))

@@ -108,45 +108,88 @@ func composeAvailable(ctx context.Context) error {
 	return nil
 }
 
-// GatewayFigure is one line of the gateway's Go benchmark.
+// GatewayFigure is one line of the gateway's Go benchmark: one path at one session count in
+// one repetition.
 type GatewayFigure struct {
-	Path     string  `json:"path"` // "direct" or "gateway"
+	Path     string  `json:"path"` // "direct", "gateway" or "proxy" (a plain reverse proxy)
 	Sessions int     `json:"sessions"`
+	Run      int     `json:"run"`       // repetition, from 1; direct and gateway of one run ran back to back
 	NsPerOp  float64 `json:"ns_per_op"` // wall time per call over all sessions (throughput)
 	P50      float64 `json:"p50_us"`    // latency of one call, µs
 	P99      float64 `json:"p99_us"`
+	CPU      float64 `json:"cpu_us"`    // CPU time per call of every process on the path, µs
+	Bytes    float64 `json:"bytes_op"`  // bytes the client allocated per call
+	Allocs   float64 `json:"allocs_op"` // allocations of the client per call
+	// The middle process's own figures per call (the gateway's, or the proxy's).
+	MidCPU    float64 `json:"mid_cpu_us,omitempty"`
+	MidAllocs float64 `json:"mid_allocs_op,omitempty"`
+	MidBytes  float64 `json:"mid_bytes_op,omitempty"`
 }
 
-var benchLine = regexp.MustCompile(`^BenchmarkCall(Direct|Gateway)/sessions=(\d+)\S*\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) p50-µs\s+([\d.]+) p99-µs`)
+// GatewayRuns is how often the gateway benchmark alternates direct and gateway at each session
+// count, so that its ratios come with a range.
+const GatewayRuns = 3
 
-// ParseGatewayBench reads the figures of `go test -bench BenchmarkCall` output.
+var benchLine = regexp.MustCompile(`^BenchmarkCall/sessions=(\d+)/(direct|gateway|proxy)\S*\s+\d+\s+(.*)$`)
+
+// ParseGatewayBench reads the figures of `go test -bench BenchmarkCall -benchmem` output,
+// numbering the repetitions of each path and session count in order.
 func ParseGatewayBench(out string) []GatewayFigure {
 	var figs []GatewayFigure
+	runs := map[string]int{}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		m := benchLine.FindStringSubmatch(strings.TrimSpace(sc.Text()))
 		if m == nil {
 			continue
 		}
-		n, _ := strconv.Atoi(m[2])
-		f := GatewayFigure{Path: strings.ToLower(m[1]), Sessions: n}
-		f.NsPerOp, _ = strconv.ParseFloat(m[3], 64)
-		f.P50, _ = strconv.ParseFloat(m[4], 64)
-		f.P99, _ = strconv.ParseFloat(m[5], 64)
+		n, _ := strconv.Atoi(m[1])
+		f := GatewayFigure{Path: m[2], Sessions: n}
+		runs[m[1]+m[2]]++
+		f.Run = runs[m[1]+m[2]]
+		fields := strings.Fields(m[3])
+		for i := 0; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				continue
+			}
+			switch fields[i+1] {
+			case "ns/op":
+				f.NsPerOp = v
+			case "p50-µs":
+				f.P50 = v
+			case "p99-µs":
+				f.P99 = v
+			case "cpu-µs/op":
+				f.CPU = v
+			case "B/op":
+				f.Bytes = v
+			case "allocs/op":
+				f.Allocs = v
+			case "gw-cpu-µs/op":
+				f.MidCPU = v
+			case "gw-allocs/op":
+				f.MidAllocs = v
+			case "gw-B/op":
+				f.MidBytes = v
+			}
+		}
 		figs = append(figs, f)
 	}
 	return figs
 }
 
-// gateway runs the gateway's Go benchmark: one echo backend, tools/call over 1 and 64 client
-// sessions, straight to the backend and through the gateway (real HTTP on loopback).
+// gateway runs the gateway's Go benchmark: one echo backend, tools/call over 1, 8, 64 and 256
+// client sessions, straight to the backend and through the gateway (real HTTP on loopback),
+// side by side, GatewayRuns times.
 func (b *bencher) gateway(ctx context.Context) {
 	if b.cfg.RepoDir == "" {
 		b.res.GatewayNote = "skipped: run from a checkout of agentenv (the figures come from go test -bench ./gateway)"
 		return
 	}
-	cmd := []string{"go", "test", "-run", "^$", "-bench", "^BenchmarkCall(Direct|Gateway)$", "-benchtime", "4000x", "-count", "1", "./gateway/"}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	cmd := []string{"go", "test", "-run", "^$", "-bench", "^BenchmarkCall$", "-benchtime", "4000x", "-benchmem",
+		"./gateway/", "-args", "-gateway.runs", strconv.Itoa(GatewayRuns)}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
 	c := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
 	c.Dir = b.cfg.RepoDir

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentenv/agentenv/envproto"
@@ -23,6 +25,7 @@ const (
 	reconnectTimeout = 5 * time.Second
 	listTimeout      = 10 * time.Second
 	closeTimeout     = 6 * time.Second // the SDK bounds its DELETE at 5 s
+	maxIdleConns     = 1024            // kept-alive connections to one backend
 )
 
 // backend is the gateway's client of one MCP server. One client session is shared by every
@@ -30,7 +33,11 @@ const (
 type backend struct {
 	name, url string
 	log       *slog.Logger
-	httpc     *http.Client
+	httpc     *http.Client   // the SDK client's: stamps the caller's role header
+	rawc      *http.Client   // the fast path's: same pooled connections, headers set per request
+	ids       atomic.Uint64  // ids of forwarded calls
+	lastOK    atomic.Int64   // unix nanoseconds of the last call the backend answered
+	inflight  atomic.Int64   // calls forwarded and not answered yet
 	changed   func(*backend) // called after the tool list changed
 
 	relistc chan struct{} // cap 1: the backend said tools/list_changed
@@ -50,13 +57,16 @@ type backend struct {
 
 func newBackend(s Backend, log *slog.Logger, changed func(*backend)) *backend {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	// Many gateway sessions share one backend session: keep enough idle connections for them.
-	tr.MaxIdleConnsPerHost = 128
+	// Many gateway sessions share one backend session, each call on a connection of its own:
+	// keep enough idle connections for them all, without the default cap of 100 in total.
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = maxIdleConns
 	return &backend{
 		name:    s.Name,
 		url:     s.URL,
 		log:     log.With("component", s.Name),
 		httpc:   &http.Client{Transport: stampTransport{tr}},
+		rawc:    &http.Client{Transport: tr},
 		changed: changed,
 		relistc: make(chan struct{}, 1),
 		pokec:   make(chan struct{}, 1),
@@ -212,8 +222,11 @@ func (b *backend) call(ctx context.Context, tool string, args json.RawMessage, m
 			signal(b.pokec)
 			return nil, err
 		}
+		b.inflight.Add(1)
 		res, err := cs.CallTool(ctx, params)
+		b.inflight.Add(-1)
 		if err == nil {
+			b.answered()
 			return res, nil
 		}
 		if ctx.Err() != nil {
@@ -287,15 +300,28 @@ func (b *backend) monitor(ctx context.Context) {
 	}
 }
 
-// check pings the live session, or reconnects when there is none or the ping fails.
+// answered notes that the backend just answered a call.
+func (b *backend) answered() { b.lastOK.Store(time.Now().UnixNano()) }
+
+// check pings the live session, or reconnects when there is none or the ping fails. A healthy
+// backend that answered a call within the last ping interval is alive without a ping: under
+// load a ping may queue behind the calls for longer than its timeout.
 func (b *backend) check(ctx context.Context) {
 	b.mu.Lock()
-	cs := b.session
+	cs, healthy := b.session, b.healthy
 	b.mu.Unlock()
+	if cs != nil && healthy && time.Since(time.Unix(0, b.lastOK.Load())) < pingInterval {
+		return
+	}
 	if cs != nil {
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		err := cs.Ping(pctx, nil)
 		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && b.inflight.Load() > 0 {
+			// Slow to answer a ping while it works on calls: busy, not dead (a dead backend
+			// fails those calls, which marks it down).
+			return
+		}
 		if err == nil || backendAnswer(err) != nil { // a JSON-RPC answer, even an error, is alive
 			b.mu.Lock()
 			if b.session == cs && !b.healthy {
@@ -388,7 +414,8 @@ func withRole(ctx context.Context, role string) context.Context {
 }
 
 // stampTransport sets the AgentEnv-Role header of a forwarded request from its context, so a
-// backend sees the caller's role both in _meta and where a plain HTTP server looks.
+// backend sees the caller's role both in _meta and where a plain HTTP server looks, and bounds
+// the answer to a POST at maxBackendAnswer bytes (a GET is the session's long-lived stream).
 type stampTransport struct{ base http.RoundTripper }
 
 func (t stampTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -396,5 +423,30 @@ func (t stampTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
 		r.Header.Set(RoleHeader, role)
 	}
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(r)
+	if err == nil && r.Method == http.MethodPost {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, left: maxBackendAnswer}
+	}
+	return resp, err
+}
+
+// boundedBody fails a read past its bound with errAnswerTooLarge.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errAnswerTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1] // one more, to tell a body of exactly the bound from a longer one
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, errAnswerTooLarge
+	}
+	return n, err
 }

@@ -2,11 +2,13 @@ package gateway_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,18 +16,35 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-func BenchmarkCallDirect(b *testing.B) {
-	be := newBackend(b, "a", false, "echo")
-	for _, n := range []int{1, 64} {
-		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) { benchCalls(b, be.url, n, benchClientOpt("")) })
-	}
-}
+// benchSessions are the client session counts of BenchmarkCall.
+var benchSessions = []int{1, 8, 64, 256}
 
-func BenchmarkCallGateway(b *testing.B) {
-	be := newBackend(b, "a", false, "echo")
-	_, gw := newGateway(b, gateway.Config{}, be)
-	for _, n := range []int{1, 64} {
-		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) { benchCalls(b, gw.URL+"/mcp", n, authClientOpt()) })
+// benchRuns is how often BenchmarkCall alternates the two paths at each session count.
+var benchRuns = flag.Int("gateway.runs", 1, "BenchmarkCall: runs of direct then gateway at each session count")
+
+// BenchmarkCall measures tools/call of one echo backend over n concurrent client sessions,
+// straight to the backend and through the gateway, side by side: each session count runs
+// direct, gateway, then a plain reverse proxy (the floor of one more HTTP hop), -gateway.runs times (go test names the repetitions #01, #02, ...),
+// so that a noisy machine loads both alike. Besides ns/op (the
+// wall time per call over all sessions) it reports the p50 and p99 latency of one call and
+// the CPU time per call of every process on the path (client, backend, and gateway), and the
+// gateway process's own CPU time and allocations per call. The backend and the gateway run in
+// processes of their own (benchproc_test.go); -benchmem counts the client's allocations only.
+func BenchmarkCall(b *testing.B) {
+	be := startChild(b, "backend")
+	gw := startChild(b, "gateway", benchBackendEnv+"="+be.url)
+	proxy := startChild(b, "proxy", benchBackendEnv+"="+be.url)
+	for _, n := range benchSessions {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			direct := openSessions(b, be.url, n, benchClientOpt(""))
+			through := openSessions(b, gw.url, n, authClientOpt())
+			proxied := openSessions(b, proxy.url, n, benchClientOpt(""))
+			for range *benchRuns {
+				b.Run("direct", func(b *testing.B) { benchCalls(b, direct, nil, be) })
+				b.Run("gateway", func(b *testing.B) { benchCalls(b, through, &gw, be, gw) })
+				b.Run("proxy", func(b *testing.B) { benchCalls(b, proxied, &proxy, be, proxy) })
+			}
+		})
 	}
 }
 
@@ -43,13 +62,19 @@ func benchClientOpt(token string) *mcp.StreamableClientTransport {
 	return &mcp.StreamableClientTransport{HTTPClient: &http.Client{Transport: headerTransport{tr, h}}}
 }
 
-// benchCalls runs b.N tools/call over n concurrent client sessions and reports the latency
-// percentiles.
-func benchCalls(b *testing.B, endpoint string, n int, tmpl *mcp.StreamableClientTransport) {
-	sessions := openSessions(b, endpoint, n, tmpl)
-	lat := make([][]time.Duration, n)
+// benchCalls runs b.N tools/call over the sessions at once and reports the latency
+// percentiles, the CPU time per call of this process and the children on the path, and those
+// of the middle process gw (the gateway or the proxy), if not nil.
+func benchCalls(b *testing.B, sessions []*mcp.ClientSession, gw *child, path ...child) {
+	lat := make([][]time.Duration, len(sessions))
 	var next sync.Mutex
 	left := b.N
+	var gwCPU0 time.Duration
+	var gwAllocs0 memStats
+	if gw != nil {
+		gwCPU0, gwAllocs0 = gw.ownCPU(), gw.allocs(b)
+	}
+	cpu0 := cpuTime(path...)
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for i, cs := range sessions {
@@ -76,6 +101,14 @@ func benchCalls(b *testing.B, endpoint string, n int, tmpl *mcp.StreamableClient
 	}
 	wg.Wait()
 	b.StopTimer()
+	perCall := func(v float64) float64 { return v / float64(b.N) }
+	b.ReportMetric(perCall(float64((cpuTime(path...) - cpu0).Microseconds())), "cpu-µs/op")
+	if gw != nil {
+		a := gw.allocs(b)
+		b.ReportMetric(perCall(float64((gw.ownCPU() - gwCPU0).Microseconds())), "gw-cpu-µs/op")
+		b.ReportMetric(perCall(float64(a.Mallocs-gwAllocs0.Mallocs)), "gw-allocs/op")
+		b.ReportMetric(perCall(float64(a.Bytes-gwAllocs0.Bytes)), "gw-B/op")
+	}
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	if len(all) > 0 {
@@ -84,7 +117,7 @@ func benchCalls(b *testing.B, endpoint string, n int, tmpl *mcp.StreamableClient
 	}
 }
 
-func openSessions(b *testing.B, endpoint string, n int, tmpl *mcp.StreamableClientTransport) []*mcp.ClientSession {
+func openSessions(b testing.TB, endpoint string, n int, tmpl *mcp.StreamableClientTransport) []*mcp.ClientSession {
 	b.Helper()
 	out := make([]*mcp.ClientSession, n)
 	for i := range out {
@@ -130,6 +163,15 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 			}
 		})
 	}
+}
+
+// selfCPU returns the user and system CPU time of this process so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func heap() int64 {

@@ -20,44 +20,71 @@ type callInfo struct {
 	meta    mcp.Meta
 }
 
-// call gates, routes and forwards one tool call, and records it in the trajectory.
-func (g *Gateway) call(ctx context.Context, ci callInfo) (res *mcp.CallToolResult, err error) {
+// forwardFunc sends a routed, gated call to its backend and returns the raw CallToolResult.
+type forwardFunc func(ctx context.Context, r *route) (json.RawMessage, error)
+
+// call gates, routes and forwards one tool call through the backend's SDK client session, and
+// records it in the trajectory.
+func (g *Gateway) call(ctx context.Context, ci callInfo) (*mcp.CallToolResult, error) {
+	var res *mcp.CallToolResult
+	err := g.dispatch(ctx, &ci, func(ctx context.Context, r *route) (json.RawMessage, error) {
+		var err error
+		res, err = r.backend.call(ctx, r.tool.Name, rawArgs(ci.args), stampMeta(ci.meta, ci.role, ci.session))
+		if err != nil {
+			return nil, err
+		}
+		if res.Content == nil {
+			res.Content = []mcp.Content{} // the spec wants an array, never null
+		}
+		return json.Marshal(res)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// dispatch is the one path of every tool call, SDK or fast: it resolves the tool, applies the
+// caller's role rules, waits for the call's lane in consistent mode, runs forward under the
+// call timeout and records the call in the trajectory.
+func (g *Gateway) dispatch(ctx context.Context, ci *callInfo, forward forwardFunc) (err error) {
 	ci.role = normRole(ci.role)
 	rec := CallRecord{
 		Via: ci.via, Session: ci.session, Role: ci.role, Tool: ci.tool,
 		Arguments: rawArgs(ci.args), Started: time.Now().UTC(),
 	}
+	var result json.RawMessage
 	defer func() {
+		if rec.Server == "" {
+			return // only calls to tools that exist are recorded
+		}
 		rec.DurationMS = float64(time.Since(rec.Started).Microseconds()) / 1000
 		if err != nil {
 			rec.Error = err.Error()
-		} else if b, merr := json.Marshal(res); merr == nil {
-			rec.Result = b
+		} else {
+			rec.Result = result
 		}
 		g.traj.add(rec)
 	}()
 
 	r := g.currentUnion().byName[ci.tool]
 	if r == nil {
-		return nil, fmt.Errorf("%w: %q", ErrToolNotFound, ci.tool)
+		return fmt.Errorf("%w: %q", ErrToolNotFound, ci.tool)
 	}
 	rec.Server, rec.ServerTool = r.backend.name, r.tool.Name
 	if g.roles.disabled(ci.role, r.public, r.qualified) {
-		return nil, fmt.Errorf("%w: %q is disabled for role %q", ErrToolDisabled, ci.tool, ci.role)
+		return fmt.Errorf("%w: %q is disabled for role %q", ErrToolDisabled, ci.tool, ci.role)
 	}
-	// The call timeout covers the wait for the gate in consistent mode too.
+	// The call timeout covers the wait for the lane in consistent mode too.
 	ctx, cancel := context.WithTimeout(withRole(ctx, ci.role), g.cfg.CallTimeout)
 	defer cancel()
-	release, err := g.calls.acquire(ctx)
+	release, err := g.lanes.acquire(ctx, r.backend)
 	if err != nil {
-		return nil, fmt.Errorf("wait for consistent mode: %w", err)
+		return fmt.Errorf("wait for consistent mode: %w", err)
 	}
 	defer release()
-	res, err = r.backend.call(ctx, r.tool.Name, rawArgs(ci.args), stampMeta(ci.meta, ci.role, ci.session))
-	if err == nil && res.Content == nil {
-		res.Content = []mcp.Content{} // the spec wants an array, never null
-	}
-	return res, err
+	result, err = forward(ctx, r)
+	return err
 }
 
 // stampMeta copies the caller's _meta and adds the role and session. A progress token is left
@@ -71,27 +98,4 @@ func stampMeta(in mcp.Meta, role, session string) mcp.Meta {
 		out[MetaSession] = session
 	}
 	return out
-}
-
-// callGate serializes tool calls in consistent mode; in performance mode it admits all.
-type callGate struct{ sem chan struct{} }
-
-func newCallGate(serialize bool) *callGate {
-	if !serialize {
-		return &callGate{}
-	}
-	return &callGate{sem: make(chan struct{}, 1)}
-}
-
-// acquire waits for the gate or ctx, and returns the function that releases it.
-func (c *callGate) acquire(ctx context.Context) (func(), error) {
-	if c.sem == nil {
-		return func() {}, nil
-	}
-	select {
-	case c.sem <- struct{}{}:
-		return func() { <-c.sem }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }

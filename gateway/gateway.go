@@ -14,6 +14,19 @@
 // each forwarded call with the caller's role and session in _meta ("agentenv.io/role",
 // "agentenv.io/session") and the AgentEnv-Role header.
 //
+// The fast path: a tools/call or tools/list of an initialized session is answered without the
+// SDK's per-message decode and encode. The gateway reads the JSON-RPC envelope, the tool name
+// and the session's role, forwards the raw arguments over the backend's kept-alive connections
+// on the backend session it already holds, and relays the raw result (from a JSON body or an
+// event stream); tools/list answers come from a per-role encoding cached until the tools or the
+// role rules change. Everything else (initialize, notifications, batches, GET streams, DELETE,
+// pagination, the sessionless protocol, anything unexpected) goes to the SDK unchanged. Role
+// rules, naming, the call timeout, consistent mode and the trajectory are one path for both
+// (dispatch).
+//
+// Consistent mode runs one call at a time per backend ([SerializeServer], the default) or
+// across the gateway ([SerializeEnv]).
+//
 // A backend that dies makes its tools fail fast with [ErrBackendUnavailable]; a monitor pings it
 // and reconnects when it comes back.
 package gateway
@@ -92,8 +105,11 @@ type Config struct {
 	// ToolNames is the naming policy: "auto" (default), "prefix" or "never".
 	ToolNames string
 	// Mode is "performance" (default: tool calls run concurrently) or "consistent" (tool calls
-	// are serialized across the whole gateway).
+	// are serialized within the scope of Serialize).
 	Mode string
+	// Serialize is the scope of consistent mode: "server" (default: one call at a time per
+	// backend) or "env" (one call at a time across the gateway). See [SerializeServer].
+	Serialize string
 	// Roles maps a role to the tool patterns disabled for it; '*' matches any run of
 	// characters. A pattern matches a tool's public name or its <server>__<tool> name.
 	Roles map[string][]string
@@ -103,6 +119,10 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// SessionTimeout closes a gateway MCP session idle this long; default 1 h.
 	SessionTimeout time.Duration
+	// TrajectoryBytes bounds the encoded calls /trajectory keeps in memory (at most 100 000
+	// calls either way); the oldest are dropped beyond it and /state counts them. Default
+	// 64 MiB.
+	TrajectoryBytes int
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) allowed besides
 	// localhost ones; a request with another Origin header gets 403.
 	AllowedOrigins []string
@@ -147,6 +167,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	default:
 		return cfg, fmt.Errorf("mode %q: want performance or consistent", cfg.Mode)
 	}
+	switch cfg.Serialize {
+	case "":
+		cfg.Serialize = SerializeServer
+	case SerializeServer, SerializeEnv:
+	default:
+		return cfg, fmt.Errorf("serialize %q: want server or env", cfg.Serialize)
+	}
 	for role, pats := range cfg.Roles {
 		if err := validRole(role); err != nil {
 			return cfg, err
@@ -163,6 +190,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.TrajectoryBytes <= 0 {
+		cfg.TrajectoryBytes = DefaultTrajectoryBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -182,8 +212,9 @@ type Gateway struct {
 
 	roles *roles
 	mcp   *mcpServers
+	lists toolLists // the fast path's tools/list answers
 	traj  *trajectory
-	calls *callGate
+	lanes *lanes
 
 	handler http.Handler
 	stop    context.CancelFunc
@@ -205,8 +236,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		log:    cfg.Logger,
 		byName: make(map[string]*backend),
 		roles:  newRoles(cfg.Roles),
-		traj:   newTrajectory(maxTrajectory),
-		calls:  newCallGate(cfg.Mode == ModeConsistent),
+		traj:   newTrajectory(maxTrajectory, cfg.TrajectoryBytes),
 		stop:   stop,
 	}
 	for _, s := range cfg.Servers {
@@ -214,7 +244,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		g.backends = append(g.backends, b)
 		g.byName[s.Name] = b
 	}
+	g.lanes = newLanes(cfg.Mode, cfg.Serialize, g.backends)
 	g.mcp = newMCPServers(g)
+	g.wg.Go(func() { g.traj.run(runCtx) })
 
 	connectCtx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()

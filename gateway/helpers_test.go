@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,9 @@ type testBackend struct {
 	srv  *httptest.Server
 	mcp  *mcp.Server
 	url  string
+	// forwarded counts the tools/call requests that reached it from the gateway's fast path
+	// (whose JSON-RPC ids are "agentenv-N" strings), sdk those from its SDK client.
+	forwarded, sdk atomic.Int64
 }
 
 // addEcho adds a tool that answers "<server>/<tool>:<text>".
@@ -52,12 +56,40 @@ func (b *testBackend) kill() {
 // and a data plane that answers every request with its own name.
 func newBackend(tb testing.TB, name string, withCard bool, tools ...string) *testBackend {
 	tb.Helper()
+	return startBackend(tb, name, backendOpts{card: withCard}, tools...)
+}
+
+// backendOpts are the options of startBackend.
+type backendOpts struct {
+	card  bool // serve an env card and a data plane
+	sse   bool // answer every POST with an event stream, as the streamable transport allows
+	count bool // count tools/call requests in forwarded and sdk (costs a copy of each body)
+}
+
+// startBackend is newBackend with every option.
+func startBackend(tb testing.TB, name string, o backendOpts, tools ...string) *testBackend {
+	tb.Helper()
+	withCard := o.card
 	b := &testBackend{name: name, mcp: mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)}
 	for _, t := range tools {
 		b.addEcho(t)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.mcp }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.mcp }, &mcp.StreamableHTTPOptions{JSONResponse: !o.sse})
+	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o.count && r.Method == http.MethodPost && r.Body != nil {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"tools/call"`)) {
+				if bytes.Contains(body, []byte(`"id":"agentenv-`)) {
+					b.forwarded.Add(1)
+				} else {
+					b.sdk.Add(1)
+				}
+			}
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
 	if withCard {
 		mux.HandleFunc("GET "+envproto.CardPath, func(w http.ResponseWriter, r *http.Request) {
 			var ct []envproto.Tool

@@ -17,10 +17,12 @@ const methodCallTool = "tools/call"
 
 // mcpServers serves /mcp with one mcp.Server per role, since a tools/list answer is per server:
 // each role's server lists the union minus the tools gated for it, and the SDK notifies that
-// role's sessions when the list changes.
+// role's sessions when the list changes. Its ServeHTTP (fastpath.go) answers tools/call and
+// tools/list of initialized sessions itself and hands everything else to handler.
 type mcpServers struct {
-	g       *Gateway
-	handler *mcp.StreamableHTTPHandler
+	g        *Gateway
+	handler  *mcp.StreamableHTTPHandler
+	sessions *sessions
 
 	mu     sync.Mutex // guards byRole and every roleServer.registered; serializes sync
 	byRole map[string]*roleServer
@@ -33,10 +35,11 @@ type roleServer struct {
 }
 
 func newMCPServers(g *Gateway) *mcpServers {
-	m := &mcpServers{g: g, byRole: make(map[string]*roleServer)}
+	m := &mcpServers{g: g, byRole: make(map[string]*roleServer), sessions: newSessions(g.cfg.SessionTimeout)}
 	m.handler = mcp.NewStreamableHTTPHandler(m.getServer, &mcp.StreamableHTTPOptions{
-		Logger:         g.log,
-		SessionTimeout: g.cfg.SessionTimeout,
+		Logger: g.log,
+		// No SessionTimeout: the SDK's idle timer would not see the requests the fast path
+		// answers; the session table closes idle sessions instead.
 		// A call's answer comes back as one JSON body, not an event stream: the gateway relays
 		// no progress within a call, and a plain body costs less per call.
 		JSONResponse: true,
@@ -70,14 +73,28 @@ func (m *mcpServers) newRoleServer(role string) *roleServer {
 		&mcp.ServerOptions{Logger: m.g.log, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
 	// Every tools/call goes through the gateway's call path, gated tools and tools that
 	// changed since the last sync included, so each call is answered and recorded.
+	// Sessions enter the fast path's table when they initialize (or discover, so that the
+	// table's idle timeout closes those too). Like the SDK, the fast path serves a session's
+	// calls once it answered initialize, without waiting for notifications/initialized.
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if creq, ok := req.(*mcp.CallToolRequest); ok && method == methodCallTool {
+			switch creq, ok := req.(*mcp.CallToolRequest); {
+			case ok && method == methodCallTool:
 				res, err := m.g.callMCP(ctx, role, creq)
 				if err != nil {
 					return nil, err
 				}
 				return res, nil
+			case method == methodInitialize || method == methodDiscover:
+				res, err := next(ctx, method, req)
+				if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+					version := ""
+					if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
+						version = ir.ProtocolVersion
+					}
+					m.sessions.add(ss, role, version, version != "")
+				}
+				return res, err
 			}
 			return next(ctx, method, req)
 		}

@@ -26,8 +26,9 @@ type Rule struct {
 
 // roles holds the gating rules of every role. Safe for concurrent use.
 type roles struct {
-	mu    sync.RWMutex
-	rules map[string][]Rule
+	mu      sync.RWMutex
+	rules   map[string][]Rule
+	version uint64 // counts changes, so that answers computed from the rules can be cached
 }
 
 func newRoles(disabled map[string][]string) *roles {
@@ -80,6 +81,7 @@ func validPatterns(pats []string) error {
 func (r *roles) set(role string, pats []string, disable bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.version++
 	rules := r.rules[role]
 	for _, p := range pats {
 		rules = slices.DeleteFunc(rules, func(x Rule) bool { return x.Pattern == p })
@@ -110,6 +112,13 @@ func (r *roles) disabled(role string, names ...string) bool {
 		}
 	}
 	return false
+}
+
+// changes returns the count of rule changes so far.
+func (r *roles) changes() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.version
 }
 
 // snapshot returns a copy of every role's rules.

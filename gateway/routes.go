@@ -21,7 +21,7 @@ const maxControlBody = 4 << 20
 // auth, then the bearer token on everything else.
 func (g *Gateway) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(envproto.MCPPath, g.mcp.handler)
+	mux.Handle(envproto.MCPPath, g.mcp)
 	mux.HandleFunc("GET "+envproto.CardPath, g.serveCard)
 	mux.HandleFunc("GET "+StatePath, g.serveState)
 	mux.HandleFunc("POST "+StepPath, g.serveStep)
@@ -141,12 +141,8 @@ func (g *Gateway) serveTrajectory(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	enc := json.NewEncoder(w)
-	for _, c := range g.traj.since(after) {
-		if err := enc.Encode(c); err != nil {
-			return // the client went away
-		}
-	}
+	_ = g.traj.writeSince(w, after) // an error means the client went away
+
 }
 
 // decodeStrict decodes one JSON object of at most maxControlBody bytes with no unknown fields.

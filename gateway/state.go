@@ -10,6 +10,7 @@ import (
 type State struct {
 	Name         string            `json:"name"`
 	Mode         string            `json:"mode"`
+	Serialize    string            `json:"serialize"` // the scope of consistent mode
 	ToolNames    string            `json:"tool_names"`
 	Servers      []ServerState     `json:"servers"`
 	Tools        []envproto.Tool   `json:"tools"`
@@ -33,7 +34,7 @@ type ServerState struct {
 func (g *Gateway) State() State {
 	u := g.currentUnion()
 	st := State{
-		Name: g.cfg.Name, Mode: g.cfg.Mode, ToolNames: g.cfg.ToolNames,
+		Name: g.cfg.Name, Mode: g.cfg.Mode, Serialize: g.cfg.Serialize, ToolNames: g.cfg.ToolNames,
 		Tools: make([]envproto.Tool, 0, len(u.tools)),
 		Roles: g.roles.snapshot(),
 	}

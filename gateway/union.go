@@ -20,6 +20,7 @@ type route struct {
 	tool      *mcp.Tool // as the backend lists it
 	exposed   *mcp.Tool // as the gateway lists it: tool renamed to public
 	print     string    // fingerprint of exposed, to tell a changed tool
+	toolJSON  []byte    // tool.Name as a JSON string, spliced into forwarded calls
 }
 
 // union is an immutable snapshot of the gateway's tools, in backend order.
@@ -71,7 +72,9 @@ func buildUnion(policy string, backends []*backend) (*union, error) {
 			}
 			exposed := exposeTool(t, public)
 			print, _ := json.Marshal(exposed)
-			r := &route{public: public, qualified: qualified, backend: o.b, tool: t, exposed: exposed, print: string(print)}
+			toolJSON, _ := json.Marshal(t.Name)
+			r := &route{public: public, qualified: qualified, backend: o.b, tool: t, exposed: exposed,
+				print: string(print), toolJSON: toolJSON}
 			u.tools = append(u.tools, r)
 			u.byName[public] = r
 		}

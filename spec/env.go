@@ -71,6 +71,21 @@ const (
 	ModePerformance GatewayMode = "performance"
 )
 
+// Serialize is the scope within which consistent mode runs one tool call at a time.
+type Serialize string
+
+// Scopes of consistent mode.
+const (
+	// SerializeServer runs one call at a time per server and calls to different servers
+	// concurrently: the default, since each server owns its state (its tools, its own schema
+	// of the service DB), so each server's order is what a trajectory must keep, and a slow
+	// tool of one server does not stall every other.
+	SerializeServer Serialize = "server"
+	// SerializeEnv runs one call at a time across the whole env, for servers that share state
+	// (db-mcp reading what another server writes, servers calling each other).
+	SerializeEnv Serialize = "env"
+)
+
 // Env is an environment as declared in an env file, with defaults applied. Load and Parse return
 // it validated; a hand-built Env should be passed through [Env.Defaults].
 type Env struct {
@@ -160,6 +175,8 @@ type Gateway struct {
 	ToolNames ToolNames `yaml:"tool_names"`
 	// Mode is the scheduling mode (consistent).
 	Mode GatewayMode `yaml:"mode"`
+	// Serialize is the scope of consistent mode (server); performance mode ignores it.
+	Serialize Serialize `yaml:"serialize"`
 	// Roles maps a caller role to the tool name patterns disabled for it. A pattern is 1-128 of
 	// [A-Za-z0-9_.*-], where '*' matches any run of characters.
 	Roles map[string][]string `yaml:"roles"`
@@ -211,6 +228,9 @@ func (e *Env) Defaults() {
 	}
 	if g.Mode == "" {
 		g.Mode = ModeConsistent
+	}
+	if g.Serialize == "" {
+		g.Serialize = SerializeServer
 	}
 	if g.CallTimeout == 0 {
 		g.CallTimeout = DefaultCallTimeout

@@ -182,7 +182,7 @@ func (d *decoder) decodeSidecar(n *yaml.Node, path string, s *Sidecar) {
 }
 
 func (d *decoder) decodeGateway(n *yaml.Node, path string, g *Gateway) {
-	known := []string{"image", "port", "tool_names", "mode", "roles", "call_timeout"}
+	known := []string{"image", "port", "tool_names", "mode", "serialize", "roles", "call_timeout"}
 	d.fields(n, path, known, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "image":
@@ -193,6 +193,8 @@ func (d *decoder) decodeGateway(n *yaml.Node, path string, g *Gateway) {
 			g.ToolNames = ToolNames(d.str(v, p))
 		case "mode":
 			g.Mode = GatewayMode(d.str(v, p))
+		case "serialize":
+			g.Serialize = Serialize(d.str(v, p))
 		case "roles":
 			d.mapping(v, p, func(role string, v *yaml.Node, p string) {
 				if g.Roles == nil {

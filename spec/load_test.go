@@ -102,11 +102,13 @@ servers:
 gateway:
   tool_names: always
   mode: fast
+  serialize: tool
 `,
 			want: []string{
 				`testdata/env.yaml:6: servers[0].transport: unknown value "stdoi": want http or stdio (did you mean "stdio"?)`,
 				`testdata/env.yaml:8: gateway.tool_names: unknown value "always": want auto, prefix or never`,
 				`testdata/env.yaml:9: gateway.mode: unknown value "fast": want consistent or performance`,
+				`testdata/env.yaml:10: gateway.serialize: unknown value "tool": want server or env`,
 			},
 		},
 		{
@@ -354,7 +356,7 @@ service_db:
 			ReadyTimeout: time.Minute,
 		},
 		Gateway: spec.Gateway{
-			Image: "agentenv:dev", Port: 8080, ToolNames: spec.ToolNamesAuto, Mode: spec.ModeConsistent,
+			Image: "agentenv:dev", Port: 8080, ToolNames: spec.ToolNamesAuto, Mode: spec.ModeConsistent, Serialize: spec.SerializeServer,
 			CallTimeout: time.Minute,
 		},
 		File: envFile,

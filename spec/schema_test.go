@@ -35,6 +35,7 @@ func TestEnvSchema_rejects(t *testing.T) {
 	tests := []struct{ name, in string }{
 		{"typo", minimal + "    imgae: x\n"},
 		{"bad enum", minimal + "gateway: {mode: fast}\n"},
+		{"bad serialize", minimal + "gateway: {serialize: tool}\n"},
 		{"bad tool pattern", minimal + "gateway: {roles: {r: [\"a b\"]}}\n"},
 		{"port out of range", minimal + "gateway: {port: 70000}\n"},
 		{"bad duration", minimal + "    ready_timeout: soon\n"},

@@ -240,6 +240,11 @@ func (e *Env) gatewayCommand(tokenFile string, servers []string) []string {
 		"--tool-names", string(g.ToolNames),
 		"--mode", string(g.Mode),
 		"--call-timeout", g.CallTimeout.String())
+	if g.Mode == ModeConsistent && g.Serialize != SerializeServer {
+		// Only when it is not the gateway's default, so that gateways without the flag keep
+		// running the default.
+		cmd = append(cmd, "--serialize", string(g.Serialize))
+	}
 	for _, s := range servers {
 		cmd = append(cmd, "--server", s)
 	}

@@ -2,6 +2,7 @@ package spec_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -127,5 +128,36 @@ func TestComponents_noDB(t *testing.T) {
 	}
 	if len(comps) != 2 || comps[0].Name != "kv" || comps[0].After != nil || comps[1].Role != agentenv.RoleGateway {
 		t.Errorf("Components(kv) = %+v, want kv then gateway, kv with nothing before it", comps)
+	}
+}
+
+// The gateway gets --serialize only for a scope that is not its default, in consistent mode.
+func TestComponents_serialize(t *testing.T) {
+	for _, tt := range []struct {
+		gateway string
+		want    []string // the flags after --call-timeout D
+	}{
+		{"", nil},
+		{"gateway: {serialize: server}\n", nil},
+		{"gateway: {serialize: env}\n", []string{"--serialize", "env"}},
+		{"gateway: {mode: performance, serialize: env}\n", nil},
+	} {
+		env, err := spec.Parse("env.yaml", []byte("name: ok\nservers: [{name: kv, image: x, port: 8080}]\n"+tt.gateway))
+		if err != nil {
+			t.Fatal(err)
+		}
+		comps, err := env.Components(spec.TopologyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := comps[len(comps)-1].Command
+		i := slices.Index(cmd, "--call-timeout")
+		j := slices.Index(cmd, "--server")
+		if i < 0 || j < i+2 {
+			t.Fatalf("%q: gateway command %q", tt.gateway, cmd)
+		}
+		if got := cmd[i+2 : j]; !slices.Equal(got, tt.want) {
+			t.Errorf("%q: flags %q, want %q", tt.gateway, got, tt.want)
+		}
 	}
 }

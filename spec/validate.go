@@ -240,6 +240,7 @@ func (c *checker) gateway(p string, g *Gateway) {
 	c.port(p+".port", g.Port)
 	enum(c, p+".tool_names", g.ToolNames, ToolNamesAuto, ToolNamesPrefix, ToolNamesNever)
 	enum(c, p+".mode", g.Mode, ModeConsistent, ModePerformance)
+	enum(c, p+".serialize", g.Serialize, SerializeServer, SerializeEnv)
 	for _, role := range sortedKeys(g.Roles) {
 		rp := p + ".roles." + role
 		if !roleName.MatchString(role) {
