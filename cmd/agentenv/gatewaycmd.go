@@ -13,9 +13,9 @@ import (
 
 func newGatewayCmd(a *app) *cobra.Command {
 	var f struct {
-		listen, tokenFile, name, toolNames, mode string
-		servers, disable, origins                []string
-		callTimeout, connectTimeout              time.Duration
+		listen, tokenFile, name, toolNames, mode, serialize string
+		servers, disable, origins                           []string
+		callTimeout, connectTimeout                         time.Duration
 	}
 	cmd := &cobra.Command{
 		Use:   "gateway --listen HOST:PORT [--token-file F] --server NAME=URL [--server NAME=URL ...]",
@@ -40,7 +40,7 @@ $AGENTENV_GATEWAY_TOKEN.`,
 			}
 			cfg := gateway.Config{
 				Name: f.name, Token: token, ToolNames: f.toolNames, Mode: f.mode,
-				CallTimeout: f.callTimeout, ConnectTimeout: f.connectTimeout,
+				CallTimeout: f.callTimeout, ConnectTimeout: f.connectTimeout, Serialize: f.serialize,
 				AllowedOrigins: f.origins, Logger: a.log, Roles: map[string][]string{},
 			}
 			for _, s := range f.servers {
@@ -72,6 +72,7 @@ $AGENTENV_GATEWAY_TOKEN.`,
 	fl.StringArrayVar(&f.servers, "server", nil, "backend MCP server NAME=URL (repeatable)")
 	fl.StringVar(&f.toolNames, "tool-names", "auto", "auto, prefix or never")
 	fl.StringVar(&f.mode, "mode", "performance", "consistent (serialize tool calls) or performance")
+	fl.StringVar(&f.serialize, "serialize", gateway.SerializeServer, "scope of consistent mode: server (one call at a time per server) or env (one at a time across the gateway)")
 	fl.DurationVar(&f.callTimeout, "call-timeout", 0, "bound on one tool call (default 600s)")
 	fl.DurationVar(&f.connectTimeout, "connect-timeout", 0, "deadline to reach every backend at start (default 60s)")
 	fl.StringArrayVar(&f.disable, "disable", nil, "ROLE=PATTERN: hide and refuse matching tools for a role (repeatable)")
