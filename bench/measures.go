@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/procinfo"
 )
 
@@ -85,7 +86,7 @@ func (b *bencher) deploys(ctx context.Context) {
 		} else {
 			b.problem("docker compose up: %v", err)
 		}
-		down, derr := b.exec(context.WithoutCancel(ctx), shortTimeout, composeEnv, "docker", "compose", "-f", file, "-p", project, "down", "-t", "1", "-v")
+		down, derr := b.exec(cleanup.Unbounded(ctx), shortTimeout, composeEnv, "docker", "compose", "-f", file, "-p", project, "down", "-t", "1", "-v")
 		if derr != nil {
 			b.problem("docker compose down: %v", derr)
 			return
@@ -198,7 +199,7 @@ func (b *bencher) sandboxes(ctx context.Context) {
 			return
 		}
 		ac.Samples = append(ac.Samples, r.took)
-		if r, err = b.agentenv(context.WithoutCancel(ctx), shortTimeout, "sandbox", "rm", sb.Record); err != nil {
+		if r, err = b.agentenv(cleanup.Unbounded(ctx), shortTimeout, "sandbox", "rm", sb.Record); err != nil {
 			b.problem("agentenv sandbox rm: %v", err)
 			return
 		}
@@ -211,7 +212,7 @@ func (b *bencher) sandboxes(ctx context.Context) {
 		}
 		dc.Samples = append(dc.Samples, r.took)
 		id := strings.TrimSpace(r.stdout)
-		if r, err = b.exec(context.WithoutCancel(ctx), shortTimeout, nil, "docker", "rm", "-f", id); err != nil {
+		if r, err = b.exec(cleanup.Unbounded(ctx), shortTimeout, nil, "docker", "rm", "-f", id); err != nil {
 			b.problem("docker rm -f: %v", err)
 			return
 		}
@@ -289,7 +290,7 @@ func (b *bencher) orphans(ctx context.Context) {
 			}
 		}
 	}
-	r, err := b.agentenv(context.WithoutCancel(ctx), deployTimeout, "gc")
+	r, err := b.agentenv(cleanup.Unbounded(ctx), deployTimeout, "gc")
 	if err != nil {
 		// Still timed: gc exits 1 for any error of the pass, also one that spared the orphans.
 		b.problem("agentenv gc: %v", err)
@@ -300,7 +301,7 @@ func (b *bencher) orphans(ctx context.Context) {
 		b.problem("could not name the owner of bench hold: its leftovers were not counted")
 		return
 	}
-	lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	lctx, lcancel := cleanup.Context(ctx, time.Minute)
 	defer lcancel()
 	rs, err := b.cfg.Engine.List(lctx, map[string]string{agentenv.LabelOwner: owner})
 	if err != nil {

@@ -16,8 +16,12 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/spec"
 )
+
+// closeTimeout bounds the close of a PostgreSQL connection, which runs even when ctx ended.
+const closeTimeout = 5 * time.Second
 
 // pollEvery is the pause between readiness tries; each try has its own short bound, and the
 // whole wait the caller's deadline.
@@ -52,7 +56,7 @@ func waitPostgres(ctx context.Context, url string) error {
 		if err != nil {
 			return err
 		}
-		defer conn.Close(context.WithoutCancel(ctx))
+		defer cleanup.Do(ctx, closeTimeout, conn.Close) //nolint:errcheck // the query said what matters
 		var one int
 		return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
 	})
@@ -70,7 +74,7 @@ func initDB(ctx context.Context, url string, files []spec.File) error {
 	if err != nil {
 		return fmt.Errorf("service db: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer cleanup.Do(ctx, closeTimeout, conn.Close) //nolint:errcheck // the query said what matters
 	for _, f := range files {
 		sql := f.Content
 		if f.Source != "" {

@@ -177,7 +177,7 @@ func (h *Host) run(ctx context.Context, name string, labels map[string]string, c
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
+	cctx, cancel := cleanup.Detached(ctx, createBound)
 	defer cancel()
 	vol := name + "-docker"
 	vo := client.VolumeCreateOptions{Name: vol, Labels: labels}

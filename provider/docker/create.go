@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
 // Bounds of the steps that run on a detached context, so that a cancelled caller never leaves
@@ -66,7 +67,7 @@ func (p *Provider) create(ctx context.Context, name string, spec agentenv.Sandbo
 		if err == nil || !made {
 			return
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
+		cctx, cancel := cleanup.Context(ctx, cleanupBound)
 		defer cancel()
 		if cerr := undo(cctx); cerr != nil {
 			log.Warn("remove after failed create", "err", cerr)
@@ -110,7 +111,7 @@ func (p *Provider) create(ctx context.Context, name string, spec agentenv.Sandbo
 func (p *Provider) createContainer(ctx context.Context, opts client.ContainerCreateOptions) (made bool, err error) {
 	pulled := false
 	for {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
+		cctx, cancel := cleanup.Detached(ctx, createBound)
 		_, err = p.cli.ContainerCreate(cctx, opts)
 		cancel()
 		switch {

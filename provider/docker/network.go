@@ -9,6 +9,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
 // CreateNetwork makes a bridge network named spec.Name carrying spec.Labels, which must
@@ -37,7 +38,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 		}
 	}
 
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
+	cctx, cancel := cleanup.Detached(ctx, createBound)
 	res, err := p.cli.NetworkCreate(cctx, spec.Name, client.NetworkCreateOptions{Driver: "bridge", Labels: spec.Labels})
 	cancel()
 	if err != nil {
@@ -60,7 +61,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 // cleanup removes what a failed create of record id may have made, on a detached, bounded
 // context; a failure is logged, and the record is still found by List.
 func (p *Provider) cleanup(ctx context.Context, id string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
+	cctx, cancel := cleanup.Context(ctx, cleanupBound)
 	defer cancel()
 	if err := p.terminate(cctx, id); err != nil {
 		p.log.Warn("remove after failed create", "record_id", id, "err", err)

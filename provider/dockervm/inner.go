@@ -22,6 +22,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/filetar"
 )
 
@@ -168,7 +169,7 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 	made := false
 	defer func() {
 		if err != nil && made {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
+			cctx, cancel := cleanup.Context(ctx, cleanupBound)
 			defer cancel()
 			if _, rerr := in.ContainerRemove(cctx, spec.Name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); rerr != nil && !isGone(rerr) {
 				err = errors.Join(err, fmt.Errorf("remove %s after failed start: %w", spec.Name, rerr))
@@ -176,7 +177,7 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 		}
 	}()
 	made = true
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
+	cctx, cancel := cleanup.Detached(ctx, createBound)
 	_, err = in.ContainerCreate(cctx, opts)
 	cancel()
 	if err != nil {

@@ -112,7 +112,7 @@ func (p *Provider) createVM(ctx context.Context, spec agentenv.SandboxSpec, extr
 		}
 	}()
 	made = true // from the first request on, something may exist
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
+	cctx, cancel := cleanup.Detached(ctx, createBound)
 	_, err = p.cli.VolumeCreate(cctx, client.VolumeCreateOptions{Name: id + "-docker", Labels: labels})
 	if err == nil {
 		_, err = p.cli.ContainerCreate(cctx, p.containerOptions(id, spec, labels, extra))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
 // labelPorts is the metadata key under which Create keeps the spec's ports, so that Get and List
@@ -127,7 +128,7 @@ func (p *Provider) create(ctx context.Context, spec agentenv.SandboxSpec, templa
 	log.Debug("create sandbox", "timeout_s", body.Timeout)
 
 	var created createdSandbox
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CreateTimeout)
+	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
 	_, err := p.call(cctx, http.MethodPost, "/sandboxes", body, &created)
 	cancel()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	modal "github.com/modal-labs/modal-client/go"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
 // terminatedCode is the exit code the SDK reports for a sandbox that was terminated.
@@ -123,7 +124,7 @@ func (p *Provider) admit(ctx context.Context, record string) (client *modal.Clie
 // always learns what Modal made: a request whose outcome is unknown has whatever runs under
 // record terminated, and a sandbox made after ctx ended is terminated before launch returns.
 func (p *Provider) launch(ctx context.Context, client *modal.Client, app *modal.App, record string, image *modal.Image, params *modal.SandboxCreateParams) (*modal.Sandbox, error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CreateTimeout)
+	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
 	sb, err := client.Sandboxes.Create(cctx, app, image, params)
 	cancel()
 	if err != nil {
@@ -144,7 +145,7 @@ func (p *Provider) launch(ctx context.Context, client *modal.Client, app *modal.
 // releaseRecord terminates whatever runs under record name, after a create whose outcome is
 // unknown.
 func (p *Provider) releaseRecord(ctx context.Context, record string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	cctx, cancel := cleanup.Context(ctx, time.Minute)
 	defer cancel()
 	sbs, err := p.List(cctx, map[string]string{agentenv.LabelRecord: record})
 	if err != nil {
