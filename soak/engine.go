@@ -7,9 +7,10 @@ import (
 	"sort"
 	"sync"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // Resource is one container, network or volume the engine lists.
@@ -47,11 +48,7 @@ var _ Engine = (*Docker)(nil)
 // NewDocker returns the Engine of the daemon named by DOCKER_HOST (default
 // unix:///var/run/docker.sock), or by host when it is not empty.
 func NewDocker(host string) (*Docker, error) {
-	opts := []client.Opt{client.FromEnv}
-	if host != "" {
-		opts = append(opts, client.WithHost(host))
-	}
-	cli, err := client.New(opts...)
+	cli, _, err := engine.Client(host)
 	if err != nil {
 		return nil, fmt.Errorf("docker engine: %w", err)
 	}
@@ -61,20 +58,9 @@ func NewDocker(host string) (*Docker, error) {
 // Close releases the client.
 func (d *Docker) Close() error { return d.cli.Close() }
 
-func filters(labels map[string]string) (client.Filters, error) {
-	if len(labels) == 0 {
-		return nil, errors.New("refusing an empty label filter")
-	}
-	f := make(client.Filters)
-	for k, v := range labels {
-		f.Add("label", k+"="+v)
-	}
-	return f, nil
-}
-
 // List implements Engine.
 func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Resource, error) {
-	f, err := filters(labels)
+	f, err := engine.LabelFilter(labels)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +138,7 @@ func (d *Docker) RemoveAll(ctx context.Context, labels map[string]string) error 
 			case "volume":
 				_, err = d.cli.VolumeRemove(ctx, r.ID, client.VolumeRemoveOptions{Force: true})
 			}
-			if err != nil && !cerrdefs.IsNotFound(err) {
+			if err != nil && !engine.IsGone(err) {
 				errs = append(errs, fmt.Errorf("remove %s: %w", r, err))
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // CreateNetwork makes a bridge network named spec.Name carrying spec.Labels, which must
@@ -30,7 +31,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	// Docker allows two networks of one name; refuse the second so that the name stays an id.
 	existing, err := p.cli.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("name", spec.Name)})
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: create network %s: %w", spec.Name, p.kind(err))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create network %s: %w", spec.Name, engine.Kind(p.host, err))
 	}
 	for _, n := range existing.Items {
 		if n.Name == spec.Name {
@@ -45,7 +46,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 		if !client.IsErrConnectionFailed(err) && !cerrdefs.IsInvalidArgument(err) && !cerrdefs.IsConflict(err) {
 			p.cleanup(ctx, spec.Name)
 		}
-		return agentenv.Sandbox{}, fmt.Errorf("docker: create network %s: %w", spec.Name, p.kind(err))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create network %s: %w", spec.Name, engine.Kind(p.host, err))
 	}
 	if err := ctx.Err(); err != nil {
 		p.cleanup(ctx, spec.Name)

@@ -320,13 +320,6 @@ func (p *Provider) releaseRecord(ctx context.Context, record string) {
 	}
 }
 
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return cerr
-	}
-	return err
-}
-
 // Location implements agentenv.Locator: the E2B API (and so the account's team) the sandboxes
 // were created through.
 func (p *Provider) Location() string { return "E2B at " + p.cfg.APIURL }

@@ -17,6 +17,7 @@ import (
 	"strconv"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
 // processConfig is envd's process.ProcessConfig in proto3 JSON.
@@ -113,7 +114,7 @@ func (p *Provider) process(ctx context.Context, id, token string, pc processConf
 	for {
 		flags, data, err := readEnvelope(r)
 		if err != nil {
-			return res, fmt.Errorf("envd: read stream: %w", ctxErr(ctx, err))
+			return res, fmt.Errorf("envd: read stream: %w", ctxerr.Prefer(ctx, err))
 		}
 		if flags&flagEndStream != 0 {
 			var es endStream

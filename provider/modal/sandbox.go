@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
 // terminatedCode is the exit code the SDK reports for a sandbox that was terminated.
@@ -110,7 +111,7 @@ func (p *Provider) admit(ctx context.Context, record string) (client *modal.Clie
 		return nil, nil, nil, err
 	}
 	if err := p.limiter.Wait(ctx); err != nil {
-		return nil, nil, nil, fmt.Errorf("modal: create %s: rate limit: %w", record, ctxErr(ctx, err))
+		return nil, nil, nil, fmt.Errorf("modal: create %s: rate limit: %w", record, ctxerr.Prefer(ctx, err))
 	}
 	select {
 	case p.slots <- struct{}{}:
@@ -319,11 +320,4 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 		}
 	}
 	return out, nil
-}
-
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return cerr
-	}
-	return err
 }

@@ -53,6 +53,8 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/ctxerr"
+	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
@@ -243,7 +245,7 @@ func (p *Provider) exec(ctx context.Context, sb *modal.Sandbox, script string, s
 	timeout = max(timeout.Truncate(time.Second), time.Second)
 	proc, err := sb.Exec(ctx, []string{"/bin/sh", "-c", script}, &modal.SandboxExecParams{Timeout: timeout})
 	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("exec: %w", ctxErr(ctx, kind(err)))
+		return agentenv.ExecResult{}, fmt.Errorf("exec: %w", ctxerr.Prefer(ctx, kind(err)))
 	}
 	type result struct {
 		res agentenv.ExecResult
@@ -280,7 +282,7 @@ func (p *Provider) exec(ctx context.Context, sb *modal.Sandbox, script string, s
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return r.res, ctxErr(ctx, r.err)
+			return r.res, ctxerr.Prefer(ctx, r.err)
 		}
 		return r.res, nil
 	case <-ctx.Done():
@@ -585,14 +587,14 @@ func (p *Provider) ensureImage(ctx context.Context, sb *modal.Sandbox, vm, image
 	case err != nil && cerrdefs.IsNotFound(err):
 		return fmt.Errorf("image %s is neither in the vm nor on this host's Docker engine (agentenv uploads it from there): %w", image, agentenv.ErrInvalid)
 	case err != nil:
-		return fmt.Errorf("image %s is not in the vm, and this host's Docker engine (which agentenv uploads it from) does not answer: %w: %w", image, agentenv.ErrUnavailable, ctxErr(ctx, err))
+		return fmt.Errorf("image %s is not in the vm, and this host's Docker engine (which agentenv uploads it from) does not answer: %w: %w", image, agentenv.ErrUnavailable, ctxerr.Prefer(ctx, err))
 	}
 	start := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, p.cfg.LoadTimeout)
 	defer cancel()
 	saved, err := cli.ImageSave(lctx, []string{image})
 	if err != nil {
-		return fmt.Errorf("save %s: %w", image, ctxErr(ctx, err))
+		return fmt.Errorf("save %s: %w", image, ctxerr.Prefer(ctx, err))
 	}
 	defer saved.Close()
 	res, err = p.exec(lctx, sb, "docker load -q", saved, p.cfg.LoadTimeout)
@@ -600,7 +602,7 @@ func (p *Provider) ensureImage(ctx context.Context, sb *modal.Sandbox, vm, image
 		err = fmt.Errorf("docker load exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	if err != nil {
-		return fmt.Errorf("load %s into the vm: %w", image, ctxErr(ctx, err))
+		return fmt.Errorf("load %s into the vm: %w", image, ctxerr.Prefer(ctx, err))
 	}
 	p.log.Debug("image uploaded into the vm", "vm", vm, "image", image, "took", time.Since(start))
 	return nil
@@ -613,11 +615,7 @@ func (p *Provider) localEngine() (*dockerclient.Client, error) {
 	if p.docker != nil {
 		return p.docker, nil
 	}
-	opts := []dockerclient.Opt{dockerclient.FromEnv}
-	if p.cfg.DockerHost != "" {
-		opts = append(opts, dockerclient.WithHost(p.cfg.DockerHost))
-	}
-	cli, err := dockerclient.New(opts...)
+	cli, _, err := engine.Client(p.cfg.DockerHost)
 	if err != nil {
 		return nil, fmt.Errorf("local docker engine: %w", err)
 	}

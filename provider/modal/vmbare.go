@@ -16,6 +16,7 @@ import (
 	modal "github.com/modal-labs/modal-client/go"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
 
@@ -112,7 +113,7 @@ func (p *Provider) createBare(ctx context.Context, spec agentenv.SandboxSpec) (_
 		err = ctx.Err()
 	}
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: run it in vm %s: %w", spec.Name, vm.ID, ctxErr(ctx, err))
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: run it in vm %s: %w", spec.Name, vm.ID, ctxerr.Prefer(ctx, err))
 	}
 	vm.State, vm.ExitCode, vm.Endpoints = in.State, in.ExitCode, in.Endpoints
 	p.log.Debug("sandbox created in a vm", "record_id", spec.Name, "sandbox_id", vm.ID, "state", vm.State)
