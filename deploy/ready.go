@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/mcpclient"
 	"github.com/agentenv/agentenv/spec"
 )
 
@@ -89,29 +89,9 @@ func initDB(ctx context.Context, url string, files []spec.File) error {
 	return nil
 }
 
-// bearer adds a token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.token != "" {
-		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", "Bearer "+b.token)
-	}
-	return b.next.RoundTrip(r)
-}
-
 // listTools connects to an MCP endpoint and returns its tool names.
 func listTools(ctx context.Context, url, token string) ([]string, error) {
-	c := mcp.NewClient(&mcp.Implementation{Name: "agentenv-deploy", Version: "v1"}, nil)
-	tr := &mcp.StreamableClientTransport{
-		Endpoint:   url,
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
-		MaxRetries: -1,
-	}
-	cs, err := c.Connect(ctx, tr, nil)
+	cs, err := mcpclient.Client{Name: "agentenv-deploy"}.Connect(ctx, url, token)
 	if err != nil {
 		return nil, err
 	}
@@ -163,8 +143,7 @@ func waitGateway(ctx context.Context, base, token string) error {
 		if err != nil {
 			return err
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := mcpclient.HTTPClient(nil, token).Do(req)
 		if err != nil {
 			return err
 		}
