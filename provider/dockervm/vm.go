@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -21,6 +20,7 @@ import (
 	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/engine"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // Bounds of steps that run on a detached context, so that a cancelled caller never leaves an
@@ -59,12 +59,10 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: image %s: %w", spec.Name, spec.Image, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	slots := map[int]int{}
-	var plan []string
 	for i, port := range spec.Ports {
 		slots[port] = p.cfg.SlotBase + i
-		plan = append(plan, fmt.Sprintf("%d:%d", port, p.cfg.SlotBase+i))
 	}
-	extra := map[string]string{labelMain: "main", labelPorts: strings.Join(plan, ",")}
+	extra := map[string]string{labelMain: "main", labelPorts: vmdocker.FormatSlots(slots)}
 	vm, err := p.createVM(ctx, spec, extra)
 	if err != nil {
 		return agentenv.Sandbox{}, err
@@ -340,7 +338,7 @@ func (p *Provider) list(ctx context.Context, labels map[string]string) ([]agente
 			sb.State = agentenv.SandboxCreating
 		}
 		if c.Labels[labelMain] != "" {
-			for port, slot := range parsePorts(c.Labels[labelPorts]) {
+			for port, slot := range vmdocker.ParseSlots(c.Labels[labelPorts]) {
 				if a := slotAddr[slot]; a != "" {
 					sb.Endpoints[strconv.Itoa(port)] = a
 				}
@@ -386,20 +384,6 @@ func (p *Provider) mainState(ctx context.Context, vm, main string) (agentenv.San
 		return agentenv.SandboxCreating, 0
 	}
 	return agentenv.SandboxExited, st.ExitCode
-}
-
-// parsePorts reads labelPorts.
-func parsePorts(s string) map[int]int {
-	out := map[int]int{}
-	for _, f := range strings.Split(s, ",") {
-		a, b, ok := strings.Cut(f, ":")
-		port, err1 := strconv.Atoi(a)
-		slot, err2 := strconv.Atoi(b)
-		if ok && err1 == nil && err2 == nil {
-			out[port] = slot
-		}
-	}
-	return out
 }
 
 // fromInspect makes the Sandbox of VM id from its outer container's inspection; Endpoints
