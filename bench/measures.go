@@ -25,6 +25,7 @@ const (
 	deployTimeout = 5 * time.Minute
 	shortTimeout  = 2 * time.Minute
 	holdTimeout   = 10 * time.Minute
+	buildTimeout  = 5 * time.Minute // go build of the orphans' holder, cold
 )
 
 // deploys alternates agentenv and docker compose deploys of the same env, so that a slow phase of
@@ -228,25 +229,42 @@ type OrphanFigure struct {
 	Left    []string      `json:"left"` // what the engine still listed after gc
 }
 
-// orphans starts `agentenv bench hold`, which creates the sandboxes and waits; kills it with
-// SIGKILL once they are all up; then times `agentenv gc` and counts what the engine still lists.
+// holdPackage is the program that makes the orphans, built from the checkout.
+const holdPackage = "./bench/internal/hold"
+
+// orphans builds and starts the holder (package bench/internal/hold), which creates the
+// sandboxes and waits; kills it with SIGKILL once they are all up; then times `agentenv gc` and
+// counts what the engine still lists.
 func (b *bencher) orphans(ctx context.Context) {
 	m := Measure{Name: GCOrphans, Note: fmt.Sprintf("%d containers, owner killed with SIGKILL", b.cfg.Orphans)}
 	defer func() { b.res.add(m) }()
+	if b.cfg.RepoDir == "" {
+		b.problem("gc of orphans: skipped: run from a checkout of agentenv (the orphans' holder is built from %s)", holdPackage)
+		return
+	}
+	hold := filepath.Join(b.cfg.Dir, "agentenv-bench-hold")
+	bctx, bcancel := context.WithTimeout(ctx, buildTimeout)
+	defer bcancel()
+	build := exec.CommandContext(bctx, "go", "build", "-o", hold, holdPackage)
+	build.Dir = b.cfg.RepoDir
+	if out, err := build.CombinedOutput(); err != nil {
+		b.problem("build the orphans' holder (go build %s): %v: %s", holdPackage, err, tail(string(out), 400))
+		return
+	}
 	hctx, cancel := context.WithTimeout(ctx, holdTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(hctx, b.cfg.Binary, "--ledger", filepath.Join(b.cfg.Dir, "ledger.db"), "bench", "hold",
-		"--n", strconv.Itoa(b.cfg.Orphans), "--image", b.cfg.Image)
+	cmd := exec.CommandContext(hctx, hold, "--ledger", filepath.Join(b.cfg.Dir, "ledger.db"),
+		"--n", strconv.Itoa(b.cfg.Orphans), "--image", b.cfg.Image, "--docker-host", b.cfg.DockerHost)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(b.cfg.Dir, "state"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		b.problem("bench hold: %v", err)
+		b.problem("orphans' holder: %v", err)
 		return
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		b.problem("bench hold: %v", err)
+		b.problem("orphans' holder: %v", err)
 		return
 	}
 	owner := ""
@@ -278,7 +296,7 @@ func (b *bencher) orphans(ctx context.Context) {
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	if !ok {
-		b.problem("bench hold did not report its %d sandboxes up within %s", b.cfg.Orphans, holdTimeout)
+		b.problem("the orphans' holder did not report its %d sandboxes up within %s", b.cfg.Orphans, holdTimeout)
 	}
 	if owner != "" {
 		lctx, lcancel := context.WithTimeout(ctx, time.Minute)
@@ -298,7 +316,7 @@ func (b *bencher) orphans(ctx context.Context) {
 	m.Samples = append(m.Samples, r.took)
 	b.res.Orphans.GC = r.took
 	if owner == "" {
-		b.problem("could not name the owner of bench hold: its leftovers were not counted")
+		b.problem("could not name the owner of the orphans' holder: its leftovers were not counted")
 		return
 	}
 	lctx, lcancel := cleanup.Context(ctx, time.Minute)
