@@ -2,13 +2,14 @@
 // cloud providers (modal_vm, e2b) can: as /bin/sh scripts run by the provider's own exec
 // (Modal's sandbox exec, E2B's envd process API), whose output it reads back. It writes the
 // scripts that start a stack's container, remove one, run a command in one and list the ports
-// a stack publishes, and it parses what they print; the label that remembers where a VM's
-// ports are published (FormatSlots) is docker_vm's too. It does no I/O.
+// a stack publishes, and parses what they print; Upload aside, it does no I/O. The label that
+// remembers where a VM's ports are published (FormatSlots) is docker_vm's too.
 //
 // Every container it starts joins the stack's network (Network) under its name and aliases,
 // runs with every capability dropped but the spec's CapAdd, with no-new-privileges, and with the
 // spec's memory and CPU limits. An image the VM's engine does not have is never pulled: the
-// script exits with ExitNoImage and the provider decides (upload it, or say so).
+// script exits with ExitNoImage, and the provider supplies it with Upload from this host's
+// engine.
 package vmdocker
 
 import (

@@ -1,15 +1,20 @@
 package e2b
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
 	"github.com/agentenv/agentenv/internal/shellquote"
 	"github.com/agentenv/agentenv/internal/vmdocker"
@@ -30,9 +35,10 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 // `docker create` and `docker start` through the process API (as root), on the stack's network
 // under spec.Name and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine picks (two
 // components of a stack may well listen on the same port), read back with `docker port`, and
-// reached at E2B's URL of that VM port (Config.SandboxURL). The image must be in the VM
-// already: a template for agentenv is built with the env's images, and a missing one is
-// ErrInvalid naming it (nothing is pulled). spec.Files are packed in a tar, uploaded into the
+// reached at E2B's URL of that VM port (Config.SandboxURL). A template for agentenv is built
+// with the env's images; an image the VM lacks is uploaded from this host's Docker engine
+// (Config.DockerHost) through envd, as modal_vm does, and one missing from both is ErrInvalid
+// naming it (nothing is pulled). spec.Files are packed in a tar, uploaded into the
 // VM through envd's filesystem API, and copied into the container before it starts. On error
 // it removes the container it made.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
@@ -59,17 +65,17 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	delete(labels, labelPorts)
 	maps.Copy(labels, spec.Labels)
 	run := vmdocker.Run{Spec: spec, Labels: labels}
-	script := vmdocker.RunScript(run)
-	if archive != nil {
-		run.Files = "/tmp/agentenv-files-" + rand.Text() + ".tar"
-		if err := p.upload(ctx, vm, d.EnvdAccessToken, run.Files, "root", archive); err != nil {
-			return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: %w", spec.Name, vm, err)
+	var res agentenv.ExecResult
+	for uploaded := false; ; uploaded = true {
+		if res, err = p.runScript(ctx, vm, d.EnvdAccessToken, run, archive); err != nil || res.ExitCode != vmdocker.ExitNoImage || uploaded {
+			break
 		}
-		script = "trap " + shellquote.Join([]string{"rm -f " + shellquote.Join([]string{run.Files})}) + " EXIT\n" + vmdocker.RunScript(run)
+		if err = p.uploadImage(ctx, vm, d.EnvdAccessToken, spec.Image); err != nil {
+			break
+		}
 	}
-	res, err := p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}, "root", "", true)
 	if err == nil {
-		err = vmdocker.RunError(run, res.ExitCode, res.Stderr, fmt.Sprintf("build the vm template (%s) with the env's images", p.cfg.VMTemplate))
+		err = vmdocker.RunError(run, res.ExitCode, res.Stderr, p.imageHint())
 	}
 	if err == nil {
 		err = ctx.Err()
@@ -97,6 +103,51 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 		sb.Endpoints[strconv.Itoa(port)] = p.cfg.SandboxURL(vm, st.Ports[port])
 	}
 	return sb, nil
+}
+
+// runScript runs run's RunScript in vm as root, first uploading archive (the spec's files, nil
+// for none) into the VM for it to copy in; the script removes the upload when it ends.
+func (p *Provider) runScript(ctx context.Context, vm, token string, run vmdocker.Run, archive []byte) (agentenv.ExecResult, error) {
+	script := vmdocker.RunScript(run)
+	if archive != nil {
+		run.Files = "/tmp/agentenv-files-" + rand.Text() + ".tar"
+		if err := p.upload(ctx, vm, token, run.Files, "root", bytes.NewReader(archive)); err != nil {
+			return agentenv.ExecResult{}, err
+		}
+		script = "trap " + shellquote.Join([]string{"rm -f " + shellquote.Join([]string{run.Files})}) + " EXIT\n" + vmdocker.RunScript(run)
+	}
+	return p.process(ctx, vm, token, processConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}, "root", "", true)
+}
+
+// uploadImage supplies vm with image from this host's Docker engine (Config.DockerHost): the
+// `docker save` archive streamed into a file in the VM through envd, then `docker load`.
+func (p *Provider) uploadImage(ctx context.Context, vm, token, image string) error {
+	host, _, err := engine.Client(p.cfg.DockerHost)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", vmdocker.MissingImage(image, p.imageHint()), err)
+	}
+	defer host.Close()
+	start := time.Now()
+	err = vmdocker.Upload(ctx, host, image, func(ctx context.Context, saved io.Reader) error {
+		file := "/tmp/agentenv-image-" + rand.Text() + ".tar"
+		if err := p.upload(ctx, vm, token, file, "root", saved); err != nil {
+			return err
+		}
+		res, err := p.process(ctx, vm, token, processConfig{Cmd: "/bin/sh", Args: []string{"-c", vmdocker.LoadScript(file)}}, "root", "", true)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("docker load exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
+		return err
+	}, p.imageHint())
+	if err == nil {
+		p.log.Debug("image uploaded into the vm", "vm", vm, "image", image, "took", time.Since(start))
+	}
+	return err
+}
+
+// imageHint says, in a missing image's error, where e2b gets its images.
+func (p *Provider) imageHint() string {
+	return fmt.Sprintf("e2b uploads images from this host's Docker engine ($DOCKER_HOST), or build the vm template (%s) with the env's images", p.cfg.VMTemplate)
 }
 
 // RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is

@@ -420,7 +420,7 @@ func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
-	if err := vmdocker.RunError(run, res.ExitCode, res.Stderr, "agentenv uploads images from this host's Docker engine (Config.DockerHost)"); err != nil {
+	if err := vmdocker.RunError(run, res.ExitCode, res.Stderr, imageHint); err != nil {
 		return agentenv.Sandbox{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -504,44 +504,39 @@ func (p *Provider) ensureImage(ctx context.Context, sb *modal.Sandbox, vm, image
 	}
 	inVM := strings.TrimSpace(string(res.Stdout))
 	cli, err := p.localEngine()
-	var hostID string
-	if err == nil {
-		var got dockerclient.ImageInspectResult
-		got, err = cli.ImageInspect(ctx, image)
-		hostID = got.ID
+	if err != nil {
+		return fmt.Errorf("%w (%v)", vmdocker.MissingImage(image, imageHint), err)
 	}
-	switch {
-	case err == nil && hostID == inVM:
-		return nil
-	case err != nil && inVM != "":
-		// The VM has it (a VM image made with it); this host cannot tell whether it differs.
-		if !cerrdefs.IsNotFound(err) {
-			p.log.Debug("image in the vm not compared with this host's", "image", image, "err", err)
+	if inVM != "" {
+		got, err := cli.ImageInspect(ctx, image)
+		if err != nil || got.ID == inVM {
+			// The VM has it: the same as this host's, or one this host cannot compare (a VM
+			// image made with it).
+			if err != nil && !cerrdefs.IsNotFound(err) {
+				p.log.Debug("image in the vm not compared with this host's", "image", image, "err", err)
+			}
+			return nil
 		}
-		return nil
-	case err != nil && cerrdefs.IsNotFound(err):
-		return fmt.Errorf("image %s is neither in the vm nor on this host's Docker engine (agentenv uploads it from there): %w", image, agentenv.ErrInvalid)
-	case err != nil:
-		return fmt.Errorf("image %s is not in the vm, and this host's Docker engine (which agentenv uploads it from) does not answer: %w: %w", image, agentenv.ErrUnavailable, ctxerr.Prefer(ctx, err))
 	}
 	start := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, p.cfg.LoadTimeout)
 	defer cancel()
-	saved, err := cli.ImageSave(lctx, []string{image})
+	err = vmdocker.Upload(lctx, cli, image, func(ctx context.Context, saved io.Reader) error {
+		res, err := p.exec(ctx, sb, vmdocker.LoadScript(""), saved, p.cfg.LoadTimeout)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("docker load exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
+		return err
+	}, imageHint)
 	if err != nil {
-		return fmt.Errorf("save %s: %w", image, ctxerr.Prefer(ctx, err))
-	}
-	defer saved.Close()
-	res, err = p.exec(lctx, sb, vmdocker.LoadScript(""), saved, p.cfg.LoadTimeout)
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("docker load exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	if err != nil {
-		return fmt.Errorf("load %s into the vm: %w", image, ctxerr.Prefer(ctx, err))
+		return err
 	}
 	p.log.Debug("image uploaded into the vm", "vm", vm, "image", image, "took", time.Since(start))
 	return nil
 }
+
+// imageHint says, in a missing image's error, where modal_vm gets its images.
+const imageHint = "modal_vm uploads images from this host's Docker engine ($DOCKER_HOST), or use a VM image made with it"
 
 // localEngine returns the client of the local Docker engine, made on first use (no I/O).
 func (p *Provider) localEngine() (*dockerclient.Client, error) {
