@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -64,22 +63,12 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Resource
 	if err != nil {
 		return nil, err
 	}
-	var (
-		wg               sync.WaitGroup
-		cs               client.ContainerListResult
-		ns               client.NetworkListResult
-		vs               client.VolumeListResult
-		cErr, nErr, vErr error
-	)
-	wg.Go(func() { cs, cErr = d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}) })
-	wg.Go(func() { ns, nErr = d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}) })
-	wg.Go(func() { vs, vErr = d.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}) })
-	wg.Wait()
-	if err := errors.Join(cErr, nErr, vErr); err != nil {
+	l, err := engine.List(ctx, d.cli, f)
+	if err != nil {
 		return nil, fmt.Errorf("list by labels: %w", err)
 	}
 	var out []Resource
-	for _, c := range cs.Items {
+	for _, c := range l.Containers {
 		r := Resource{Kind: "container", ID: c.ID, Name: c.ID, Running: c.State == container.StateRunning, Labels: c.Labels}
 		if len(c.Names) > 0 {
 			r.Name = c.Names[0][1:]
@@ -91,10 +80,10 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Resource
 		}
 		out = append(out, r)
 	}
-	for _, n := range ns.Items {
+	for _, n := range l.Networks {
 		out = append(out, Resource{Kind: "network", ID: n.ID, Name: n.Name, Labels: n.Labels})
 	}
-	for _, v := range vs.Items {
+	for _, v := range l.Volumes {
 		out = append(out, Resource{Kind: "volume", ID: v.Name, Name: v.Name, Labels: v.Labels})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })

@@ -142,30 +142,22 @@ func Leftovers(ctx context.Context, cli *client.Client, labels map[string]string
 	if err != nil {
 		return nil, fmt.Errorf("leftovers: %w", err)
 	}
-	var out []string
-	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	l, err := engine.List(ctx, cli, f)
 	if err != nil {
-		return nil, fmt.Errorf("leftovers: list containers: %w", err)
+		return nil, fmt.Errorf("leftovers: %w", err)
 	}
-	for _, c := range cs.Items {
+	var out []string
+	for _, c := range l.Containers {
 		name := c.ID
 		if len(c.Names) > 0 {
 			name = c.Names[0][1:]
 		}
 		out = append(out, "container "+name)
 	}
-	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-	if err != nil {
-		return nil, fmt.Errorf("leftovers: list networks: %w", err)
-	}
-	for _, n := range ns.Items {
+	for _, n := range l.Networks {
 		out = append(out, "network "+n.Name)
 	}
-	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
-	if err != nil {
-		return nil, fmt.Errorf("leftovers: list volumes: %w", err)
-	}
-	for _, v := range vs.Items {
+	for _, v := range l.Volumes {
 		out = append(out, "volume "+v.Name)
 	}
 	sort.Strings(out)

@@ -5,12 +5,18 @@
 package engine
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/api/types/volume"
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
@@ -89,4 +95,31 @@ func LabelFilter(labels map[string]string) (client.Filters, error) {
 		f.Add("label", k+"="+v)
 	}
 	return f, nil
+}
+
+// Listing is what an engine lists under one filter.
+type Listing struct {
+	Containers []container.Summary // running or not
+	Networks   []network.Summary
+	Volumes    []volume.Volume
+}
+
+// List lists the containers (running or not), networks and volumes that match f, the three
+// concurrently. One unreachable engine fails all three alike; the error is the first.
+func List(ctx context.Context, cli *client.Client, f client.Filters) (Listing, error) {
+	var (
+		wg               sync.WaitGroup
+		cs               client.ContainerListResult
+		ns               client.NetworkListResult
+		vs               client.VolumeListResult
+		cErr, nErr, vErr error
+	)
+	wg.Go(func() { cs, cErr = cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}) })
+	wg.Go(func() { ns, nErr = cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}) })
+	wg.Go(func() { vs, vErr = cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}) })
+	wg.Wait()
+	if err := cmp.Or(cErr, nErr, vErr); err != nil {
+		return Listing{}, err
+	}
+	return Listing{Containers: cs.Items, Networks: ns.Items, Volumes: vs.Items}, nil
 }

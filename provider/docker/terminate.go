@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -187,30 +186,18 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 }
 
 func (p *Provider) list(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
-	f := engine.RecordFilter(labels)
-	var (
-		wg               sync.WaitGroup
-		cs               client.ContainerListResult
-		ns               client.NetworkListResult
-		vs               client.VolumeListResult
-		cErr, nErr, vErr error
-	)
-	wg.Go(func() { cs, cErr = p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}) })
-	wg.Go(func() { ns, nErr = p.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}) })
-	wg.Go(func() { vs, vErr = p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}) })
-	wg.Wait()
-	// One unreachable engine fails all three alike; the first error says it.
-	if err := cmp.Or(cErr, nErr, vErr); err != nil {
+	l, err := engine.List(ctx, p.cli, engine.RecordFilter(labels))
+	if err != nil {
 		return nil, err
 	}
 	g := newGrouper(p.cfg.Name)
-	for _, c := range cs.Items {
+	for _, c := range l.Containers {
 		g.container(c)
 	}
-	for _, n := range ns.Items {
+	for _, n := range l.Networks {
 		g.other(n.Labels, n.Created)
 	}
-	for _, v := range vs.Items {
+	for _, v := range l.Volumes {
 		created, _ := time.Parse(time.RFC3339, v.CreatedAt)
 		g.other(v.Labels, created)
 	}
