@@ -48,15 +48,6 @@ func Context(ctx context.Context, d time.Duration) (context.Context, context.Can
 	return c, cancel
 }
 
-// Detached returns a context for work on behalf of ctx that must be allowed to finish on its
-// own bound: it keeps ctx's values, ignores ctx's cancellation, and ends after d. Unlike
-// Context, a hard stop does not end it, so use it only where d is the bound the caller accepts
-// to wait even after a second Ctrl-C (a create request whose outcome must be known). Call
-// cancel when done.
-func Detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(Unbounded(ctx), d)
-}
-
 // Do runs f on a cleanup Context of ctx bounded by d, and returns f's error. It suits a deferred
 // undo: defer cleanup.Do(ctx, time.Second, tx.Rollback).
 func Do(ctx context.Context, d time.Duration, f func(context.Context) error) error {
@@ -80,4 +71,11 @@ func Stopped(ctx context.Context) bool {
 	default:
 		return false
 	}
+}
+
+// Detached returns a context for work that must be allowed to finish on its own bound after its
+// caller gave up, such as a provider create whose result is then undone: it keeps ctx's values,
+// ignores ctx's cancellation and its hard stop, and ends after d. Call cancel when done.
+func Detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }

@@ -69,7 +69,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mgr.Close()
-	mgr.KeepAlive(ctx)
 
 	var (
 		wg   sync.WaitGroup
