@@ -5,15 +5,11 @@ package e2b_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/dockertest"
-	"github.com/agentenv/agentenv/internal/emuvm"
-	"github.com/agentenv/agentenv/provider/e2b"
-	"github.com/agentenv/agentenv/provider/e2b/e2bemu"
 	"github.com/agentenv/agentenv/provider/providertest"
 )
 
@@ -22,38 +18,19 @@ import (
 // through envd's filesystem API, docker load) and starts the container, as modal_vm does; an
 // image neither the VM nor the host has is ErrInvalid naming it.
 func TestRunInVMUploadsAnImageTheVMLacks(t *testing.T) {
-	cli := dockertest.Require(t)
 	runtime, _ := dockertest.RuntimeImage(t)
-	labels := map[string]string{vmTestLabel: providertest.NewID()}
-	dockertest.CheckNoLeftovers(t, cli, labels)
-	host, err := emuvm.New(emuvm.Config{Labels: labels, InMemory: true},
-		slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := host.Close(context.Background()); err != nil {
-			t.Errorf("close the vm host: %v", err)
-		}
-	})
-	emu := e2bemu.Start(apiKey)
-	emu.SetVMBackend(e2bemu.DinD(host))
-	t.Cleanup(emu.Close)
-	p, err := e2b.New(e2b.Config{APIKey: apiKey, APIURL: emu.URL(), SandboxURL: emu.SandboxURL, Rate: 1000}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	emu, p := dindEmulator(t) // a template without images
 	ctx := t.Context()
 	id := "vm-" + providertest.NewID()
 	vm, err := p.CreateVM(ctx, agentenv.SandboxSpec{Name: id, Labels: map[string]string{agentenv.LabelRecord: id}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	defer func() {
 		if err := p.Terminate(context.Background(), vm.ID); err != nil {
 			t.Errorf("terminate the vm: %v", err)
 		}
-	})
+	}()
 
 	sb, err := p.RunInVM(ctx, vm.ID, agentenv.SandboxSpec{Name: "kv", Image: runtime, Command: []string{"/agentenv", "serve", "kv"},
 		Ports: []int{8080}, Memory: 128 << 20, CPUs: 0.5})
