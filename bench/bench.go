@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,16 +30,19 @@ const ComposeHelp = "docker compose v5 is not installed: build it with `sh bench
 
 // Config says what to measure.
 type Config struct {
-	Binary  string      // the agentenv binary under test; required
-	Dir     string      // the bench's ledger, state, and rendered files; required
-	EnvFile string      // the env deployed side by side with docker compose; required
-	Image   string      // image of the bare sandboxes and orphans; agentenv:dev if empty
-	RepoDir string      // checkout holding gateway/bench_test.go; the gateway figures are skipped if empty
-	Engine  soak.Engine // counts what the orphans left; required
-	Reps    int         // samples of each deploy and sandbox measure; 5 if 0
-	Hellos  int         // runs of `agentenv run hello`; 10 if 0
-	Orphans int         // sandboxes left by the killed process; 50 if 0
-	Logger  *slog.Logger
+	Binary     string      // the agentenv binary under test; required
+	Dir        string      // the bench's ledger, state, and rendered files; required
+	EnvFile    string      // the env deployed side by side with docker compose; required
+	Image      string      // image of the bare sandboxes and orphans; agentenv:dev if empty
+	RepoDir    string      // the agentenv checkout: the gateway figures and the orphans' holder come from it; both are skipped if empty
+	DockerHost string      // engine of the orphans' holder; default $DOCKER_HOST, else the local socket
+	Engine     soak.Engine // counts what the orphans left; required
+	Reps       int         // samples of each deploy and sandbox measure; 5 if 0
+	Hellos     int         // runs of `agentenv run hello`; 10 if 0
+	Orphans    int         // sandboxes left by the killed process; 50 if 0
+	// Only, if not empty, names the measures to take, of Steps' names; the others are skipped.
+	Only   []string
+	Logger *slog.Logger
 	// Progress receives a line as each measure starts; may be nil.
 	Progress func(string)
 }
@@ -87,9 +91,17 @@ const (
 	GCOrphans        = "agentenv gc of the orphans of a kill -9"
 )
 
+// Steps are the names of the measures, in the order Run takes them, for Config.Only.
+var Steps = []string{"deploy", "gateway", "hello", "sandbox", "gc"}
+
 func (c *Config) defaults() error {
 	if c.Binary == "" || c.Dir == "" || c.EnvFile == "" || c.Engine == nil {
 		return errors.New("bench: Binary, Dir, EnvFile and Engine are required")
+	}
+	for _, name := range c.Only {
+		if !slices.Contains(Steps, name) {
+			return fmt.Errorf("bench: no measure %q; the measures are %s", name, strings.Join(Steps, ", "))
+		}
 	}
 	if c.Image == "" {
 		c.Image = "agentenv:dev"
@@ -126,16 +138,19 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 	b.res.Date = start.UTC()
 	b.res.Machine = Describe(ctx)
 	steps := []struct {
-		say string
-		fn  func(context.Context)
+		name, say string
+		fn        func(context.Context)
 	}{
-		{"deploy and teardown, agentenv and docker compose", b.deploys},
-		{"gateway tools/call against direct calls (go test -bench)", b.gateway},
-		{"agentenv run hello", b.hello},
-		{"sandbox create and terminate, agentenv and docker", b.sandboxes},
-		{fmt.Sprintf("gc of %d orphans after kill -9", cfg.Orphans), b.orphans},
+		{"deploy", "deploy and teardown, agentenv and docker compose", b.deploys},
+		{"gateway", "gateway tools/call against direct calls (go test -bench)", b.gateway},
+		{"hello", "agentenv run hello", b.hello},
+		{"sandbox", "sandbox create and terminate, agentenv and docker", b.sandboxes},
+		{"gc", fmt.Sprintf("gc of %d orphans after kill -9", cfg.Orphans), b.orphans},
 	}
 	for _, s := range steps {
+		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, s.name) {
+			continue
+		}
 		if ctx.Err() != nil {
 			b.problem("interrupted before: %s", s.say)
 			continue

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/procinfo"
 )
 
@@ -24,6 +25,7 @@ const (
 	deployTimeout = 5 * time.Minute
 	shortTimeout  = 2 * time.Minute
 	holdTimeout   = 10 * time.Minute
+	buildTimeout  = 5 * time.Minute // go build of the orphans' holder, cold
 )
 
 // deploys alternates agentenv and docker compose deploys of the same env, so that a slow phase of
@@ -85,7 +87,7 @@ func (b *bencher) deploys(ctx context.Context) {
 		} else {
 			b.problem("docker compose up: %v", err)
 		}
-		down, derr := b.exec(context.WithoutCancel(ctx), shortTimeout, composeEnv, "docker", "compose", "-f", file, "-p", project, "down", "-t", "1", "-v")
+		down, derr := b.exec(cleanup.Unbounded(ctx), shortTimeout, composeEnv, "docker", "compose", "-f", file, "-p", project, "down", "-t", "1", "-v")
 		if derr != nil {
 			b.problem("docker compose down: %v", derr)
 			return
@@ -241,7 +243,7 @@ func (b *bencher) sandboxes(ctx context.Context) {
 			return
 		}
 		ac.Samples = append(ac.Samples, r.took)
-		if r, err = b.agentenv(context.WithoutCancel(ctx), shortTimeout, "sandbox", "rm", sb.Record); err != nil {
+		if r, err = b.agentenv(cleanup.Unbounded(ctx), shortTimeout, "sandbox", "rm", sb.Record); err != nil {
 			b.problem("agentenv sandbox rm: %v", err)
 			return
 		}
@@ -254,7 +256,7 @@ func (b *bencher) sandboxes(ctx context.Context) {
 		}
 		dc.Samples = append(dc.Samples, r.took)
 		id := strings.TrimSpace(r.stdout)
-		if r, err = b.exec(context.WithoutCancel(ctx), shortTimeout, nil, "docker", "rm", "-f", id); err != nil {
+		if r, err = b.exec(cleanup.Unbounded(ctx), shortTimeout, nil, "docker", "rm", "-f", id); err != nil {
 			b.problem("docker rm -f: %v", err)
 			return
 		}
@@ -270,25 +272,42 @@ type OrphanFigure struct {
 	Left    []string      `json:"left"` // what the engine still listed after gc
 }
 
-// orphans starts `agentenv bench hold`, which creates the sandboxes and waits; kills it with
-// SIGKILL once they are all up; then times `agentenv gc` and counts what the engine still lists.
+// holdPackage is the program that makes the orphans, built from the checkout.
+const holdPackage = "./bench/internal/hold"
+
+// orphans builds and starts the holder (package bench/internal/hold), which creates the
+// sandboxes and waits; kills it with SIGKILL once they are all up; then times `agentenv gc` and
+// counts what the engine still lists.
 func (b *bencher) orphans(ctx context.Context) {
 	m := Measure{Name: GCOrphans, Note: fmt.Sprintf("%d containers, owner killed with SIGKILL", b.cfg.Orphans)}
 	defer func() { b.res.add(m) }()
+	if b.cfg.RepoDir == "" {
+		b.problem("gc of orphans: skipped: run from a checkout of agentenv (the orphans' holder is built from %s)", holdPackage)
+		return
+	}
+	hold := filepath.Join(b.cfg.Dir, "agentenv-bench-hold")
+	bctx, bcancel := context.WithTimeout(ctx, buildTimeout)
+	defer bcancel()
+	build := exec.CommandContext(bctx, "go", "build", "-o", hold, holdPackage)
+	build.Dir = b.cfg.RepoDir
+	if out, err := build.CombinedOutput(); err != nil {
+		b.problem("build the orphans' holder (go build %s): %v: %s", holdPackage, err, tail(string(out), 400))
+		return
+	}
 	hctx, cancel := context.WithTimeout(ctx, holdTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(hctx, b.cfg.Binary, "--ledger", filepath.Join(b.cfg.Dir, "ledger.db"), "bench", "hold",
-		"--n", strconv.Itoa(b.cfg.Orphans), "--image", b.cfg.Image)
+	cmd := exec.CommandContext(hctx, hold, "--ledger", filepath.Join(b.cfg.Dir, "ledger.db"),
+		"--n", strconv.Itoa(b.cfg.Orphans), "--image", b.cfg.Image, "--docker-host", b.cfg.DockerHost)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(b.cfg.Dir, "state"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		b.problem("bench hold: %v", err)
+		b.problem("orphans' holder: %v", err)
 		return
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		b.problem("bench hold: %v", err)
+		b.problem("orphans' holder: %v", err)
 		return
 	}
 	owner := ""
@@ -320,7 +339,7 @@ func (b *bencher) orphans(ctx context.Context) {
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	if !ok {
-		b.problem("bench hold did not report its %d sandboxes up within %s", b.cfg.Orphans, holdTimeout)
+		b.problem("the orphans' holder did not report its %d sandboxes up within %s", b.cfg.Orphans, holdTimeout)
 	}
 	if owner != "" {
 		lctx, lcancel := context.WithTimeout(ctx, time.Minute)
@@ -332,7 +351,7 @@ func (b *bencher) orphans(ctx context.Context) {
 			}
 		}
 	}
-	r, err := b.agentenv(context.WithoutCancel(ctx), deployTimeout, "gc")
+	r, err := b.agentenv(cleanup.Unbounded(ctx), deployTimeout, "gc")
 	if err != nil {
 		// Still timed: gc exits 1 for any error of the pass, also one that spared the orphans.
 		b.problem("agentenv gc: %v", err)
@@ -340,10 +359,10 @@ func (b *bencher) orphans(ctx context.Context) {
 	m.Samples = append(m.Samples, r.took)
 	b.res.Orphans.GC = r.took
 	if owner == "" {
-		b.problem("could not name the owner of bench hold: its leftovers were not counted")
+		b.problem("could not name the owner of the orphans' holder: its leftovers were not counted")
 		return
 	}
-	lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	lctx, lcancel := cleanup.Context(ctx, time.Minute)
 	defer lcancel()
 	rs, err := b.cfg.Engine.List(lctx, map[string]string{agentenv.LabelOwner: owner})
 	if err != nil {

@@ -11,7 +11,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
+
+// rollbackTimeout bounds the rollback that ends every read-only transaction.
+const rollbackTimeout = 5 * time.Second
 
 // QueryInput is the input of query.
 type QueryInput struct {
@@ -88,7 +93,7 @@ func (d *db) readOnly(ctx context.Context, f func(pgx.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep
+	defer cleanup.Do(ctx, rollbackTimeout, tx.Rollback) //nolint:errcheck // nothing to keep
 	timeout := fmt.Sprintf("SET LOCAL statement_timeout = %d", StatementTimeout.Milliseconds())
 	if _, err := tx.Exec(ctx, timeout); err != nil {
 		return fmt.Errorf("set statement timeout: %w", err)

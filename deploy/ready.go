@@ -12,12 +12,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/mcpclient"
 	"github.com/agentenv/agentenv/spec"
 )
+
+// closeTimeout bounds the close of a PostgreSQL connection, which runs even when ctx ended.
+const closeTimeout = 5 * time.Second
 
 // pollEvery is the pause between readiness tries; each try has its own short bound, and the
 // whole wait the caller's deadline.
@@ -52,7 +56,7 @@ func waitPostgres(ctx context.Context, url string) error {
 		if err != nil {
 			return err
 		}
-		defer conn.Close(context.WithoutCancel(ctx))
+		defer cleanup.Do(ctx, closeTimeout, conn.Close) //nolint:errcheck // the query said what matters
 		var one int
 		return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
 	})
@@ -70,7 +74,7 @@ func initDB(ctx context.Context, url string, files []spec.File) error {
 	if err != nil {
 		return fmt.Errorf("service db: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer cleanup.Do(ctx, closeTimeout, conn.Close) //nolint:errcheck // the query said what matters
 	for _, f := range files {
 		sql := f.Content
 		if f.Source != "" {
@@ -85,29 +89,9 @@ func initDB(ctx context.Context, url string, files []spec.File) error {
 	return nil
 }
 
-// bearer adds a token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.token != "" {
-		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", "Bearer "+b.token)
-	}
-	return b.next.RoundTrip(r)
-}
-
 // listTools connects to an MCP endpoint and returns its tool names.
 func listTools(ctx context.Context, url, token string) ([]string, error) {
-	c := mcp.NewClient(&mcp.Implementation{Name: "agentenv-deploy", Version: "v1"}, nil)
-	tr := &mcp.StreamableClientTransport{
-		Endpoint:   url,
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
-		MaxRetries: -1,
-	}
-	cs, err := c.Connect(ctx, tr, nil)
+	cs, err := mcpclient.Client{Name: "agentenv-deploy"}.Connect(ctx, url, token)
 	if err != nil {
 		return nil, err
 	}
@@ -159,8 +143,7 @@ func waitGateway(ctx context.Context, base, token string) error {
 		if err != nil {
 			return err
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := mcpclient.HTTPClient(nil, token).Do(req)
 		if err != nil {
 			return err
 		}

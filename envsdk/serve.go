@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
 // ShutdownTimeout bounds the graceful shutdown of [Server.Serve] once its context ends; requests
@@ -43,7 +45,7 @@ func ServeHandler(ctx context.Context, ln net.Listener, h http.Handler, srv *mcp
 	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		BaseContext:       func(net.Listener) context.Context { return cleanup.Unbounded(ctx) },
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -59,7 +61,7 @@ func ServeHandler(ctx context.Context, ln net.Listener, h http.Handler, srv *mcp
 			_ = ss.Close()
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	sctx, cancel := cleanup.Context(ctx, ShutdownTimeout)
 	defer cancel()
 	err := hs.Shutdown(sctx)
 	if err != nil {

@@ -40,6 +40,8 @@ import (
 	"regexp"
 	"sync"
 	"time"
+
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
 // Error kinds of the gateway, tested with errors.Is.
@@ -230,7 +232,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	runCtx, stop := context.WithCancel(cleanup.Unbounded(ctx))
 	g := &Gateway{
 		cfg:    cfg,
 		log:    cfg.Logger,

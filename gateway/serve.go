@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
 // shutdownTimeout bounds the graceful shutdown of ListenAndServe.
@@ -39,7 +41,7 @@ func ListenAndServe(ctx context.Context, addr string, cfg Config, ready func(add
 	}
 	// Open SSE streams would hold Shutdown until its deadline: end the sessions first.
 	g.mcp.closeSessions()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	sctx, cancel := cleanup.Context(ctx, shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		_ = srv.Close()

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // Resource is one container, network or volume the engine lists.
@@ -47,11 +47,7 @@ var _ Engine = (*Docker)(nil)
 // NewDocker returns the Engine of the daemon named by DOCKER_HOST (default
 // unix:///var/run/docker.sock), or by host when it is not empty.
 func NewDocker(host string) (*Docker, error) {
-	opts := []client.Opt{client.FromEnv}
-	if host != "" {
-		opts = append(opts, client.WithHost(host))
-	}
-	cli, err := client.New(opts...)
+	cli, _, err := engine.Client(host)
 	if err != nil {
 		return nil, fmt.Errorf("docker engine: %w", err)
 	}
@@ -61,39 +57,18 @@ func NewDocker(host string) (*Docker, error) {
 // Close releases the client.
 func (d *Docker) Close() error { return d.cli.Close() }
 
-func filters(labels map[string]string) (client.Filters, error) {
-	if len(labels) == 0 {
-		return nil, errors.New("refusing an empty label filter")
-	}
-	f := make(client.Filters)
-	for k, v := range labels {
-		f.Add("label", k+"="+v)
-	}
-	return f, nil
-}
-
 // List implements Engine.
 func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Resource, error) {
-	f, err := filters(labels)
+	f, err := engine.LabelFilter(labels)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		wg               sync.WaitGroup
-		cs               client.ContainerListResult
-		ns               client.NetworkListResult
-		vs               client.VolumeListResult
-		cErr, nErr, vErr error
-	)
-	wg.Go(func() { cs, cErr = d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}) })
-	wg.Go(func() { ns, nErr = d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}) })
-	wg.Go(func() { vs, vErr = d.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}) })
-	wg.Wait()
-	if err := errors.Join(cErr, nErr, vErr); err != nil {
+	l, err := engine.List(ctx, d.cli, f)
+	if err != nil {
 		return nil, fmt.Errorf("list by labels: %w", err)
 	}
 	var out []Resource
-	for _, c := range cs.Items {
+	for _, c := range l.Containers {
 		r := Resource{Kind: "container", ID: c.ID, Name: c.ID, Running: c.State == container.StateRunning, Labels: c.Labels}
 		if len(c.Names) > 0 {
 			r.Name = c.Names[0][1:]
@@ -105,10 +80,10 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Resource
 		}
 		out = append(out, r)
 	}
-	for _, n := range ns.Items {
+	for _, n := range l.Networks {
 		out = append(out, Resource{Kind: "network", ID: n.ID, Name: n.Name, Labels: n.Labels})
 	}
-	for _, v := range vs.Items {
+	for _, v := range l.Volumes {
 		out = append(out, Resource{Kind: "volume", ID: v.Name, Name: v.Name, Labels: v.Labels})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
@@ -152,7 +127,7 @@ func (d *Docker) RemoveAll(ctx context.Context, labels map[string]string) error 
 			case "volume":
 				_, err = d.cli.VolumeRemove(ctx, r.ID, client.VolumeRemoveOptions{Force: true})
 			}
-			if err != nil && !cerrdefs.IsNotFound(err) {
+			if err != nil && !engine.IsGone(err) {
 				errs = append(errs, fmt.Errorf("remove %s: %w", r, err))
 			}
 		}

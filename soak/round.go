@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/procinfo"
 	"github.com/agentenv/agentenv/task"
 )
@@ -191,7 +192,7 @@ func (s *soaker) kill(ctx context.Context, r *Round, w *watcher) {
 		victims = append(victims, cs[s.rnd.IntN(len(cs))])
 	}
 	for i, v := range victims {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), engineTimeout)
+		cctx, cancel := cleanup.Context(ctx, engineTimeout)
 		verb, err := "killed", error(nil)
 		if i%2 == 0 {
 			err = s.cfg.Engine.Kill(cctx, v.ID)

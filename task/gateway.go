@@ -10,43 +10,16 @@ import (
 	"strings"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/mcpclient"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// bearer is an http.RoundTripper that adds the deployment's bearer token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
-// authClient returns an HTTP client like base that authenticates to env's gateway.
-func authClient(base *http.Client, token string) *http.Client {
-	c := *base
-	next := c.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	c.Transport = bearer{token: token, next: next}
-	return &c
-}
 
 // connect opens an MCP client session to env's gateway with the official Go SDK over
 // streamable HTTP. The caller closes it.
 func (sc *scope) connect(ctx context.Context, env DeployedEnv) (*mcp.ClientSession, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "agentenv-task", Version: envproto.Version}, nil)
-	t := &mcp.StreamableClientTransport{
-		Endpoint:             env.GatewayURL,
-		HTTPClient:           authClient(sc.e.r.httpClient(), env.Token),
-		MaxRetries:           -1, // a step fails plainly; its timeout bounds it
-		DisableStandaloneSSE: true,
-	}
-	cs, err := client.Connect(ctx, t, nil)
+	// No retries: a step fails plainly, and its timeout bounds it.
+	c := mcpclient.Client{Name: "agentenv-task", Version: envproto.Version, HTTP: sc.e.r.httpClient(), NoStandaloneSSE: true}
+	cs, err := c.Connect(ctx, env.GatewayURL, env.Token)
 	if err != nil {
 		return nil, fmt.Errorf("connect to gateway %s: %w", env.GatewayURL, err)
 	}
@@ -107,7 +80,7 @@ func (sc *scope) dataCall(ctx context.Context, env DeployedEnv, method string, p
 		return fmt.Errorf("%s: %w", method, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := authClient(sc.e.r.httpClient(), env.Token).Do(req)
+	resp, err := mcpclient.HTTPClient(sc.e.r.httpClient(), env.Token).Do(req)
 	if err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}

@@ -124,7 +124,7 @@ func Parse(name string, data []byte) (*Task, error) {
 }
 
 func parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
-	root, err := parseYAML(name, data)
+	root, err := yamlfile.Parse(name, "task file", data)
 	if err != nil {
 		return nil, err
 	}
@@ -132,11 +132,11 @@ func parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
 	t := &Task{File: name, Dir: filepath.Dir(name), Digest: "sha256:" + hex.EncodeToString(sum[:]), Score: AllPass, kinds: kinds}
 	d := newDecoder(name)
 	t.decode(d, root)
-	if len(d.errs) == 0 {
+	if len(d.Errs) == 0 {
 		t.validate(d)
 	}
-	if len(d.errs) > 0 {
-		return nil, errors.Join(d.errs...)
+	if len(d.Errs) > 0 {
+		return nil, errors.Join(d.Errs...)
 	}
 	return t, nil
 }
@@ -144,7 +144,7 @@ func parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
 // decode reads the top level and each step's common fields.
 func (t *Task) decode(d *decoder, root *yaml.Node) {
 	known := []string{"name", "description", "score", "steps"}
-	pairs, ok := d.pairs(root, "")
+	pairs, ok := d.Pairs(root, "", "field")
 	if !ok {
 		return
 	}
@@ -153,30 +153,30 @@ func (t *Task) decode(d *decoder, root *yaml.Node) {
 		k, v := kv[0], kv[1]
 		switch k.Value {
 		case "name":
-			t.Name = d.str(v, "name")
+			t.Name = d.Str(v, "name")
 		case "description":
-			t.Description = d.str(v, "description")
+			t.Description = d.Str(v, "description")
 		case "score":
-			t.Score = ScoreMode(d.str(v, "score"))
+			t.Score = ScoreMode(d.Str(v, "score"))
 			if !t.Score.valid() {
-				d.errorf(v.Line, "score", "want all_pass, any_pass, weighted_average or min, got %q%s", t.Score,
+				d.Errorf(v.Line, "score", "want all_pass, any_pass, weighted_average or min, got %q%s", t.Score,
 					suggest.DidYouMean(string(t.Score), []string{"all_pass", "any_pass", "weighted_average", "min"}))
 			}
 		case "steps":
 			steps = v
 		default:
-			d.unknown(k, "", known)
+			d.Unknown(k, "", known)
 		}
 	}
 	if t.Name == "" {
 		t.Name = strings.TrimSuffix(filepath.Base(t.File), filepath.Ext(t.File))
 	}
 	if steps == nil || yamlfile.IsNull(steps) {
-		d.errorf(root.Line, "steps", "missing field: a task needs at least one step")
+		d.Errorf(root.Line, "steps", "missing field: a task needs at least one step")
 		return
 	}
-	if steps = d.resolve(steps, "steps"); steps == nil || steps.Kind != yaml.SequenceNode {
-		d.errorf(root.Line, "steps", "want a list of steps")
+	if steps = d.Resolve(steps, "steps"); steps == nil || steps.Kind != yaml.SequenceNode {
+		d.Errorf(root.Line, "steps", "want a list of steps")
 		return
 	}
 	for i, n := range steps.Content {
@@ -189,7 +189,7 @@ func (t *Task) decode(d *decoder, root *yaml.Node) {
 // decodeStep reads one step's common fields and checks its type-specific ones.
 func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 	s := &StepSpec{Line: n.Line, path: path, FailTaskOnError: true, Weight: 1}
-	pairs, ok := d.pairs(n, path)
+	pairs, ok := d.Pairs(n, path, "field")
 	if !ok {
 		return nil
 	}
@@ -201,40 +201,40 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 		p := yamlfile.Join(path, k.Value)
 		switch k.Value {
 		case "id":
-			s.ID = d.str(v, p)
+			s.ID = d.Str(v, p)
 		case "type":
-			s.Type = d.str(v, p)
+			s.Type = d.Str(v, p)
 		case "depends_on":
 			deps = v
 		case "fail_task_on_error":
 			if err := v.Decode(&s.FailTaskOnError); err != nil {
-				d.errorf(v.Line, p, "want true or false, got %s", yamlfile.Describe(v))
+				d.Errorf(v.Line, p, "want true or false, got %s", yamlfile.Describe(v))
 			}
 		case "timeout":
-			s.Timeout = d.duration(v, p)
+			s.Timeout = d.DurationText(v, p)
 		case "weight":
 			weight = v
 			if err := v.Decode(&s.Weight); err != nil || s.Weight <= 0 {
-				d.errorf(v.Line, p, "want a positive number, got %s", yamlfile.Describe(v))
+				d.Errorf(v.Line, p, "want a positive number, got %s", yamlfile.Describe(v))
 			}
 		default:
 			s.fields.Content = append(s.fields.Content, k, v)
 		}
 	}
 	if s.ID == "" {
-		d.errorf(n.Line, yamlfile.Join(path, "id"), "missing field")
+		d.Errorf(n.Line, yamlfile.Join(path, "id"), "missing field")
 	}
 	if s.Type == "" {
-		d.errorf(n.Line, yamlfile.Join(path, "type"), "missing field")
+		d.Errorf(n.Line, yamlfile.Join(path, "type"), "missing field")
 		return nil
 	}
 	k, ok := t.kinds[s.Type]
 	if !ok {
-		d.errorf(n.Line, yamlfile.Join(path, "type"), "unknown step type %q%s", s.Type, suggest.DidYouMean(s.Type, t.kindNames()))
+		d.Errorf(n.Line, yamlfile.Join(path, "type"), "unknown step type %q%s", s.Type, suggest.DidYouMean(s.Type, t.kindNames()))
 		return nil
 	}
 	if weight != nil && !k.verifier {
-		d.errorf(weight.Line, yamlfile.Join(path, "weight"), "only verifiers have a weight")
+		d.Errorf(weight.Line, yamlfile.Join(path, "weight"), "only verifiers have a weight")
 	}
 	extra := commonFields
 	if k.verifier {
@@ -246,25 +246,12 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 	typ := reflect.TypeOf(k.new())
 	d.check(s.fields, typ, path, extra)
 	if deps != nil {
-		s.DependsOn, _ = d.strs(deps, yamlfile.Join(path, "depends_on"))
+		s.DependsOn = d.Strings(deps, yamlfile.Join(path, "depends_on"))
 		if s.DependsOn == nil {
 			s.DependsOn = []string{} // depends_on: null is no dependency, like []
 		}
 	}
 	return s
-}
-
-func (d *decoder) duration(n *yaml.Node, path string) time.Duration {
-	s := d.str(n, path)
-	if s == "" {
-		return 0
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil || v <= 0 {
-		d.errorf(n.Line, path, "want a positive duration such as \"30s\" or \"2m\", got %q", s)
-		return 0
-	}
-	return v
 }
 
 func (t *Task) kindNames() []string {
@@ -317,8 +304,8 @@ func (t *Task) decodeFields(s *StepSpec, fields *yaml.Node) (Step, error) {
 	st := t.kinds[s.Type].new()
 	d := newDecoder(t.File)
 	if err := fields.Decode(st); err != nil {
-		d.yamlError(s.path, err)
-		return nil, errors.Join(d.errs...)
+		d.YAMLError(s.path, err)
+		return nil, errors.Join(d.Errs...)
 	}
 	if err := st.Check(); err != nil {
 		return nil, &Error{File: t.File, Line: s.Line, Path: s.path + " (" + s.ID + ")", Msg: err.Error()}

@@ -24,10 +24,10 @@ func (t *Task) validate(d *decoder) {
 			continue
 		}
 		if !validID.MatchString(s.ID) {
-			d.errorf(s.Line, yamlfile.Join(s.path, "id"), "%q: want letters, digits, _ and -, starting with a letter or _", s.ID)
+			d.Errorf(s.Line, yamlfile.Join(s.path, "id"), "%q: want letters, digits, _ and -, starting with a letter or _", s.ID)
 		}
 		if j, dup := pos[s.ID]; dup {
-			d.errorf(s.Line, yamlfile.Join(s.path, "id"), "duplicate step id %q (first at line %d)", s.ID, t.Steps[j].Line)
+			d.Errorf(s.Line, yamlfile.Join(s.path, "id"), "duplicate step id %q (first at line %d)", s.ID, t.Steps[j].Line)
 			continue
 		}
 		pos[s.ID] = i
@@ -41,23 +41,23 @@ func (t *Task) validate(d *decoder) {
 		for j, dep := range s.DependsOn {
 			p := yamlfile.Index(yamlfile.Join(s.path, "depends_on"), j)
 			if _, ok := pos[dep]; !ok {
-				d.errorf(s.Line, p, "unknown step %q%s", dep, suggest.DidYouMean(dep, ids[:i]))
+				d.Errorf(s.Line, p, "unknown step %q%s", dep, suggest.DidYouMean(dep, ids[:i]))
 			}
 		}
 	}
-	if len(d.errs) > 0 {
+	if len(d.Errs) > 0 {
 		return
 	}
 	onCycle := t.cycles(d, pos)
 	for i, s := range t.Steps {
 		for j, dep := range s.DependsOn {
 			if pos[dep] >= i && !onCycle[s.ID+"\x00"+dep] {
-				d.errorf(s.Line, yamlfile.Index(yamlfile.Join(s.path, "depends_on"), j),
+				d.Errorf(s.Line, yamlfile.Index(yamlfile.Join(s.path, "depends_on"), j),
 					"step %q comes later: a step may depend only on earlier steps", dep)
 			}
 		}
 	}
-	if len(d.errs) > 0 {
+	if len(d.Errs) > 0 {
 		return
 	}
 	anc := t.ancestors()
@@ -102,7 +102,7 @@ func (t *Task) cycles(d *decoder, pos map[string]int) map[string]bool {
 				for k := 0; k+1 < len(cyc); k++ {
 					edges[cyc[k]+"\x00"+cyc[k+1]] = true
 				}
-				d.errorf(s.Line, yamlfile.Join(s.path, "depends_on"), "dependency cycle: %s", strings.Join(cyc, " -> "))
+				d.Errorf(s.Line, yamlfile.Join(s.path, "depends_on"), "dependency cycle: %s", strings.Join(cyc, " -> "))
 			}
 		}
 		stack = stack[:len(stack)-1]
@@ -136,7 +136,7 @@ func (t *Task) ancestors() map[string]map[string]bool {
 func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool) {
 	st, err := t.decodeFields(s, s.fields)
 	if err != nil {
-		d.errs = append(d.errs, err)
+		d.Errs = append(d.Errs, err)
 		return
 	}
 	for _, r := range st.Refs() {
@@ -144,13 +144,13 @@ func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool) {
 		other := t.step(r.ID)
 		switch {
 		case r.ID == "":
-			d.errorf(s.Line, p, "missing step id")
+			d.Errorf(s.Line, p, "missing step id")
 		case other == nil:
-			d.errorf(s.Line, p, "unknown step %q%s", r.ID, suggest.DidYouMean(r.ID, t.stepIDs()))
+			d.Errorf(s.Line, p, "unknown step %q%s", r.ID, suggest.DidYouMean(r.ID, t.stepIDs()))
 		case len(r.Types) > 0 && !slices.Contains(r.Types, other.Type):
-			d.errorf(s.Line, p, "step %q is a %s; want %s", r.ID, other.Type, strings.Join(r.Types, " or "))
+			d.Errorf(s.Line, p, "step %q is a %s; want %s", r.ID, other.Type, strings.Join(r.Types, " or "))
 		case !anc[r.ID]:
-			d.errorf(s.Line, p, "step %q is not a dependency of %q: add it to depends_on", r.ID, s.ID)
+			d.Errorf(s.Line, p, "step %q is not a dependency of %q: add it to depends_on", r.ID, s.ID)
 		}
 	}
 	eachString(s.fields, func(n *yaml.Node) {
@@ -159,14 +159,14 @@ func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool) {
 			other := t.step(ref.step)
 			switch {
 			case ref.bad != "":
-				d.errorf(n.Line, p, "bad output reference %q: want ${steps.<id>.outputs.<name>}", ref.bad)
+				d.Errorf(n.Line, p, "bad output reference %q: want ${steps.<id>.outputs.<name>}", ref.bad)
 			case other == nil:
-				d.errorf(n.Line, p, "%s: unknown step %q%s", ref.text, ref.step, suggest.DidYouMean(ref.step, t.stepIDs()))
+				d.Errorf(n.Line, p, "%s: unknown step %q%s", ref.text, ref.step, suggest.DidYouMean(ref.step, t.stepIDs()))
 			case !anc[ref.step]:
-				d.errorf(n.Line, p, "%s: step %q is not a dependency of %q: add it to depends_on", ref.text, ref.step, s.ID)
+				d.Errorf(n.Line, p, "%s: step %q is not a dependency of %q: add it to depends_on", ref.text, ref.step, s.ID)
 			default:
 				if _, ok := t.kinds[other.Type].output(ref.name); !ok {
-					d.errorf(n.Line, p, "%s: a %s step has no output %q (it has %s)", ref.text, other.Type, ref.name, outputNames(t.kinds[other.Type]))
+					d.Errorf(n.Line, p, "%s: a %s step has no output %q (it has %s)", ref.text, other.Type, ref.name, outputNames(t.kinds[other.Type]))
 				}
 			}
 		}

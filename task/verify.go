@@ -10,7 +10,12 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
+
+// closeTimeout bounds the close of the service DB connection of an sql verifier.
+const closeTimeout = 5 * time.Second
 
 // responseMatches checks an output of an earlier step, by default an agent's response.
 type responseMatches struct {
@@ -148,7 +153,7 @@ func (s *sqlCheck) Run(ctx context.Context, sc *scope) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("connect to service DB: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer cleanup.Do(ctx, closeTimeout, conn.Close) //nolint:errcheck // the query said what matters
 	rows, err := conn.Query(ctx, s.Query, s.Args...)
 	if err != nil {
 		return Result{}, fmt.Errorf("query: %w", err)

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
-	"time"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/bench"
-	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/soak"
 )
 
@@ -21,6 +18,7 @@ func newBenchCmd(a *app) *cobra.Command {
 		reps, hellos, orphans   int
 		image, env, repo, write string
 		dir                     string
+		only                    []string
 		json                    bool
 	}
 	cmd := &cobra.Command{
@@ -31,12 +29,15 @@ with PostgreSQL, the DB web UI and db-mcp, plus two more MCP servers) through ag
 alternately, 'docker compose up -d --wait' / 'docker compose down -t 1' of the file
 'agentenv env render --compose' makes of it; the gateway's tools/call overhead against direct
 calls at 1 and 64 sessions (go test -bench in the checkout); 'agentenv run hello'; gc of 50
-sandboxes whose owner was killed with SIGKILL; and one sandbox create/terminate against
-'docker run -d' / 'docker rm -f' of the same image. It prints medians, p95 and ratios, and with
---write rewrites the marked section of that file. Without docker compose v5 it says how to
-build it (sh bench/build-compose.sh) and measures the rest. Run it from the repository root.`,
+sandboxes whose owner was killed with SIGKILL (the owner is a small program bench builds from
+the checkout, bench/internal/hold); and one sandbox create/terminate against 'docker run -d' /
+'docker rm -f' of the same image. It prints medians, p95 and ratios, and with --write rewrites
+the marked section of that file; --only takes some of the measures. Without docker compose v5
+it says how to build it (sh bench/build-compose.sh) and measures the rest. Run it from the
+repository root.`,
 		Example: `  CGO_ENABLED=0 go build -o agentenv ./cmd/agentenv && ./agentenv images build
-  ./agentenv bench --write BENCHMARKS.md`,
+  ./agentenv bench --write BENCHMARKS.md
+  ./agentenv bench --only gc --orphans 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -68,7 +69,7 @@ build it (sh bench/build-compose.sh) and measures the rest. Run it from the repo
 			defer eng.Close()
 			res, err := bench.Run(cmd.Context(), bench.Config{
 				Binary: bin, Dir: f.dir, EnvFile: f.env, Image: f.image, RepoDir: f.repo, Engine: eng,
-				Reps: f.reps, Hellos: f.hellos, Orphans: f.orphans, Logger: a.log,
+				Reps: f.reps, Hellos: f.hellos, Orphans: f.orphans, Only: f.only, DockerHost: host, Logger: a.log,
 				Progress: func(s string) { fmt.Fprintln(a.stderr, "bench:", s) },
 			})
 			if err != nil {
@@ -103,78 +104,10 @@ build it (sh bench/build-compose.sh) and measures the rest. Run it from the repo
 	fl.IntVar(&f.orphans, "orphans", 50, "sandboxes left by the killed process for gc")
 	fl.StringVar(&f.image, "image", "agentenv:dev", "image of the bare sandboxes and orphans")
 	fl.StringVar(&f.env, "env", filepath.Join("bench", "env.yaml"), "env deployed side by side with docker compose")
-	fl.StringVar(&f.repo, "repo", "", "agentenv checkout for the gateway benchmark (default: the working directory, if it is one)")
+	fl.StringVar(&f.repo, "repo", "", "agentenv checkout for the gateway benchmark and the orphans' holder (default: the working directory, if it is one)")
 	fl.StringVar(&f.write, "write", "", "rewrite the bench section of this markdown file (BENCHMARKS.md)")
 	fl.StringVar(&f.dir, "dir", "", "folder for the bench's ledger and state (default: a temporary one)")
+	fl.StringSliceVar(&f.only, "only", nil, "take only these measures: "+strings.Join(bench.Steps, ", ")+" (default: all)")
 	fl.BoolVar(&f.json, "json", false, "print the figures as JSON")
-	cmd.AddCommand(newBenchHoldCmd(a))
-	return cmd
-}
-
-// newBenchHoldCmd is the process `agentenv bench` kills with SIGKILL: it creates sandboxes it
-// owns, says "ready", and waits. Left alone, it tears them down at its deadline.
-func newBenchHoldCmd(a *app) *cobra.Command {
-	var f struct {
-		n     int
-		image string
-		wait  time.Duration
-	}
-	cmd := &cobra.Command{
-		Use:    "hold --n N --image IMG",
-		Short:  "Create N sandboxes, print ready, and wait to be killed (used by bench)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			mgr, err := a.manager(ctx)
-			if err != nil {
-				return err
-			}
-			members, err := mgr.ParseChain("docker")
-			if err != nil {
-				return err
-			}
-			var (
-				wg   sync.WaitGroup
-				mu   sync.Mutex
-				ids  []string
-				errs []error
-			)
-			sem := make(chan struct{}, 8)
-			for range f.n {
-				wg.Go(func() {
-					sem <- struct{}{}
-					defer func() { <-sem }()
-					rec, _, err := mgr.CreateChain(ctx, members, lifecycle.CreateRequest{
-						Spec: agentenv.SandboxSpec{Image: f.image, Command: []string{"/agentenv", "serve", "kv"}},
-						TTL:  time.Hour,
-					})
-					mu.Lock()
-					defer mu.Unlock()
-					if err != nil {
-						errs = append(errs, err)
-						return
-					}
-					ids = append(ids, rec.ID)
-				})
-			}
-			wg.Wait()
-			if len(errs) == 0 && ctx.Err() == nil {
-				fmt.Fprintf(a.stdout, "ready %d\n", len(ids))
-				wctx, cancel := context.WithTimeout(ctx, f.wait)
-				<-wctx.Done()
-				cancel()
-			}
-			rc, _ := mgr.TeardownIDs(ctx, ids...)
-			printReceipt(a.stderr, rc)
-			if len(errs) > 0 {
-				return fmt.Errorf("bench hold: %d of %d creates failed; first: %w", len(errs), f.n, errs[0])
-			}
-			return nil
-		},
-	}
-	cmd.Flags().IntVar(&f.n, "n", 50, "sandboxes to create")
-	cmd.Flags().StringVar(&f.image, "image", "agentenv:dev", "image to run")
-	cmd.Flags().DurationVar(&f.wait, "wait", 10*time.Minute, "tear down and exit after this long if not killed")
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
 // maxDerivedTitle is how many characters of a text's first line become its title.
@@ -37,7 +38,7 @@ func (st *store) add(ctx context.Context, parts []envproto.Part) error {
 	if err != nil {
 		return fmt.Errorf("add notes: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
+	defer cleanup.Do(ctx, rollbackTimeout, tx.Rollback) //nolint:errcheck // a no-op after commit
 	for _, n := range notes {
 		if _, err := st.insert(ctx, tx, n); err != nil {
 			return err

@@ -16,7 +16,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentenv/agentenv/envsdk"
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
+
+// rollbackTimeout bounds the rollback of a transaction that did not commit.
+const rollbackTimeout = 5 * time.Second
 
 // DefaultSchema is the schema holding the notes table when Config.Schema is empty.
 const DefaultSchema = "notes"
@@ -158,7 +162,7 @@ func (st *store) migrate(ctx context.Context, schema string) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
+	defer cleanup.Do(ctx, rollbackTimeout, tx.Rollback) //nolint:errcheck // a no-op after commit
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "agentenv/notes/"+schema); err != nil {
 		return fmt.Errorf("migrate: lock: %w", err)
 	}

@@ -1,6 +1,14 @@
-// Package cleanup gives teardown work a context of its own: detached from the cancellation of
-// the operation being undone, bounded by a timeout, and still stopped by a hard stop (the second
-// Ctrl-C), which a caller attaches to the context once with WithHardStop.
+// Package cleanup gives work that must outlive its caller's cancellation a context of its own,
+// and is the one place that detaches a context from its parent's cancellation:
+//
+//   - Context, for teardown and undo work: detached from the cancellation of the operation being
+//     undone, bounded by a timeout, and still stopped by a hard stop (the second Ctrl-C), which
+//     a caller attaches to the context once with WithHardStop.
+//   - Detached, for work that must be allowed to finish on its own bound even after a hard stop,
+//     such as a provider's create request: stopping it half way would leave a sandbox whose
+//     existence nobody knows.
+//   - Unbounded, for a context whose end something else decides, such as the base context of
+//     an http.Server, which its Shutdown ends.
 package cleanup
 
 import (
@@ -25,7 +33,7 @@ func HardStop(ctx context.Context) <-chan struct{} {
 // Context returns a context for cleanup work on behalf of ctx: it keeps ctx's values, ignores
 // ctx's cancellation, ends after d, and ends when ctx's hard stop fires. Call cancel when done.
 func Context(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	c, cancel := Detached(ctx, d)
 	stop := HardStop(ctx)
 	if stop == nil {
 		return c, cancel
@@ -38,6 +46,21 @@ func Context(ctx context.Context, d time.Duration) (context.Context, context.Can
 		}
 	}()
 	return c, cancel
+}
+
+// Do runs f on a cleanup Context of ctx bounded by d, and returns f's error. It suits a deferred
+// undo: defer cleanup.Do(ctx, time.Second, tx.Rollback).
+func Do(ctx context.Context, d time.Duration, f func(context.Context) error) error {
+	c, cancel := Context(ctx, d)
+	defer cancel()
+	return f(c)
+}
+
+// Unbounded returns a context that keeps ctx's values and never ends: for a context whose end
+// something else decides (an http.Server's base context, ended by its Shutdown; a command run
+// under its own timeout). Anything that waits on it needs its own bound.
+func Unbounded(ctx context.Context) context.Context {
+	return context.WithoutCancel(ctx)
 }
 
 // Stopped reports whether ctx's hard stop has fired.

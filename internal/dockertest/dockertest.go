@@ -24,6 +24,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv/images"
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // host returns the engine address the client dials, for messages.
@@ -40,7 +41,7 @@ func host() string {
 // The client is closed when the test ends.
 func Require(tb testing.TB) *client.Client {
 	tb.Helper()
-	cli, err := client.New(client.FromEnv)
+	cli, _, err := engine.Client("")
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err = cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
@@ -137,37 +138,26 @@ func buildImage(ctx context.Context, cli *client.Client, pkg, repo string, entry
 // "container NAME", "network NAME" and "volume NAME", sorted. labels must not be empty: an
 // empty filter would match everything on a shared engine.
 func Leftovers(ctx context.Context, cli *client.Client, labels map[string]string) ([]string, error) {
-	if len(labels) == 0 {
-		return nil, errors.New("leftovers: refusing an empty label filter")
+	f, err := engine.LabelFilter(labels)
+	if err != nil {
+		return nil, fmt.Errorf("leftovers: %w", err)
 	}
-	f := make(client.Filters)
-	for k, v := range labels {
-		f.Add("label", k+"="+v)
+	l, err := engine.List(ctx, cli, f)
+	if err != nil {
+		return nil, fmt.Errorf("leftovers: %w", err)
 	}
 	var out []string
-	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		return nil, fmt.Errorf("leftovers: list containers: %w", err)
-	}
-	for _, c := range cs.Items {
+	for _, c := range l.Containers {
 		name := c.ID
 		if len(c.Names) > 0 {
 			name = c.Names[0][1:]
 		}
 		out = append(out, "container "+name)
 	}
-	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-	if err != nil {
-		return nil, fmt.Errorf("leftovers: list networks: %w", err)
-	}
-	for _, n := range ns.Items {
+	for _, n := range l.Networks {
 		out = append(out, "network "+n.Name)
 	}
-	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
-	if err != nil {
-		return nil, fmt.Errorf("leftovers: list volumes: %w", err)
-	}
-	for _, v := range vs.Items {
+	for _, v := range l.Volumes {
 		out = append(out, "volume "+v.Name)
 	}
 	sort.Strings(out)
@@ -203,12 +193,9 @@ func CheckNoLeftovers(tb testing.TB, cli *client.Client, labels map[string]strin
 // Remove force-removes the containers (with their anonymous volumes), then the networks, then
 // the volumes that carry every one of labels. labels must not be empty.
 func Remove(ctx context.Context, cli *client.Client, labels map[string]string) error {
-	if len(labels) == 0 {
-		return errors.New("remove: refusing an empty label filter")
-	}
-	f := make(client.Filters)
-	for k, v := range labels {
-		f.Add("label", k+"="+v)
+	f, err := engine.LabelFilter(labels)
+	if err != nil {
+		return fmt.Errorf("remove: %w", err)
 	}
 	var errs []error
 	if cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); err != nil {

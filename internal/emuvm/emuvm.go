@@ -40,6 +40,8 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/ctxerr"
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // Defaults for the zero values of Config.
@@ -92,11 +94,7 @@ func New(cfg Config, logger *slog.Logger) (*Host, error) {
 	if cfg.LoadWait <= 0 {
 		cfg.LoadWait = DefaultLoadWait
 	}
-	opts := []client.Opt{client.FromEnv}
-	if cfg.Host != "" {
-		opts = append(opts, client.WithHost(cfg.Host))
-	}
-	cli, err := client.New(opts...)
+	cli, _, err := engine.Client(cfg.Host)
 	if err != nil {
 		return nil, fmt.Errorf("emuvm: engine client: %w", err)
 	}
@@ -177,7 +175,7 @@ func (h *Host) run(ctx context.Context, name string, labels map[string]string, c
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
+	cctx, cancel := cleanup.Detached(ctx, createBound)
 	defer cancel()
 	vol := name + "-docker"
 	vo := client.VolumeCreateOptions{Name: vol, Labels: labels}
@@ -346,11 +344,11 @@ func (h *Host) exec(ctx context.Context, name string, cmd []string, stdin io.Rea
 		AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true, Cmd: cmd,
 	})
 	if err != nil {
-		return agentenv.ExecResult{}, ctxErr(ctx, err)
+		return agentenv.ExecResult{}, ctxerr.Prefer(ctx, err)
 	}
 	att, err := h.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return agentenv.ExecResult{}, ctxErr(ctx, err)
+		return agentenv.ExecResult{}, ctxerr.Prefer(ctx, err)
 	}
 	defer att.Close()
 	stop := context.AfterFunc(ctx, func() { att.Close() })
@@ -382,7 +380,7 @@ func (h *Host) exec(ctx context.Context, name string, cmd []string, stdin io.Rea
 	}
 	in, err := h.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
 	if err != nil {
-		return res, ctxErr(ctx, err)
+		return res, ctxerr.Prefer(ctx, err)
 	}
 	res.ExitCode = in.ExitCode
 	return res, nil
@@ -402,22 +400,11 @@ func (v *VM) Remove(ctx context.Context) error {
 // removeAll removes container name and its volume name-docker.
 func (h *Host) removeAll(ctx context.Context, name string) error {
 	var errs []error
-	if _, err := h.cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !gone(err) {
+	if _, err := h.cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !engine.IsGone(err) {
 		errs = append(errs, fmt.Errorf("remove container: %w", err))
 	}
-	if _, err := h.cli.VolumeRemove(ctx, name+"-docker", client.VolumeRemoveOptions{Force: true}); err != nil && !gone(err) {
+	if _, err := h.cli.VolumeRemove(ctx, name+"-docker", client.VolumeRemoveOptions{Force: true}); err != nil && !engine.IsGone(err) {
 		errs = append(errs, fmt.Errorf("remove volume: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-func gone(err error) bool {
-	return cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) && bytes.Contains([]byte(err.Error()), []byte("already in progress"))
-}
-
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return cerr
-	}
-	return err
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/mcpclient"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -19,10 +20,7 @@ import (
 // the test if it cannot; the session is closed when the test ends.
 func Connect(t testing.TB, url, token string) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "agentenv-test", Version: "v1"}, nil)
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
-		Endpoint: url, HTTPClient: &http.Client{Transport: Bearer(token)}, MaxRetries: -1,
-	}, nil)
+	cs, err := mcpclient.Client{Name: "agentenv-test"}.Connect(t.Context(), url, token)
 	if err != nil {
 		t.Fatalf("connect to the gateway at %s: %v", url, err)
 	}
@@ -50,15 +48,9 @@ func Call(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any)
 	return b.String()
 }
 
-// Bearer is an http.RoundTripper that adds the token as a bearer credential to every request.
-type Bearer string
-
-// RoundTrip implements http.RoundTripper over http.DefaultTransport.
-func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
-}
+// Bearer is mcpclient.Bearer over http.DefaultTransport, for tests that build their own MCP
+// transport.
+func Bearer(token string) http.RoundTripper { return mcpclient.Bearer(token, nil) }
 
 // CallJSON calls tool with args and decodes its structured result into out, failing the test
 // on an error, a tool error or a result out cannot hold.

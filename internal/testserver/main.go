@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
 func main() {
@@ -104,7 +106,7 @@ func serve(ctx context.Context, addr string) error {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		shutdown, cancel := cleanup.Context(ctx, 2*time.Second)
 		defer cancel()
 		return srv.Shutdown(shutdown)
 	}

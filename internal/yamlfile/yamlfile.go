@@ -1,6 +1,7 @@
-// Package yamlfile holds what strict decoders of agentenv's YAML files (env files, task files)
-// share: an error that names the file, line and field; a node budget against alias bombs; and
-// the small node helpers their messages are made of.
+// Package yamlfile is the one strict decoder of agentenv's YAML files (env files, task files):
+// Parse reads exactly one document, and Decoder walks it, reporting every problem in one pass
+// as an Error that names the file, line and field, with "did you mean" for an unknown field. A
+// node budget guards against alias bombs.
 package yamlfile
 
 import (

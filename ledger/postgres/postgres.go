@@ -14,11 +14,16 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// rollbackTimeout bounds the rollback of a failed transaction, which runs even when ctx ended.
+const rollbackTimeout = 5 * time.Second
 
 // Ledger is an agentenv.Ledger kept in PostgreSQL. It is safe for concurrent use by several
 // goroutines and by several processes sharing the database.
@@ -86,7 +91,7 @@ func (l *Ledger) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		// Rollback on a broken connection fails too; the server rolls back on its own then.
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		_ = cleanup.Do(ctx, rollbackTimeout, tx.Rollback)
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -18,6 +18,9 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/ctxerr"
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // Bounds of the steps that run on a detached context, so that a cancelled caller never leaves
@@ -66,7 +69,7 @@ func (p *Provider) create(ctx context.Context, name string, spec agentenv.Sandbo
 		if err == nil || !made {
 			return
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
+		cctx, cancel := cleanup.Context(ctx, cleanupBound)
 		defer cancel()
 		if cerr := undo(cctx); cerr != nil {
 			log.Warn("remove after failed create", "err", cerr)
@@ -76,7 +79,7 @@ func (p *Provider) create(ctx context.Context, name string, spec agentenv.Sandbo
 
 	made, err = p.createContainer(ctx, opts)
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, p.kind(err))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, engine.Kind(p.host, err))
 	}
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
@@ -91,11 +94,11 @@ func (p *Provider) create(ctx context.Context, name string, spec agentenv.Sandbo
 			// The engine checks the network to join at start, not at create.
 			err = fmt.Errorf("network %q: %w: %w", spec.Network, agentenv.ErrInvalid, err)
 		}
-		return agentenv.Sandbox{}, fmt.Errorf("docker: start %s: %w", name, p.kind(ctxErr(ctx, err)))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: start %s: %w", name, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	res, err := p.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: inspect %s: %w", name, p.kind(ctxErr(ctx, err)))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: inspect %s: %w", name, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
@@ -110,7 +113,7 @@ func (p *Provider) create(ctx context.Context, name string, spec agentenv.Sandbo
 func (p *Provider) createContainer(ctx context.Context, opts client.ContainerCreateOptions) (made bool, err error) {
 	pulled := false
 	for {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
+		cctx, cancel := cleanup.Detached(ctx, createBound)
 		_, err = p.cli.ContainerCreate(cctx, opts)
 		cancel()
 		switch {
@@ -154,15 +157,6 @@ func (p *Provider) pull(ctx context.Context, image string) error {
 	}
 	defer resp.Close()
 	return resp.Wait(ctx)
-}
-
-// ctxErr prefers the context's error when ctx has ended, since a request cut short by it says
-// so less clearly.
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return cerr
-	}
-	return err
 }
 
 // containerOptions maps spec to the engine's create request. It does no I/O.
@@ -336,7 +330,7 @@ func (p *Provider) EnsureImage(ctx context.Context, image string) error {
 		return nil
 	}
 	if !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("docker: image %s: %w", image, p.kind(err))
+		return fmt.Errorf("docker: image %s: %w", image, engine.Kind(p.host, err))
 	}
 	if perr := p.pull(ctx, image); perr != nil {
 		if ctx.Err() != nil {

@@ -9,18 +9,15 @@
 package docker
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"regexp"
-	"strings"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // Config configures a Provider. Zero values mean the documented defaults.
@@ -63,7 +60,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.DefaultMemory < 0 || cfg.DefaultCPUs < 0 {
 		return nil, fmt.Errorf("docker: negative default limits: %w", agentenv.ErrInvalid)
 	}
-	cli, host, err := EngineClient(cfg.Host)
+	cli, host, err := engine.Client(cfg.Host)
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
@@ -71,23 +68,6 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{cfg: cfg, host: host, cli: cli, log: logger.With("provider", cfg.Name)}, nil
-}
-
-// EngineClient returns a client of the engine at host (DOCKER_HOST if empty, else the default
-// socket) and the address it resolved to. It does no I/O; the API version is negotiated on first
-// use.
-func EngineClient(host string) (*client.Client, string, error) {
-	if host == "" {
-		host = os.Getenv(client.EnvOverrideHost)
-	}
-	if host == "" {
-		host = client.DefaultDockerHost
-	}
-	cli, err := client.New(client.FromEnv, client.WithHost(host))
-	if err != nil {
-		return nil, host, fmt.Errorf("client for %s: %w: %w", host, agentenv.ErrInvalid, err)
-	}
-	return cli, host, nil
 }
 
 // Name returns the configured name, "docker" by default.
@@ -109,30 +89,6 @@ func (p *Provider) Host() string { return p.host }
 // Close releases the client's idle connections.
 func (p *Provider) Close() error { return p.cli.Close() }
 
-// kind maps an Engine API error to an agentenv error kind, keeping the original in the chain.
-// Errors of no particular kind are returned as they are.
-func (p *Provider) kind(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, agentenv.ErrNotFound), errors.Is(err, agentenv.ErrGone),
-		errors.Is(err, agentenv.ErrInvalid), errors.Is(err, agentenv.ErrUnavailable),
-		errors.Is(err, agentenv.ErrConflict):
-		return err
-	case client.IsErrConnectionFailed(err):
-		return fmt.Errorf("engine at %s: %w: %w", p.host, agentenv.ErrUnavailable, err)
-	case cerrdefs.IsUnavailable(err):
-		return fmt.Errorf("engine at %s: %w: %w", p.host, agentenv.ErrUnavailable, err)
-	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("%w: %w", agentenv.ErrNotFound, err)
-	case cerrdefs.IsInvalidArgument(err):
-		return fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
-	case cerrdefs.IsConflict(err):
-		return fmt.Errorf("%w: %w", agentenv.ErrConflict, err)
-	}
-	return err
-}
-
 // containerName is what Docker accepts as a container name.
 var containerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
 
@@ -142,28 +98,4 @@ func checkID(id string) error {
 		return fmt.Errorf("sandbox id %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]+: %w", id, agentenv.ErrInvalid)
 	}
 	return nil
-}
-
-// recordFilter returns a filter for objects carrying every one of labels and the record label.
-func recordFilter(labels map[string]string) client.Filters {
-	f := make(client.Filters).Add("label", agentenv.LabelRecord)
-	for k, v := range labels {
-		f.Add("label", k+"="+v)
-	}
-	return f
-}
-
-// idFilter returns a filter for the objects of one record.
-func idFilter(id string) client.Filters {
-	return recordFilter(map[string]string{agentenv.LabelRecord: id})
-}
-
-// isGoneErr reports whether err says the object is already absent or on its way out, which a
-// removal counts as success.
-func isGoneErr(err error) bool {
-	if cerrdefs.IsNotFound(err) {
-		return true
-	}
-	msg := err.Error()
-	return cerrdefs.IsConflict(err) && strings.Contains(msg, "already in progress")
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/ctxerr"
+	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
 )
 
@@ -38,21 +40,21 @@ func (p *Provider) Exec(ctx context.Context, id string, argv []string) (agentenv
 	}
 	att, err := p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: %w", id, p.runErr(ctxErr(ctx, err)))
+		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: %w", id, p.runErr(ctxerr.Prefer(ctx, err)))
 	}
 	defer att.Close()
 	stop := context.AfterFunc(ctx, func() { att.Close() })
 	defer stop()
 	var stdout, stderr bytes.Buffer
 	if _, err := stdcopy.StdCopy(&stdout, &stderr, att.Reader); err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: read output: %w", id, ctxErr(ctx, err))
+		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: read output: %w", id, ctxerr.Prefer(ctx, err))
 	}
 	if err := ctx.Err(); err != nil {
 		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: %w", id, err)
 	}
 	ins, err := p.cli.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
 	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: %w", id, p.kind(err))
+		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: %w", id, engine.Kind(p.host, err))
 	}
 	return agentenv.ExecResult{ExitCode: ins.ExitCode, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
 }
@@ -62,7 +64,7 @@ func (p *Provider) runErr(err error) error {
 	if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "not running") {
 		return fmt.Errorf("%w: %w", agentenv.ErrGone, err)
 	}
-	return p.kind(err)
+	return engine.Kind(p.host, err)
 }
 
 // WriteFile writes data (mode 0644) to the absolute path in sandbox id, creating missing parent
@@ -84,10 +86,10 @@ func (p *Provider) WriteFile(ctx context.Context, id, file string, data []byte) 
 			break
 		}
 		if !cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("docker: write %s:%s: %w", id, file, p.kind(err))
+			return fmt.Errorf("docker: write %s:%s: %w", id, file, engine.Kind(p.host, err))
 		}
 		if _, cerr := p.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); cerr != nil {
-			return fmt.Errorf("docker: write %s:%s: %w", id, file, p.kind(cerr))
+			return fmt.Errorf("docker: write %s:%s: %w", id, file, engine.Kind(p.host, cerr))
 		}
 		base = path.Dir(base)
 	}
@@ -97,7 +99,7 @@ func (p *Provider) WriteFile(ctx context.Context, id, file string, data []byte) 
 	}
 	_, err = p.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: base, Content: bytes.NewReader(archive)})
 	if err != nil {
-		return fmt.Errorf("docker: write %s:%s: %w", id, file, p.kind(err))
+		return fmt.Errorf("docker: write %s:%s: %w", id, file, engine.Kind(p.host, err))
 	}
 	return nil
 }
@@ -110,7 +112,7 @@ func (p *Provider) ReadFile(ctx context.Context, id, file string) ([]byte, error
 	}
 	res, err := p.cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: file})
 	if err != nil {
-		return nil, fmt.Errorf("docker: read %s:%s: %w", id, file, p.kind(err))
+		return nil, fmt.Errorf("docker: read %s:%s: %w", id, file, engine.Kind(p.host, err))
 	}
 	defer res.Content.Close()
 	tr := tar.NewReader(res.Content)
@@ -139,9 +141,9 @@ func (p *Provider) Logs(ctx context.Context, id string, tail int) (string, error
 	if err := checkID(id); err != nil {
 		return "", fmt.Errorf("docker: logs: %w", err)
 	}
-	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: idFilter(id)})
+	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: engine.IDFilter(id)})
 	if err != nil {
-		return "", fmt.Errorf("docker: logs %s: %w", id, p.kind(err))
+		return "", fmt.Errorf("docker: logs %s: %w", id, engine.Kind(p.host, err))
 	}
 	t := "all"
 	if tail > 0 {
@@ -167,7 +169,7 @@ func (p *Provider) Logs(ctx context.Context, id string, tail int) (string, error
 		out.Write(buf.Bytes())
 	}
 	if err := errors.Join(errs...); err != nil {
-		return out.String(), fmt.Errorf("docker: logs %s: %w", id, p.kind(err))
+		return out.String(), fmt.Errorf("docker: logs %s: %w", id, engine.Kind(p.host, err))
 	}
 	return out.String(), nil
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // CreateNetwork makes a bridge network named spec.Name carrying spec.Labels, which must
@@ -29,7 +31,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	// Docker allows two networks of one name; refuse the second so that the name stays an id.
 	existing, err := p.cli.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("name", spec.Name)})
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: create network %s: %w", spec.Name, p.kind(err))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create network %s: %w", spec.Name, engine.Kind(p.host, err))
 	}
 	for _, n := range existing.Items {
 		if n.Name == spec.Name {
@@ -37,14 +39,14 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 		}
 	}
 
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
+	cctx, cancel := cleanup.Detached(ctx, createBound)
 	res, err := p.cli.NetworkCreate(cctx, spec.Name, client.NetworkCreateOptions{Driver: "bridge", Labels: spec.Labels})
 	cancel()
 	if err != nil {
 		if !client.IsErrConnectionFailed(err) && !cerrdefs.IsInvalidArgument(err) && !cerrdefs.IsConflict(err) {
 			p.cleanup(ctx, spec.Name)
 		}
-		return agentenv.Sandbox{}, fmt.Errorf("docker: create network %s: %w", spec.Name, p.kind(err))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create network %s: %w", spec.Name, engine.Kind(p.host, err))
 	}
 	if err := ctx.Err(); err != nil {
 		p.cleanup(ctx, spec.Name)
@@ -60,7 +62,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 // cleanup removes what a failed create of record id may have made, on a detached, bounded
 // context; a failure is logged, and the record is still found by List.
 func (p *Provider) cleanup(ctx context.Context, id string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
+	cctx, cancel := cleanup.Context(ctx, cleanupBound)
 	defer cancel()
 	if err := p.terminate(cctx, id); err != nil {
 		p.log.Warn("remove after failed create", "record_id", id, "err", err)

@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // Terminate removes everything labelled agentenv.record=id: its containers (forced, with their
@@ -25,14 +25,14 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 		return fmt.Errorf("docker: terminate: %w", err)
 	}
 	if err := p.terminate(ctx, id); err != nil {
-		return fmt.Errorf("docker: terminate %s: %w", id, p.kind(err))
+		return fmt.Errorf("docker: terminate %s: %w", id, engine.Kind(p.host, err))
 	}
 	p.log.Debug("terminated", "record_id", id)
 	return nil
 }
 
 func (p *Provider) terminate(ctx context.Context, id string) error {
-	f := idFilter(id)
+	f := engine.IDFilter(id)
 	var (
 		wg                 sync.WaitGroup
 		nets               []string
@@ -65,7 +65,7 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 	for _, c := range cs.Items {
 		wg.Go(func() {
 			_, err := p.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-			if err != nil && !isGoneErr(err) {
+			if err != nil && !engine.IsGone(err) {
 				containerErrsMutex.Lock()
 				containerErrs = append(containerErrs, fmt.Errorf("remove container %s: %w", c.ID[:12], err))
 				containerErrsMutex.Unlock()
@@ -97,7 +97,7 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 	for _, v := range vols {
 		wg.Go(func() {
 			_, err := p.cli.VolumeRemove(ctx, v, client.VolumeRemoveOptions{Force: true})
-			if err != nil && !isGoneErr(err) {
+			if err != nil && !engine.IsGone(err) {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("remove volume %s: %w", v, err))
 				mu.Unlock()
@@ -112,12 +112,12 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 // attempt fails because of them.
 func (p *Provider) removeNetwork(ctx context.Context, netID string) error {
 	_, err := p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{})
-	if err == nil || isGoneErr(err) {
+	if err == nil || engine.IsGone(err) {
 		return nil
 	}
 	res, ierr := p.cli.NetworkInspect(ctx, netID, client.NetworkInspectOptions{})
 	if ierr != nil {
-		if isGoneErr(ierr) {
+		if engine.IsGone(ierr) {
 			return nil
 		}
 		return errors.Join(err, ierr)
@@ -134,7 +134,7 @@ func (p *Provider) removeNetwork(ctx context.Context, netID string) error {
 			case <-time.After(wait):
 			}
 			_, err = p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{})
-			if err == nil || isGoneErr(err) {
+			if err == nil || engine.IsGone(err) {
 				return nil
 			}
 		}
@@ -142,11 +142,11 @@ func (p *Provider) removeNetwork(ctx context.Context, netID string) error {
 	}
 	for cid := range res.Network.Containers {
 		_, derr := p.cli.NetworkDisconnect(ctx, netID, client.NetworkDisconnectOptions{Container: cid, Force: true})
-		if derr != nil && !isGoneErr(derr) {
+		if derr != nil && !engine.IsGone(derr) {
 			return fmt.Errorf("disconnect %s: %w", cid, derr)
 		}
 	}
-	if _, err := p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{}); err != nil && !isGoneErr(err) {
+	if _, err := p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{}); err != nil && !engine.IsGone(err) {
 		return err
 	}
 	return nil
@@ -161,7 +161,7 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 	}
 	sbs, err := p.list(ctx, map[string]string{agentenv.LabelRecord: id})
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: get %s: %w", id, p.kind(err))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: get %s: %w", id, engine.Kind(p.host, err))
 	}
 	if len(sbs) == 0 {
 		return agentenv.Sandbox{}, fmt.Errorf("docker: get %s: %w", id, agentenv.ErrNotFound)
@@ -180,36 +180,24 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
 	sbs, err := p.list(ctx, labels)
 	if err != nil {
-		return nil, fmt.Errorf("docker: list: %w", p.kind(err))
+		return nil, fmt.Errorf("docker: list: %w", engine.Kind(p.host, err))
 	}
 	return sbs, nil
 }
 
 func (p *Provider) list(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
-	f := recordFilter(labels)
-	var (
-		wg               sync.WaitGroup
-		cs               client.ContainerListResult
-		ns               client.NetworkListResult
-		vs               client.VolumeListResult
-		cErr, nErr, vErr error
-	)
-	wg.Go(func() { cs, cErr = p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}) })
-	wg.Go(func() { ns, nErr = p.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}) })
-	wg.Go(func() { vs, vErr = p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}) })
-	wg.Wait()
-	// One unreachable engine fails all three alike; the first error says it.
-	if err := cmp.Or(cErr, nErr, vErr); err != nil {
+	l, err := engine.List(ctx, p.cli, engine.RecordFilter(labels))
+	if err != nil {
 		return nil, err
 	}
 	g := newGrouper(p.cfg.Name)
-	for _, c := range cs.Items {
+	for _, c := range l.Containers {
 		g.container(c)
 	}
-	for _, n := range ns.Items {
+	for _, n := range l.Networks {
 		g.other(n.Labels, n.Created)
 	}
-	for _, v := range vs.Items {
+	for _, v := range l.Volumes {
 		created, _ := time.Parse(time.RFC3339, v.CreatedAt)
 		g.other(v.Labels, created)
 	}

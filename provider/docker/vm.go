@@ -9,6 +9,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 var _ agentenv.VMHost = (*Provider)(nil)
@@ -28,7 +29,7 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	}
 	res, err := p.cli.NetworkInspect(ctx, vm, client.NetworkInspectOptions{})
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker: run %s in vm %s: %w", spec.Name, vm, p.kind(err))
+		return agentenv.Sandbox{}, fmt.Errorf("docker: run %s in vm %s: %w", spec.Name, vm, engine.Kind(p.host, err))
 	}
 	labels := maps.Clone(res.Network.Labels)
 	if labels[agentenv.LabelRecord] != vm {
@@ -54,7 +55,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	}
 	_, err := p.cli.ContainerRemove(ctx, vm+"-"+name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("docker: remove %s from vm %s: %w", name, vm, p.kind(err))
+		return fmt.Errorf("docker: remove %s from vm %s: %w", name, vm, engine.Kind(p.host, err))
 	}
 	return nil
 }

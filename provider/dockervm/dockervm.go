@@ -22,7 +22,6 @@
 package dockervm
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -30,11 +29,10 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/provider/docker"
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // Defaults for the zero values of Config.
@@ -106,7 +104,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.Slots < 0 || cfg.SlotBase < 1 || cfg.SlotBase+cfg.Slots > 65536 || cfg.Memory < 0 || cfg.CPUs < 0 {
 		return nil, fmt.Errorf("docker_vm: slots %d from %d, memory %d, cpus %g: %w", cfg.Slots, cfg.SlotBase, cfg.Memory, cfg.CPUs, agentenv.ErrInvalid)
 	}
-	cli, host, err := docker.EngineClient(cfg.Host)
+	cli, host, err := engine.Client(cfg.Host)
 	if err != nil {
 		return nil, fmt.Errorf("docker_vm: %w", err)
 	}
@@ -151,27 +149,6 @@ func (p *Provider) forget(vm string) {
 	}
 }
 
-// kind maps an Engine API error to an agentenv error kind, keeping the original in the chain.
-func (p *Provider) kind(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, agentenv.ErrNotFound), errors.Is(err, agentenv.ErrGone),
-		errors.Is(err, agentenv.ErrInvalid), errors.Is(err, agentenv.ErrUnavailable),
-		errors.Is(err, agentenv.ErrConflict):
-		return err
-	case client.IsErrConnectionFailed(err), cerrdefs.IsUnavailable(err):
-		return fmt.Errorf("engine at %s: %w: %w", p.host, agentenv.ErrUnavailable, err)
-	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("%w: %w", agentenv.ErrNotFound, err)
-	case cerrdefs.IsInvalidArgument(err):
-		return fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
-	case cerrdefs.IsConflict(err):
-		return fmt.Errorf("%w: %w", agentenv.ErrConflict, err)
-	}
-	return err
-}
-
 // name is what Docker accepts as a container name; record ids and component names are names.
 var name = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
 
@@ -181,31 +158,4 @@ func checkName(what, s string) error {
 		return fmt.Errorf("%s %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]+: %w", what, s, agentenv.ErrInvalid)
 	}
 	return nil
-}
-
-// idFilter selects the objects of record id.
-func idFilter(id string) client.Filters {
-	return make(client.Filters).Add("label", agentenv.LabelRecord+"="+id)
-}
-
-// labelFilter selects objects carrying the record label and every one of labels.
-func labelFilter(labels map[string]string) client.Filters {
-	f := make(client.Filters).Add("label", agentenv.LabelRecord)
-	for k, v := range labels {
-		f.Add("label", k+"="+v)
-	}
-	return f
-}
-
-// isGone reports whether err says the object is absent or already being removed.
-func isGone(err error) bool {
-	return cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")
-}
-
-// ctxErr prefers ctx's error once ctx has ended, since a request cut short says so less clearly.
-func ctxErr(ctx interface{ Err() error }, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return cerr
-	}
-	return err
 }

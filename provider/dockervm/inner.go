@@ -22,6 +22,9 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/ctxerr"
+	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
 )
 
@@ -47,11 +50,11 @@ func (p *Provider) dialInner(ctx context.Context, vm string) (net.Conn, error) {
 		Cmd: []string{"docker", "system", "dial-stdio"},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dial vm %s: %w", vm, p.kind(err))
+		return nil, fmt.Errorf("dial vm %s: %w", vm, engine.Kind(p.host, err))
 	}
 	att, err := p.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("dial vm %s: %w", vm, p.kind(err))
+		return nil, fmt.Errorf("dial vm %s: %w", vm, engine.Kind(p.host, err))
 	}
 	return &demuxConn{Conn: att.Conn, r: att.Reader}, nil
 }
@@ -125,7 +128,7 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 	}
 	outer, err := p.cli.ContainerInspect(ctx, vm, client.ContainerInspectOptions{})
 	if err != nil {
-		return agentenv.Sandbox{}, p.kind(ctxErr(ctx, err))
+		return agentenv.Sandbox{}, engine.Kind(p.host, ctxerr.Prefer(ctx, err))
 	}
 	if outer.Container.Config == nil || outer.Container.Config.Labels[agentenv.LabelRecord] != vm {
 		return agentenv.Sandbox{}, fmt.Errorf("not an agentenv vm: %w", agentenv.ErrInvalid)
@@ -168,15 +171,15 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 	made := false
 	defer func() {
 		if err != nil && made {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
+			cctx, cancel := cleanup.Context(ctx, cleanupBound)
 			defer cancel()
-			if _, rerr := in.ContainerRemove(cctx, spec.Name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); rerr != nil && !isGone(rerr) {
+			if _, rerr := in.ContainerRemove(cctx, spec.Name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); rerr != nil && !engine.IsGone(rerr) {
 				err = errors.Join(err, fmt.Errorf("remove %s after failed start: %w", spec.Name, rerr))
 			}
 		}
 	}()
 	made = true
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
+	cctx, cancel := cleanup.Detached(ctx, createBound)
 	_, err = in.ContainerCreate(cctx, opts)
 	cancel()
 	if err != nil {
@@ -184,7 +187,7 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 			made = false
 			return agentenv.Sandbox{}, fmt.Errorf("name in use: %w: %w", agentenv.ErrConflict, err)
 		}
-		return agentenv.Sandbox{}, p.kind(ctxErr(ctx, err))
+		return agentenv.Sandbox{}, engine.Kind(p.host, ctxerr.Prefer(ctx, err))
 	}
 	if len(spec.Files) > 0 {
 		archive, err := filetar.Pack("/", spec.Files)
@@ -192,15 +195,15 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 			return agentenv.Sandbox{}, fmt.Errorf("files: %w: %w", err, agentenv.ErrInvalid)
 		}
 		if _, err := in.CopyToContainer(ctx, spec.Name, client.CopyToContainerOptions{DestinationPath: "/", Content: bytes.NewReader(archive)}); err != nil {
-			return agentenv.Sandbox{}, fmt.Errorf("write files: %w", ctxErr(ctx, err))
+			return agentenv.Sandbox{}, fmt.Errorf("write files: %w", ctxerr.Prefer(ctx, err))
 		}
 	}
 	if _, err := in.ContainerStart(ctx, spec.Name, client.ContainerStartOptions{}); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("start: %w", p.kind(ctxErr(ctx, err)))
+		return agentenv.Sandbox{}, fmt.Errorf("start: %w", engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	res, err := in.ContainerInspect(ctx, spec.Name, client.ContainerInspectOptions{})
 	if err != nil {
-		return agentenv.Sandbox{}, p.kind(ctxErr(ctx, err))
+		return agentenv.Sandbox{}, engine.Kind(p.host, ctxerr.Prefer(ctx, err))
 	}
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, err
@@ -226,7 +229,7 @@ func (p *Provider) ensureImage(ctx context.Context, in *client.Client, vm, image
 		if cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("image %s is not on the host engine: %w", image, agentenv.ErrInvalid)
 		}
-		return fmt.Errorf("image %s: %w", image, p.kind(ctxErr(ctx, err)))
+		return fmt.Errorf("image %s: %w", image, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	lock := p.lock(vm + "\x00" + image)
 	lock.Lock()
@@ -237,12 +240,12 @@ func (p *Provider) ensureImage(ctx context.Context, in *client.Client, vm, image
 	start := time.Now()
 	saved, err := p.cli.ImageSave(ctx, []string{image})
 	if err != nil {
-		return fmt.Errorf("save %s: %w", image, p.kind(ctxErr(ctx, err)))
+		return fmt.Errorf("save %s: %w", image, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	defer saved.Close()
 	loaded, err := in.ImageLoad(ctx, saved, client.ImageLoadWithQuiet(true))
 	if err != nil {
-		return fmt.Errorf("load %s into vm: %w", image, p.kind(ctxErr(ctx, err)))
+		return fmt.Errorf("load %s into vm: %w", image, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	defer loaded.Close()
 	dec := json.NewDecoder(loaded)
@@ -256,7 +259,7 @@ func (p *Provider) ensureImage(ctx context.Context, in *client.Client, vm, image
 		if err := dec.Decode(&msg); err == io.EOF {
 			break
 		} else if err != nil {
-			return fmt.Errorf("load %s into vm: %w", image, ctxErr(ctx, err))
+			return fmt.Errorf("load %s into vm: %w", image, ctxerr.Prefer(ctx, err))
 		}
 		if msg.Error != "" {
 			return fmt.Errorf("load %s into vm: %s", image, msg.Error)
@@ -276,7 +279,7 @@ func (p *Provider) ensureNetwork(ctx context.Context, in *client.Client, vm stri
 		return nil
 	}
 	if _, err := in.NetworkCreate(ctx, stackNetwork, client.NetworkCreateOptions{Driver: "bridge"}); err != nil {
-		return fmt.Errorf("stack network: %w", p.kind(ctxErr(ctx, err)))
+		return fmt.Errorf("stack network: %w", engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	return nil
 }
@@ -288,7 +291,7 @@ func (p *Provider) freeSlots(ctx context.Context, in *client.Client, ports []int
 	}
 	cs, err := in.ContainerList(ctx, client.ContainerListOptions{All: true})
 	if err != nil {
-		return nil, fmt.Errorf("list stack: %w", p.kind(ctxErr(ctx, err)))
+		return nil, fmt.Errorf("list stack: %w", engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	used := map[int]bool{}
 	for _, c := range cs.Items {
@@ -372,7 +375,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 		if cerrdefs.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("docker_vm: remove %s from vm %s: %w", name, vm, p.kind(err))
+		return fmt.Errorf("docker_vm: remove %s from vm %s: %w", name, vm, engine.Kind(p.host, err))
 	}
 	if res.Container.State == nil || !res.Container.State.Running {
 		return nil // its stack is not running either; Terminate of the VM removes it
@@ -382,8 +385,8 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 		return fmt.Errorf("docker_vm: remove %s from vm %s: %w", name, vm, err)
 	}
 	defer in.Close()
-	if _, err := in.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isGone(err) {
-		return fmt.Errorf("docker_vm: remove %s from vm %s: %w", name, vm, p.kind(err))
+	if _, err := in.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !engine.IsGone(err) {
+		return fmt.Errorf("docker_vm: remove %s from vm %s: %w", name, vm, engine.Kind(p.host, err))
 	}
 	return nil
 }

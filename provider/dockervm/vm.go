@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -19,6 +18,9 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/ctxerr"
+	"github.com/agentenv/agentenv/internal/engine"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // Bounds of steps that run on a detached context, so that a cancelled caller never leaves an
@@ -54,15 +56,13 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		if cerrdefs.IsNotFound(err) {
 			return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: image %s is not on the host engine: %w", spec.Name, spec.Image, agentenv.ErrInvalid)
 		}
-		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: image %s: %w", spec.Name, spec.Image, p.kind(ctxErr(ctx, err)))
+		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: image %s: %w", spec.Name, spec.Image, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	slots := map[int]int{}
-	var plan []string
 	for i, port := range spec.Ports {
 		slots[port] = p.cfg.SlotBase + i
-		plan = append(plan, fmt.Sprintf("%d:%d", port, p.cfg.SlotBase+i))
 	}
-	extra := map[string]string{labelMain: "main", labelPorts: strings.Join(plan, ",")}
+	extra := map[string]string{labelMain: "main", labelPorts: vmdocker.FormatSlots(slots)}
 	vm, err := p.createVM(ctx, spec, extra)
 	if err != nil {
 		return agentenv.Sandbox{}, err
@@ -112,7 +112,7 @@ func (p *Provider) createVM(ctx context.Context, spec agentenv.SandboxSpec, extr
 		}
 	}()
 	made = true // from the first request on, something may exist
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
+	cctx, cancel := cleanup.Detached(ctx, createBound)
 	_, err = p.cli.VolumeCreate(cctx, client.VolumeCreateOptions{Name: id + "-docker", Labels: labels})
 	if err == nil {
 		_, err = p.cli.ContainerCreate(cctx, p.containerOptions(id, spec, labels, extra))
@@ -126,20 +126,20 @@ func (p *Provider) createVM(ctx context.Context, spec agentenv.SandboxSpec, extr
 		if cerrdefs.IsNotFound(err) {
 			err = fmt.Errorf("image %s (build it with images/debian/build.sh dind): %w: %w", p.cfg.Image, agentenv.ErrInvalid, err)
 		}
-		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create vm %s: %w", id, p.kind(ctxErr(ctx, err)))
+		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create vm %s: %w", id, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create vm %s: %w", id, err)
 	}
 	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: start vm %s: %w", id, p.kind(ctxErr(ctx, err)))
+		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: start vm %s: %w", id, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	if err := p.waitEngine(ctx, id); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: vm %s: %w", id, err)
 	}
 	res, err := p.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: inspect vm %s: %w", id, p.kind(ctxErr(ctx, err)))
+		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: inspect vm %s: %w", id, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create vm %s: %w", id, err)
@@ -242,32 +242,32 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 		return fmt.Errorf("docker_vm: terminate: %w", err)
 	}
 	if err := p.terminate(ctx, id); err != nil {
-		return fmt.Errorf("docker_vm: terminate %s: %w", id, p.kind(err))
+		return fmt.Errorf("docker_vm: terminate %s: %w", id, engine.Kind(p.host, err))
 	}
 	p.forget(id)
 	return nil
 }
 
 func (p *Provider) terminate(ctx context.Context, id string) error {
-	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: idFilter(id)})
+	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: engine.IDFilter(id)})
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
 	var errs []error
 	for _, c := range cs.Items {
-		if _, err := p.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isGone(err) {
+		if _, err := p.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !engine.IsGone(err) {
 			errs = append(errs, fmt.Errorf("remove container %.12s: %w", c.ID, err))
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	vs, err := p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: idFilter(id)})
+	vs, err := p.cli.VolumeList(ctx, client.VolumeListOptions{Filters: engine.IDFilter(id)})
 	if err != nil {
 		return fmt.Errorf("list volumes: %w", err)
 	}
 	for _, v := range vs.Items {
-		if _, err := p.cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil && !isGone(err) {
+		if _, err := p.cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil && !engine.IsGone(err) {
 			errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err))
 		}
 	}
@@ -282,7 +282,7 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 	}
 	sbs, err := p.list(ctx, map[string]string{agentenv.LabelRecord: id})
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: get %s: %w", id, p.kind(err))
+		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: get %s: %w", id, engine.Kind(p.host, err))
 	}
 	if len(sbs) == 0 {
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: get %s: %w", id, agentenv.ErrNotFound)
@@ -298,13 +298,13 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
 	sbs, err := p.list(ctx, labels)
 	if err != nil {
-		return nil, fmt.Errorf("docker_vm: list: %w", p.kind(err))
+		return nil, fmt.Errorf("docker_vm: list: %w", engine.Kind(p.host, err))
 	}
 	return sbs, nil
 }
 
 func (p *Provider) list(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
-	f := labelFilter(labels)
+	f := engine.RecordFilter(labels)
 	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, err
@@ -338,7 +338,7 @@ func (p *Provider) list(ctx context.Context, labels map[string]string) ([]agente
 			sb.State = agentenv.SandboxCreating
 		}
 		if c.Labels[labelMain] != "" {
-			for port, slot := range parsePorts(c.Labels[labelPorts]) {
+			for port, slot := range vmdocker.ParseSlots(c.Labels[labelPorts]) {
 				if a := slotAddr[slot]; a != "" {
 					sb.Endpoints[strconv.Itoa(port)] = a
 				}
@@ -384,20 +384,6 @@ func (p *Provider) mainState(ctx context.Context, vm, main string) (agentenv.San
 		return agentenv.SandboxCreating, 0
 	}
 	return agentenv.SandboxExited, st.ExitCode
-}
-
-// parsePorts reads labelPorts.
-func parsePorts(s string) map[int]int {
-	out := map[int]int{}
-	for _, f := range strings.Split(s, ",") {
-		a, b, ok := strings.Cut(f, ":")
-		port, err1 := strconv.Atoi(a)
-		slot, err2 := strconv.Atoi(b)
-		if ok && err1 == nil && err2 == nil {
-			out[port] = slot
-		}
-	}
-	return out
 }
 
 // fromInspect makes the Sandbox of VM id from its outer container's inspection; Endpoints

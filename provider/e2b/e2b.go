@@ -75,6 +75,9 @@ type Config struct {
 	SandboxURL func(id string, port int) string
 	Template   string // template of Create when a spec names no image; default "base"
 	VMTemplate string // Docker-capable template of CreateVM; default "docker"
+	// DockerHost is the local Docker engine RunInVM uploads an image from when the VM lacks it;
+	// default $DOCKER_HOST, else the local socket.
+	DockerHost string
 
 	Timeout        time.Duration // backstop when a spec has neither Timeout nor Expires; default 3h10m
 	Margin         time.Duration // added to a spec's time to expiry; default 10m
@@ -318,13 +321,6 @@ func (p *Provider) releaseRecord(ctx context.Context, record string) {
 	for _, sb := range sbs {
 		p.release(ctx, sb.ID, record)
 	}
-}
-
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return cerr
-	}
-	return err
 }
 
 // Location implements agentenv.Locator: the E2B API (and so the account's team) the sandboxes

@@ -17,6 +17,7 @@ import (
 	"strconv"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
 // processConfig is envd's process.ProcessConfig in proto3 JSON.
@@ -113,7 +114,7 @@ func (p *Provider) process(ctx context.Context, id, token string, pc processConf
 	for {
 		flags, data, err := readEnvelope(r)
 		if err != nil {
-			return res, fmt.Errorf("envd: read stream: %w", ctxErr(ctx, err))
+			return res, fmt.Errorf("envd: read stream: %w", ctxerr.Prefer(ctx, err))
 		}
 		if flags&flagEndStream != 0 {
 			var es endStream
@@ -167,22 +168,24 @@ func readEnvelope(r *bufio.Reader) (byte, []byte, error) {
 
 // upload writes data to the absolute path name in sandbox id, owned by user, through envd's
 // filesystem API: POST /files?path=…&username=… with the file as multipart form field "file",
-// as E2B's SDKs' files.write does. token is the sandbox's envd access token.
-func (p *Provider) upload(ctx context.Context, id, token, name, user string, data []byte) error {
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	fw, err := mw.CreateFormFile("file", path.Base(name))
-	if err == nil {
-		_, err = fw.Write(data)
-	}
-	if err == nil {
-		err = mw.Close()
-	}
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", name, err)
-	}
+// as E2B's SDKs' files.write does; data is streamed, so it may be an image archive. token is the
+// sandbox's envd access token.
+func (p *Provider) upload(ctx context.Context, id, token, name, user string, data io.Reader) error {
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		fw, err := mw.CreateFormFile("file", path.Base(name))
+		if err == nil {
+			_, err = io.Copy(fw, data)
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close() // ends the writer if the request stops reading
 	q := url.Values{"path": {name}, "username": {user}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.SandboxURL(id, EnvdPort)+"/files?"+q.Encode(), &body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.SandboxURL(id, EnvdPort)+"/files?"+q.Encode(), pr)
 	if err != nil {
 		return fmt.Errorf("upload request: %w", err)
 	}

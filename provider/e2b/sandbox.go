@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
 // labelPorts is the metadata key under which Create keeps the spec's ports, so that Get and List
@@ -103,7 +105,7 @@ func (p *Provider) create(ctx context.Context, spec agentenv.SandboxSpec, templa
 		return agentenv.Sandbox{}, err
 	}
 	if err := p.limiter.Wait(ctx); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: rate limit: %w", spec.Name, ctxErr(ctx, err))
+		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: rate limit: %w", spec.Name, ctxerr.Prefer(ctx, err))
 	}
 	select {
 	case p.slots <- struct{}{}:
@@ -127,7 +129,7 @@ func (p *Provider) create(ctx context.Context, spec agentenv.SandboxSpec, templa
 	log.Debug("create sandbox", "timeout_s", body.Timeout)
 
 	var created createdSandbox
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CreateTimeout)
+	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
 	_, err := p.call(cctx, http.MethodPost, "/sandboxes", body, &created)
 	cancel()
 	if err != nil {
@@ -155,7 +157,7 @@ func (p *Provider) create(ctx context.Context, spec agentenv.SandboxSpec, templa
 		}
 		if err != nil {
 			p.release(ctx, id, spec.Name)
-			return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: start %s: %w", spec.Name, command[0], ctxErr(ctx, err))
+			return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: start %s: %w", spec.Name, command[0], ctxerr.Prefer(ctx, err))
 		}
 	}
 	log.Debug("sandbox created", "sandbox_id", id)

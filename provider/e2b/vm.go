@@ -1,24 +1,24 @@
 package e2b
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
-	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
 	"github.com/agentenv/agentenv/internal/shellquote"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
-
-// stackNetwork is the Docker network inside a VM that a stack's containers share, so that
-// they reach each other by name.
-const stackNetwork = "agentenv"
 
 // CreateVM implements agentenv.VMHost: a sandbox from the Docker-capable template
 // (Config.VMTemplate), labelled and timed out as Create's, with no workload of its own.
@@ -31,16 +31,14 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	return p.create(ctx, vm, p.cfg.VMTemplate, nil)
 }
 
-// exitNoImage is the exit code of RunInVM's script when the image is not in the VM.
-const exitNoImage = 97
-
 // RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with
 // `docker create` and `docker start` through the process API (as root), on the stack's network
 // under spec.Name and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine picks (two
 // components of a stack may well listen on the same port), read back with `docker port`, and
-// reached at E2B's URL of that VM port (Config.SandboxURL). The image must be in the VM
-// already: a template for agentenv is built with the env's images, and a missing one is
-// ErrInvalid naming it (nothing is pulled). spec.Files are packed in a tar, uploaded into the
+// reached at E2B's URL of that VM port (Config.SandboxURL). A template for agentenv is built
+// with the env's images; an image the VM lacks is uploaded from this host's Docker engine
+// (Config.DockerHost) through envd, as modal_vm does, and one missing from both is ErrInvalid
+// naming it (nothing is pulled). spec.Files are packed in a tar, uploaded into the
 // VM through envd's filesystem API, and copied into the container before it starts. On error
 // it removes the container it made.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
@@ -66,53 +64,25 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	labels := maps.Clone(d.Metadata)
 	delete(labels, labelPorts)
 	maps.Copy(labels, spec.Labels)
-	args := []string{"docker", "create", "--name", spec.Name, "--network", stackNetwork}
-	for _, a := range spec.Aliases {
-		args = append(args, "--network-alias", a)
-	}
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		args = append(args, "--label", k+"="+labels[k])
-	}
-	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
-		args = append(args, "-e", k+"="+spec.Env[k])
-	}
-	for _, port := range spec.Ports {
-		args = append(args, "-p", strconv.Itoa(port))
-	}
-	if spec.WorkDir != "" {
-		args = append(args, "-w", spec.WorkDir)
-	}
-	args = append(args, spec.Image)
-	args = append(args, spec.Command...)
-	image, name := shellquote.Join([]string{spec.Image}), shellquote.Join([]string{spec.Name})
-	script := "docker image inspect " + image + " >/dev/null 2>&1 || exit " + strconv.Itoa(exitNoImage) + "; " +
-		"docker network inspect " + stackNetwork + " >/dev/null 2>&1 || docker network create " + stackNetwork + " >/dev/null; " +
-		shellquote.Join(args) + " >/dev/null || exit $?; "
-	if archive != nil {
-		tarFile := "/tmp/agentenv-files-" + rand.Text() + ".tar"
-		if err := p.upload(ctx, vm, d.EnvdAccessToken, tarFile, "root", archive); err != nil {
-			return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: %w", spec.Name, vm, err)
+	run := vmdocker.Run{Spec: spec, Labels: labels}
+	var res agentenv.ExecResult
+	for uploaded := false; ; uploaded = true {
+		if res, err = p.runScript(ctx, vm, d.EnvdAccessToken, run, archive); err != nil || res.ExitCode != vmdocker.ExitNoImage || uploaded {
+			break
 		}
-		script = "trap 'rm -f " + tarFile + "' EXIT; " + script +
-			"docker cp - " + shellquote.Join([]string{spec.Name + ":/"}) + " <" + tarFile + " || exit $?; "
+		if err = p.uploadImage(ctx, vm, d.EnvdAccessToken, spec.Image); err != nil {
+			break
+		}
 	}
-	script += "docker start " + name + " >/dev/null || exit $?"
-	for _, port := range spec.Ports {
-		script += fmt.Sprintf("; echo \"port %d $(docker port %s %d/tcp | head -n 1)\"", port, name, port)
+	if err == nil {
+		err = vmdocker.RunError(run, res.ExitCode, res.Stderr, p.imageHint())
 	}
-	res, err := p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}, "root", "", true)
-	switch {
-	case err != nil:
-	case res.ExitCode == exitNoImage:
-		err = fmt.Errorf("image %s is not in the vm: build the vm template (%s) with the env's images: %w", spec.Image, p.cfg.VMTemplate, agentenv.ErrInvalid)
-	case res.ExitCode != 0:
-		err = fmt.Errorf("docker create/start exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	default:
+	if err == nil {
 		err = ctx.Err()
 	}
-	var published map[int]int
+	var st vmdocker.Started
 	if err == nil {
-		published, err = parsePorts(string(res.Stdout), spec.Ports)
+		st, err = vmdocker.ParseRun(string(res.Stdout), run)
 	}
 	if err != nil {
 		cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
@@ -123,37 +93,61 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: %w", spec.Name, vm, err)
 	}
 	sb := agentenv.Sandbox{ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning, Labels: labels}
+	if !st.Running {
+		sb.State, sb.ExitCode = agentenv.SandboxExited, st.ExitCode
+	}
 	for _, port := range spec.Ports {
 		if sb.Endpoints == nil {
 			sb.Endpoints = map[string]string{}
 		}
-		sb.Endpoints[strconv.Itoa(port)] = p.cfg.SandboxURL(vm, published[port])
+		sb.Endpoints[strconv.Itoa(port)] = p.cfg.SandboxURL(vm, st.Ports[port])
 	}
 	return sb, nil
 }
 
-// parsePorts reads the "port P ADDR:VMPORT" lines of RunInVM's script: the VM port each of
-// ports is published on.
-func parsePorts(out string, ports []int) (map[int]int, error) {
-	got := map[int]int{}
-	for line := range strings.Lines(out) {
-		f := strings.Fields(line)
-		if len(f) < 3 || f[0] != "port" {
-			continue
+// runScript runs run's RunScript in vm as root, first uploading archive (the spec's files, nil
+// for none) into the VM for it to copy in; the script removes the upload when it ends.
+func (p *Provider) runScript(ctx context.Context, vm, token string, run vmdocker.Run, archive []byte) (agentenv.ExecResult, error) {
+	script := vmdocker.RunScript(run)
+	if archive != nil {
+		run.Files = "/tmp/agentenv-files-" + rand.Text() + ".tar"
+		if err := p.upload(ctx, vm, token, run.Files, "root", bytes.NewReader(archive)); err != nil {
+			return agentenv.ExecResult{}, err
 		}
-		port, err1 := strconv.Atoi(f[1])
-		i := strings.LastIndex(f[2], ":")
-		vmPort, err2 := strconv.Atoi(f[2][i+1:])
-		if err1 == nil && err2 == nil && vmPort > 0 {
-			got[port] = vmPort
-		}
+		script = "trap " + shellquote.Join([]string{"rm -f " + shellquote.Join([]string{run.Files})}) + " EXIT\n" + vmdocker.RunScript(run)
 	}
-	for _, port := range ports {
-		if got[port] == 0 {
-			return nil, fmt.Errorf("port %d: not published in the vm (docker port said %q)", port, strings.TrimSpace(out))
-		}
+	return p.process(ctx, vm, token, processConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}, "root", "", true)
+}
+
+// uploadImage supplies vm with image from this host's Docker engine (Config.DockerHost): the
+// `docker save` archive streamed into a file in the VM through envd, then `docker load`.
+func (p *Provider) uploadImage(ctx context.Context, vm, token, image string) error {
+	host, _, err := engine.Client(p.cfg.DockerHost)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", vmdocker.MissingImage(image, p.imageHint()), err)
 	}
-	return got, nil
+	defer host.Close()
+	start := time.Now()
+	err = vmdocker.Upload(ctx, host, image, func(ctx context.Context, saved io.Reader) error {
+		file := "/tmp/agentenv-image-" + rand.Text() + ".tar"
+		if err := p.upload(ctx, vm, token, file, "root", saved); err != nil {
+			return err
+		}
+		res, err := p.process(ctx, vm, token, processConfig{Cmd: "/bin/sh", Args: []string{"-c", vmdocker.LoadScript(file)}}, "root", "", true)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("docker load exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
+		return err
+	}, p.imageHint())
+	if err == nil {
+		p.log.Debug("image uploaded into the vm", "vm", vm, "image", image, "took", time.Since(start))
+	}
+	return err
+}
+
+// imageHint says, in a missing image's error, where e2b gets its images.
+func (p *Provider) imageHint() string {
+	return fmt.Sprintf("e2b uploads images from this host's Docker engine ($DOCKER_HOST), or build the vm template (%s) with the env's images", p.cfg.VMTemplate)
 }
 
 // RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
@@ -169,14 +163,15 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	if err != nil {
 		return fmt.Errorf("e2b: remove %s from %s: %w", name, vm, err)
 	}
-	res, err := p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", shellquote.Join([]string{"docker", "rm", "-f", name})}}, "root", "", true)
+	res, err := p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", vmdocker.RemoveScript(name)}}, "root", "", true)
 	switch {
 	case errors.Is(err, agentenv.ErrGone):
 		return nil
-	case err != nil:
+	case err == nil:
+		err = vmdocker.Removed(res.ExitCode, res.Stderr)
+	}
+	if err != nil {
 		return fmt.Errorf("e2b: remove %s from %s: %w", name, vm, err)
-	case res.ExitCode != 0 && !strings.Contains(string(res.Stderr), "No such container"):
-		return fmt.Errorf("e2b: remove %s from %s: docker rm exited %d: %s", name, vm, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	return nil
 }

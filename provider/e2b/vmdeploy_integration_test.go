@@ -18,7 +18,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
-	"github.com/agentenv/agentenv/internal/deploytest"
+	"github.com/agentenv/agentenv/deploy/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/envtest"
@@ -45,15 +45,31 @@ type vmRig struct {
 
 func newVMRig(t *testing.T) *vmRig {
 	t.Helper()
-	cli := dockertest.Require(t)
 	runtime, _ := dockertest.RuntimeImage(t)
+	env := deploytest.Example(t, "notes", runtime)
+	// The E2B template for this env is built with its images.
+	emu, p := dindEmulator(t, runtime, env.ServiceDB.Image, env.ServiceDB.WebUI.Image)
+	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { led.Close() })
+	mgr, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: map[string]agentenv.Provider{"e2b": p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &vmRig{emu: emu, p: p, led: led, d: deploy.New(mgr, nil), env: env}
+}
+
+// dindEmulator starts the emulator with a DinD VM behind each sandbox of the Docker template,
+// the template's engine holding preload, and an e2b provider on it. When the test ends it fails
+// if the emulator still runs a sandbox, a VM removal failed, or anything is left on the engine.
+func dindEmulator(t *testing.T, preload ...string) (*e2bemu.Server, *e2b.Provider) {
+	t.Helper()
+	cli := dockertest.Require(t)
 	labels := map[string]string{vmTestLabel: providertest.NewID()}
 	dockertest.CheckNoLeftovers(t, cli, labels)
-
-	env := deploytest.Example(t, "notes", runtime)
-
-	// The E2B template for this env is built with its images.
-	host, err := emuvm.New(emuvm.Config{Labels: labels, InMemory: true, Preload: []string{runtime, env.ServiceDB.Image, env.ServiceDB.WebUI.Image}},
+	host, err := emuvm.New(emuvm.Config{Labels: labels, InMemory: true, Preload: preload},
 		slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
@@ -74,21 +90,11 @@ func newVMRig(t *testing.T) *vmRig {
 			t.Errorf("vm removals failed: %v", errs)
 		}
 	})
-
 	p, err := e2b.New(e2b.Config{APIKey: apiKey, APIURL: emu.URL(), SandboxURL: emu.SandboxURL, Rate: 1000}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { led.Close() })
-	mgr, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: map[string]agentenv.Provider{"e2b": p}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &vmRig{emu: emu, p: p, led: led, d: deploy.New(mgr, nil), env: env}
+	return emu, p
 }
 
 // deployment checks that nothing of deployment id is left: no sandbox of it runs on the

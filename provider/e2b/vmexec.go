@@ -3,16 +3,13 @@ package e2b
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
-	"github.com/agentenv/agentenv/internal/shellquote"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // stdinChunk is how much base64 of a command's stdin one process request carries: under
@@ -36,15 +33,7 @@ func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string,
 	run := func(ctx context.Context, script string) (agentenv.ExecResult, error) {
 		return p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}, "root", "", true)
 	}
-	args := []string{"docker", "exec"}
-	if stdin != nil {
-		args = append(args, "-i")
-	}
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		args = append(args, "-e", k+"="+env[k])
-	}
-	args = append(append(args, name), argv...)
-	script := shellquote.Join(args) + " </dev/null"
+	script := vmdocker.ExecScript(name, argv, env, "")
 	if stdin != nil {
 		file := "/tmp/agentenv-stdin-" + rand.Text()
 		defer func() {
@@ -54,24 +43,24 @@ func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string,
 				p.log.Warn("remove a command's stdin file in the vm; it goes with the vm", "vm", vm, "file", file, "err", err)
 			}
 		}()
-		enc := base64.StdEncoding.EncodeToString(stdin)
-		for len(enc) > stdinChunk {
-			res, err := run(ctx, "printf %s '"+enc[:stdinChunk]+"' | base64 -d >> "+file)
+		// The last chunk goes with the command, which saves a request for a small stdin.
+		writes := append([]string{": >" + file}, vmdocker.AppendScripts(file, stdin, stdinChunk)...)
+		for _, w := range writes[:len(writes)-1] {
+			res, err := run(ctx, w)
 			if err == nil && res.ExitCode != 0 {
 				err = fmt.Errorf("write stdin: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 			}
 			if err != nil {
 				return agentenv.ExecResult{}, fmt.Errorf("e2b: exec in %s of %s: %w", vm, name, err)
 			}
-			enc = enc[stdinChunk:]
 		}
-		script = "printf %s '" + enc + "' | base64 -d >> " + file + " && " + shellquote.Join(args) + " <" + file
+		script = writes[len(writes)-1] + " && " + vmdocker.ExecScript(name, argv, env, file)
 	}
 	res, err := run(ctx, script)
 	if err != nil {
 		return agentenv.ExecResult{}, fmt.Errorf("e2b: exec in %s of %s: %w", vm, name, err)
 	}
-	if res.ExitCode != 0 && strings.Contains(string(res.Stderr), "No such container") {
+	if res.ExitCode != 0 && vmdocker.NoSuchContainer(res.Stderr) {
 		return res, fmt.Errorf("e2b: exec in %s: no container %s: %w", vm, name, agentenv.ErrNotFound)
 	}
 	return res, nil

@@ -12,6 +12,8 @@ import (
 	modal "github.com/modal-labs/modal-client/go"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
 // terminatedCode is the exit code the SDK reports for a sandbox that was terminated.
@@ -109,7 +111,7 @@ func (p *Provider) admit(ctx context.Context, record string) (client *modal.Clie
 		return nil, nil, nil, err
 	}
 	if err := p.limiter.Wait(ctx); err != nil {
-		return nil, nil, nil, fmt.Errorf("modal: create %s: rate limit: %w", record, ctxErr(ctx, err))
+		return nil, nil, nil, fmt.Errorf("modal: create %s: rate limit: %w", record, ctxerr.Prefer(ctx, err))
 	}
 	select {
 	case p.slots <- struct{}{}:
@@ -123,7 +125,7 @@ func (p *Provider) admit(ctx context.Context, record string) (client *modal.Clie
 // always learns what Modal made: a request whose outcome is unknown has whatever runs under
 // record terminated, and a sandbox made after ctx ended is terminated before launch returns.
 func (p *Provider) launch(ctx context.Context, client *modal.Client, app *modal.App, record string, image *modal.Image, params *modal.SandboxCreateParams) (*modal.Sandbox, error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CreateTimeout)
+	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
 	sb, err := client.Sandboxes.Create(cctx, app, image, params)
 	cancel()
 	if err != nil {
@@ -144,7 +146,7 @@ func (p *Provider) launch(ctx context.Context, client *modal.Client, app *modal.
 // releaseRecord terminates whatever runs under record name, after a create whose outcome is
 // unknown.
 func (p *Provider) releaseRecord(ctx context.Context, record string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	cctx, cancel := cleanup.Context(ctx, time.Minute)
 	defer cancel()
 	sbs, err := p.List(cctx, map[string]string{agentenv.LabelRecord: record})
 	if err != nil {
@@ -318,11 +320,4 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 		}
 	}
 	return out, nil
-}
-
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return cerr
-	}
-	return err
 }

@@ -53,8 +53,10 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/ctxerr"
+	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
-	"github.com/agentenv/agentenv/internal/shellquote"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // Tags of VM mode.
@@ -67,10 +69,6 @@ const (
 
 // mainContainer is the name of the one container of a VM made by Create.
 const mainContainer = "main"
-
-// stackNetwork is the Docker network inside a VM that a stack's containers share, so that they
-// reach each other by name.
-const stackNetwork = "agentenv"
 
 // Bounds of VM-mode execs.
 const (
@@ -243,7 +241,7 @@ func (p *Provider) exec(ctx context.Context, sb *modal.Sandbox, script string, s
 	timeout = max(timeout.Truncate(time.Second), time.Second)
 	proc, err := sb.Exec(ctx, []string{"/bin/sh", "-c", script}, &modal.SandboxExecParams{Timeout: timeout})
 	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("exec: %w", ctxErr(ctx, kind(err)))
+		return agentenv.ExecResult{}, fmt.Errorf("exec: %w", ctxerr.Prefer(ctx, kind(err)))
 	}
 	type result struct {
 		res agentenv.ExecResult
@@ -280,7 +278,7 @@ func (p *Provider) exec(ctx context.Context, sb *modal.Sandbox, script string, s
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return r.res, ctxErr(ctx, r.err)
+			return r.res, ctxerr.Prefer(ctx, r.err)
 		}
 		return r.res, nil
 	case <-ctx.Done():
@@ -391,25 +389,23 @@ func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 		return agentenv.Sandbox{}, err
 	}
 	defer unlock()
-	res, err := p.exec(ctx, sb, usedSlotsScript, nil, execTimeout)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("read the stack: %w", err)
-	}
-	if res.ExitCode != 0 {
-		return agentenv.Sandbox{}, fmt.Errorf("read the stack: exit code %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
 	if slots == nil {
-		if slots, err = p.pickSlots(string(res.Stdout), spec); err != nil {
+		res, err := p.exec(ctx, sb, vmdocker.UsedPortsScript, nil, execTimeout)
+		if err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("read the stack: %w", err)
+		}
+		if slots, err = p.pickSlots(vmdocker.ParseUsedPorts(string(res.Stdout)), spec); err != nil {
 			return agentenv.Sandbox{}, err
 		}
 	}
+	run := vmdocker.Run{Spec: spec, Labels: labels, Slots: slots}
 	var files io.Reader
 	if len(spec.Files) > 0 {
 		archive, err := filetar.Pack("/", spec.Files)
 		if err != nil {
 			return agentenv.Sandbox{}, fmt.Errorf("files: %w: %w", err, agentenv.ErrInvalid)
 		}
-		files = bytes.NewReader(archive)
+		files, run.Files = bytes.NewReader(archive), "-"
 	}
 	defer func() {
 		if err != nil {
@@ -420,23 +416,24 @@ func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 			}
 		}
 	}()
-	res, err = p.exec(ctx, sb, runScript(spec, labels, slots, files != nil), files, execTimeout)
-	switch {
-	case err != nil:
+	res, err := p.exec(ctx, sb, vmdocker.RunScript(run), files, execTimeout)
+	if err != nil {
 		return agentenv.Sandbox{}, err
-	case res.ExitCode == exitNameInUse:
-		return agentenv.Sandbox{}, fmt.Errorf("container name %s in use in the vm: %w", spec.Name, agentenv.ErrConflict)
-	case res.ExitCode != 0:
-		return agentenv.Sandbox{}, fmt.Errorf("docker exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	if err := vmdocker.RunError(run, res.ExitCode, res.Stderr, imageHint); err != nil {
+		return agentenv.Sandbox{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, err
 	}
+	st, err := vmdocker.ParseRun(string(res.Stdout), run)
+	if err != nil {
+		return agentenv.Sandbox{}, err
+	}
 	out := agentenv.Sandbox{ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
 		Labels: labels, Endpoints: map[string]string{}, Created: time.Now()}
-	if f := strings.Fields(lastLine(string(res.Stdout))); len(f) == 3 && f[0] == "state" && f[1] == "false" {
-		out.State = agentenv.SandboxExited
-		out.ExitCode, _ = strconv.Atoi(f[2])
+	if !st.Running {
+		out.State, out.ExitCode = agentenv.SandboxExited, st.ExitCode
 	}
 	for port, slot := range slots {
 		ep := info.endpoints[strconv.Itoa(slot)]
@@ -469,19 +466,12 @@ func checkRun(spec agentenv.SandboxSpec) error {
 	return nil
 }
 
-// usedSlotsScript makes the stack network unless it exists and prints the VM ports that the
-// stack's containers publish.
-var usedSlotsScript = "docker network inspect " + stackNetwork + " >/dev/null 2>&1 || docker network create " + stackNetwork + " >/dev/null || exit $?\n" +
-	`for c in $(docker ps -aq); do docker inspect -f '{{range $p, $b := .HostConfig.PortBindings}}{{range $b}}{{.HostPort}} {{end}}{{end}}' "$c" 2>/dev/null; done; exit 0`
-
-// pickSlots chooses a free slot for each of spec's ports, given the used VM ports: an
+// pickSlots chooses a free slot for each of spec's ports, given the VM ports taken: an
 // unencrypted one for the service DB role, else an encrypted one.
-func (p *Provider) pickSlots(used string, spec agentenv.SandboxSpec) (map[int]int, error) {
-	taken := map[int]bool{}
-	for _, f := range strings.Fields(used) {
-		if n, err := strconv.Atoi(f); err == nil {
-			taken[n] = true
-		}
+func (p *Provider) pickSlots(taken map[int]bool, spec agentenv.SandboxSpec) (map[int]int, error) {
+	taken = maps.Clone(taken)
+	if taken == nil {
+		taken = map[int]bool{}
 	}
 	enc, tcp := p.slotPorts()
 	pool, kindName := enc, "encrypted"
@@ -500,58 +490,6 @@ func (p *Provider) pickSlots(used string, spec agentenv.SandboxSpec) (map[int]in
 	return out, nil
 }
 
-// exitNameInUse is the exit code of runScript when the container name is taken.
-const exitNameInUse = 96
-
-// runScript creates spec's container, copies in the files from a tar on stdin if withFiles,
-// starts it, and prints "state RUNNING EXITCODE" last.
-func runScript(spec agentenv.SandboxSpec, labels map[string]string, slots map[int]int, withFiles bool) string {
-	args := []string{"docker", "create", "--name", spec.Name, "--network", stackNetwork}
-	for _, a := range spec.Aliases {
-		args = append(args, "--network-alias", a)
-	}
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		args = append(args, "--label", k+"="+labels[k])
-	}
-	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
-		args = append(args, "-e", k+"="+spec.Env[k])
-	}
-	for _, port := range slices.Sorted(maps.Keys(slots)) {
-		args = append(args, "-p", fmt.Sprintf("%d:%d", slots[port], port))
-	}
-	if spec.WorkDir != "" {
-		args = append(args, "-w", spec.WorkDir)
-	}
-	for _, c := range spec.CapAdd {
-		args = append(args, "--cap-add", c)
-	}
-	if spec.Memory > 0 {
-		args = append(args, "--memory", strconv.FormatInt(spec.Memory, 10))
-	}
-	if spec.CPUs > 0 {
-		args = append(args, "--cpus", strconv.FormatFloat(spec.CPUs, 'f', -1, 64))
-	}
-	args = append(args, spec.Image)
-	args = append(args, spec.Command...)
-	n := shellquote.Join([]string{spec.Name})
-	script := "docker container inspect " + n + " >/dev/null 2>&1 && exit " + strconv.Itoa(exitNameInUse) + "\n" +
-		shellquote.Join(args) + " >/dev/null || exit $?\n"
-	if withFiles {
-		script += "docker cp - " + shellquote.Join([]string{spec.Name + ":/"}) + " || exit $?\n"
-	}
-	script += "docker start " + n + " >/dev/null || exit $?\n" +
-		"echo state $(docker inspect -f '{{.State.Running}} {{.State.ExitCode}}' " + n + ")"
-	return script
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
-}
-
 // ensureImage makes sure image is in the VM (see RunInVM). Uploads of one image into one VM
 // are serialized, so the stack's components that share an image upload it once.
 func (p *Provider) ensureImage(ctx context.Context, sb *modal.Sandbox, vm, image string) error {
@@ -560,51 +498,45 @@ func (p *Provider) ensureImage(ctx context.Context, sb *modal.Sandbox, vm, image
 		return err
 	}
 	defer unlock()
-	q := shellquote.Join([]string{image})
-	res, err := p.exec(ctx, sb, "docker image inspect -f '{{.Id}}' "+q+" 2>/dev/null; exit 0", nil, execTimeout)
+	res, err := p.exec(ctx, sb, vmdocker.ImageIDScript(image), nil, execTimeout)
 	if err != nil {
 		return fmt.Errorf("image %s in the vm: %w", image, err)
 	}
 	inVM := strings.TrimSpace(string(res.Stdout))
 	cli, err := p.localEngine()
-	var hostID string
-	if err == nil {
-		var got dockerclient.ImageInspectResult
-		got, err = cli.ImageInspect(ctx, image)
-		hostID = got.ID
+	if err != nil {
+		return fmt.Errorf("%w (%v)", vmdocker.MissingImage(image, imageHint), err)
 	}
-	switch {
-	case err == nil && hostID == inVM:
-		return nil
-	case err != nil && inVM != "":
-		// The VM has it (a VM image made with it); this host cannot tell whether it differs.
-		if !cerrdefs.IsNotFound(err) {
-			p.log.Debug("image in the vm not compared with this host's", "image", image, "err", err)
+	if inVM != "" {
+		got, err := cli.ImageInspect(ctx, image)
+		if err != nil || got.ID == inVM {
+			// The VM has it: the same as this host's, or one this host cannot compare (a VM
+			// image made with it).
+			if err != nil && !cerrdefs.IsNotFound(err) {
+				p.log.Debug("image in the vm not compared with this host's", "image", image, "err", err)
+			}
+			return nil
 		}
-		return nil
-	case err != nil && cerrdefs.IsNotFound(err):
-		return fmt.Errorf("image %s is neither in the vm nor on this host's Docker engine (agentenv uploads it from there): %w", image, agentenv.ErrInvalid)
-	case err != nil:
-		return fmt.Errorf("image %s is not in the vm, and this host's Docker engine (which agentenv uploads it from) does not answer: %w: %w", image, agentenv.ErrUnavailable, ctxErr(ctx, err))
 	}
 	start := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, p.cfg.LoadTimeout)
 	defer cancel()
-	saved, err := cli.ImageSave(lctx, []string{image})
+	err = vmdocker.Upload(lctx, cli, image, func(ctx context.Context, saved io.Reader) error {
+		res, err := p.exec(ctx, sb, vmdocker.LoadScript(""), saved, p.cfg.LoadTimeout)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("docker load exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
+		return err
+	}, imageHint)
 	if err != nil {
-		return fmt.Errorf("save %s: %w", image, ctxErr(ctx, err))
-	}
-	defer saved.Close()
-	res, err = p.exec(lctx, sb, "docker load -q", saved, p.cfg.LoadTimeout)
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("docker load exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	if err != nil {
-		return fmt.Errorf("load %s into the vm: %w", image, ctxErr(ctx, err))
+		return err
 	}
 	p.log.Debug("image uploaded into the vm", "vm", vm, "image", image, "took", time.Since(start))
 	return nil
 }
+
+// imageHint says, in a missing image's error, where modal_vm gets its images.
+const imageHint = "modal_vm uploads images from this host's Docker engine ($DOCKER_HOST), or use a VM image made with it"
 
 // localEngine returns the client of the local Docker engine, made on first use (no I/O).
 func (p *Provider) localEngine() (*dockerclient.Client, error) {
@@ -613,11 +545,7 @@ func (p *Provider) localEngine() (*dockerclient.Client, error) {
 	if p.docker != nil {
 		return p.docker, nil
 	}
-	opts := []dockerclient.Opt{dockerclient.FromEnv}
-	if p.cfg.DockerHost != "" {
-		opts = append(opts, dockerclient.WithHost(p.cfg.DockerHost))
-	}
-	cli, err := dockerclient.New(opts...)
+	cli, _, err := engine.Client(p.cfg.DockerHost)
 	if err != nil {
 		return nil, fmt.Errorf("local docker engine: %w", err)
 	}
@@ -654,14 +582,12 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 
 // remove runs `docker rm -f name` in sb; gone counts as removed.
 func (p *Provider) remove(ctx context.Context, sb *modal.Sandbox, name string) error {
-	res, err := p.exec(ctx, sb, shellquote.Join([]string{"docker", "rm", "-f", name}), nil, execTimeout)
+	res, err := p.exec(ctx, sb, vmdocker.RemoveScript(name), nil, execTimeout)
 	switch {
 	case errors.Is(err, agentenv.ErrGone), errors.Is(err, agentenv.ErrNotFound):
 		return nil
 	case err != nil:
 		return err
-	case res.ExitCode != 0 && !strings.Contains(string(res.Stderr), "No such container"):
-		return fmt.Errorf("docker rm exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
-	return nil
+	return vmdocker.Removed(res.ExitCode, res.Stderr)
 }

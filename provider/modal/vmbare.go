@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +14,8 @@ import (
 	modal "github.com/modal-labs/modal-client/go"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/shellquote"
+	"github.com/agentenv/agentenv/internal/ctxerr"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // stateTimeout bounds the exec that reads the state of a VM's main container.
@@ -31,34 +30,11 @@ type vmMeta struct {
 
 // metaOf reads vmMeta from tags and deletes the tags that carry it.
 func metaOf(tags map[string]string) vmMeta {
-	m := vmMeta{vm: tags[tagMode] == modeVM, main: tags[tagMain], ports: parsePorts(tags[tagPorts])}
+	m := vmMeta{vm: tags[tagMode] == modeVM, main: tags[tagMain], ports: vmdocker.ParseSlots(tags[tagPorts])}
 	delete(tags, tagMode)
 	delete(tags, tagMain)
 	delete(tags, tagPorts)
 	return m
-}
-
-// formatPorts writes a PORT:SLOT map as the value of tagPorts.
-func formatPorts(slots map[int]int) string {
-	var fs []string
-	for _, port := range slices.Sorted(maps.Keys(slots)) {
-		fs = append(fs, fmt.Sprintf("%d:%d", port, slots[port]))
-	}
-	return strings.Join(fs, ",")
-}
-
-// parsePorts reads the value of tagPorts; malformed entries are skipped.
-func parsePorts(s string) map[int]int {
-	out := map[int]int{}
-	for f := range strings.SplitSeq(s, ",") {
-		a, b, ok := strings.Cut(f, ":")
-		port, err1 := strconv.Atoi(a)
-		slot, err2 := strconv.Atoi(b)
-		if ok && err1 == nil && err2 == nil {
-			out[port] = slot
-		}
-	}
-	return out
 }
 
 // createBare is Create on a VM-mode Provider: CreateVM from Config.VMImage (spec's Name,
@@ -92,13 +68,13 @@ func (p *Provider) createBare(ctx context.Context, spec agentenv.SandboxSpec) (_
 	if len(spec.Ports) > len(pool) {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %d ports, a vm has %d slots for them: %w", spec.Name, len(spec.Ports), len(pool), agentenv.ErrInvalid)
 	}
-	slots, err := p.pickSlots("", main) // a fresh VM: its first slots
+	slots, err := p.pickSlots(nil, main) // a fresh VM: its first slots
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %w", spec.Name, err)
 	}
 	vmSpec := agentenv.SandboxSpec{Name: spec.Name, Labels: spec.Labels, Expires: spec.Expires, Timeout: spec.Timeout,
 		CPUs: spec.CPUs, Memory: spec.Memory}
-	vm, err := p.createVM(ctx, vmSpec, p.cfg.VMImage, map[string]string{tagMain: mainContainer, tagPorts: formatPorts(slots)})
+	vm, err := p.createVM(ctx, vmSpec, p.cfg.VMImage, map[string]string{tagMain: mainContainer, tagPorts: vmdocker.FormatSlots(slots)})
 	if err != nil {
 		return agentenv.Sandbox{}, err // createVM terminated what it made
 	}
@@ -112,7 +88,7 @@ func (p *Provider) createBare(ctx context.Context, spec agentenv.SandboxSpec) (_
 		err = ctx.Err()
 	}
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: run it in vm %s: %w", spec.Name, vm.ID, ctxErr(ctx, err))
+		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: run it in vm %s: %w", spec.Name, vm.ID, ctxerr.Prefer(ctx, err))
 	}
 	vm.State, vm.ExitCode, vm.Endpoints = in.State, in.ExitCode, in.Endpoints
 	p.log.Debug("sandbox created in a vm", "record_id", spec.Name, "sandbox_id", vm.ID, "state", vm.State)
@@ -133,8 +109,7 @@ func (p *Provider) asMain(ctx context.Context, sb *modal.Sandbox, d agentenv.San
 	d.Endpoints = eps
 	sctx, cancel := context.WithTimeout(ctx, stateTimeout)
 	defer cancel()
-	script := "docker inspect -f '{{.State.Status}} {{.State.ExitCode}}' " + shellquote.Join([]string{m.main})
-	res, err := p.exec(sctx, sb, script, nil, stateTimeout)
+	res, err := p.exec(sctx, sb, vmdocker.StateScript(m.main), nil, stateTimeout)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return agentenv.Sandbox{}, ctx.Err()
@@ -144,7 +119,7 @@ func (p *Provider) asMain(ctx context.Context, sb *modal.Sandbox, d agentenv.San
 		p.log.Debug("state of a vm's main container unknown", "sandbox_id", d.ID, "err", err, "exit_code", res.ExitCode)
 		return d, nil
 	}
-	f := strings.Fields(lastLine(string(res.Stdout)))
+	f := strings.Fields(string(res.Stdout))
 	if len(f) != 2 {
 		return d, nil
 	}

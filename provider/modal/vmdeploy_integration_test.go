@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
-	"github.com/agentenv/agentenv/internal/deploytest"
+	"github.com/agentenv/agentenv/deploy/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/envtest"

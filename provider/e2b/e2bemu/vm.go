@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/emuvm"
 )
 
@@ -95,7 +96,7 @@ func vmName(id string) string { return "e2bemu-" + id }
 // context (E2B finishes a create whether or not its client waits). If sb was killed meanwhile
 // the VM is removed at once. It reports whether sb runs on a VM.
 func (s *Server) startVM(r *http.Request, sb *sandbox, b VMBackend) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), vmStartBound)
+	ctx, cancel := cleanup.Detached(r.Context(), vmStartBound)
 	defer cancel()
 	vm, err := b.StartVM(ctx, vmName(sb.ID), maps.Clone(sb.Metadata))
 	s.mu.Lock()

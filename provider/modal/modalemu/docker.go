@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // Labels of what the Docker backend makes, besides agentenv.record and the sandbox's tags.
@@ -254,9 +254,9 @@ func (s *Server) sweep() {
 // remove force-removes the containers carrying labels, and with networks also the networks.
 // It returns how many containers it found (0: none was left to remove).
 func (s *Server) remove(ctx context.Context, labels map[string]string, networks bool) (int, error) {
-	f := make(client.Filters)
-	for k, v := range labels {
-		f = f.Add("label", k+"="+v)
+	f, err := engine.LabelFilter(labels)
+	if err != nil {
+		return -1, err
 	}
 	cs, err := s.docker.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
@@ -265,7 +265,7 @@ func (s *Server) remove(ctx context.Context, labels map[string]string, networks 
 	var errs []error
 	for _, c := range cs.Items {
 		_, err := s.docker.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
+		if err != nil && !engine.IsGone(err) {
 			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID, err))
 		}
 	}

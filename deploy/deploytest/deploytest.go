@@ -1,5 +1,6 @@
-// Package deploytest holds the checks the integration tests of every provider make of a deploy:
-// cancelled at each of its steps in turn, it must leave nothing.
+// Package deploytest holds the checks the integration tests of every provider make of a deploy
+// (cancelled at each of its steps in turn, it must leave nothing), beside package deploy as
+// net/http/httptest is beside net/http.
 package deploytest
 
 import (

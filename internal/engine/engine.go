@@ -1,0 +1,125 @@
+// Package engine is what every client of a Docker engine in this module says the same way: how
+// a client is made from an address, how the Engine API's errors map onto agentenv's error kinds,
+// and the label filters that select what agentenv made. The docker and docker_vm providers, the
+// VM emulator behind the cloud emulators, and the soak's leftover checks all use it.
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/api/types/volume"
+	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv"
+)
+
+// Client returns a client of the engine at host ($DOCKER_HOST if empty, else the default
+// socket) and the address it resolved to. It does no I/O; the API version is negotiated on
+// first use.
+func Client(host string) (*client.Client, string, error) {
+	if host == "" {
+		host = os.Getenv(client.EnvOverrideHost)
+	}
+	if host == "" {
+		host = client.DefaultDockerHost
+	}
+	cli, err := client.New(client.FromEnv, client.WithHost(host))
+	if err != nil {
+		return nil, host, fmt.Errorf("client for %s: %w: %w", host, agentenv.ErrInvalid, err)
+	}
+	return cli, host, nil
+}
+
+// Kind maps an Engine API error of the engine at host to an agentenv error kind, keeping the
+// original in the chain: an engine that does not answer is ErrUnavailable naming host; not
+// found, invalid argument and conflict are ErrNotFound, ErrInvalid and ErrConflict. An error
+// that already has a kind, or has none of these, is returned as it is.
+func Kind(host string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, agentenv.ErrNotFound), errors.Is(err, agentenv.ErrGone),
+		errors.Is(err, agentenv.ErrInvalid), errors.Is(err, agentenv.ErrUnavailable),
+		errors.Is(err, agentenv.ErrConflict):
+		return err
+	case client.IsErrConnectionFailed(err), cerrdefs.IsUnavailable(err):
+		return fmt.Errorf("engine at %s: %w: %w", host, agentenv.ErrUnavailable, err)
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%w: %w", agentenv.ErrNotFound, err)
+	case cerrdefs.IsInvalidArgument(err):
+		return fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("%w: %w", agentenv.ErrConflict, err)
+	}
+	return err
+}
+
+// IsGone reports whether err, from a removal, says the object is absent or already being
+// removed: either way the removal counts as done.
+func IsGone(err error) bool {
+	return cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")
+}
+
+// RecordFilter selects the objects that carry the record label (any record) and every one of
+// labels.
+func RecordFilter(labels map[string]string) client.Filters {
+	f := make(client.Filters).Add("label", agentenv.LabelRecord)
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	return f
+}
+
+// IDFilter selects the objects of record id.
+func IDFilter(id string) client.Filters {
+	return make(client.Filters).Add("label", agentenv.LabelRecord+"="+id)
+}
+
+// LabelFilter selects the objects that carry every one of labels, agentenv's or not. It refuses
+// an empty set: on a shared engine that would select everything.
+func LabelFilter(labels map[string]string) (client.Filters, error) {
+	if len(labels) == 0 {
+		return nil, errors.New("refusing an empty label filter")
+	}
+	f := make(client.Filters)
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	return f, nil
+}
+
+// Listing is what an engine lists under one filter.
+type Listing struct {
+	Containers []container.Summary // running or not
+	Networks   []network.Summary
+	Volumes    []volume.Volume
+}
+
+// List lists the containers (running or not), networks and volumes that match f, the three
+// concurrently. One unreachable engine fails all three alike; the error is the first.
+func List(ctx context.Context, cli *client.Client, f client.Filters) (Listing, error) {
+	var (
+		wg               sync.WaitGroup
+		cs               client.ContainerListResult
+		ns               client.NetworkListResult
+		vs               client.VolumeListResult
+		cErr, nErr, vErr error
+	)
+	wg.Go(func() { cs, cErr = cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}) })
+	wg.Go(func() { ns, nErr = cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}) })
+	wg.Go(func() { vs, vErr = cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}) })
+	wg.Wait()
+	if err := cmp.Or(cErr, nErr, vErr); err != nil {
+		return Listing{}, err
+	}
+	return Listing{Containers: cs.Items, Networks: ns.Items, Volumes: vs.Items}, nil
+}
