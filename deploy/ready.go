@@ -63,10 +63,10 @@ func waitPostgres(ctx context.Context, url string) error {
 // one per login role, each independent of the others and of the gateway token.
 func drawDBPasswords(env *spec.Env) (spec.DBPasswords, error) {
 	var pw spec.DBPasswords
-	roles := env.DBRoles()
 	if env.ServiceDB == nil {
 		return pw, nil
 	}
+	roles := env.DBRoles()
 	var err error
 	if pw.Superuser, err = newToken(); err != nil {
 		return pw, fmt.Errorf("service db password: %w", err)

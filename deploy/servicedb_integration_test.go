@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/envtest"
+	"github.com/agentenv/agentenv/spec"
 )
 
 // attack is one thing an agent holding db-mcp might try against the service DB.
@@ -35,6 +36,19 @@ func attacks(superuser string) []attack {
 		{"set role postgres", "SET ROLE postgres"},
 		{"set role superuser", "SET ROLE " + pgx.Identifier{superuser}.Sanitize()},
 	}
+}
+
+// deployAndConnect deploys env on docker, connects an MCP client to its gateway, and tears it
+// down when the test ends, checking the receipt.
+func (r *rig) deployAndConnect(env *spec.Env) (*deploy.Result, *mcp.ClientSession) {
+	r.t.Helper()
+	id := r.name()
+	res, err := r.d.Deploy(r.t.Context(), env, deploy.Options{Provider: "docker", Name: id})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { assertReceiptClean(r.t, teardown(r.t, r, id), false) })
+	return res, envtest.Connect(r.t, res.GatewayURL, res.Token)
 }
 
 // containerEnv returns the environment of the deployment's container for component name.
@@ -96,6 +110,17 @@ func readWrite(t *testing.T, conn *pgx.Conn) {
 	}
 }
 
+// assertRefused runs each statement on conn and fails unless the server refuses it for lack
+// of privilege.
+func assertRefused(t *testing.T, conn *pgx.Conn, who string, sqls ...string) {
+	t.Helper()
+	for _, sql := range sqls {
+		if _, err := conn.Exec(t.Context(), sql); refusedCode(err) != "42501" {
+			t.Errorf("%s, %s: %v, want insufficient_privilege (42501)", who, sql, err)
+		}
+	}
+}
+
 // refusedCode returns the SQLSTATE of err, or "" if err is nil or not a server error.
 func refusedCode(err error) string {
 	var pe *pgconn.PgError
@@ -108,13 +133,7 @@ func refusedCode(err error) string {
 func TestServiceDBLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, nil)
-	id := r.name()
-	res, err := r.d.Deploy(t.Context(), r.notesEnv(false), deploy.Options{Provider: "docker", Name: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { assertReceiptClean(t, teardown(t, r, id), false) }()
-	cs := envtest.Connect(t, res.GatewayURL, res.Token)
+	res, cs := r.deployAndConnect(r.notesEnv(false))
 	envtest.Call(t, cs, "add_note", map[string]any{"title": "groceries", "body": "milk"})
 	envtest.Call(t, cs, "add_note", map[string]any{"title": "talk", "body": "agentenv"})
 
@@ -184,32 +203,22 @@ func TestServiceDBLeastPrivilege(t *testing.T) {
 	if err := verifier.QueryRow(t.Context(), "SELECT string_agg(title, ',' ORDER BY id) FROM notes.notes").Scan(&titles); err != nil || titles != "groceries,talk" {
 		t.Errorf("notes after the attacks = %q (%v), want groceries,talk", titles, err)
 	}
-	for _, sql := range []string{
+	assertRefused(t, verifier, "verifier role",
 		"INSERT INTO notes.notes (title) VALUES ('forged')",
 		"UPDATE notes.notes SET title = 'forged'",
 		"CREATE TABLE public.forged (x int)",
-		"SET ROLE " + pgx.Identifier{superuser}.Sanitize(),
-	} {
-		if _, err := verifier.Exec(t.Context(), sql); refusedCode(err) != "42501" {
-			t.Errorf("verifier role, %s: %v, want insufficient_privilege (42501)", sql, err)
-		}
-	}
+		"SET ROLE "+pgx.Identifier{superuser}.Sanitize())
 
 	// The notes server's own role owns its schema and nothing else.
 	notesConn := connect(t, hostURL(t, res, r.containerEnv(res, "notes")["DATABASE_URL"]))
 	if _, err := notesConn.Exec(t.Context(), "INSERT INTO notes.notes (title, body) VALUES ('mine', 'ok')"); err != nil {
 		t.Errorf("notes role cannot write its own schema: %v", err)
 	}
-	for _, sql := range []string{
+	assertRefused(t, notesConn, "notes role",
 		"CREATE SCHEMA elsewhere",
 		"CREATE TABLE public.elsewhere (x int)",
 		"COPY (SELECT 1) TO PROGRAM 'id > /tmp/pwned'",
-		"SET ROLE " + pgx.Identifier{superuser}.Sanitize(),
-	} {
-		if _, err := notesConn.Exec(t.Context(), sql); refusedCode(err) != "42501" {
-			t.Errorf("notes role, %s: %v, want insufficient_privilege (42501)", sql, err)
-		}
-	}
+		"SET ROLE "+pgx.Identifier{superuser}.Sanitize())
 
 	// Inside the DB container, a local login needs the password, on the socket and over TCP.
 	for _, argv := range [][]string{
@@ -229,31 +238,14 @@ func TestServiceDBLeastPrivilege(t *testing.T) {
 func TestServerRolesCannotReadEachOthersSchemas(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, nil)
-	id := r.name()
-	env := r.parse("multi", fmt.Sprintf(`name: multi
-servers:
-  - name: notes
-    image: %[1]s
-    command: [/agentenv, serve, notes, --listen, ":8080"]
-    port: 8080
-    database: true
-  - name: memo
-    image: %[1]s
-    command: [/agentenv, serve, notes, --listen, ":8080"]
-    port: 8080
-    database: true
-service_db:
-  image: %[2]s
-gateway:
-  image: %[1]s
-  tool_names: prefix
-`, r.runtime, postgresImage))
-	res, err := r.d.Deploy(t.Context(), env, deploy.Options{Provider: "docker", Name: id})
-	if err != nil {
-		t.Fatal(err)
+	// Two notes servers, each on its own schema.
+	var servers strings.Builder
+	for _, name := range []string{"notes", "memo"} {
+		fmt.Fprintf(&servers, "  - {name: %s, image: %s, command: [/agentenv, serve, notes, --listen, \":8080\"], port: 8080, database: true}\n", name, r.runtime)
 	}
-	defer func() { assertReceiptClean(t, teardown(t, r, id), false) }()
-	cs := envtest.Connect(t, res.GatewayURL, res.Token)
+	env := r.parse("multi", fmt.Sprintf("name: multi\nservers:\n%sservice_db: {image: %s}\ngateway: {image: %s, tool_names: prefix}\n",
+		servers.String(), postgresImage, r.runtime))
+	res, cs := r.deployAndConnect(env)
 	envtest.Call(t, cs, "notes__add_note", map[string]any{"title": "secret", "body": "notes only"})
 	envtest.Call(t, cs, "memo__add_note", map[string]any{"title": "memo", "body": "memo only"})
 
@@ -263,15 +255,10 @@ gateway:
 		if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM "+pair[0]+".notes").Scan(&n); err != nil || n != 1 {
 			t.Errorf("%s role reads its own notes: %d (%v), want 1", pair[0], n, err)
 		}
-		for _, sql := range []string{
-			"SELECT count(*) FROM " + pair[1] + ".notes",
-			"INSERT INTO " + pair[1] + ".notes (title, body) VALUES ('x', 'y')",
-			"CREATE TABLE " + pair[1] + ".planted (x int)",
-		} {
-			if _, err := conn.Exec(t.Context(), sql); refusedCode(err) != "42501" {
-				t.Errorf("%s role, %s: %v, want insufficient_privilege (42501)", pair[0], sql, err)
-			}
-		}
+		assertRefused(t, conn, pair[0]+" role",
+			"SELECT count(*) FROM "+pair[1]+".notes",
+			"INSERT INTO "+pair[1]+".notes (title, body) VALUES ('x', 'y')",
+			"CREATE TABLE "+pair[1]+".planted (x int)")
 	}
 	// The verifier reads both.
 	verifier := connect(t, res.DatabaseURL)

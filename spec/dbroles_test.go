@@ -76,13 +76,19 @@ func TestDBRoles(t *testing.T) {
 	}
 }
 
-func TestComponents_eachServerItsOwnRole(t *testing.T) {
-	env := parse(t, twoDBServers)
-	comps, err := env.Components(spec.TopologyOptions{DB: passwords(env)})
+// components renders env with pw and returns its components by name.
+func components(t *testing.T, env *spec.Env, pw *spec.DBPasswords) map[string]spec.Component {
+	t.Helper()
+	comps, err := env.Components(spec.TopologyOptions{DB: pw})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := byName(comps)
+	return byName(comps)
+}
+
+func TestComponents_eachServerItsOwnRole(t *testing.T) {
+	env := parse(t, twoDBServers)
+	m := components(t, env, passwords(env))
 	want := map[string]string{
 		"notes":    "postgres://notes:ROLE-secret-notes@servicedb:5432/agentenv?sslmode=disable&options=-csearch_path%3Dnotes",
 		"memo-pad": "postgres://memo_pad:ROLE-secret-memo_pad@servicedb:5432/agentenv?sslmode=disable&options=-csearch_path%3Dmemo_pad",
@@ -96,7 +102,7 @@ func TestComponents_eachServerItsOwnRole(t *testing.T) {
 	if _, ok := m["kv"].Env["DATABASE_URL"]; ok {
 		t.Error("kv, which has no database, got a DATABASE_URL")
 	}
-	for _, c := range comps {
+	for _, c := range m {
 		for k, v := range c.Env {
 			if c.Name != "servicedb" && strings.Contains(v, "SUPER-secret") {
 				t.Errorf("%s's %s carries the superuser password", c.Name, k)
@@ -112,11 +118,7 @@ func TestComponents_eachServerItsOwnRole(t *testing.T) {
 
 func TestRolesSQL(t *testing.T) {
 	env := parse(t, twoDBServers)
-	comps, err := env.Components(spec.TopologyOptions{DB: passwords(env)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sql := rolesSQL(t, byName(comps)["servicedb"])
+	sql := rolesSQL(t, components(t, env, passwords(env))["servicedb"])
 	// No password is in the text, which the server may log: only SCRAM verifiers.
 	if strings.Contains(sql, "secret") {
 		t.Errorf("roles SQL holds a password in clear:\n%s", sql)
@@ -155,26 +157,14 @@ func TestRolesSQL(t *testing.T) {
 	// The verifier of a password is not the verifier of another: the passwords are what differ.
 	other := passwords(env)
 	other.Roles["notes"] = "ROLE-other"
-	comps2, err := env.Components(spec.TopologyOptions{DB: other})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rolesSQL(t, byName(comps2)["servicedb"]) == sql {
+	if rolesSQL(t, components(t, env, other)["servicedb"]) == sql {
 		t.Error("a different password renders the same roles SQL")
 	}
 }
 
 func TestComponents_derivedDBPasswords(t *testing.T) {
 	env := parse(t, twoDBServers)
-	comps, err := env.Components(spec.TopologyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := env.Components(spec.TopologyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, m2 := byName(comps), byName(again)
+	m, m2 := components(t, env, nil), components(t, env, nil)
 	seen := map[string]string{}
 	for _, name := range []string{"notes", "memo-pad", "db-mcp"} {
 		url := m[name].Env["DATABASE_URL"]
