@@ -207,6 +207,7 @@ func TestServiceDBLeastPrivilege(t *testing.T) {
 		"INSERT INTO notes.notes (title) VALUES ('forged')",
 		"UPDATE notes.notes SET title = 'forged'",
 		"CREATE TABLE public.forged (x int)",
+		"DROP TABLE notes.notes",
 		"SET ROLE "+pgx.Identifier{superuser}.Sanitize())
 
 	// The notes server's own role owns its schema and nothing else.
