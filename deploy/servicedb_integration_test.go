@@ -164,6 +164,12 @@ func TestServiceDBLeastPrivilege(t *testing.T) {
 		}
 		if !out.IsError {
 			t.Errorf("db-mcp %s (%s): succeeded, want it refused", a.name, a.sql)
+			continue
+		}
+		for _, c := range out.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				t.Logf("db-mcp %s: refused: %s", a.name, tc.Text)
+			}
 		}
 	}
 	if got := envtest.Call(t, dbs, "query", map[string]any{"sql": "SELECT title FROM notes.notes ORDER BY id"}); !strings.Contains(got, "groceries") {
@@ -185,6 +191,7 @@ func TestServiceDBLeastPrivilege(t *testing.T) {
 		case code != "42501":
 			t.Errorf("db-mcp's role, %s: %v, want insufficient_privilege (42501)", a.name, err)
 		}
+		t.Logf("db-mcp's role, read-only default off, %s: %v", a.name, err)
 	}
 	var super bool
 	if err := mcpConn.QueryRow(t.Context(), "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&super); err != nil || super {
