@@ -87,7 +87,7 @@ type Result struct {
 	Doc         agentenv.Deployment
 	Token       string            // the gateway's bearer token; never written to the ledger
 	GatewayURL  string            // the MCP endpoint, http://127.0.0.1:PORT/mcp
-	DatabaseURL string            // the service DB as reachable from this host, if any
+	DatabaseURL string            // the service DB from this host as the read-only verifier role, if any
 	Endpoints   map[string]string // component name -> host address of its main port
 	Records     []string          // record ids owned by the deployment
 }

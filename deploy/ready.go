@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"sort"
@@ -62,10 +63,34 @@ func waitPostgres(ctx context.Context, url string) error {
 	})
 }
 
-// initDB runs the service DB's init files (schemas, init_sql, seed) in order, once it answers.
-// They run through a client rather than the image's init folder, so that any PostgreSQL image
-// works and nothing runs twice.
-func initDB(ctx context.Context, url string, files []spec.File) error {
+// drawDBPasswords draws the service DB's passwords for one deployment: the superuser's and
+// one per login role, each independent of the others and of the gateway token.
+func drawDBPasswords(env *spec.Env) (spec.DBPasswords, error) {
+	var pw spec.DBPasswords
+	if env.ServiceDB == nil {
+		return pw, nil
+	}
+	roles := env.DBRoles()
+	var err error
+	if pw.Superuser, err = newToken(); err != nil {
+		return pw, fmt.Errorf("service db password: %w", err)
+	}
+	pw.Roles = make(map[string]string, len(roles))
+	for _, r := range roles {
+		if pw.Roles[r.Name], err = newToken(); err != nil {
+			return pw, fmt.Errorf("service db password: %w", err)
+		}
+	}
+	return pw, nil
+}
+
+// initDB runs the service DB's init files (schemas, init_sql, seed, then the roles) in order,
+// as the superuser at url, once it answers. They run through a client rather than the
+// image's init folder, so that any PostgreSQL image works and nothing runs twice. An image
+// that left passwordless logins in pg_hba.conf (one that ignores POSTGRES_INITDB_ARGS) is
+// named in a warning: the roles still hold, but a shell in its container would be the
+// superuser's.
+func initDB(ctx context.Context, url string, files []spec.File, log *slog.Logger) error {
 	if len(files) == 0 {
 		return nil
 	}
@@ -85,6 +110,18 @@ func initDB(ctx context.Context, url string, files []spec.File) error {
 		if _, err := conn.Exec(ctx, string(sql)); err != nil {
 			return fmt.Errorf("service db init %s: %w", f.Target, err)
 		}
+	}
+	var trust []string
+	rows, err := conn.Query(ctx, `SELECT type || ' ' || array_to_string(database, ',') || ' ' || array_to_string(user_name, ',') || coalesce(' ' || address, '')
+		FROM pg_hba_file_rules WHERE auth_method = 'trust' ORDER BY line_number`)
+	if err == nil {
+		trust, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	switch {
+	case err != nil:
+		log.Warn("service db: cannot read pg_hba.conf's rules", "err", err)
+	case len(trust) > 0:
+		log.Warn("service db: its image lets these logins in without a password; it should honour POSTGRES_INITDB_ARGS", "rules", trust)
 	}
 	return nil
 }

@@ -37,8 +37,9 @@ type stack struct {
 	endpoints map[string]string // component -> where its main port is reached: host:port or a URL
 	private   map[string]string // container mode without DNS: component -> its PrivateHost
 	tools     map[string][]string
-	dbURL     string
-	bin       []byte // this binary, for stdio servers behind the bridge
+	db        spec.DBPasswords // the service DB's passwords, drawn for this attempt
+	dbURL     string           // the service DB as the read-only verifier role, from this host
+	bin       []byte           // this binary, for stdio servers behind the bridge
 }
 
 func (st *stack) emit(c spec.Component, phase, detail string) {
@@ -56,11 +57,16 @@ func (st *stack) request(kind agentenv.Kind, role agentenv.Role, sp agentenv.San
 	}
 }
 
-// components returns the env's components with a password drawn for this deployment, once
-// the provider has confirmed it can run every image: an env that names a missing image fails
-// here, naming the component, before anything is created.
+// components returns the env's components with the service DB's passwords drawn for this
+// deployment, once the provider has confirmed it can run every image: an env that names a
+// missing image fails here, naming the component, before anything is created.
 func (st *stack) components(ctx context.Context) ([]spec.Component, error) {
-	comps, err := st.env.Components(spec.TopologyOptions{DBPassword: st.token[:20]})
+	db, err := drawDBPasswords(st.env)
+	if err != nil {
+		return nil, err
+	}
+	st.db = db
+	comps, err := st.env.Components(spec.TopologyOptions{DB: &st.db})
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +126,7 @@ func (st *stack) rewire(c spec.Component, sp *agentenv.SandboxSpec) error {
 		return nil
 	}
 	comps, err := st.env.Components(spec.TopologyOptions{
-		DBPassword: st.token[:20],
+		DB: &st.db,
 		Host: func(name string) string {
 			if h, ok := private[name]; ok {
 				return h
@@ -327,21 +333,22 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 			if ok, _ := st.d.mgr.Supports(st.member, agentenv.AbilityVMExec); !ok {
 				return fmt.Errorf("its port is reached at %s, not over TCP, and provider %s cannot run commands in the vm: %w", addr, st.member, agentenv.ErrInvalid)
 			}
-			in := inVMDB{ex: st.d.mgr, vm: st.vm, container: c.Name, port: c.Port, user: db.User, password: st.token[:20], database: db.Database}
+			in := inVMDB{ex: st.d.mgr, vm: st.vm, container: c.Name, port: c.Port, user: db.User, password: st.db.Superuser, database: db.Database}
 			if err := in.wait(ctx); err != nil {
 				return err
 			}
 			return in.init(ctx, c.Files)
 		}
-		url := fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", db.User, st.token[:20], addr, db.Database)
+		// The superuser's URL is for the init alone; the deployment hands out the verifier's.
+		url := db.URL(addr, db.User, st.db.Superuser, "")
 		if err := waitPostgres(ctx, url); err != nil {
 			return err
 		}
-		if err := initDB(ctx, url, c.Files); err != nil {
+		if err := initDB(ctx, url, c.Files, st.d.log); err != nil {
 			return err
 		}
 		st.mu.Lock()
-		st.dbURL = url
+		st.dbURL = db.URL(addr, spec.DBRoleVerifier, st.db.Roles[spec.DBRoleVerifier], "")
 		st.mu.Unlock()
 		return nil
 	case agentenv.RoleMCPServer, agentenv.RoleDBMCP:
@@ -457,7 +464,7 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	doc.TokenHash = TokenHash(st.token)
 	doc.URLs = map[string]string{}
 	for name, addr := range st.endpoints {
-		if name != "servicedb" { // its URL carries the password; Result.DatabaseURL has it
+		if name != "servicedb" { // its URL carries a password; Result.DatabaseURL has the verifier's
 			doc.URLs[name] = baseURL(addr)
 		}
 	}

@@ -138,7 +138,9 @@ type Server struct {
 type ServiceDB struct {
 	// Image is the PostgreSQL image (DefaultDBImage); see DefaultDBImage for its contract.
 	Image string `yaml:"image"`
-	// User, Password and Database are the superuser and the database the servers use.
+	// User and Password are the superuser's, which only the service DB and agentenv's own init
+	// use (a deployer draws a password of its own); Database is the database the servers use,
+	// each as its own role ([Env.DBRoles]).
 	User     string `yaml:"user"`
 	Password string `yaml:"password"`
 	Database string `yaml:"database"`
@@ -149,7 +151,8 @@ type ServiceDB struct {
 	Seed []string `yaml:"seed"`
 	// WebUI is the DB web UI sidecar (adminer by default).
 	WebUI Sidecar `yaml:"web_ui"`
-	// DBMCP is the db-mcp sidecar, an MCP server over SQL on the whole database.
+	// DBMCP is the db-mcp sidecar, an MCP server over SQL on the whole database, as the
+	// read-only role DBRoleDBMCP.
 	DBMCP Sidecar `yaml:"db_mcp"`
 	// ReadyTimeout bounds the wait for PostgreSQL to accept a query, seeds included.
 	ReadyTimeout time.Duration `yaml:"ready_timeout"`

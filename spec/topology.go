@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -67,8 +66,9 @@ type TopologyOptions struct {
 	// Host returns the host name other components reach the named component at. Nil means the
 	// component's name.
 	Host func(name string) string
-	// DBPassword, if set, replaces service_db.password (a deployer that generates one).
-	DBPassword string
+	// DB, if set, are the service DB's passwords for this deployment (a deployer draws them
+	// at random). Nil derives them from service_db.password, as a rendered file needs.
+	DB *DBPasswords
 	// LookupEnv resolves env:NAME references. Nil means os.LookupEnv.
 	LookupEnv func(name string) (string, bool)
 	// TokenFile, if set, is passed to the gateway as --token-file. Otherwise the deployer gives
@@ -92,26 +92,26 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	var out []Component
 	var dbAfter []string
 	db := e.ServiceDB
-	password := opts.DBPassword
+	var pw DBPasswords
 	if db != nil {
-		if password == "" {
-			password = db.Password
+		c.checkDBRoles(e)
+		if opts.DB != nil {
+			pw = *opts.DB
+		} else {
+			pw = e.derivedDBPasswords()
 		}
-		out = append(out, e.serviceDBComponent(password))
+		for _, r := range e.DBRoles() {
+			if pw.Roles[r.Name] == "" {
+				c.errorf("service_db", "no password for role %s", r.Name)
+			}
+		}
+		out = append(out, e.serviceDBComponent(pw))
 		dbAfter = []string{nameServiceDB}
 	}
-	dbURL := func(schema string) string {
-		u := url.URL{
-			Scheme:   "postgres",
-			User:     url.UserPassword(db.User, password),
-			Host:     net.JoinHostPort(host(nameServiceDB), strconv.Itoa(DBPort)),
-			Path:     "/" + db.Database,
-			RawQuery: "sslmode=disable",
-		}
-		if schema != "" {
-			u.RawQuery += "&options=" + url.QueryEscape("-csearch_path="+schema)
-		}
-		return u.String()
+	// dbURL is the DSN a component uses as role, which is also the name of the schema it
+	// sets search_path to ("" for none).
+	dbURL := func(role, schema string) string {
+		return db.URL(net.JoinHostPort(host(nameServiceDB), strconv.Itoa(DBPort)), role, pw.Roles[role], schema)
 	}
 	var servers []string
 	for i := range e.Servers {
@@ -147,7 +147,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			comp.Env[k] = v
 		}
 		if s.Database && db != nil {
-			comp.Env[envDatabaseURL] = dbURL(s.Schema())
+			comp.Env[envDatabaseURL] = dbURL(s.Schema(), s.Schema())
 			comp.Env[envDatabaseSchema] = s.Schema()
 		}
 		out = append(out, comp)
@@ -170,7 +170,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			Name:         nameDBMCP,
 			Image:        db.DBMCP.Image,
 			Command:      []string{BinaryPath, "serve", "db-mcp", "--listen", ":" + strconv.Itoa(db.DBMCP.Port)},
-			Env:          map[string]string{envDatabaseURL: dbURL("")},
+			Env:          map[string]string{envDatabaseURL: dbURL(DBRoleDBMCP, "")},
 			Port:         db.DBMCP.Port,
 			Path:         DefaultPath,
 			After:        dbAfter,
@@ -197,16 +197,24 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	return out, nil
 }
 
-func (e *Env) serviceDBComponent(password string) Component {
+// passwordAuth is the authentication method the service DB asks of every connection, local
+// ones inside its container included.
+const passwordAuth = "scram-sha-256"
+
+func (e *Env) serviceDBComponent(pw DBPasswords) Component {
 	db := e.ServiceDB
 	comp := Component{
 		Role:  agentenv.RoleServiceDB,
 		Name:  nameServiceDB,
 		Image: db.Image,
+		// As the official image takes them: a password for TCP connections, and initdb flags
+		// that ask for one on the socket and on loopback too (its default there is trust).
 		Env: map[string]string{
-			"POSTGRES_USER":     db.User,
-			"POSTGRES_PASSWORD": password,
-			"POSTGRES_DB":       db.Database,
+			"POSTGRES_USER":             db.User,
+			"POSTGRES_PASSWORD":         pw.Superuser,
+			"POSTGRES_DB":               db.Database,
+			"POSTGRES_HOST_AUTH_METHOD": passwordAuth,
+			"POSTGRES_INITDB_ARGS":      "--auth-local=" + passwordAuth + " --auth-host=" + passwordAuth,
 		},
 		Port:         DBPort,
 		ReadyTimeout: db.ReadyTimeout,
@@ -226,6 +234,7 @@ func (e *Env) serviceDBComponent(password string) Component {
 	for i, f := range db.Seed {
 		comp.Files = append(comp.Files, File{Target: fmt.Sprintf("%s/20-seed-%02d-%s", initDir, i, filepath.Base(f)), Source: e.Path(f)})
 	}
+	comp.Files = append(comp.Files, File{Target: rolesFile, Content: e.rolesSQL(pw)})
 	return comp
 }
 

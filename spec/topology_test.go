@@ -3,6 +3,7 @@ package spec_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,8 +18,10 @@ func TestComponents(t *testing.T) {
 		t.Fatal(err)
 	}
 	comps, err := env.Components(spec.TopologyOptions{
-		Host:       func(name string) string { return "dep-" + name },
-		DBPassword: "p@ss/word",
+		Host: func(name string) string { return "dep-" + name },
+		DB: &spec.DBPasswords{Superuser: "p@ss/word", Roles: map[string]string{
+			"notes": "n0tes/pw", spec.DBRoleDBMCP: "mcp-pw", spec.DBRoleVerifier: "ver-pw",
+		}},
 		LookupEnv: func(name string) (string, bool) {
 			if name == "NOTES_API_KEY" {
 				return "k-123", true
@@ -59,7 +62,7 @@ func TestComponents(t *testing.T) {
 		"API_KEY":         "k-123",
 		"LOG_LEVEL":       "debug",
 		"PRICE":           "$5",
-		"DATABASE_URL":    "postgres://app:p%40ss%2Fword@dep-servicedb:5432/appdb?sslmode=disable&options=-csearch_path%3Dnotes",
+		"DATABASE_URL":    "postgres://notes:n0tes%2Fpw@dep-servicedb:5432/appdb?sslmode=disable&options=-csearch_path%3Dnotes",
 		"DATABASE_SCHEMA": "notes",
 	}
 	if diff := cmp.Diff(wantEnv, notes.Env); diff != "" {
@@ -71,12 +74,24 @@ func TestComponents(t *testing.T) {
 		t.Errorf("files Command (-want +got):\n%s; Bridge = %v, want true", diff, files.Bridge)
 	}
 	if got := byName["servicedb"].Env["POSTGRES_PASSWORD"]; got != "p@ss/word" {
-		t.Errorf("servicedb POSTGRES_PASSWORD = %q, want the DBPassword override", got)
+		t.Errorf("servicedb POSTGRES_PASSWORD = %q, want the superuser password given", got)
+	}
+	if got, want := byName["db-mcp"].Env["DATABASE_URL"], "postgres://db_mcp:mcp-pw@dep-servicedb:5432/appdb?sslmode=disable"; got != want {
+		t.Errorf("db-mcp DATABASE_URL = %q, want %q", got, want)
+	}
+	// The superuser password is the service DB's alone.
+	for _, c := range comps {
+		for k, v := range c.Env {
+			if c.Name != "servicedb" && strings.Contains(v, "p@ss") {
+				t.Errorf("%s's %s carries the superuser password: %s", c.Name, k, v)
+			}
+		}
 	}
 	wantFiles := []string{
 		"/docker-entrypoint-initdb.d/00-agentenv-schemas.sql",
 		"/docker-entrypoint-initdb.d/10-init-00-schema.sql",
 		"/docker-entrypoint-initdb.d/20-seed-00-seed.sql",
+		"/docker-entrypoint-initdb.d/90-agentenv-roles.sql",
 	}
 	var gotFiles []string
 	for _, f := range byName["servicedb"].Files {

@@ -38,7 +38,7 @@ type DeployedEnv struct {
 	ID          string   // deployment id
 	GatewayURL  string   // the gateway's /mcp URL
 	Token       string   // the gateway's bearer token
-	DatabaseURL string   // host-reachable URL of the service DB; empty if none
+	DatabaseURL string   // host-reachable URL of the service DB as its read-only verifier role; empty if none
 	Records     []string // ledger record ids of the deployment's sandboxes
 }
 

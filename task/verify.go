@@ -117,7 +117,9 @@ func (s *aggregate) Run(ctx context.Context, sc *scope) (Result, error) {
 	return res, nil
 }
 
-// sqlCheck runs a query against a deployed env's service DB and checks the rows.
+// sqlCheck runs a query against a deployed env's service DB and checks the rows. It connects
+// with the env's DatabaseURL, the deployment's read-only verifier role: the query can read
+// every schema and change nothing, whatever it says.
 type sqlCheck struct {
 	Env    string    `yaml:"env" task:"required"`
 	Query  string    `yaml:"query" task:"required"`

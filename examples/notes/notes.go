@@ -166,16 +166,24 @@ func (st *store) migrate(ctx context.Context, schema string) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "agentenv/notes/"+schema); err != nil {
 		return fmt.Errorf("migrate: lock: %w", err)
 	}
-	stmts := []string{
-		"CREATE SCHEMA IF NOT EXISTS " + pgx.Identifier{schema}.Sanitize(),
-		"CREATE TABLE IF NOT EXISTS " + st.table + ` (
+	// A deployed server's role owns its schema but may not create schemas, and PostgreSQL
+	// checks that right even when IF NOT EXISTS would skip the creation: ask first.
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
+		return fmt.Errorf("migrate: find schema %s: %w", schema, err)
+	}
+	var stmts []string
+	if !exists {
+		stmts = append(stmts, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
+	}
+	stmts = append(stmts,
+		"CREATE TABLE IF NOT EXISTS "+st.table+` (
 			id         bigserial PRIMARY KEY,
 			title      text NOT NULL,
 			body       text NOT NULL DEFAULT '',
 			tags       text[] NOT NULL DEFAULT '{}',
 			created_at timestamptz NOT NULL DEFAULT now()
-		)`,
-	}
+		)`)
 	for _, stmt := range stmts {
 		if _, err := tx.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("migrate schema %s: %w", schema, err)
