@@ -9,7 +9,7 @@
 #   node           agentenv-node:local       (Node 20 from trixie + npm MCP servers)
 #   dind           agentenv-dind:local       (Debian docker.io engine, the docker_vm provider's VM)
 #
-# It is idempotent: an image that already exists is kept (FORCE=1 rebuilds the named image, not
+# It is idempotent: an image built from the same recipe is kept (FORCE=1 rebuilds the named image, not
 # its base). Needs root (debootstrap), docker, and the Debian mirror (MIRROR, default
 # http://deb.debian.org/debian). The host CA bundle is copied into the build context at build
 # time so HTTPS through this machine's proxy works inside the build; it is never committed.
@@ -48,8 +48,12 @@ base() {
 # (Shell variables are global: base uses btag, image uses itag.)
 image() {
 	name=$1 itag=$2 suite=$3
-	if exists "$itag" && [ "${FORCE:-0}" != 1 ]; then
-		log "$itag exists"
+	# The recipe's digest is a label of the image: an image built from an older recipe is
+	# rebuilt, so a changed recipe never hides behind a cached image.
+	recipe=$(cd "$here/$name" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+	have=$(docker image inspect -f '{{index .Config.Labels "agentenv.recipe"}}' "$itag" 2>/dev/null || true)
+	if [ "$have" = "$recipe" ] && [ "${FORCE:-0}" != 1 ]; then
+		log "$itag exists (recipe $recipe)"
 		return
 	fi
 	base "$suite"
@@ -62,7 +66,7 @@ image() {
 		: >"$ctx/host-ca.crt"
 	fi
 	log "build $itag"
-	docker build -q --build-arg "BASE=agentenv-debian:$suite" --label "agentenv.image=$name" -t "$itag" "$ctx" >/dev/null
+	docker build -q --build-arg "BASE=agentenv-debian:$suite" --label "agentenv.image=$name" --label "agentenv.recipe=$recipe" -t "$itag" "$ctx" >/dev/null
 	rm -rf "$ctx"
 	trap - EXIT
 	log "$itag built"
