@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/agentenv/agentenv"
 )
@@ -58,7 +57,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: %w", spec.Name, err)
 	}
-	cs, err := p.client(ctx)
+	api, err := p.client(ctx)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
@@ -67,7 +66,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 	}
 	defer p.release()
 	if spec.Network == "" {
-		if err := p.ensureNamespace(ctx, cs); err != nil {
+		if err := p.ensureNamespace(ctx, api); err != nil {
 			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: %w", spec.Name, err)
 		}
 	}
@@ -86,13 +85,13 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		}
 	}()
 
-	events, unsubscribe, err := p.subscribe(ctx, cs, ns, spec.Name)
+	events, unsubscribe, err := p.subscribe(ctx, api, ns, spec.Name)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: watch pods: %w", spec.Name, err)
 	}
 	defer unsubscribe()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
-	created, err := cs.CoreV1().Pods(ns).Create(cctx, pod, metav1.CreateOptions{})
+	created, err := api.Pods(ns).Create(cctx, pod, metav1.CreateOptions{})
 	cancel()
 	if err != nil {
 		made = !apierrors.IsAlreadyExists(err) && !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) &&
@@ -113,7 +112,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 	svcs, _ := p.servicesFor(created, spec)
 	var madeSvcs []corev1.Service
 	for _, svc := range svcs {
-		got, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+		got, err := api.Services(ns).Create(ctx, svc, metav1.CreateOptions{})
 		if err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				err = fmt.Errorf("alias %s taken in %s: %w: %w", svc.Name, ns, agentenv.ErrConflict, err)
@@ -122,13 +121,13 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		}
 		madeSvcs = append(madeSvcs, *got)
 	}
-	running, err := p.waitStarted(ctx, cs, created, events)
+	running, err := p.waitStarted(ctx, api, created, events)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: %w", spec.Name, err)
 	}
 	sb = p.sandbox(running)
 	if sb.State == agentenv.SandboxRunning {
-		if sb.Endpoints, err = p.endpoints(ctx, cs, running, madeSvcs); err != nil {
+		if sb.Endpoints, err = p.endpoints(ctx, api, running, madeSvcs); err != nil {
 			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: %w", spec.Name, err)
 		}
 	}
@@ -156,7 +155,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: %w", spec.Name, err)
 	}
-	cs, err := p.client(ctx)
+	api, err := p.client(ctx)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
@@ -173,7 +172,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 		}
 	}()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
-	nsObj, err := cs.CoreV1().Namespaces().Create(cctx, namespaceFor(spec, lbl, ann), metav1.CreateOptions{})
+	nsObj, err := api.Namespaces().Create(cctx, namespaceFor(spec, lbl, ann), metav1.CreateOptions{})
 	cancel()
 	if err != nil {
 		made = !apierrors.IsAlreadyExists(err) && !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err)
@@ -186,11 +185,11 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: %w", spec.Name, err)
 	}
-	if _, err := cs.CoreV1().ServiceAccounts(spec.Name).Create(ctx, serviceAccountFor(spec.Name, lbl, ann), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := api.ServiceAccounts(spec.Name).Create(ctx, serviceAccountFor(spec.Name, lbl, ann), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: service account: %w", spec.Name, p.kind(ctxErr(ctx, err)))
 	}
 	for _, np := range policiesFor(spec.Name, lbl, ann) {
-		if _, err := cs.NetworkingV1().NetworkPolicies(spec.Name).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		if _, err := api.NetworkPolicies(spec.Name).Create(ctx, np, metav1.CreateOptions{}); err != nil {
 			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: policy %s: %w", spec.Name, np.Name, p.kind(ctxErr(ctx, err)))
 		}
 	}
@@ -203,7 +202,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 
 // ensureNamespace makes Config.Namespace and its ServiceAccount once per process, for the
 // sandboxes that join no network. Either may exist already.
-func (p *Provider) ensureNamespace(ctx context.Context, cs kubernetes.Interface) error {
+func (p *Provider) ensureNamespace(ctx context.Context, api API) error {
 	p.nsMu.Lock()
 	defer p.nsMu.Unlock()
 	if p.nsReady {
@@ -212,10 +211,10 @@ func (p *Provider) ensureNamespace(ctx context.Context, cs kubernetes.Interface)
 	ns := p.cfg.Namespace
 	// Not labelled with a record: it is shared and never terminated by agentenv.
 	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"app.kubernetes.io/managed-by": "agentenv"}}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := api.Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("namespace %s: %w", ns, p.kind(ctxErr(ctx, err)))
 	}
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, serviceAccountFor(ns, nil, nil), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := api.ServiceAccounts(ns).Create(ctx, serviceAccountFor(ns, nil, nil), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("namespace %s: service account: %w", ns, p.kind(ctxErr(ctx, err)))
 	}
 	p.nsReady = true
