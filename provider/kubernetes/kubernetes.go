@@ -1,6 +1,6 @@
 // Package kubernetes is the agentenv provider for a Kubernetes cluster, spoken to through
-// client-go's typed clients of the two API groups it uses (see API). It supports container
-// mode only.
+// client-go's REST client, typed for the two API groups it uses (see API). It supports
+// container mode only.
 //
 // # Layout: one namespace per deployment
 //
