@@ -38,7 +38,7 @@ func BenchmarkCreate200(b *testing.B) {
 		if _, err := p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: net, Labels: labels(net)}); err != nil {
 			b.Fatal(err)
 		}
-		w, err := cs.CoreV1().Pods(net).Watch(ctx, metav1.ListOptions{})
+		w, err := cs.Pods(net).Watch(ctx, metav1.ListOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,9 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
 // Bounds of the steps that run on a detached context, so that a cancelled caller never leaves an
@@ -58,7 +59,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: %w", spec.Name, err)
 	}
-	cs, err := p.client(ctx)
+	api, err := p.client(ctx)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
@@ -67,7 +68,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 	}
 	defer p.release()
 	if spec.Network == "" {
-		if err := p.ensureNamespace(ctx, cs); err != nil {
+		if err := p.ensureNamespace(ctx, api); err != nil {
 			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: %w", spec.Name, err)
 		}
 	}
@@ -78,7 +79,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		if err == nil || !made {
 			return
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
+		cctx, cancel := cleanup.Context(ctx, cleanupBound)
 		defer cancel()
 		if cerr := p.terminate(cctx, spec.Name); cerr != nil {
 			log.Warn("remove after failed create", "err", cerr)
@@ -86,13 +87,13 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		}
 	}()
 
-	events, unsubscribe, err := p.subscribe(ctx, cs, ns, spec.Name)
+	events, unsubscribe, err := p.subscribe(ctx, api, ns, spec.Name)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: watch pods: %w", spec.Name, err)
 	}
 	defer unsubscribe()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
-	created, err := cs.CoreV1().Pods(ns).Create(cctx, pod, metav1.CreateOptions{})
+	cctx, cancel := cleanup.Detached(ctx, createBound)
+	created, err := api.Pods(ns).Create(cctx, pod, metav1.CreateOptions{})
 	cancel()
 	if err != nil {
 		made = !apierrors.IsAlreadyExists(err) && !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) &&
@@ -113,22 +114,22 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 	svcs, _ := p.servicesFor(created, spec)
 	var madeSvcs []corev1.Service
 	for _, svc := range svcs {
-		got, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+		got, err := api.Services(ns).Create(ctx, svc, metav1.CreateOptions{})
 		if err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				err = fmt.Errorf("alias %s taken in %s: %w: %w", svc.Name, ns, agentenv.ErrConflict, err)
 			}
-			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: service %s: %w", spec.Name, svc.Name, p.kind(ctxErr(ctx, err)))
+			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: service %s: %w", spec.Name, svc.Name, p.kind(ctxerr.Prefer(ctx, err)))
 		}
 		madeSvcs = append(madeSvcs, *got)
 	}
-	running, err := p.waitStarted(ctx, cs, created, events)
+	running, err := p.waitStarted(ctx, api, created, events)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: %w", spec.Name, err)
 	}
 	sb = p.sandbox(running)
 	if sb.State == agentenv.SandboxRunning {
-		if sb.Endpoints, err = p.endpoints(ctx, cs, running, madeSvcs); err != nil {
+		if sb.Endpoints, err = p.endpoints(ctx, api, running, madeSvcs); err != nil {
 			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: %w", spec.Name, err)
 		}
 	}
@@ -156,7 +157,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: %w", spec.Name, err)
 	}
-	cs, err := p.client(ctx)
+	api, err := p.client(ctx)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
@@ -165,15 +166,15 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 		if err == nil || !made {
 			return
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
+		cctx, cancel := cleanup.Context(ctx, cleanupBound)
 		defer cancel()
 		if cerr := p.terminate(cctx, spec.Name); cerr != nil {
 			p.log.Warn("remove after failed create", "record_id", spec.Name, "err", cerr)
 			err = errors.Join(err, fmt.Errorf("kubernetes: remove network %s after failed create: %w", spec.Name, cerr))
 		}
 	}()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createBound)
-	nsObj, err := cs.CoreV1().Namespaces().Create(cctx, namespaceFor(spec, lbl, ann), metav1.CreateOptions{})
+	cctx, cancel := cleanup.Detached(ctx, createBound)
+	nsObj, err := api.Namespaces().Create(cctx, namespaceFor(spec, lbl, ann), metav1.CreateOptions{})
 	cancel()
 	if err != nil {
 		made = !apierrors.IsAlreadyExists(err) && !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err)
@@ -186,12 +187,12 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: %w", spec.Name, err)
 	}
-	if _, err := cs.CoreV1().ServiceAccounts(spec.Name).Create(ctx, serviceAccountFor(spec.Name, lbl, ann), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: service account: %w", spec.Name, p.kind(ctxErr(ctx, err)))
+	if _, err := api.ServiceAccounts(spec.Name).Create(ctx, serviceAccountFor(spec.Name, lbl, ann), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: service account: %w", spec.Name, p.kind(ctxerr.Prefer(ctx, err)))
 	}
 	for _, np := range policiesFor(spec.Name, lbl, ann) {
-		if _, err := cs.NetworkingV1().NetworkPolicies(spec.Name).Create(ctx, np, metav1.CreateOptions{}); err != nil {
-			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: policy %s: %w", spec.Name, np.Name, p.kind(ctxErr(ctx, err)))
+		if _, err := api.NetworkPolicies(spec.Name).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: policy %s: %w", spec.Name, np.Name, p.kind(ctxerr.Prefer(ctx, err)))
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -203,7 +204,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 
 // ensureNamespace makes Config.Namespace and its ServiceAccount once per process, for the
 // sandboxes that join no network. Either may exist already.
-func (p *Provider) ensureNamespace(ctx context.Context, cs kubernetes.Interface) error {
+func (p *Provider) ensureNamespace(ctx context.Context, api API) error {
 	p.nsMu.Lock()
 	defer p.nsMu.Unlock()
 	if p.nsReady {
@@ -212,21 +213,12 @@ func (p *Provider) ensureNamespace(ctx context.Context, cs kubernetes.Interface)
 	ns := p.cfg.Namespace
 	// Not labelled with a record: it is shared and never terminated by agentenv.
 	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"app.kubernetes.io/managed-by": "agentenv"}}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("namespace %s: %w", ns, p.kind(ctxErr(ctx, err)))
+	if _, err := api.Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: %w", ns, p.kind(ctxerr.Prefer(ctx, err)))
 	}
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, serviceAccountFor(ns, nil, nil), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("namespace %s: service account: %w", ns, p.kind(ctxErr(ctx, err)))
+	if _, err := api.ServiceAccounts(ns).Create(ctx, serviceAccountFor(ns, nil, nil), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: service account: %w", ns, p.kind(ctxerr.Prefer(ctx, err)))
 	}
 	p.nsReady = true
 	return nil
-}
-
-// ctxErr prefers the context's error when ctx has ended, since a request cut short by it says
-// so less clearly.
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return cerr
-	}
-	return err
 }

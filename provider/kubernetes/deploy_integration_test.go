@@ -63,7 +63,7 @@ func TestDeploy_notes(t *testing.T) {
 	var seen []string
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) && len(seen) == 0 {
-		pods, err := r.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel.LabelSelector + "," + agentenv.LabelRole + "=service_db"})
+		pods, err := r.cs.Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel.LabelSelector + "," + agentenv.LabelRole + "=service_db"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,14 +73,14 @@ func TestDeploy_notes(t *testing.T) {
 				continue
 			}
 			seen = append(seen, "pod "+ns+"/"+pod.Name)
-			if _, err := r.cs.CoreV1().Services(ns).Get(ctx, "servicedb", metav1.GetOptions{}); err != nil {
+			if _, err := r.cs.Services(ns).Get(ctx, "servicedb", metav1.GetOptions{}); err != nil {
 				t.Errorf("service servicedb in %s: %v", ns, err)
 			}
-			nsObj, err := r.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			nsObj, err := r.cs.Namespaces().Get(ctx, ns, metav1.GetOptions{})
 			if err != nil || nsObj.Labels[agentenv.LabelDeployment] != id || nsObj.Labels[agentenv.LabelRole] != "network" {
 				t.Errorf("namespace %s = %v, %v; want the deployment's network", ns, nsObj.Labels, err)
 			}
-			nps, err := r.cs.NetworkingV1().NetworkPolicies(ns).List(ctx, sel)
+			nps, err := r.cs.NetworkPolicies(ns).List(ctx, sel)
 			if err != nil || len(nps.Items) != 4 {
 				t.Errorf("network policies in %s = %d, %v; want 4", ns, len(nps.Items), err)
 			}
@@ -183,7 +183,7 @@ gateway:
 	t.Cleanup(func() { cmd.Process.Kill() })
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		pods, err := cs.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{LabelSelector: agentenv.LabelDeployment + "=" + id})
+		pods, err := cs.Pods("").List(t.Context(), metav1.ListOptions{LabelSelector: agentenv.LabelDeployment + "=" + id})
 		if err == nil && len(pods.Items) > 0 && pods.Items[0].Status.Phase == "Running" {
 			break
 		}

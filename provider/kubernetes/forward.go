@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
@@ -34,7 +33,7 @@ type forward struct {
 // endpoints returns the caller-reachable address of each container port of a running Pod:
 // the gateway's Service address when Config.GatewayService is set and assigned, else a
 // port-forward listener on 127.0.0.1 (one per Pod and port, reused by later calls).
-func (p *Provider) endpoints(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, svcs []corev1.Service) (map[string]string, error) {
+func (p *Provider) endpoints(ctx context.Context, api API, pod *corev1.Pod, svcs []corev1.Service) (map[string]string, error) {
 	out := map[string]string{}
 	if len(pod.Spec.Containers) == 0 {
 		return out, nil
@@ -42,12 +41,12 @@ func (p *Provider) endpoints(ctx context.Context, cs kubernetes.Interface, pod *
 	for _, cp := range pod.Spec.Containers[0].Ports {
 		port := int(cp.ContainerPort)
 		key := strconv.Itoa(port)
-		if addr := p.serviceEndpoint(ctx, cs, pod, svcs, port); addr != "" {
+		if addr := p.serviceEndpoint(ctx, api, pod, svcs, port); addr != "" {
 			out[key] = addr
 			continue
 		}
 		if p.rest == nil {
-			continue // a clientset given without a REST config cannot forward
+			continue // an API not on a cluster (unit tests) cannot forward
 		}
 		addr, err := p.forwardFor(pod.Namespace, pod.Name, port)
 		if err != nil {
@@ -59,7 +58,7 @@ func (p *Provider) endpoints(ctx context.Context, cs kubernetes.Interface, pod *
 }
 
 // serviceEndpoint returns the external address of the gateway's Service for port, or "".
-func (p *Provider) serviceEndpoint(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, svcs []corev1.Service, port int) string {
+func (p *Provider) serviceEndpoint(ctx context.Context, api API, pod *corev1.Pod, svcs []corev1.Service, port int) string {
 	if p.cfg.GatewayService == "" || readLabels(pod.Labels, pod.Annotations)[agentenv.LabelRole] != roleGateway {
 		return ""
 	}
@@ -82,7 +81,7 @@ func (p *Provider) serviceEndpoint(ctx context.Context, cs kubernetes.Interface,
 				if sp.NodePort == 0 || pod.Spec.NodeName == "" {
 					continue
 				}
-				node, err := cs.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
+				node, err := api.Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
 				if err != nil {
 					p.log.Debug("node of the gateway", "node", pod.Spec.NodeName, "err", err)
 					continue
@@ -163,14 +162,14 @@ func (f *forward) carry(conn net.Conn) {
 	log := f.p.log.With("pod", f.ns+"/"+f.pod, "port", f.port)
 	p := f.p
 	p.connMu.Lock()
-	rc, cs := p.rest, p.cs
+	rc, core := p.rest, p.core
 	p.connMu.Unlock()
 	transport, upgrader, err := spdy.RoundTripperFor(rc)
 	if err != nil {
 		log.Debug("port-forward transport", "err", err)
 		return
 	}
-	u := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(f.ns).Name(f.pod).SubResource("portforward").URL()
+	u := core.Post().Resource("pods").Namespace(f.ns).Name(f.pod).SubResource("portforward").URL()
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
 	streams, _, err := dialer.Dial(portforward.PortForwardProtocolV1Name)
 	if err != nil {

@@ -1,5 +1,6 @@
 // Package kubernetes is the agentenv provider for a Kubernetes cluster, spoken to through
-// client-go. It supports container mode only.
+// client-go's REST client, typed for the two API groups it uses (see API). It supports
+// container mode only.
 //
 // # Layout: one namespace per deployment
 //
@@ -59,7 +60,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -87,8 +87,8 @@ const ServiceAccountName = "agentenv-sandbox"
 type Config struct {
 	Name string // provider name as configured; default "kubernetes"
 
-	// Kubeconfig is the kubeconfig file; default $KUBECONFIG, else ~/.kube/config, else the
-	// in-cluster config when running in a Pod.
+	// Kubeconfig is the kubeconfig file; default DefaultKubeconfig, else the in-cluster config
+	// when running in a Pod.
 	Kubeconfig string
 	// Context is the kubeconfig context to use; default the file's current context.
 	Context string
@@ -112,10 +112,11 @@ type Config struct {
 	ConnectTimeout time.Duration // bound on the first contact with the API server, and on opening a watch; default 10s
 	StartTimeout   time.Duration // bound on a Create's wait for its Pod to run; default 5m
 
-	// Client and REST, when set, are used instead of loading a kubeconfig (tests use client-go's
-	// fake clientset). REST may be nil, in which case endpoints are not forwarded.
-	Client kubernetes.Interface
-	REST   *rest.Config
+	// Unconfigured, when set, says why no cluster is chosen and what to set. The provider then
+	// refuses every call, before contacting anything, with an error carrying it that wraps
+	// ErrInvalid and ErrUnavailable: commands that do not name the provider are unaffected, and
+	// a chain moves on to its next member.
+	Unconfigured string
 }
 
 // Provider creates, finds and terminates sandboxes on a Kubernetes cluster. It is safe for
@@ -130,9 +131,10 @@ type Provider struct {
 	watch podWatch
 
 	connMu sync.Mutex
-	cs     kubernetes.Interface
-	rest   *rest.Config
-	where  string // the kubeconfig and context, for messages
+	api    API
+	core   rest.Interface // the core group's REST client, for /version and port-forward
+	rest   *rest.Config   // nil when api is not on a cluster (tests): endpoints are then not forwarded
+	where  string         // the kubeconfig and context, for messages
 
 	nsMu    sync.Mutex
 	nsReady bool // Config.Namespace and its ServiceAccount exist
@@ -199,9 +201,6 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		cfg: cfg, log: logger.With("provider", cfg.Name), sem: make(chan struct{}, cfg.Concurrency),
 		root: root, stop: stop, forwards: map[string]*forward{},
 	}
-	if cfg.Client != nil {
-		p.cs, p.rest, p.where = cfg.Client, cfg.REST, "the configured client"
-	}
 	return p, nil
 }
 
@@ -228,20 +227,25 @@ func (p *Provider) Close() error {
 	return nil
 }
 
-// Clientset returns the client the provider uses, connecting first, for callers that need more
-// of the cluster (tests checking leftovers).
-func (p *Provider) Clientset(ctx context.Context) (kubernetes.Interface, error) {
+// API returns the typed clients the provider uses, connecting first, for callers that need more
+// of the cluster (tests checking leftovers). It fails as every call does when the cluster is
+// not configured or does not answer.
+func (p *Provider) API(ctx context.Context) (API, error) {
 	return p.client(ctx)
 }
 
-// client returns the clientset, loading the kubeconfig and checking that the API server answers
-// on first use. A failure names the kubeconfig and context and wraps ErrUnavailable (ErrInvalid
-// for a kubeconfig that cannot be used at all); it is not cached, so a later call retries.
-func (p *Provider) client(ctx context.Context) (kubernetes.Interface, error) {
+// client returns the API, loading the kubeconfig and checking that the API server answers on
+// first use. A failure names the kubeconfig and context and wraps ErrUnavailable (ErrInvalid
+// too for a provider that is not configured, and for a kubeconfig that cannot be used at all);
+// it is not cached, so a later call retries.
+func (p *Provider) client(ctx context.Context) (API, error) {
+	if p.cfg.Unconfigured != "" {
+		return nil, fmt.Errorf("kubernetes: no cluster configured: %s: %w: %w", p.cfg.Unconfigured, agentenv.ErrInvalid, agentenv.ErrUnavailable)
+	}
 	p.connMu.Lock()
 	defer p.connMu.Unlock()
-	if p.cs != nil {
-		return p.cs, nil
+	if p.api != nil {
+		return p.api, nil
 	}
 	rc, where, err := p.loadConfig()
 	if err != nil {
@@ -249,14 +253,14 @@ func (p *Provider) client(ctx context.Context) (kubernetes.Interface, error) {
 	}
 	rc.QPS, rc.Burst = p.cfg.QPS, p.cfg.Burst
 	rc.UserAgent = "agentenv"
-	cs, err := kubernetes.NewForConfig(rc)
+	api, err := newRESTAPI(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %s: %w: %w", where, agentenv.ErrInvalid, err)
 	}
 	// The version endpoint needs no permissions, so it tells reachability from authorization.
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 	defer cancel()
-	body, err := cs.Discovery().RESTClient().Get().AbsPath("/version").Timeout(p.cfg.ConnectTimeout).Do(cctx).Raw()
+	body, err := api.core.Get().AbsPath("/version").Timeout(p.cfg.ConnectTimeout).Do(cctx).Raw()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("kubernetes: %s: %w", where, ctx.Err())
@@ -264,15 +268,21 @@ func (p *Provider) client(ctx context.Context) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes: cluster at %s (%s) does not answer: %w: %w", rc.Host, where, agentenv.ErrUnavailable, err)
 	}
 	p.log.Debug("connected", "host", rc.Host, "where", where, "version", string(body))
-	p.cs, p.rest, p.where = cs, rc, where
-	return cs, nil
+	p.api, p.core, p.rest, p.where = api, api.core, rc, where
+	return api, nil
+}
+
+// DefaultKubeconfig returns the kubeconfig client-go reads when none is named: $KUBECONFIG (a
+// list of files, merged) when set, else ~/.kube/config.
+func DefaultKubeconfig() string {
+	return firstNonEmpty(os.Getenv(clientcmd.RecommendedConfigPathEnvVar), clientcmd.RecommendedHomeFile)
 }
 
 // loadConfig resolves the REST config from Config: an explicit kubeconfig and context, the
 // default loading rules, or the in-cluster config.
 func (p *Provider) loadConfig() (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	where := "kubeconfig " + firstNonEmpty(os.Getenv(clientcmd.RecommendedConfigPathEnvVar), clientcmd.RecommendedHomeFile)
+	where := "kubeconfig " + DefaultKubeconfig()
 	if p.cfg.Kubeconfig != "" {
 		rules.ExplicitPath = p.cfg.Kubeconfig
 		where = "kubeconfig " + p.cfg.Kubeconfig

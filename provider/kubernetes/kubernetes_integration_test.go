@@ -15,7 +15,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/fault"
@@ -54,9 +53,9 @@ func newProvider(t testing.TB, logger *slog.Logger) *kubernetes.Provider {
 }
 
 // clientset returns p's client, connecting first; it fails t if the cluster does not answer.
-func clientset(t testing.TB, p *kubernetes.Provider) k8s.Interface {
+func clientset(t testing.TB, p *kubernetes.Provider) kubernetes.API {
 	t.Helper()
-	cs, err := p.Clientset(t.Context())
+	cs, err := p.API(t.Context())
 	if err != nil {
 		t.Fatalf("cluster: %v", err)
 	}
@@ -65,14 +64,14 @@ func clientset(t testing.TB, p *kubernetes.Provider) k8s.Interface {
 
 // leftovers returns the Pods, Services and NetworkPolicies carrying every one of labels, as
 // "kind ns/name", ignoring those being deleted.
-func leftovers(ctx context.Context, cs k8s.Interface, labels map[string]string) ([]string, error) {
+func leftovers(ctx context.Context, cs kubernetes.API, labels map[string]string) ([]string, error) {
 	var sel []string
 	for k, v := range labels {
 		sel = append(sel, k+"="+v)
 	}
 	opts := metav1.ListOptions{LabelSelector: strings.Join(sel, ",")}
 	var out []string
-	pods, err := cs.CoreV1().Pods("").List(ctx, opts)
+	pods, err := cs.Pods("").List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -81,14 +80,14 @@ func leftovers(ctx context.Context, cs k8s.Interface, labels map[string]string) 
 			out = append(out, "pod "+o.Namespace+"/"+o.Name)
 		}
 	}
-	svcs, err := cs.CoreV1().Services("").List(ctx, opts)
+	svcs, err := cs.Services("").List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	for _, o := range svcs.Items {
 		out = append(out, "service "+o.Namespace+"/"+o.Name)
 	}
-	nps, err := cs.NetworkingV1().NetworkPolicies("").List(ctx, opts)
+	nps, err := cs.NetworkPolicies("").List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +98,7 @@ func leftovers(ctx context.Context, cs k8s.Interface, labels map[string]string) 
 }
 
 // checkNoLeftovers fails t, when it ends, if anything carrying labels is left.
-func checkNoLeftovers(t *testing.T, cs k8s.Interface, labels map[string]string) {
+func checkNoLeftovers(t *testing.T, cs kubernetes.API, labels map[string]string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -127,7 +126,7 @@ func TestConformance(t *testing.T) {
 // rig is the provider under a lifecycle manager with a SQLite ledger, optionally wrapped.
 type rig struct {
 	p   *kubernetes.Provider
-	cs  k8s.Interface
+	cs  kubernetes.API
 	mgr *lifecycle.Manager
 }
 
@@ -232,12 +231,12 @@ func TestDeletedBehindOurBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	zero := int64(0)
-	if err := r.cs.CoreV1().Pods("agentenv-test").Delete(t.Context(), sb.ID, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+	if err := r.cs.Pods("agentenv-test").Delete(t.Context(), sb.ID, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := r.cs.CoreV1().Pods("agentenv-test").Get(t.Context(), sb.ID, metav1.GetOptions{}); err != nil || time.Now().After(deadline) {
+		if _, err := r.cs.Pods("agentenv-test").Get(t.Context(), sb.ID, metav1.GetOptions{}); err != nil || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -12,33 +12,113 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/gentype"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/agentenv/agentenv"
 )
 
-// newFake returns a provider on a fake clientset whose Pods run as soon as they are created
-// (with a UID), as kwok makes them.
-func newFake(t *testing.T, cfg Config) (*Provider, *fake.Clientset) {
+// newFake returns a provider on a fake API whose Pods run as soon as they are created (with a
+// UID), as kwok makes them.
+func newFake(t *testing.T, cfg Config) (*Provider, *fakeAPI) {
 	t.Helper()
-	cs := fake.NewClientset()
-	n := 0
+	cs := newFakeAPI(t)
 	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
-		n++
 		pod.UID = types.UID("uid-" + pod.Name)
 		pod.Status.Phase = corev1.PodRunning
 		return false, nil, nil
 	})
-	cfg.Client = cs
 	p, err := New(cfg, nil)
 	if err != nil {
 		t.Fatalf("New = %v", err)
 	}
+	p.api, p.where = cs, "the fake API"
 	t.Cleanup(func() { p.Close() })
 	return p, cs
+}
+
+// fakeAPI is the provider's API on client-go's object tracker, with its watches: what
+// client-go's fake clientset is, for the two groups the provider speaks.
+type fakeAPI struct {
+	k8stesting.Fake
+	objects k8stesting.ObjectTracker
+}
+
+var _ API = (*fakeAPI)(nil)
+
+func newFakeAPI(t *testing.T) *fakeAPI {
+	t.Helper()
+	scheme, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeAPI{objects: k8stesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())}
+	f.AddReactor("*", "*", k8stesting.ObjectReaction(f.objects))
+	f.AddWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := f.objects.Watch(a.GetResource(), a.GetNamespace(), opts)
+		return err == nil, w, err
+	})
+	return f
+}
+
+// fakeResource returns the fake client of resource (of kind) in namespace; items points at a
+// list's items.
+func fakeResource[E, LE any, T interface {
+	*E
+	object
+}, L interface {
+	*LE
+	runtime.Object
+}](f *k8stesting.Fake, gv schema.GroupVersion, resource, kind, namespace string, items func(L) *[]E) Resource[T, L] {
+	return gentype.NewFakeClientWithList(f, namespace, gv.WithResource(resource), gv.WithKind(kind),
+		func() T { return new(E) }, func() L { return new(LE) },
+		func(dst, src L) {}, // a list's metadata: the provider reads none
+		func(l L) []T {
+			var out []T
+			for i := range *items(l) {
+				out = append(out, &(*items(l))[i])
+			}
+			return out
+		},
+		func(l L, ts []T) {
+			*items(l) = nil
+			for _, t := range ts {
+				*items(l) = append(*items(l), *(*E)(t))
+			}
+		})
+}
+
+func (f *fakeAPI) Pods(ns string) Resource[*corev1.Pod, *corev1.PodList] {
+	return fakeResource(&f.Fake, corev1.SchemeGroupVersion, "pods", "Pod", ns, func(l *corev1.PodList) *[]corev1.Pod { return &l.Items })
+}
+
+func (f *fakeAPI) Services(ns string) Resource[*corev1.Service, *corev1.ServiceList] {
+	return fakeResource(&f.Fake, corev1.SchemeGroupVersion, "services", "Service", ns, func(l *corev1.ServiceList) *[]corev1.Service { return &l.Items })
+}
+
+func (f *fakeAPI) ServiceAccounts(ns string) Resource[*corev1.ServiceAccount, *corev1.ServiceAccountList] {
+	return fakeResource(&f.Fake, corev1.SchemeGroupVersion, "serviceaccounts", "ServiceAccount", ns, func(l *corev1.ServiceAccountList) *[]corev1.ServiceAccount { return &l.Items })
+}
+
+func (f *fakeAPI) Namespaces() Resource[*corev1.Namespace, *corev1.NamespaceList] {
+	return fakeResource(&f.Fake, corev1.SchemeGroupVersion, "namespaces", "Namespace", "", func(l *corev1.NamespaceList) *[]corev1.Namespace { return &l.Items })
+}
+
+func (f *fakeAPI) Nodes() Resource[*corev1.Node, *corev1.NodeList] {
+	return fakeResource(&f.Fake, corev1.SchemeGroupVersion, "nodes", "Node", "", func(l *corev1.NodeList) *[]corev1.Node { return &l.Items })
+}
+
+func (f *fakeAPI) NetworkPolicies(ns string) Resource[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList] {
+	return fakeResource(&f.Fake, networkingv1.SchemeGroupVersion, "networkpolicies", "NetworkPolicy", ns, func(l *networkingv1.NetworkPolicyList) *[]networkingv1.NetworkPolicy { return &l.Items })
 }
 
 func labelsFor(id, role string) map[string]string {
@@ -68,7 +148,7 @@ func TestCreate_podAndServiceShape(t *testing.T) {
 	if sb.ID != "sb-1" || sb.Name != "sb-1" || sb.State != agentenv.SandboxRunning || sb.Provider != "kubernetes" {
 		t.Errorf("Create = %+v, want sb-1 running on kubernetes", sb)
 	}
-	pod, err := cs.CoreV1().Pods(DefaultNamespace).Get(ctx, "sb-1", metav1.GetOptions{})
+	pod, err := cs.Pods(DefaultNamespace).Get(ctx, "sb-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("pod: %v", err)
 	}
@@ -113,7 +193,7 @@ func TestCreate_podAndServiceShape(t *testing.T) {
 		t.Errorf("limits = %v", c.Resources.Limits)
 	}
 
-	svc, err := cs.CoreV1().Services(DefaultNamespace).Get(ctx, "sb-1", metav1.GetOptions{})
+	svc, err := cs.Services(DefaultNamespace).Get(ctx, "sb-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("service named by the record id: %v", err)
 	}
@@ -126,7 +206,7 @@ func TestCreate_podAndServiceShape(t *testing.T) {
 	if svc.Labels[agentenv.LabelRecord] != "sb-1" {
 		t.Errorf("service labels = %v", svc.Labels)
 	}
-	if _, err := cs.CoreV1().ServiceAccounts(DefaultNamespace).Get(ctx, ServiceAccountName, metav1.GetOptions{}); err != nil {
+	if _, err := cs.ServiceAccounts(DefaultNamespace).Get(ctx, ServiceAccountName, metav1.GetOptions{}); err != nil {
 		t.Errorf("service account in %s: %v", DefaultNamespace, err)
 	}
 }
@@ -168,14 +248,14 @@ func TestCreateNetwork_namespaceAndPolicies(t *testing.T) {
 	if net.ID != "net-1" || net.State != agentenv.SandboxRunning {
 		t.Errorf("CreateNetwork = %+v", net)
 	}
-	ns, err := cs.CoreV1().Namespaces().Get(ctx, "net-1", metav1.GetOptions{})
+	ns, err := cs.Namespaces().Get(ctx, "net-1", metav1.GetOptions{})
 	if err != nil || ns.Labels[agentenv.LabelRecord] != "net-1" {
 		t.Fatalf("namespace = %v, %v", ns, err)
 	}
-	if _, err := cs.CoreV1().ServiceAccounts("net-1").Get(ctx, ServiceAccountName, metav1.GetOptions{}); err != nil {
+	if _, err := cs.ServiceAccounts("net-1").Get(ctx, ServiceAccountName, metav1.GetOptions{}); err != nil {
 		t.Errorf("service account: %v", err)
 	}
-	nps, err := cs.NetworkingV1().NetworkPolicies("net-1").List(ctx, metav1.ListOptions{})
+	nps, err := cs.NetworkPolicies("net-1").List(ctx, metav1.ListOptions{})
 	if err != nil || len(nps.Items) != 4 {
 		t.Fatalf("policies = %v, %v; want 4", nps, err)
 	}
@@ -211,17 +291,17 @@ func TestCreateNetwork_namespaceAndPolicies(t *testing.T) {
 	if _, err := p.Create(ctx, spec); err != nil {
 		t.Fatalf("Create on the network = %v", err)
 	}
-	if _, err := cs.CoreV1().Pods("net-1").Get(ctx, "notes-1", metav1.GetOptions{}); err != nil {
+	if _, err := cs.Pods("net-1").Get(ctx, "notes-1", metav1.GetOptions{}); err != nil {
 		t.Errorf("pod in the network's namespace: %v", err)
 	}
-	svc, err := cs.CoreV1().Services("net-1").Get(ctx, "notes", metav1.GetOptions{})
+	svc, err := cs.Services("net-1").Get(ctx, "notes", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("service named by the alias: %v", err)
 	}
 	if svc.Spec.Selector[agentenv.LabelRecord] != "notes-1" || svc.Spec.Type != corev1.ServiceTypeClusterIP {
 		t.Errorf("alias service selector %v type %s", svc.Spec.Selector, svc.Spec.Type)
 	}
-	if _, err := cs.CoreV1().Services("net-1").Get(ctx, "notes-1", metav1.GetOptions{}); err == nil {
+	if _, err := cs.Services("net-1").Get(ctx, "notes-1", metav1.GetOptions{}); err == nil {
 		t.Errorf("a service named by the record id exists next to the alias's")
 	}
 
@@ -229,10 +309,10 @@ func TestCreateNetwork_namespaceAndPolicies(t *testing.T) {
 	if err := p.Terminate(ctx, "net-1"); err != nil {
 		t.Fatalf("Terminate(net-1) = %v", err)
 	}
-	if nps, _ := cs.NetworkingV1().NetworkPolicies("net-1").List(ctx, metav1.ListOptions{}); len(nps.Items) != 0 {
+	if nps, _ := cs.NetworkPolicies("net-1").List(ctx, metav1.ListOptions{}); len(nps.Items) != 0 {
 		t.Errorf("policies after Terminate = %d, want 0", len(nps.Items))
 	}
-	if _, err := cs.CoreV1().Namespaces().Get(ctx, "net-1", metav1.GetOptions{}); err == nil {
+	if _, err := cs.Namespaces().Get(ctx, "net-1", metav1.GetOptions{}); err == nil {
 		t.Errorf("namespace net-1 still exists after Terminate")
 	}
 }
@@ -289,10 +369,10 @@ func TestTerminateGetList(t *testing.T) {
 	}
 
 	// A Pod that failed: Get says gone, List says exited with its code, Terminate succeeds.
-	pod, _ := cs.CoreV1().Pods(DefaultNamespace).Get(ctx, "b-1", metav1.GetOptions{})
+	pod, _ := cs.Pods(DefaultNamespace).Get(ctx, "b-1", metav1.GetOptions{})
 	pod.Status.Phase = corev1.PodFailed
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3}}}}
-	if _, err := cs.CoreV1().Pods(DefaultNamespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+	if err := cs.objects.Update(corev1.SchemeGroupVersion.WithResource("pods"), pod, DefaultNamespace); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Get(ctx, "b-1"); !errors.Is(err, agentenv.ErrGone) {
@@ -306,7 +386,7 @@ func TestTerminateGetList(t *testing.T) {
 	}
 
 	// A Pod deleted behind our back leaves its Service: listed as exited, removed by Terminate.
-	if err := cs.CoreV1().Pods(DefaultNamespace).Delete(ctx, "a-1", metav1.DeleteOptions{}); err != nil {
+	if err := cs.Pods(DefaultNamespace).Delete(ctx, "a-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Get(ctx, "a-1"); !errors.Is(err, agentenv.ErrNotFound) {
@@ -327,7 +407,7 @@ func TestTerminateGetList(t *testing.T) {
 			t.Errorf("Get(%s) after Terminate = %v, want ErrNotFound", id, err)
 		}
 	}
-	if svcs, _ := cs.CoreV1().Services(DefaultNamespace).List(ctx, metav1.ListOptions{}); len(svcs.Items) != 0 {
+	if svcs, _ := cs.Services(DefaultNamespace).List(ctx, metav1.ListOptions{}); len(svcs.Items) != 0 {
 		t.Errorf("services left = %d, want 0", len(svcs.Items))
 	}
 	if err := p.Terminate(ctx, "never-made"); err != nil {
@@ -353,7 +433,7 @@ func TestCreate_invalid(t *testing.T) {
 			t.Errorf("%s: Create = %v, want ErrInvalid", name, err)
 		}
 	}
-	if pods, _ := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
+	if pods, _ := cs.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
 		t.Errorf("pods after refused creates = %d, want 0", len(pods.Items))
 	}
 	if _, err := p.Create(ctx, good); err != nil {
@@ -426,8 +506,8 @@ func TestGatewayServiceType(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gw, _ := cs.CoreV1().Services("net-2").Get(ctx, "gateway", metav1.GetOptions{})
-	notes, _ := cs.CoreV1().Services("net-2").Get(ctx, "notes", metav1.GetOptions{})
+	gw, _ := cs.Services("net-2").Get(ctx, "gateway", metav1.GetOptions{})
+	notes, _ := cs.Services("net-2").Get(ctx, "notes", metav1.GetOptions{})
 	if gw.Spec.Type != corev1.ServiceTypeLoadBalancer || notes.Spec.Type != corev1.ServiceTypeClusterIP {
 		t.Errorf("service types gateway %s notes %s, want LoadBalancer and ClusterIP", gw.Spec.Type, notes.Spec.Type)
 	}
@@ -446,5 +526,28 @@ func TestLabelValue(t *testing.T) {
 	a, b := labelValue(agentenv.LabelOwner, "h/1/2"), labelValue(agentenv.LabelOwner, "h/1/3")
 	if a == b || a != labelValue(agentenv.LabelOwner, "h/1/2") || len(a) > 63 {
 		t.Errorf("digests %q %q: want distinct, stable, at most 63 characters", a, b)
+	}
+}
+
+func TestUnconfigured(t *testing.T) {
+	p, err := New(Config{Unconfigured: "set the kubeconfig, please"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := t.Context()
+	spec := agentenv.SandboxSpec{Name: "x-1", Image: "img", Labels: labelsFor("x-1", "r")}
+	_, createErr := p.Create(ctx, spec)
+	_, netErr := p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: "n-1", Labels: labelsFor("n-1", "network")})
+	_, getErr := p.Get(ctx, "x-1")
+	_, listErr := p.List(ctx, nil)
+	_, apiErr := p.API(ctx)
+	for name, err := range map[string]error{
+		"Create": createErr, "CreateNetwork": netErr, "Get": getErr, "List": listErr,
+		"Terminate": p.Terminate(ctx, "x-1"), "API": apiErr,
+	} {
+		if !errors.Is(err, agentenv.ErrInvalid) || !errors.Is(err, agentenv.ErrUnavailable) || !strings.Contains(err.Error(), "set the kubeconfig, please") {
+			t.Errorf("%s = %v, want ErrInvalid and ErrUnavailable with the hint", name, err)
+		}
 	}
 }

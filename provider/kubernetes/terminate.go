@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
 // removalWait bounds how long Terminate waits, past the grace period, for a deleted Pod to be
@@ -42,7 +42,7 @@ type objects struct {
 }
 
 // listObjects lists the Pods, Services and Namespaces matching sel, concurrently.
-func (p *Provider) listObjects(ctx context.Context, cs kubernetes.Interface, sel string) (objects, error) {
+func (p *Provider) listObjects(ctx context.Context, api API, sel string) (objects, error) {
 	var (
 		wg   sync.WaitGroup
 		o    objects
@@ -50,21 +50,21 @@ func (p *Provider) listObjects(ctx context.Context, cs kubernetes.Interface, sel
 	)
 	opts := metav1.ListOptions{LabelSelector: sel}
 	wg.Go(func() {
-		l, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		l, err := api.Pods(metav1.NamespaceAll).List(ctx, opts)
 		if err == nil {
 			o.pods = l.Items
 		}
 		errs[0] = err
 	})
 	wg.Go(func() {
-		l, err := cs.CoreV1().Services(metav1.NamespaceAll).List(ctx, opts)
+		l, err := api.Services(metav1.NamespaceAll).List(ctx, opts)
 		if err == nil {
 			o.services = l.Items
 		}
 		errs[1] = err
 	})
 	wg.Go(func() {
-		l, err := cs.CoreV1().Namespaces().List(ctx, opts)
+		l, err := api.Namespaces().List(ctx, opts)
 		if err == nil {
 			o.namespaces = l.Items
 		}
@@ -72,13 +72,13 @@ func (p *Provider) listObjects(ctx context.Context, cs kubernetes.Interface, sel
 	})
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
-		return objects{}, ctxErr(ctx, err)
+		return objects{}, ctxerr.Prefer(ctx, err)
 	}
 	return o, nil
 }
 
 func (p *Provider) terminate(ctx context.Context, id string) error {
-	cs, err := p.client(ctx)
+	api, err := p.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	o, err := p.listObjects(ctx, cs, sel)
+	o, err := p.listObjects(ctx, api, sel)
 	if err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
@@ -111,17 +111,17 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 			if st, _ := state(&pod); st == agentenv.SandboxExited {
 				g = 0
 			}
-			err := cs.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &g})
+			err := api.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &g})
 			if err != nil && !apierrors.IsNotFound(err) {
-				fail(fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, ctxErr(ctx, err)))
+				fail(fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, ctxerr.Prefer(ctx, err)))
 			}
 		})
 	}
 	for _, svc := range o.services {
 		wg.Go(func() {
-			err := cs.CoreV1().Services(svc.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{})
+			err := api.Services(svc.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
-				fail(fmt.Errorf("delete service %s/%s: %w", svc.Namespace, svc.Name, ctxErr(ctx, err)))
+				fail(fmt.Errorf("delete service %s/%s: %w", svc.Namespace, svc.Name, ctxerr.Prefer(ctx, err)))
 			}
 		})
 	}
@@ -130,7 +130,7 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 			continue
 		}
 		wg.Go(func() {
-			if err := p.deleteNetwork(ctx, cs, ns.Name, sel); err != nil {
+			if err := p.deleteNetwork(ctx, api, ns.Name, sel); err != nil {
 				fail(fmt.Errorf("delete network %s: %w", ns.Name, err))
 			}
 		})
@@ -139,31 +139,31 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	p.waitRemoved(ctx, cs, o.pods)
+	p.waitRemoved(ctx, api, o.pods)
 	return nil
 }
 
 // deleteNetwork deletes the policies and service account of a deployment's namespace, then the
 // namespace itself. The namespace's deletion removes whatever else is in it on a cluster that
 // runs the namespace controller; the explicit deletes make the policies go on one that does not.
-func (p *Provider) deleteNetwork(ctx context.Context, cs kubernetes.Interface, ns, sel string) error {
-	nps, err := cs.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+func (p *Provider) deleteNetwork(ctx context.Context, api API, ns, sel string) error {
+	nps, err := api.NetworkPolicies(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("list policies: %w", ctxErr(ctx, err))
+		return fmt.Errorf("list policies: %w", ctxerr.Prefer(ctx, err))
 	}
 	if err == nil {
 		for _, np := range nps.Items {
-			if err := cs.NetworkingV1().NetworkPolicies(ns).Delete(ctx, np.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("delete policy %s: %w", np.Name, ctxErr(ctx, err))
+			if err := api.NetworkPolicies(ns).Delete(ctx, np.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete policy %s: %w", np.Name, ctxerr.Prefer(ctx, err))
 			}
 		}
 	}
-	if err := cs.CoreV1().ServiceAccounts(ns).Delete(ctx, ServiceAccountName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete service account: %w", ctxErr(ctx, err))
+	if err := api.ServiceAccounts(ns).Delete(ctx, ServiceAccountName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete service account: %w", ctxerr.Prefer(ctx, err))
 	}
 	bg := metav1.DeletePropagationBackground
-	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
-		return ctxErr(ctx, err)
+	if err := api.Namespaces().Delete(ctx, ns, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+		return ctxerr.Prefer(ctx, err)
 	}
 	return nil
 }
@@ -172,7 +172,7 @@ func (p *Provider) deleteNetwork(ctx context.Context, cs kubernetes.Interface, n
 // longer than ctx). Their deletion has been accepted, so pods still there after that (or whose
 // state cannot be read) count as removed: the kubelet finishes the job, and List no longer
 // reports them.
-func (p *Provider) waitRemoved(ctx context.Context, cs kubernetes.Interface, pods []corev1.Pod) {
+func (p *Provider) waitRemoved(ctx context.Context, api API, pods []corev1.Pod) {
 	if len(pods) == 0 {
 		return
 	}
@@ -184,7 +184,7 @@ func (p *Provider) waitRemoved(ctx context.Context, cs kubernetes.Interface, pod
 	for len(left) > 0 {
 		var still []corev1.Pod
 		for _, pod := range left {
-			got, err := cs.CoreV1().Pods(pod.Namespace).Get(wctx, pod.Name, metav1.GetOptions{})
+			got, err := api.Pods(pod.Namespace).Get(wctx, pod.Name, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:
@@ -217,7 +217,7 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 	if err := checkName(id); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: get: %w", err)
 	}
-	cs, err := p.client(ctx)
+	api, err := p.client(ctx)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
@@ -225,7 +225,7 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: get %s: %w", id, err)
 	}
-	o, err := p.listObjects(ctx, cs, sel)
+	o, err := p.listObjects(ctx, api, sel)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: get %s: %w", id, p.kind(err))
 	}
@@ -239,7 +239,7 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 		case agentenv.SandboxExited:
 			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: get %s: pod %s with exit code %d: %w", id, pod.Status.Phase, sb.ExitCode, agentenv.ErrGone)
 		case agentenv.SandboxRunning:
-			if sb.Endpoints, err = p.endpoints(ctx, cs, &pod, o.services); err != nil {
+			if sb.Endpoints, err = p.endpoints(ctx, api, &pod, o.services); err != nil {
 				return agentenv.Sandbox{}, fmt.Errorf("kubernetes: get %s: %w", id, err)
 			}
 		}
@@ -257,7 +257,7 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 // Objects being deleted are left out. Services whose Pod is gone are reported as an exited
 // sandbox of their record, so that a teardown still removes them.
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
-	cs, err := p.client(ctx)
+	api, err := p.client(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: list: %w", err)
 	}
-	o, err := p.listObjects(ctx, cs, sel)
+	o, err := p.listObjects(ctx, api, sel)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: list: %w", p.kind(err))
 	}
@@ -278,7 +278,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 		}
 		seen[sb.ID] = true
 		if sb.State == agentenv.SandboxRunning {
-			if sb.Endpoints, err = p.endpoints(ctx, cs, &pod, o.services); err != nil {
+			if sb.Endpoints, err = p.endpoints(ctx, api, &pod, o.services); err != nil {
 				return nil, fmt.Errorf("kubernetes: list: %w", err)
 			}
 		}

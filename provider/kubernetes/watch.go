@@ -10,9 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
 // recheckEvery is how often a Create waiting for its Pod reads it directly, in case the shared
@@ -34,7 +34,7 @@ type podWatch struct {
 
 // subscribe registers a waiter for Pod ns/name, starting the shared watch if it is not running;
 // it returns once the watch is established, so every later event of the Pod reaches the waiter.
-func (p *Provider) subscribe(ctx context.Context, cs kubernetes.Interface, ns, name string) (<-chan *corev1.Pod, func(), error) {
+func (p *Provider) subscribe(ctx context.Context, api API, ns, name string) (<-chan *corev1.Pod, func(), error) {
 	pw := &p.watch
 	key := ns + "/" + name
 	ch := make(chan *corev1.Pod, 1)
@@ -54,17 +54,17 @@ func (p *Provider) subscribe(ctx context.Context, cs kubernetes.Interface, ns, n
 	if pw.running {
 		return ch, unsubscribe, nil
 	}
-	w, err := p.openWatch(ctx, cs)
+	w, err := p.openWatch(ctx, api)
 	if err != nil {
 		delete(pw.waiters, key)
 		return nil, nil, err
 	}
 	pw.running = true
-	go p.runWatch(cs, w)
+	go p.runWatch(api, w)
 	return ch, unsubscribe, nil
 }
 
-func (p *Provider) openWatch(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
+func (p *Provider) openWatch(ctx context.Context, api API) (watch.Interface, error) {
 	sel, err := selector(nil)
 	if err != nil {
 		return nil, err
@@ -76,17 +76,17 @@ func (p *Provider) openWatch(ctx context.Context, cs kubernetes.Interface) (watc
 	stop := context.AfterFunc(ctx, cancel)
 	timer := time.AfterFunc(p.cfg.ConnectTimeout, cancel)
 	timeout := int64(watchPeriod / time.Second)
-	w, err := cs.CoreV1().Pods(metav1.NamespaceAll).Watch(wctx, metav1.ListOptions{LabelSelector: sel, TimeoutSeconds: &timeout})
+	w, err := api.Pods(metav1.NamespaceAll).Watch(wctx, metav1.ListOptions{LabelSelector: sel, TimeoutSeconds: &timeout})
 	timerStopped, ctxStopped := timer.Stop(), stop()
 	opened := timerStopped && ctxStopped
 	switch {
 	case err != nil:
 		cancel()
-		return nil, p.kind(ctxErr(ctx, err))
+		return nil, p.kind(ctxerr.Prefer(ctx, err))
 	case !opened:
 		w.Stop()
 		cancel()
-		return nil, fmt.Errorf("open pod watch: %w", ctxErr(ctx, context.DeadlineExceeded))
+		return nil, fmt.Errorf("open pod watch: %w", ctxerr.Prefer(ctx, context.DeadlineExceeded))
 	}
 	return cancelWatch{w, cancel}, nil
 }
@@ -105,7 +105,7 @@ func (w cancelWatch) Stop() {
 
 // runWatch delivers events to waiters and re-opens the watch when it ends, until no waiter is
 // left (the next subscribe starts it again).
-func (p *Provider) runWatch(cs kubernetes.Interface, w watch.Interface) {
+func (p *Provider) runWatch(api API, w watch.Interface) {
 	pw := &p.watch
 	for {
 		for ev := range w.ResultChan() {
@@ -138,7 +138,7 @@ func (p *Provider) runWatch(cs kubernetes.Interface, w watch.Interface) {
 		}
 		pw.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
-		nw, err := p.openWatch(ctx, cs)
+		nw, err := p.openWatch(ctx, api)
 		cancel()
 		if err != nil {
 			// Waiters fall back to reading their Pods every recheckEvery; try again after that.
@@ -155,7 +155,7 @@ func (p *Provider) runWatch(cs kubernetes.Interface, w watch.Interface) {
 
 // waitStarted waits until pod runs or finishes, fails for good, ctx ends or StartTimeout passes:
 // on the shared watch, with a direct read every recheckEvery in case the watch missed an event.
-func (p *Provider) waitStarted(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, events <-chan *corev1.Pod) (*corev1.Pod, error) {
+func (p *Provider) waitStarted(ctx context.Context, api API, pod *corev1.Pod, events <-chan *corev1.Pod) (*corev1.Pod, error) {
 	deadline := time.NewTimer(p.cfg.StartTimeout)
 	defer deadline.Stop()
 	t := time.NewTicker(recheckEvery)
@@ -181,7 +181,7 @@ func (p *Provider) waitStarted(ctx context.Context, cs kubernetes.Interface, pod
 				pod = np
 			}
 		case <-t.C:
-			fresh, err := cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			fresh, err := api.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
 				return nil, fmt.Errorf("pod deleted while starting: %w", agentenv.ErrGone)
