@@ -201,24 +201,11 @@ func (x *Explorer) runView(r *http.Request) (any, error) {
 	return v, nil
 }
 
-// TrajectoryLine is one line of an agent's trajectory file: a prompt, a model turn, a tool
-// call or result, the response or an error.
+// TrajectoryLine is one line of an agent's trajectory file (task.TrajectoryLine), with its
+// time since the first line.
 type TrajectoryLine struct {
-	Seq       int             `json:"seq"`
-	Time      time.Time       `json:"time"`
-	Kind      string          `json:"kind"`
-	Agent     string          `json:"agent,omitempty"`
-	Turn      int             `json:"turn,omitempty"`
-	Model     string          `json:"model,omitempty"`
-	Tool      string          `json:"tool,omitempty"`
-	CallID    string          `json:"call_id,omitempty"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	Text      string          `json:"text,omitempty"`
-	JSON      json.RawMessage `json:"json,omitempty"`
-	IsError   bool            `json:"is_error,omitempty"`
-	ToolCalls int             `json:"tool_calls,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	At        float64         `json:"at_s"` // seconds since the first line
+	task.TrajectoryLine
+	At float64 `json:"at_s"` // seconds since the first line
 }
 
 // Pretty returns raw JSON indented, for display.
@@ -288,7 +275,7 @@ func (x *Explorer) trajectoryView(r *http.Request) (any, error) {
 		}
 		var l TrajectoryLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			l = TrajectoryLine{Kind: "unreadable", Text: sc.Text()}
+			l = TrajectoryLine{TrajectoryLine: task.TrajectoryLine{Kind: "unreadable", Text: sc.Text()}}
 		}
 		if len(v.Lines) > 0 && !l.Time.IsZero() {
 			l.At = l.Time.Sub(v.Lines[0].Time).Seconds()

@@ -83,17 +83,17 @@ func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	defer tr.close()
 	res := Result{Outputs: map[string]string{"trajectory": tr.path}}
-	tr.write(trajLine{Kind: "prompt", Text: s.Prompt, Agent: s.Agent})
+	tr.write(TrajectoryLine{Kind: "prompt", Text: s.Prompt, Agent: s.Agent})
 
 	out, err := s.act(ctx, sc, env, tr)
 	res.Outputs["turns"] = strconv.Itoa(out.turns)
 	res.Outputs["tool_calls"] = strconv.Itoa(out.calls)
 	if err != nil {
-		tr.write(trajLine{Kind: "error", Error: err.Error()})
+		tr.write(TrajectoryLine{Kind: "error", Error: err.Error()})
 		return res, err
 	}
 	res.Outputs["response"] = out.response
-	tr.write(trajLine{Kind: "response", Text: out.response})
+	tr.write(TrajectoryLine{Kind: "response", Text: out.response})
 	return res, tr.err()
 }
 
@@ -114,7 +114,7 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *t
 	}
 	var out agentRun
 	for i, c := range s.Calls {
-		tr.write(trajLine{Kind: "tool_call", Turn: i + 1, Tool: c.Tool, Arguments: json.RawMessage(marshal(c.Arguments))})
+		tr.write(TrajectoryLine{Kind: "tool_call", Turn: i + 1, Tool: c.Tool, Arguments: json.RawMessage(marshal(c.Arguments))})
 		tc, err := callOne(ctx, cs, c.Tool, c.Arguments)
 		out.calls++
 		if err != nil {
@@ -140,8 +140,9 @@ type trajectory struct {
 	werr error
 }
 
-// trajLine is one line of a trajectory.
-type trajLine struct {
+// TrajectoryLine is one line of an agent's trajectory file (JSON Lines, in the run's folder):
+// a prompt, a model turn, a tool call or its result, the response, or an error.
+type TrajectoryLine struct {
 	Seq       int             `json:"seq"`
 	Time      time.Time       `json:"time"`
 	Kind      string          `json:"kind"` // prompt, model, tool_call, tool_result, response, error
@@ -166,7 +167,7 @@ func newTrajectory(path string) (*trajectory, error) {
 	return &trajectory{path: path, f: f, enc: json.NewEncoder(f)}, nil
 }
 
-func (t *trajectory) write(l trajLine) {
+func (t *trajectory) write(l TrajectoryLine) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.seq++
@@ -180,7 +181,7 @@ func (t *trajectory) write(l trajLine) {
 }
 
 func (t *trajectory) writeResult(turn int, tool, callID string, tc toolCall) {
-	l := trajLine{Kind: "tool_result", Turn: turn, Tool: tool, CallID: callID, Text: tc.Text, IsError: tc.IsError}
+	l := TrajectoryLine{Kind: "tool_result", Turn: turn, Tool: tool, CallID: callID, Text: tc.Text, IsError: tc.IsError}
 	if tc.JSON != "" {
 		l.JSON = json.RawMessage(tc.JSON)
 	}

@@ -126,7 +126,7 @@ func (s *promptAgent) openai(ctx context.Context, sc *scope, cs *mcp.ClientSessi
 		if err != nil {
 			return out, err
 		}
-		tr.write(trajLine{Kind: "model", Turn: out.turns, Model: model, Text: reply.Content, ToolCalls: len(reply.ToolCalls)})
+		tr.write(TrajectoryLine{Kind: "model", Turn: out.turns, Model: model, Text: reply.Content, ToolCalls: len(reply.ToolCalls)})
 		reply.Role = "assistant"
 		msgs = append(msgs, reply)
 		if len(reply.ToolCalls) == 0 {
@@ -139,7 +139,7 @@ func (s *promptAgent) openai(ctx context.Context, sc *scope, cs *mcp.ClientSessi
 			if !ok {
 				tool = call.Function.Name
 			}
-			tr.write(trajLine{Kind: "tool_call", Turn: out.turns, Tool: tool, CallID: call.ID, Arguments: json.RawMessage(call.Function.Arguments)})
+			tr.write(TrajectoryLine{Kind: "tool_call", Turn: out.turns, Tool: tool, CallID: call.ID, Arguments: json.RawMessage(call.Function.Arguments)})
 			content := s.callForModel(ctx, cs, tr, out.turns, tool, call)
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: call.ID, Content: content})
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/spec"
 	"github.com/agentenv/agentenv/task"
 )
@@ -35,11 +36,8 @@ when interrupted (what was made is torn down first).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			var t *task.Task
-			var err error
-			if args[0] == "hello" {
-				t = task.Hello()
-			} else if t, err = task.LoadPath(args[0]); err != nil {
+			t, err := loadTask(args[0])
+			if err != nil {
 				return err
 			}
 			mgr, err := a.manager(ctx)
@@ -50,18 +48,13 @@ when interrupted (what was made is torn down first).`,
 			if err != nil {
 				return err
 			}
-			ttl, err := a.cfg.Duration("lifecycle.ttl")
+			r, err := a.taskRunner(mgr, sd, f.provider, func(e task.Event) {
+				if !f.json {
+					fmt.Fprintln(a.stderr, e)
+				}
+			})
 			if err != nil {
 				return err
-			}
-			r := &task.Runner{
-				Manager: mgr, Logger: a.log, Workdir: sd, Model: a.cfg,
-				Deployer: taskDeployer{d: deploy.New(mgr, a.log), provider: a.providerFlag(f.provider), ttl: ttl},
-				Progress: func(e task.Event) {
-					if !f.json {
-						fmt.Fprintln(a.stderr, e)
-					}
-				},
 			}
 			sum, err := r.Run(ctx, t, task.RunOptions{K: f.k, Concurrency: f.concurrency, Seeds: f.seeds, Provider: f.provider, Keep: f.keep})
 			if err != nil && len(sum.Episodes) == 0 {
@@ -236,4 +229,26 @@ func newRunsCmd(a *app) *cobra.Command {
 	get.Flags().BoolVar(&f.json, "json", false, "print JSON")
 	cmd.AddCommand(ls, get)
 	return cmd
+}
+
+// loadTask returns the task named on a command line: "hello", a task file or a folder with one.
+func loadTask(name string) (*task.Task, error) {
+	if name == "hello" {
+		return task.Hello(), nil
+	}
+	return task.LoadPath(name)
+}
+
+// taskRunner returns the runner that 'agentenv run' (and the explorer's start button) runs
+// tasks with: deploys through mgr on provider (the configured default if empty), records in
+// workdir, progress to progress.
+func (a *app) taskRunner(mgr *lifecycle.Manager, workdir, provider string, progress func(task.Event)) (*task.Runner, error) {
+	ttl, err := a.cfg.Duration("lifecycle.ttl")
+	if err != nil {
+		return nil, err
+	}
+	return &task.Runner{
+		Manager: mgr, Logger: a.log, Workdir: workdir, Model: a.cfg, Progress: progress,
+		Deployer: taskDeployer{d: deploy.New(mgr, a.log), provider: a.providerFlag(provider), ttl: ttl},
+	}, nil
 }

@@ -120,20 +120,13 @@ type uiRunner struct {
 }
 
 func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress func(task.Event)) error {
-	var t *task.Task
-	var err error
-	if req.Task == "hello" {
-		t = task.Hello()
-	} else if t, err = task.LoadPath(req.Task); err != nil {
-		return err
-	}
-	ttl, err := u.a.cfg.Duration("lifecycle.ttl")
+	t, err := loadTask(req.Task)
 	if err != nil {
 		return err
 	}
-	r := &task.Runner{
-		Manager: u.mgr, Logger: u.a.log, Workdir: u.workdir, Model: u.a.cfg, Progress: progress,
-		Deployer: taskDeployer{d: deploy.New(u.mgr, u.a.log), provider: u.a.providerFlag(req.Provider), ttl: ttl},
+	r, err := u.a.taskRunner(u.mgr, u.workdir, req.Provider, progress)
+	if err != nil {
+		return err
 	}
 	_, err = r.Run(ctx, t, task.RunOptions{K: req.K, Concurrency: req.Concurrency, Seeds: req.Seeds, Provider: req.Provider})
 	return err
