@@ -390,6 +390,13 @@ func TestBrowser(t *testing.T) {
 				t.Errorf("trajectory lacks %q:\n%s", want, text)
 			}
 		}
+		// Beside the agent's own record: what the env's gateway recorded, kept before teardown.
+		gw := b.waitText("the gateway's trajectory", "ol.gateway", "add_note", 10*time.Second)
+		for _, want := range []string{"add_note", "search_notes", "role default"} {
+			if !strings.Contains(gw, want) {
+				t.Errorf("the gateway's trajectory lacks %q:\n%s", want, gw)
+			}
+		}
 		b.shot("04-trajectory")
 	})
 

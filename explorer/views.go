@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/gateway"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/task"
 )
@@ -225,6 +226,53 @@ type TrajectoryView struct {
 	Lines     []TrajectoryLine `json:"lines"`
 	ToolCalls int              `json:"tool_calls"`
 	Truncated bool             `json:"truncated,omitempty"`
+	// Gateway is what the gateway of each env of the run recorded of the tool calls (its
+	// /trajectory, kept by the runner before the teardown), by the env's step.
+	Gateway map[string][]GatewayCall `json:"gateway,omitempty"`
+}
+
+// GatewayCall is one tool call as a deployment's gateway recorded it.
+type GatewayCall struct {
+	gateway.CallRecord
+	At float64 `json:"at_s"` // seconds since the agent trajectory's first line
+}
+
+// Pretty returns raw JSON indented, for display.
+func (GatewayCall) Pretty(raw json.RawMessage) string { return TrajectoryLine{}.Pretty(raw) }
+
+// gatewayCalls reads the gateway trajectories run kept, each file below RunsDir only.
+func (x *Explorer) gatewayCalls(run agentenv.Run, start time.Time) map[string][]GatewayCall {
+	out := map[string][]GatewayCall{}
+	for k, p := range run.Attrs {
+		step, ok := strings.CutPrefix(k, task.GatewayTrajectoryAttr)
+		if !ok {
+			continue
+		}
+		path, err := x.trajectoryPath(p)
+		if err != nil {
+			continue
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		calls := []GatewayCall{}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), maxTrajectory)
+		for sc.Scan() {
+			var c GatewayCall
+			if json.Unmarshal(sc.Bytes(), &c.CallRecord) != nil {
+				continue
+			}
+			if !start.IsZero() && !c.Started.IsZero() {
+				c.At = c.Started.Sub(start).Seconds()
+			}
+			calls = append(calls, c)
+		}
+		f.Close()
+		out[step] = calls
+	}
+	return out
 }
 
 // trajectoryPath returns p when it is a file below RunsDir.
@@ -288,6 +336,11 @@ func (x *Explorer) trajectoryView(r *http.Request) (any, error) {
 	if err := sc.Err(); err != nil {
 		v.Truncated = true
 	}
+	var start time.Time
+	if len(v.Lines) > 0 {
+		start = v.Lines[0].Time
+	}
+	v.Gateway = x.gatewayCalls(run, start)
 	return v, nil
 }
 

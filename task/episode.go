@@ -128,8 +128,10 @@ func (sc *scope) path(p string) string {
 }
 
 // runDir returns the run's folder, creating it on first use.
-func (sc *scope) runDir() (string, error) {
-	e := sc.e
+func (sc *scope) runDir() (string, error) { return sc.e.folder() }
+
+// folder returns the run's folder, creating it on first use.
+func (e *episode) folder() (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.runDir != "" {

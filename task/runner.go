@@ -259,6 +259,9 @@ func (e *episode) run(ctx context.Context) Episode {
 		e.mu.Unlock()
 	} else {
 		tstart := time.Now()
+		for step, env := range e.liveEnvs() {
+			e.keepGatewayTrajectory(ctx, step, env)
+		}
 		rc, err := e.r.teardownRun(ctx, e.id, e.trackedDeployments())
 		res.Receipt = &rc
 		ev := Event{Kind: EventTeardown, Time: time.Now(), Run: e.id, Episode: e.num, Episodes: e.total,
@@ -327,6 +330,19 @@ func (e *episode) score() *float64 {
 	}
 	s := combine(e.t.Score, scores, weights)
 	return &s
+}
+
+// liveEnvs returns the envs the episode made and has not torn down, by their step.
+func (e *episode) liveEnvs() map[string]DeployedEnv {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]DeployedEnv{}
+	for _, id := range e.envOrder {
+		if env := e.envs[id]; !env.tornDown {
+			out[id] = env.DeployedEnv
+		}
+	}
+	return out
 }
 
 // trackedDeployments returns the deployments the episode made and has not torn down, newest

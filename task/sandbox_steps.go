@@ -262,6 +262,7 @@ func (s *teardownSandboxes) Run(ctx context.Context, sc *scope) (Result, error) 
 				errs = append(errs, fmt.Errorf("%s: no env deployer", id))
 				continue
 			}
+			e.keepGatewayTrajectory(ctx, id, env.DeployedEnv)
 			drc, err := e.r.Deployer.Teardown(ctx, env.ID)
 			rc.Items = append(rc.Items, drc.Items...)
 			if err != nil {
