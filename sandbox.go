@@ -95,12 +95,18 @@ type SandboxSpec struct {
 
 	Memory int64    // bytes; 0 means the provider's default
 	CPUs   float64  // 0 means the provider's default
+	Pids   int64    // most processes at once (a fork bomb stops there); 0 means the provider's default
 	CapAdd []string // capabilities to keep; all others are dropped where the backend allows
 	// Timeout is the backstop lifetime the backend enforces on its own (Modal timeout, E2B
 	// timeout, Kubernetes activeDeadlineSeconds); 0 means until Expires.
 	Timeout time.Duration
 	Expires time.Time // when gc may remove the sandbox; also written as LabelExpires
 }
+
+// DefaultPidsLimit is the process limit of a container whose spec sets none, where the backend
+// can limit processes: enough for any env server, and a fork bomb in a sandbox stops there
+// instead of taking the host.
+const DefaultPidsLimit = 1024
 
 // SandboxState is what a provider says of a sandbox it lists or gets.
 type SandboxState string

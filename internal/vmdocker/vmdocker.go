@@ -37,7 +37,7 @@ const (
 
 // Run is one container of a stack to start.
 type Run struct {
-	Spec   agentenv.SandboxSpec // Name, Image, Command, Env, WorkDir, Aliases, CapAdd, Memory, CPUs, Ports
+	Spec   agentenv.SandboxSpec // Name, Image, Command, Env, WorkDir, Aliases, CapAdd, Memory, CPUs, Pids, Ports
 	Labels map[string]string    // the container's labels
 	// Slots maps each of Spec.Ports to the VM port it is published on. Nil: the VM's engine
 	// picks a VM port for each, and the script prints it (see Started).
@@ -85,6 +85,11 @@ func RunScript(r Run) string {
 	if s.CPUs > 0 {
 		args = append(args, "--cpus", strconv.FormatFloat(s.CPUs, 'f', -1, 64))
 	}
+	pids := s.Pids
+	if pids <= 0 {
+		pids = agentenv.DefaultPidsLimit
+	}
+	args = append(args, "--pids-limit", strconv.FormatInt(pids, 10))
 	args = append(args, s.Image)
 	args = append(args, s.Command...)
 

@@ -91,7 +91,7 @@ func TestRunScript(t *testing.T) {
 				"--label", "agentenv.record=vm-1", "--label", "agentenv.role=service_db",
 				"-e", "A=1 1", "-e", "B=2", "-p", "5432", "-p", "8080", "-w", "/w",
 				"--cap-drop", "ALL", "--cap-add", "CHOWN", "--cap-add", "SETUID",
-				"--security-opt", "no-new-privileges", "--memory", "268435456", "--cpus", "0.5"},
+				"--security-opt", "no-new-privileges", "--memory", "268435456", "--cpus", "0.5", "--pids-limit", "1024"},
 			wantPorts: map[int]int{5432: 35432, 8080: 38080},
 			wantCp:    true,
 		},
@@ -100,7 +100,7 @@ func TestRunScript(t *testing.T) {
 			run:  vmdocker.Run{Spec: agentenv.SandboxSpec{Name: "main", Image: "img", Ports: []int{80}}, Slots: map[int]int{80: 20000}},
 			env:  []string{"HAVE_IMAGE=1", "EXITED=1"},
 			wantFlags: []string{"--network", "agentenv", "-p", "20000:80",
-				"--cap-drop", "ALL", "--security-opt", "no-new-privileges"},
+				"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--pids-limit", "1024"},
 			wantPorts: map[int]int{80: 380}, // what `docker port` said
 			exited:    true,
 		},

@@ -170,7 +170,7 @@ func containerOptions(cfg Config, name string, spec agentenv.SandboxSpec) (clien
 	if spec.Image == "" {
 		return client.ContainerCreateOptions{}, fmt.Errorf("no image: %w", agentenv.ErrInvalid)
 	}
-	if spec.Memory < 0 || spec.CPUs < 0 {
+	if spec.Memory < 0 || spec.CPUs < 0 || spec.Pids < 0 {
 		return client.ContainerCreateOptions{}, fmt.Errorf("negative limits: %w", agentenv.ErrInvalid)
 	}
 	exposed, bindings, err := portBindings(spec.Ports)
@@ -191,6 +191,13 @@ func containerOptions(cfg Config, name string, spec agentenv.SandboxSpec) (clien
 	}
 	if cpus == 0 {
 		cpus = cfg.DefaultCPUs
+	}
+	pids := spec.Pids
+	if pids == 0 {
+		pids = cfg.DefaultPids
+	}
+	if pids == 0 {
+		pids = agentenv.DefaultPidsLimit
 	}
 	grace := int((cfg.StopGrace + time.Second - 1) / time.Second)
 	withInit := true
@@ -213,8 +220,9 @@ func containerOptions(cfg Config, name string, spec agentenv.SandboxSpec) (clien
 			CapAdd:       slices.Clone(spec.CapAdd),
 			PortBindings: bindings,
 			Resources: container.Resources{
-				Memory:   memory,
-				NanoCPUs: int64(cpus * 1e9),
+				Memory:    memory,
+				NanoCPUs:  int64(cpus * 1e9),
+				PidsLimit: &pids,
 			},
 		},
 	}

@@ -27,6 +27,7 @@ type Config struct {
 	StopGrace     time.Duration // time a container gets between SIGTERM and SIGKILL on stop; default 1s
 	DefaultMemory int64         // memory limit in bytes when a spec sets none; 0 means no limit
 	DefaultCPUs   float64       // CPU limit when a spec sets none; 0 means no limit
+	DefaultPids   int64         // process limit when a spec sets none; default agentenv.DefaultPidsLimit
 }
 
 // Provider creates, finds and terminates sandboxes on a Docker engine. It is safe for
@@ -57,8 +58,11 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = time.Second
 	}
-	if cfg.DefaultMemory < 0 || cfg.DefaultCPUs < 0 {
+	if cfg.DefaultMemory < 0 || cfg.DefaultCPUs < 0 || cfg.DefaultPids < 0 {
 		return nil, fmt.Errorf("docker: negative default limits: %w", agentenv.ErrInvalid)
+	}
+	if cfg.DefaultPids == 0 {
+		cfg.DefaultPids = agentenv.DefaultPidsLimit
 	}
 	cli, host, err := engine.Client(cfg.Host)
 	if err != nil {

@@ -179,7 +179,7 @@ func TestCreate_NameTaken(t *testing.T) {
 func TestCreate_Hardening(t *testing.T) {
 	p, cli, image, labels := setup(t)
 	s := spec(image, labels, "sleep")
-	s.CapAdd, s.Memory, s.CPUs = []string{"NET_BIND_SERVICE"}, 64<<20, 0.5
+	s.CapAdd, s.Memory, s.CPUs, s.Pids = []string{"NET_BIND_SERVICE"}, 64<<20, 0.5, 32
 	t.Cleanup(func() { p.Terminate(context.Background(), s.Name) })
 	if _, err := p.Create(t.Context(), s); err != nil {
 		t.Fatalf("Create: %v", err)
@@ -189,6 +189,9 @@ func TestCreate_Hardening(t *testing.T) {
 		t.Fatalf("inspect: %v", err)
 	}
 	hc := res.Container.HostConfig
+	if hc.PidsLimit == nil || *hc.PidsLimit != 32 {
+		t.Errorf("PidsLimit = %v, want 32", hc.PidsLimit)
+	}
 	if hc.Init == nil || !*hc.Init || hc.Memory != 64<<20 || hc.NanoCPUs != 5e8 ||
 		strings.Join(hc.CapDrop, ",") != "ALL" || strings.TrimPrefix(strings.Join(hc.CapAdd, ","), "CAP_") != "NET_BIND_SERVICE" ||
 		strings.Join(hc.SecurityOpt, ",") != "no-new-privileges" {

@@ -52,8 +52,13 @@ func TestContainerOptions(t *testing.T) {
 		!cmp.Equal(hc.SecurityOpt, []string{"no-new-privileges"}) {
 		t.Errorf("hardening = init %v drop %v add %v secopt %v", hc.Init, hc.CapDrop, hc.CapAdd, hc.SecurityOpt)
 	}
-	if hc.Memory != 1<<30 || hc.NanoCPUs != 2e9 {
-		t.Errorf("limits = %d bytes, %d nanocpus; want the defaults", hc.Memory, hc.NanoCPUs)
+	if hc.Memory != 1<<30 || hc.NanoCPUs != 2e9 || hc.PidsLimit == nil || *hc.PidsLimit != agentenv.DefaultPidsLimit {
+		t.Errorf("limits = %d bytes, %d nanocpus, pids %v; want the defaults", hc.Memory, hc.NanoCPUs, hc.PidsLimit)
+	}
+	limited := validSpec()
+	limited.Pids = 64
+	if o, err := containerOptions(cfg, limited.Name, limited); err != nil || *o.HostConfig.PidsLimit != 64 {
+		t.Errorf("a spec's pids limit = %v, %v; want 64", o.HostConfig.PidsLimit, err)
 	}
 	for _, n := range []uint16{8080, 9090} {
 		port, _ := network.PortFrom(n, network.TCP)

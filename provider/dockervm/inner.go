@@ -327,6 +327,10 @@ func innerOptions(spec agentenv.SandboxSpec, labels map[string]string, slots map
 	if spec.Memory < 0 || spec.CPUs < 0 {
 		return client.ContainerCreateOptions{}, fmt.Errorf("negative limits: %w", agentenv.ErrInvalid)
 	}
+	pids := spec.Pids
+	if pids <= 0 {
+		pids = agentenv.DefaultPidsLimit
+	}
 	exposed := network.PortSet{}
 	bindings := network.PortMap{}
 	for _, n := range spec.Ports {
@@ -353,7 +357,7 @@ func innerOptions(spec agentenv.SandboxSpec, labels map[string]string, slots map
 			CapDrop:      []string{"ALL"},
 			CapAdd:       slices.Clone(spec.CapAdd),
 			PortBindings: bindings,
-			Resources:    container.Resources{Memory: spec.Memory, NanoCPUs: int64(spec.CPUs * 1e9)},
+			Resources:    container.Resources{Memory: spec.Memory, NanoCPUs: int64(spec.CPUs * 1e9), PidsLimit: &pids},
 		},
 		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 			stackNetwork: {Aliases: append([]string{spec.Name}, spec.Aliases...)},
