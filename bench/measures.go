@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
-	"github.com/agentenv/agentenv/internal/procinfo"
+	"github.com/agentenv/agentenv/lifecycle"
 )
 
 // Bounds of the child processes.
@@ -311,10 +311,8 @@ func (b *bencher) orphans(ctx context.Context) {
 		return
 	}
 	owner := ""
-	if host, err := os.Hostname(); err == nil {
-		if st, err := procinfo.Start(cmd.Process.Pid); err == nil {
-			owner = agentenv.Owner{Host: host, PID: cmd.Process.Pid, Start: st}.String()
-		}
+	if o, err := lifecycle.OwnerOf(cmd.Process.Pid); err == nil {
+		owner = o.String()
 	}
 	ready := make(chan bool, 1)
 	go func() {

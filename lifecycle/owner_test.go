@@ -101,3 +101,28 @@ func TestGCLeavesAnExpiredRecordOfALiveOwner(t *testing.T) {
 		t.Errorf("gc of an expired record whose owner lives = %+v, %v; want it kept", rep, err)
 	}
 }
+
+// A teardown is most often asked for by a caller that was just cancelled (the first Ctrl-C):
+// TeardownIDs with a cancelled context still tears down.
+func TestTeardownIDsAfterCancellation(t *testing.T) {
+	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	fk := fake.New("fake")
+	m, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: map[string]agentenv.Provider{"fake": fk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	rec, _, err := m.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if rc, err := m.TeardownIDs(ctx, rec.ID); err != nil || !rc.Clean() || len(fk.Live()) != 0 {
+		t.Errorf("TeardownIDs after cancellation = %+v, %v, left %v; want it torn down", rc, err, fk.Live())
+	}
+}

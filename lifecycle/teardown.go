@@ -36,11 +36,15 @@ func (m *Manager) Teardown(ctx context.Context, recs []agentenv.Record) (agenten
 	return rc, nil
 }
 
-// TeardownIDs tears down the records with the given ids; see Teardown.
+// TeardownIDs tears down the records with the given ids; see Teardown. Like the teardown, the
+// records are read on a cleanup context: a teardown is most often asked for by a caller that
+// was just cancelled.
 func (m *Manager) TeardownIDs(ctx context.Context, ids ...string) (agentenv.Receipt, error) {
+	cctx, cancel := cleanup.Context(ctx, m.cfg.CallTimeout)
+	defer cancel()
 	recs := make([]agentenv.Record, 0, len(ids))
 	for _, id := range ids {
-		r, err := m.cfg.Ledger.Get(ctx, id)
+		r, err := m.cfg.Ledger.Get(cctx, id)
 		if err != nil {
 			return agentenv.Receipt{}, fmt.Errorf("teardown %s: %w", id, err)
 		}

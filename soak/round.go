@@ -18,7 +18,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
-	"github.com/agentenv/agentenv/internal/procinfo"
+	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/task"
 )
 
@@ -57,12 +57,8 @@ func (s *soaker) start(source, logPath string, args ...string) (*child, error) {
 		_, _ = c.warns.wait()
 		return nil, fmt.Errorf("start %s: %w", s.cfg.Binary, err)
 	}
-	host, err := os.Hostname()
-	if err == nil {
-		var st int64
-		if st, err = procinfo.Start(c.cmd.Process.Pid); err == nil {
-			c.owner = agentenv.Owner{Host: host, PID: c.cmd.Process.Pid, Start: st}.String()
-		}
+	if o, err := lifecycle.OwnerOf(c.cmd.Process.Pid); err == nil {
+		c.owner = o.String()
 	}
 	go func() {
 		_ = c.cmd.Wait()
