@@ -73,6 +73,7 @@ var Keys = []Key{
 	{Name: "lifecycle.reclaim_wait", Default: "30s", Doc: "how long a cancelled create may still finish so it can be undone"},
 	{Name: "lifecycle.create_timeout", Default: "5m", Doc: "bound on one provider create"},
 	{Name: "lifecycle.terminate_timeout", Default: "60s", Doc: "bound on one provider terminate"},
+	{Name: "env.pass", Default: "", Doc: "variables env files' env:NAME references may read, a list (pass = [\"A\", \"B\"]) or A,B; --pass-env adds to it"},
 	{Name: "lifecycle.call_timeout", Default: "60s", Doc: "bound on one other provider call (health, listing, files, logs)"},
 	{Name: "lifecycle.exec_timeout", Default: "10m", Doc: "bound on one command run in a sandbox or a VM's stack"},
 	{Name: "images.runtime", Default: "agentenv:dev", Doc: "image of agentenv's own components (gateway, example servers, db-mcp)"},
@@ -202,6 +203,12 @@ func flatten(prefix string, tree map[string]any, out map[string]string) {
 		switch v := v.(type) {
 		case map[string]any:
 			flatten(name, v, out)
+		case []any: // a list, such as [env] pass = ["A", "B"], is kept as "A,B"
+			items := make([]string, len(v))
+			for i, x := range v {
+				items[i] = fmt.Sprint(x)
+			}
+			out[name] = strings.Join(items, ",")
 		default:
 			out[name] = fmt.Sprint(v)
 		}

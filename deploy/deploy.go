@@ -58,7 +58,10 @@ type Options struct {
 	Into     string        // VM mode: an existing VM record to deploy into (never torn down by us)
 	Budget   time.Duration // wall-clock bound on the whole deploy; DefaultBudget if 0
 	Own      bool          // records stay owned by this process (a run tears them down itself) instead of passing to the TTL
-	Progress func(Event)   // called as components are created, started and ready; may be nil
+	// PassEnv lists the variables of this process's environment that the env file's env:NAME
+	// references may read; every other reference is refused before anything is created.
+	PassEnv  []string
+	Progress func(Event) // called as components are created, started and ready; may be nil
 	// BridgeBinary is the static agentenv binary copied into stdio servers to run the bridge;
 	// this executable if empty.
 	BridgeBinary string

@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -281,4 +282,31 @@ func TestDeployThroughAFaultWrapper(t *testing.T) {
 	if plan.Calls(agentenv.OpRunInVM) == 0 {
 		t.Errorf("the stack's containers did not go through the plan")
 	}
+}
+
+// An env file's env:NAME references read only what the deploy was told to pass: env:HOME
+// without --pass-env HOME is refused, naming the field, before anything is created.
+func TestEnvReferencesNeedTheAllowList(t *testing.T) {
+	r := newRig(t)
+	path := filepath.Join(t.TempDir(), "env.yaml")
+	if err := os.WriteFile(path, []byte("name: leaky\nservers:\n  - name: kv\n    image: agentenv:dev\n    command: [/agentenv, serve, kv]\n    port: 8080\n    env:\n      STOLEN: env:HOME\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.d.Deploy(t.Context(), env, Options{Provider: "fake", Mode: ModeContainer})
+	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "servers[0].env.STOLEN: env:HOME is not passed") {
+		t.Fatalf("Deploy with env:HOME not passed = %v, want ErrInvalid naming servers[0].env.STOLEN", err)
+	}
+	if recs, _ := r.led.List(t.Context(), agentenv.Filter{}); len(recs) != 0 || len(r.fake.Live()) != 0 {
+		t.Errorf("%d records, %v live after a refused deploy; want nothing", len(recs), r.fake.Live())
+	}
+	res, err := r.d.Deploy(t.Context(), env, Options{Provider: "fake", Mode: ModeContainer, PassEnv: []string{"HOME"}})
+	if err != nil {
+		t.Fatalf("Deploy with --pass-env HOME = %v", err)
+	}
+	r.d.Teardown(t.Context(), res.Doc.ID)
+	r.assertNothingLeft(t)
 }

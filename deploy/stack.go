@@ -66,7 +66,7 @@ func (st *stack) components(ctx context.Context) ([]spec.Component, error) {
 		return nil, err
 	}
 	st.db = db
-	comps, err := st.env.Components(spec.TopologyOptions{DB: &st.db})
+	comps, err := st.env.Components(spec.TopologyOptions{DB: &st.db, Pass: st.pass()})
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +114,10 @@ func (st *stack) upContainers(ctx context.Context) error {
 	})
 }
 
+// pass returns the deploy's allow-list of env:NAME references, never nil: a deploy resolves
+// only what its user passed.
+func (st *stack) pass() []string { return append([]string{}, st.opts.PassEnv...) }
+
 // rewire points c at the private hosts of the components created before it, on a network that
 // does not resolve aliases (the sandboxes report a PrivateHost): c's env and command are
 // rendered anew with those hosts in place of the names. Components start after what they
@@ -126,7 +130,8 @@ func (st *stack) rewire(c spec.Component, sp *agentenv.SandboxSpec) error {
 		return nil
 	}
 	comps, err := st.env.Components(spec.TopologyOptions{
-		DB: &st.db,
+		DB:   &st.db,
+		Pass: st.pass(),
 		Host: func(name string) string {
 			if h, ok := private[name]; ok {
 				return h

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,11 @@ type TopologyOptions struct {
 	DB *DBPasswords
 	// LookupEnv resolves env:NAME references. Nil means os.LookupEnv.
 	LookupEnv func(name string) (string, bool)
+	// Pass, when not nil, is the allow-list of the variables env:NAME references may read from
+	// the deployer's environment: an env file is data, and must not lift HOME or a cloud key
+	// out of the deployer's shell unless its user says so. Nil allows every name (a rendered
+	// compose file, which resolves nothing itself).
+	Pass []string
 	// TokenFile, if set, is passed to the gateway as --token-file. Otherwise the deployer gives
 	// the gateway its token in AGENTENV_GATEWAY_TOKEN.
 	TokenFile string
@@ -140,7 +146,9 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 		for _, k := range sortedKeys(s.Env) {
 			v := s.Env[k]
 			if ref, ok := EnvRef(v); ok {
-				if v, ok = lookup(ref); !ok {
+				if opts.Pass != nil && !slices.Contains(opts.Pass, ref) {
+					c.errorf(p+".env."+k, "env:%s is not passed to deployments: allow it with --pass-env %s, or list it in [env] pass of the config", ref, ref)
+				} else if v, ok = lookup(ref); !ok {
 					c.errorf(p+".env."+k, "%s is not set in the deployer's environment", ref)
 				}
 			}

@@ -176,6 +176,18 @@ func withFaults(providers map[string]agentenv.Provider, spec string) (map[string
 	return providers, nil
 }
 
+// passEnv returns the variables env files' env:NAME references may read: those of env.pass
+// (a list, or a comma list) and of the command's --pass-env flags.
+func (a *app) passEnv(flags []string) []string {
+	var out []string
+	for _, n := range strings.Split(a.cfg.Raw("env.pass"), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return append(out, flags...)
+}
+
 // providerFlag returns the provider chain a command should use: the flag, else the config.
 func (a *app) providerFlag(flag string) string {
 	if strings.TrimSpace(flag) != "" {

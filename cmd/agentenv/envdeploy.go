@@ -18,6 +18,7 @@ func newEnvDeployCmd(a *app) *cobra.Command {
 		provider, mode, name, into string
 		ttl, budget                time.Duration
 		json                       bool
+		passEnv                    []string
 	}
 	cmd := &cobra.Command{
 		Use:   "deploy FILE [--provider P|A,B] [--mode vm|container] [--ttl D] [--name ID]",
@@ -52,7 +53,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			d := deploy.New(mgr, a.log)
 			res, err := d.Deploy(ctx, env, deploy.Options{
 				Provider: a.providerFlag(f.provider), Mode: f.mode, TTL: f.ttl, Name: f.name,
-				Into: f.into, Budget: f.budget, Progress: progress,
+				Into: f.into, Budget: f.budget, Progress: progress, PassEnv: a.passEnv(f.passEnv),
 			})
 			if err != nil {
 				return err
@@ -82,6 +83,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "let the env file's env:NAME references read NAME from this environment (repeatable; adds to env.pass)")
 	fl.StringVar(&f.provider, "provider", "", "provider or comma chain (default: provider.default)")
 	fl.StringVar(&f.mode, "mode", "", "container or vm (default: container where the provider supports it)")
 	fl.DurationVar(&f.ttl, "ttl", 0, "lifetime after which gc removes it (default: lifecycle.ttl, 3h)")

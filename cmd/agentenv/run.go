@@ -21,6 +21,7 @@ func newRunCmd(a *app) *cobra.Command {
 		k, concurrency  int
 		seeds, provider string
 		keep, json      bool
+		passEnv         []string
 	}
 	cmd := &cobra.Command{
 		Use:   "run TASK_OR_FOLDER|hello [--k N] [--concurrency C] [--seeds FILE] [--provider P] [--keep]",
@@ -48,7 +49,7 @@ when interrupted (what was made is torn down first).`,
 			if err != nil {
 				return err
 			}
-			r, err := a.taskRunner(mgr, sd, f.provider, func(e task.Event) {
+			r, err := a.taskRunner(mgr, sd, f.provider, f.passEnv, func(e task.Event) {
 				if !f.json {
 					fmt.Fprintln(a.stderr, e)
 				}
@@ -88,6 +89,7 @@ when interrupted (what was made is torn down first).`,
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "let env files' env:NAME references read NAME from this environment (repeatable; adds to env.pass)")
 	fl.IntVar(&f.k, "k", 1, "episodes per task instance")
 	fl.IntVar(&f.concurrency, "concurrency", 1, "episodes at once")
 	fl.StringVar(&f.seeds, "seeds", "", "CSV file whose rows fill the task's <placeholders>")
@@ -123,6 +125,7 @@ type taskDeployer struct {
 	d        *deploy.Deployer
 	provider string
 	ttl      time.Duration
+	passEnv  []string // env:NAME references env files may resolve
 }
 
 func (t taskDeployer) Deploy(ctx context.Context, envFile string, o task.DeployOptions) (task.DeployedEnv, error) {
@@ -136,7 +139,7 @@ func (t taskDeployer) Deploy(ctx context.Context, envFile string, o task.DeployO
 	if o.TTL == 0 {
 		o.TTL = t.ttl
 	}
-	res, err := t.d.Deploy(ctx, env, deploy.Options{Provider: o.Provider, Run: o.Run, TTL: o.TTL, Own: true})
+	res, err := t.d.Deploy(ctx, env, deploy.Options{Provider: o.Provider, Run: o.Run, TTL: o.TTL, Own: true, PassEnv: t.passEnv})
 	if err != nil {
 		return task.DeployedEnv{}, err
 	}
@@ -242,13 +245,13 @@ func loadTask(name string) (*task.Task, error) {
 // taskRunner returns the runner that 'agentenv run' (and the explorer's start button) runs
 // tasks with: deploys through mgr on provider (the configured default if empty), records in
 // workdir, progress to progress.
-func (a *app) taskRunner(mgr *lifecycle.Manager, workdir, provider string, progress func(task.Event)) (*task.Runner, error) {
+func (a *app) taskRunner(mgr *lifecycle.Manager, workdir, provider string, passEnv []string, progress func(task.Event)) (*task.Runner, error) {
 	ttl, err := a.cfg.Duration("lifecycle.ttl")
 	if err != nil {
 		return nil, err
 	}
 	return &task.Runner{
 		Manager: mgr, Logger: a.log, Workdir: workdir, Model: a.cfg, Progress: progress,
-		Deployer: taskDeployer{d: deploy.New(mgr, a.log), provider: a.providerFlag(provider), ttl: ttl},
+		Deployer: taskDeployer{d: deploy.New(mgr, a.log), provider: a.providerFlag(provider), ttl: ttl, passEnv: a.passEnv(passEnv)},
 	}, nil
 }

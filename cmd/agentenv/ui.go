@@ -124,7 +124,7 @@ func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress fun
 	if err != nil {
 		return err
 	}
-	r, err := u.a.taskRunner(u.mgr, u.workdir, req.Provider, progress)
+	r, err := u.a.taskRunner(u.mgr, u.workdir, req.Provider, nil, progress)
 	if err != nil {
 		return err
 	}
