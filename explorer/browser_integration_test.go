@@ -517,7 +517,16 @@ func TestBrowser(t *testing.T) {
 			chromedp.SetValue(chromedp.CSS(`select[name=outcome]`), "cancelled"),
 			chromedp.Click(chromedp.CSS(`form.filters button`)),
 			chromedp.WaitVisible(chromedp.CSS("#runs")))
-		text := b.waitText("filtered episodes", "#runs", "cancelled", 10*time.Second)
+		// The click navigates: until the filtered page has replaced the old one, #runs is the
+		// unfiltered table. Wait (bounded) for a table of cancelled episodes only.
+		var text string
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			text = b.waitText("filtered episodes", "#runs", "cancelled", 10*time.Second)
+			if !strings.Contains(text, "passed") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 		if strings.Contains(text, "passed") {
 			t.Errorf("the cancelled filter shows passed episodes:\n%s", text)
 		}
