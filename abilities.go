@@ -137,14 +137,6 @@ func Intercept(p Provider, f Interceptor) Provider {
 	return w
 }
 
-// Unwrap returns the provider an Intercept result wraps, or p itself.
-func Unwrap(p Provider) Provider {
-	if w, ok := p.(*intercepted); ok {
-		return w.p
-	}
-	return p
-}
-
 type intercepted struct {
 	p         Provider
 	f         Interceptor
