@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/agent"
 	"github.com/agentenv/agentenv/gateway"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/task"
@@ -202,10 +203,10 @@ func (x *Explorer) runView(r *http.Request) (any, error) {
 	return v, nil
 }
 
-// TrajectoryLine is one line of an agent's trajectory file (task.TrajectoryLine), with its
+// TrajectoryLine is one line of an agent's trajectory file (agent.Line), with its
 // time since the first line.
 type TrajectoryLine struct {
-	task.TrajectoryLine
+	agent.Line
 	At float64 `json:"at_s"` // seconds since the first line
 }
 
@@ -323,7 +324,7 @@ func (x *Explorer) trajectoryView(r *http.Request) (any, error) {
 		}
 		var l TrajectoryLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			l = TrajectoryLine{TrajectoryLine: task.TrajectoryLine{Kind: "unreadable", Text: sc.Text()}}
+			l = TrajectoryLine{Line: agent.Line{Kind: "unreadable", Text: sc.Text()}}
 		}
 		if len(v.Lines) > 0 && !l.Time.IsZero() {
 			l.At = l.Time.Sub(v.Lines[0].Time).Seconds()

@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentenv/agentenv/agent"
 	"github.com/agentenv/agentenv/internal/suggest"
 )
 
@@ -77,24 +75,24 @@ func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	tr, err := newTrajectory(filepath.Join(dir, sc.s.ID+".trajectory.ndjson"))
+	tr, err := agent.Create(filepath.Join(dir, sc.s.ID+".trajectory.ndjson"))
 	if err != nil {
 		return Result{}, err
 	}
-	defer tr.close()
-	res := Result{Outputs: map[string]string{"trajectory": tr.path}}
-	tr.write(TrajectoryLine{Kind: "prompt", Text: s.Prompt, Agent: s.Agent})
+	defer tr.Close()
+	res := Result{Outputs: map[string]string{"trajectory": tr.Path()}}
+	tr.Write(agent.Line{Kind: "prompt", Text: s.Prompt, Agent: s.Agent})
 
 	out, err := s.act(ctx, sc, env, tr)
 	res.Outputs["turns"] = strconv.Itoa(out.turns)
 	res.Outputs["tool_calls"] = strconv.Itoa(out.calls)
 	if err != nil {
-		tr.write(TrajectoryLine{Kind: "error", Error: err.Error()})
+		tr.Write(agent.Line{Kind: "error", Error: err.Error()})
 		return res, err
 	}
 	res.Outputs["response"] = out.response
-	tr.write(TrajectoryLine{Kind: "response", Text: out.response})
-	return res, tr.err()
+	tr.Write(agent.Line{Kind: "response", Text: out.response})
+	return res, tr.Err()
 }
 
 // agentRun is what an agent did.
@@ -103,7 +101,7 @@ type agentRun struct {
 	turns, calls int
 }
 
-func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *trajectory) (agentRun, error) {
+func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *agent.Trajectory) (agentRun, error) {
 	cs, err := sc.connect(ctx, env)
 	if err != nil {
 		return agentRun{}, err
@@ -114,13 +112,13 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *t
 	}
 	var out agentRun
 	for i, c := range s.Calls {
-		tr.write(TrajectoryLine{Kind: "tool_call", Turn: i + 1, Tool: c.Tool, Arguments: json.RawMessage(marshal(c.Arguments))})
+		tr.Write(agent.Line{Kind: "tool_call", Turn: i + 1, Tool: c.Tool, Arguments: json.RawMessage(marshal(c.Arguments))})
 		tc, err := callOne(ctx, cs, c.Tool, c.Arguments)
 		out.calls++
 		if err != nil {
 			return out, fmt.Errorf("scripted call %d: %w", i+1, err)
 		}
-		tr.writeResult(i+1, c.Tool, "", tc)
+		writeResult(tr, i+1, c.Tool, "", tc)
 		out.response = tc.Text
 	}
 	if s.Response != "" {
@@ -129,77 +127,13 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *t
 	return out, nil
 }
 
-// trajectory is an NDJSON file of what an agent did: one line per model turn, tool call and
-// tool result.
-type trajectory struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
-	enc  *json.Encoder
-	seq  int
-	werr error
-}
-
-// TrajectoryLine is one line of an agent's trajectory file (JSON Lines, in the run's folder):
-// a prompt, a model turn, a tool call or its result, the response, or an error.
-type TrajectoryLine struct {
-	Seq       int             `json:"seq"`
-	Time      time.Time       `json:"time"`
-	Kind      string          `json:"kind"` // prompt, model, tool_call, tool_result, response, error
-	Agent     string          `json:"agent,omitempty"`
-	Turn      int             `json:"turn,omitempty"`
-	Model     string          `json:"model,omitempty"`
-	Tool      string          `json:"tool,omitempty"`
-	CallID    string          `json:"call_id,omitempty"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	Text      string          `json:"text,omitempty"`
-	JSON      json.RawMessage `json:"json,omitempty"`
-	IsError   bool            `json:"is_error,omitempty"`
-	ToolCalls int             `json:"tool_calls,omitempty"`
-	Error     string          `json:"error,omitempty"`
-}
-
-func newTrajectory(path string) (*trajectory, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("trajectory: %w", err)
-	}
-	return &trajectory{path: path, f: f, enc: json.NewEncoder(f)}, nil
-}
-
-func (t *trajectory) write(l TrajectoryLine) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.seq++
-	l.Seq, l.Time = t.seq, time.Now().UTC()
-	if len(l.Arguments) > 0 && !json.Valid(l.Arguments) {
-		l.Arguments = json.RawMessage(marshal(string(l.Arguments)))
-	}
-	if err := t.enc.Encode(l); err != nil && t.werr == nil {
-		t.werr = fmt.Errorf("trajectory: %w", err)
-	}
-}
-
-func (t *trajectory) writeResult(turn int, tool, callID string, tc toolCall) {
-	l := TrajectoryLine{Kind: "tool_result", Turn: turn, Tool: tool, CallID: callID, Text: tc.Text, IsError: tc.IsError}
+// writeResult records a tool call's result.
+func writeResult(tr *agent.Trajectory, turn int, tool, callID string, tc toolCall) {
+	l := agent.Line{Kind: agent.KindToolResult, Turn: turn, Tool: tool, CallID: callID, Text: tc.Text, IsError: tc.IsError}
 	if tc.JSON != "" {
 		l.JSON = json.RawMessage(tc.JSON)
 	}
-	t.write(l)
-}
-
-func (t *trajectory) err() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.werr
-}
-
-func (t *trajectory) close() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := t.f.Close(); err != nil && t.werr == nil {
-		t.werr = fmt.Errorf("trajectory: %w", err)
-	}
+	tr.Write(l)
 }
 
 // toolsOf lists the tools the gateway offers, following pagination.

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentenv/agentenv/agent"
 )
 
 // The wire types of an OpenAI-compatible chat completions endpoint: only what the agent uses.
@@ -60,7 +62,7 @@ var badFuncChar = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 // openai runs the built-in agent: it offers the gateway's tools as functions and loops over
 // the model's tool calls until the model answers without one or the turn budget runs out (the
 // step's timeout bounds the time).
-func (s *promptAgent) openai(ctx context.Context, sc *scope, cs *mcp.ClientSession, tr *trajectory) (agentRun, error) {
+func (s *promptAgent) openai(ctx context.Context, sc *scope, cs *mcp.ClientSession, tr *agent.Trajectory) (agentRun, error) {
 	var out agentRun
 	src := sc.e.r.Model
 	if src == nil {
@@ -126,7 +128,7 @@ func (s *promptAgent) openai(ctx context.Context, sc *scope, cs *mcp.ClientSessi
 		if err != nil {
 			return out, err
 		}
-		tr.write(TrajectoryLine{Kind: "model", Turn: out.turns, Model: model, Text: reply.Content, ToolCalls: len(reply.ToolCalls)})
+		tr.Write(agent.Line{Kind: "model", Turn: out.turns, Model: model, Text: reply.Content, ToolCalls: len(reply.ToolCalls)})
 		reply.Role = "assistant"
 		msgs = append(msgs, reply)
 		if len(reply.ToolCalls) == 0 {
@@ -139,7 +141,7 @@ func (s *promptAgent) openai(ctx context.Context, sc *scope, cs *mcp.ClientSessi
 			if !ok {
 				tool = call.Function.Name
 			}
-			tr.write(TrajectoryLine{Kind: "tool_call", Turn: out.turns, Tool: tool, CallID: call.ID, Arguments: json.RawMessage(call.Function.Arguments)})
+			tr.Write(agent.Line{Kind: "tool_call", Turn: out.turns, Tool: tool, CallID: call.ID, Arguments: json.RawMessage(call.Function.Arguments)})
 			content := s.callForModel(ctx, cs, tr, out.turns, tool, call)
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: call.ID, Content: content})
 		}
@@ -148,12 +150,12 @@ func (s *promptAgent) openai(ctx context.Context, sc *scope, cs *mcp.ClientSessi
 
 // callForModel makes one tool call the model asked for and returns what the model is told:
 // the result's text (or structured content), or what went wrong.
-func (s *promptAgent) callForModel(ctx context.Context, cs *mcp.ClientSession, tr *trajectory, turn int, tool string, call chatToolCall) string {
+func (s *promptAgent) callForModel(ctx context.Context, cs *mcp.ClientSession, tr *agent.Trajectory, turn int, tool string, call chatToolCall) string {
 	var args map[string]any
 	if a := strings.TrimSpace(call.Function.Arguments); a != "" {
 		if err := json.Unmarshal([]byte(a), &args); err != nil {
 			msg := "error: arguments are not a JSON object: " + err.Error()
-			tr.writeResult(turn, tool, call.ID, toolCall{Text: msg, IsError: true})
+			writeResult(tr, turn, tool, call.ID, toolCall{Text: msg, IsError: true})
 			return msg
 		}
 	}
@@ -161,7 +163,7 @@ func (s *promptAgent) callForModel(ctx context.Context, cs *mcp.ClientSession, t
 	if err != nil {
 		tc = toolCall{Text: "error: " + err.Error(), IsError: true}
 	}
-	tr.writeResult(turn, tool, call.ID, tc)
+	writeResult(tr, turn, tool, call.ID, tc)
 	if tc.Text == "" && tc.JSON != "" {
 		return tc.JSON
 	}
