@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"gopkg.in/yaml.v3"
 
 	"github.com/agentenv/agentenv/agent"
 	"github.com/agentenv/agentenv/internal/suggest"
@@ -18,6 +19,8 @@ import (
 const (
 	AgentScripted = "scripted" // replays a list of tool calls; for deterministic runs and soak tests
 	AgentOpenAI   = "openai"   // a tool-calling loop against an OpenAI-compatible chat endpoint
+	AgentA2A      = "a2a"      // an A2A agent, running or started by deploy_agent (agent_a2a.go)
+	AgentHarness  = "harness"  // a command-line agent in a sandbox (agent_harness.go)
 )
 
 // DefaultMaxTurns is the turn budget of the openai agent when the step sets none.
@@ -27,13 +30,65 @@ const DefaultMaxTurns = 20
 // trajectory.
 type promptAgent struct {
 	Env      string         `yaml:"env" task:"required"`   // the deploy_env step
-	Agent    string         `yaml:"agent" task:"required"` // scripted or openai
+	Agent    agentSpec      `yaml:"agent" task:"required"` // which agent: see agentSpec
+	Role     string         `yaml:"role"`                  // the gateway role the agent acts as; the default role if empty
 	Prompt   string         `yaml:"prompt"`
 	System   string         `yaml:"system"`    // openai: the system message
 	Model    string         `yaml:"model"`     // openai: overrides model.name
 	MaxTurns int            `yaml:"max_turns"` // openai: model turns allowed; DefaultMaxTurns if 0
 	Calls    []scriptedCall `yaml:"calls"`     // scripted: the tool calls to replay
 	Response string         `yaml:"response"`  // scripted: the final answer; the last call's text if empty
+}
+
+// agentSpec names a prompt_agent step's agent. In a task file it is either a built-in kind by
+// name (`agent: scripted`, `agent: openai`) or a mapping with exactly one of:
+//
+//	agent: {a2a: http://host:port}     # an A2A agent already running
+//	agent: {deployed: STEP_ID}         # the A2A agent a deploy_agent step started
+//	agent: {harness: {image: ..., ...}} # a command-line agent run in a sandbox next to the env
+type agentSpec struct {
+	Kind     string       `yaml:"-"`        // a built-in kind, when given as a name
+	A2A      string       `yaml:"a2a"`      // the URL of a running A2A agent
+	Deployed string       `yaml:"deployed"` // the id of a deploy_agent step
+	Harness  *harnessSpec `yaml:"harness"`  // a harness agent
+}
+
+// scalarField implements scalarForm: a bare name fills Kind.
+func (agentSpec) scalarField() string { return "Kind" }
+
+// UnmarshalYAML takes a name or a mapping.
+func (a *agentSpec) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*a = agentSpec{Kind: n.Value}
+		return nil
+	}
+	type plain agentSpec
+	return n.Decode((*plain)(a))
+}
+
+// name is how the agent is named in trajectories and errors.
+func (a agentSpec) name() string {
+	switch {
+	case a.A2A != "" || a.Deployed != "":
+		return AgentA2A
+	case a.Harness != nil:
+		return AgentHarness
+	}
+	return a.Kind
+}
+
+// check says whether exactly one agent is named.
+func (a agentSpec) check() error {
+	n := 0
+	for _, set := range []bool{a.Kind != "", a.A2A != "", a.Deployed != "", a.Harness != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return errors.New("agent: name one agent: scripted, openai, or a mapping with one of a2a, deployed, harness")
+	}
+	return nil
 }
 
 // scriptedCall is one tool call of a scripted agent.
@@ -43,7 +98,22 @@ type scriptedCall struct {
 }
 
 func (s *promptAgent) Check() error {
-	switch s.Agent {
+	if err := s.Agent.check(); err != nil {
+		return err
+	}
+	if s.Agent.Kind != AgentScripted && (len(s.Calls) > 0 || s.Response != "") {
+		return errors.New("calls and response are for the scripted agent")
+	}
+	if s.MaxTurns < 0 {
+		return errors.New("max_turns: want a positive number")
+	}
+	switch {
+	case s.Agent.A2A != "" || s.Agent.Deployed != "":
+		return s.checkA2A()
+	case s.Agent.Harness != nil:
+		return s.checkHarness()
+	}
+	switch s.Agent.Kind {
 	case AgentScripted:
 		if len(s.Calls) == 0 {
 			return errors.New("calls: a scripted agent needs at least one call")
@@ -52,19 +122,19 @@ func (s *promptAgent) Check() error {
 		if s.Prompt == "" {
 			return errors.New("prompt: the openai agent needs a prompt")
 		}
-		if len(s.Calls) > 0 || s.Response != "" {
-			return errors.New("calls and response are for the scripted agent")
-		}
-		if s.MaxTurns < 0 {
-			return errors.New("max_turns: want a positive number")
-		}
 	default:
-		return fmt.Errorf("agent: want scripted or openai, got %q%s", s.Agent, suggest.DidYouMean(s.Agent, []string{AgentScripted, AgentOpenAI}))
+		return fmt.Errorf("agent: want scripted or openai, got %q%s", s.Agent.Kind, suggest.DidYouMean(s.Agent.Kind, []string{AgentScripted, AgentOpenAI}))
 	}
 	return nil
 }
 
-func (s *promptAgent) Refs() []Ref { return []Ref{{"env", s.Env, envTypes}} }
+func (s *promptAgent) Refs() []Ref {
+	refs := []Ref{{"env", s.Env, envTypes}}
+	if s.Agent.Deployed != "" {
+		refs = append(refs, Ref{"agent.deployed", s.Agent.Deployed, []string{TypeDeployAgent}})
+	}
+	return refs
+}
 
 func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	env, err := sc.env(s.Env)
@@ -81,7 +151,7 @@ func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	defer tr.Close()
 	res := Result{Outputs: map[string]string{"trajectory": tr.Path()}}
-	tr.Write(agent.Line{Kind: "prompt", Text: s.Prompt, Agent: s.Agent})
+	tr.Write(agent.Line{Kind: agent.KindPrompt, Text: s.Prompt, Agent: s.Agent.name()})
 
 	out, err := s.act(ctx, sc, env, tr)
 	res.Outputs["turns"] = strconv.Itoa(out.turns)
@@ -102,12 +172,27 @@ type agentRun struct {
 }
 
 func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *agent.Trajectory) (agentRun, error) {
+	var ag agent.Agent
+	var err error
+	switch {
+	case s.Agent.A2A != "" || s.Agent.Deployed != "":
+		ag, err = s.a2aAgent(sc)
+	case s.Agent.Harness != nil:
+		ag, err = s.harnessAgent(sc)
+	}
+	if err != nil {
+		return agentRun{}, err
+	}
+	if ag != nil {
+		ans, err := ag.Prompt(ctx, s.prompt(env), tr)
+		return agentRun{response: ans.Text, turns: ans.Turns, calls: ans.ToolCalls}, err
+	}
 	cs, err := sc.connect(ctx, env)
 	if err != nil {
 		return agentRun{}, err
 	}
 	defer cs.Close()
-	if s.Agent == AgentOpenAI {
+	if s.Agent.Kind == AgentOpenAI {
 		return s.openai(ctx, sc, cs, tr)
 	}
 	var out agentRun
@@ -125,6 +210,21 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *a
 		out.response = s.Response
 	}
 	return out, nil
+}
+
+// prompt is what the step asks of an agent, with the gateway as the step's role reaches it.
+func (s *promptAgent) prompt(env DeployedEnv) agent.Prompt {
+	return agent.Prompt{
+		Text:         s.Prompt,
+		SystemPrompt: s.System,
+		Model:        s.Model,
+		MaxTurns:     s.MaxTurns,
+		Gateway: agent.Gateway{
+			Name:    env.ID,
+			URL:     env.GatewayURL,
+			Headers: map[string]string{"Authorization": "Bearer " + env.Token},
+		},
+	}
 }
 
 // writeResult records a tool call's result.

@@ -16,6 +16,11 @@ type decoder struct{ *yamlfile.Decoder }
 
 func newDecoder(file string) *decoder { return &decoder{yamlfile.NewDecoder(file)} }
 
+// scalarForm is a struct type a task file may also give as a bare name (agentSpec).
+type scalarForm interface{ scalarField() string }
+
+var scalarFormType = reflect.TypeFor[scalarForm]()
+
 // fieldInfo is one field of a step's configuration struct, from its tags.
 type fieldInfo struct {
 	name     string
@@ -57,6 +62,9 @@ func (d *decoder) check(n *yaml.Node, t reflect.Type, path string, extra []strin
 	}
 	switch t.Kind() {
 	case reflect.Struct:
+		if n.Kind == yaml.ScalarNode && t.Implements(scalarFormType) {
+			return // a name in place of the mapping; the type's UnmarshalYAML reads it
+		}
 		fs := structFields(t)
 		known := append(fieldNames(fs), extra...)
 		pairs, ok := d.Pairs(n, path, "field")

@@ -105,6 +105,9 @@ func typeSchema(t reflect.Type) map[string]any {
 		if len(req) > 0 {
 			s["required"] = req
 		}
+		if t.Implements(scalarFormType) {
+			return map[string]any{"oneOf": []any{map[string]any{"type": "string"}, s}}
+		}
 		return s
 	}
 	return map[string]any{} // any value
