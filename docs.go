@@ -14,7 +14,7 @@ type Deployment struct {
 	Winner     string            `json:"winner"`          // the chain member that made it
 	Mode       string            `json:"mode"`            // vm or container
 	VM         string            `json:"vm,omitempty"`    // deploy --into: the caller's VM record, never torn down by the deployment
-	InVM       []string          `json:"in_vm,omitempty"` // deploy --into: the components it starts in that VM, removed by its teardown
+	InVM       []string          `json:"in_vm,omitempty"` // VM mode: the components it starts in its VM (or, with --into, the caller's, removed by its teardown)
 	State      DeploymentState   `json:"state"`
 	Run        string            `json:"run,omitempty"`
 	Owner      Owner             `json:"owner,omitzero"` // the deploying process; zero once live
