@@ -7,12 +7,14 @@ import "time"
 // gateway token in clear.
 type Deployment struct {
 	ID         string            `json:"id"`
-	Env        string            `json:"env"`        // env name
-	EnvFile    string            `json:"env_file"`   // path it was deployed from
-	EnvDigest  string            `json:"env_digest"` // sha256 of the env file
-	Provider   string            `json:"provider"`   // as asked (may be a chain)
-	Winner     string            `json:"winner"`     // the chain member that made it
-	Mode       string            `json:"mode"`       // vm or container
+	Env        string            `json:"env"`             // env name
+	EnvFile    string            `json:"env_file"`        // path it was deployed from
+	EnvDigest  string            `json:"env_digest"`      // sha256 of the env file
+	Provider   string            `json:"provider"`        // as asked (may be a chain)
+	Winner     string            `json:"winner"`          // the chain member that made it
+	Mode       string            `json:"mode"`            // vm or container
+	VM         string            `json:"vm,omitempty"`    // deploy --into: the caller's VM record, never torn down by the deployment
+	InVM       []string          `json:"in_vm,omitempty"` // VM mode: the components it starts in its VM (or, with --into, the caller's, removed by its teardown)
 	State      DeploymentState   `json:"state"`
 	Run        string            `json:"run,omitempty"`
 	Owner      Owner             `json:"owner,omitzero"` // the deploying process; zero once live

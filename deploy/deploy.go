@@ -123,6 +123,7 @@ func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Re
 	doc := agentenv.Deployment{
 		ID: id, Env: env.Name, EnvFile: env.File, EnvDigest: env.Digest(), Provider: opts.Provider,
 		State: agentenv.DeploymentDeploying, Run: opts.Run, Owner: d.mgr.Owner(), Created: now, Expires: now.Add(opts.TTL).Truncate(time.Second), Updated: now,
+		VM: opts.Into,
 	}
 	if err := d.mgr.Ledger().Deployments().Put(ctx, doc); err != nil {
 		return nil, fmt.Errorf("deploy %s: record deployment: %w", env.Name, err)
@@ -218,9 +219,21 @@ func (d *Deployer) Teardown(ctx context.Context, id string) (agentenv.Receipt, e
 			up = append(up, r)
 		}
 	}
+	// A deployment into a caller's VM removes the components it started there, and only them.
+	var vmErrs []error
+	if doc.VM != "" && doc.State != agentenv.DeploymentTornDown {
+		for _, name := range doc.InVM {
+			if err := d.mgr.RemoveFromVM(ctx, doc.VM, name); err != nil && !errors.Is(err, agentenv.ErrNotFound) && !errors.Is(err, agentenv.ErrGone) {
+				vmErrs = append(vmErrs, fmt.Errorf("remove %s from vm %s: %w", name, doc.VM, err))
+			}
+		}
+	}
 	rc, terr := d.mgr.Teardown(ctx, up)
+	if len(vmErrs) > 0 {
+		terr = errors.Join(append(vmErrs, terr)...)
+	}
 	doc.Receipt = &rc
-	if rc.Clean() {
+	if rc.Clean() && len(vmErrs) == 0 {
 		doc.State = agentenv.DeploymentTornDown
 	}
 	doc.Updated = time.Now().UTC()

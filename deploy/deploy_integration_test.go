@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -405,6 +406,48 @@ func TestFailedDeployLeavesCallersVMAndEarlierDeploymentAlone(t *testing.T) {
 		t.Errorf("reattach the earlier deployment: %v", err)
 	}
 	assertReceiptClean(t, teardown(t, r, first), false)
+	if _, err := r.mgr.TeardownIDs(t.Context(), vm.ID); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestDeployIntoAVMRefusesANameInUse: a live deployment into a caller's VM holds its
+// components' names there; a second deploy of the same env into that VM is refused naming the
+// component and the holder, and the first still serves; the first's teardown removes exactly
+// its containers and leaves the VM.
+func TestDeployIntoAVMRefusesANameInUse(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	vmRun := fmt.Sprintf("run-t%x", rand.Uint32())
+	dockertest.CheckNoLeftovers(t, r.dc, map[string]string{agentenv.LabelRun: vmRun})
+	vm, _, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "docker", Kind: agentenv.KindVM, Run: vmRun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.mgr.TeardownIDs(context.Background(), vm.ID) //nolint:errcheck // checked below
+	first := r.name()
+	res, err := r.d.Deploy(t.Context(), r.kvEnv(""), deploy.Options{Provider: "docker", Mode: deploy.ModeVM, Into: vm.ID, Name: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := dockertest.Leftovers(t.Context(), r.dc, map[string]string{agentenv.LabelRecord: vm.ID})
+	second := r.name()
+	_, err = r.d.Deploy(t.Context(), r.kvEnv(""), deploy.Options{Provider: "docker", Mode: deploy.ModeVM, Into: vm.ID, Name: second, Budget: 10 * time.Second})
+	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), first) {
+		t.Fatalf("second deploy into the vm = %v, want ErrInvalid naming %s", err, first)
+	}
+	if after, _ := dockertest.Leftovers(t.Context(), r.dc, map[string]string{agentenv.LabelRecord: vm.ID}); !slices.Equal(after, before) {
+		t.Errorf("in the vm after the refused deploy: %v, want %v as before", after, before)
+	}
+	envtest.Call(t, envtest.Connect(t, res.GatewayURL, res.Token), "set", map[string]any{"key": "still", "value": "here"})
+	assertReceiptClean(t, teardown(t, r, first), false)
+	left, _ := dockertest.Leftovers(t.Context(), r.dc, map[string]string{agentenv.LabelRecord: vm.ID})
+	if len(left) != 1 || !strings.HasPrefix(left[0], "network") {
+		t.Errorf("in the caller's VM after teardown: %v, want only its network", left)
+	}
+	if _, err := r.docker.Get(t.Context(), vm.SandboxID); err != nil {
+		t.Errorf("the caller's VM: %v, want it left alone", err)
+	}
 	if _, err := r.mgr.TeardownIDs(t.Context(), vm.ID); err != nil {
 		t.Error(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -210,6 +211,42 @@ func TestDeployIntoACallersVMUndoesOnlyItsPart(t *testing.T) {
 	}
 	if left := r.fake.InVM(vsb.ID); len(left) != 0 {
 		t.Errorf("the caller's VM still runs %v of the failed deploy", left)
+	}
+	if _, err := r.mgr.Get(t.Context(), vm.ID); err != nil {
+		t.Errorf("the caller's VM: %v, want it running", err)
+	}
+	r.assertNothingLeft(t, vsb.ID)
+}
+
+// Two deploys into one caller's VM: the second, whose components' names the first holds, is
+// refused naming the component and the first deployment, and removes nothing of the first;
+// the first's teardown removes exactly its components and leaves the VM.
+func TestDeployIntoACallersVMRefusesANameInUse(t *testing.T) {
+	r := newRig(t)
+	vm, vsb, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Kind: agentenv.KindVM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.d.Deploy(t.Context(), r.env, Options{Provider: "fake", Mode: ModeVM, Into: vm.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := r.fake.InVM(vsb.ID)
+	if len(held) == 0 || !slices.Equal(slices.Sorted(slices.Values(first.Doc.InVM)), held) {
+		t.Fatalf("first deploy: vm runs %v, document says %v", held, first.Doc.InVM)
+	}
+	_, err = r.d.Deploy(t.Context(), r.env, Options{Provider: "fake", Mode: ModeVM, Into: vm.ID})
+	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "component ") || !strings.Contains(err.Error(), first.Doc.ID) {
+		t.Fatalf("second deploy = %v, want ErrInvalid naming a component and %s", err, first.Doc.ID)
+	}
+	if now := r.fake.InVM(vsb.ID); !slices.Equal(now, held) {
+		t.Fatalf("after the refused deploy the vm runs %v, want %v as before", now, held)
+	}
+	if _, err := r.d.Teardown(t.Context(), first.Doc.ID); err != nil {
+		t.Fatal(err)
+	}
+	if left := r.fake.InVM(vsb.ID); len(left) != 0 {
+		t.Errorf("after teardown the caller's VM still runs %v", left)
 	}
 	if _, err := r.mgr.Get(t.Context(), vm.ID); err != nil {
 		t.Errorf("the caller's VM: %v, want it running", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,6 +171,9 @@ func (st *stack) upVM(ctx context.Context) error {
 			return fmt.Errorf("--into %s: want a live %s VM, have a %s %s on %s: %w", st.opts.Into, st.member, rec.State, rec.Kind, rec.Provider, agentenv.ErrInvalid)
 		}
 		st.vm = rec.ID
+		if err := st.claimInVM(ctx, rec.Deployment, comps); err != nil {
+			return err
+		}
 	} else {
 		vrec, vsb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindVM, agentenv.RoleVM, agentenv.SandboxSpec{}, "vm"))
 		if err != nil {
@@ -177,6 +181,9 @@ func (st *stack) upVM(ctx context.Context) error {
 		}
 		st.vm = vrec.ID
 		st.emit(spec.Component{Name: "vm", Role: agentenv.RoleVM}, "created", vsb.ID)
+		for _, c := range comps {
+			st.doc.InVM = append(st.doc.InVM, c.Name) // what a later deploy --into this VM must not reuse
+		}
 	}
 	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (string, agentenv.Sandbox, error) {
 		sp.Labels = map[string]string{agentenv.LabelRole: string(c.Role)}
@@ -189,6 +196,33 @@ func (st *stack) upVM(ctx context.Context) error {
 		sb, err := st.d.mgr.RunInVM(ctx, st.vm, sp)
 		return "", sb, err
 	})
+}
+
+// claimInVM refuses a deploy --into whose components' names a live or deploying deployment
+// into the same VM, or the deployment owner that made the VM, already uses (starting one
+// would replace the other's container), and
+// records the names in the deployment document before anything starts, so that its teardown
+// (or a concurrent deploy's check) finds them.
+func (st *stack) claimInVM(ctx context.Context, owner string, comps []spec.Component) error {
+	docs, err := st.d.mgr.Ledger().Deployments().List(ctx, []string{string(agentenv.DeploymentDeploying), string(agentenv.DeploymentLive)}, 0)
+	if err != nil {
+		return fmt.Errorf("--into %s: list deployments: %w", st.vm, err)
+	}
+	for _, c := range comps {
+		for _, other := range docs {
+			if other.ID != st.doc.ID && (other.VM == st.vm || other.ID == owner) && slices.Contains(other.InVM, c.Name) {
+				return fmt.Errorf("--into %s: component %s is already in that vm, started by deployment %s; rename it in the env file or tear %s down first: %w",
+					st.vm, c.Name, other.ID, other.ID, agentenv.ErrInvalid)
+			}
+		}
+	}
+	for _, c := range comps {
+		st.doc.InVM = append(st.doc.InVM, c.Name)
+	}
+	if err := st.d.mgr.Ledger().Deployments().Put(ctx, st.doc); err != nil {
+		return fmt.Errorf("--into %s: record deployment: %w", st.vm, err)
+	}
+	return nil
 }
 
 // startFunc makes one component's sandbox from a spec filled with what every mode shares. It

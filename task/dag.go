@@ -187,7 +187,7 @@ func (e *episode) runStep(ctx context.Context, s *StepSpec) (res Result, err err
 			return Result{}, err
 		}
 	}
-	fields, err := fillOutputs(e.fields[s.ID], e.lookup)
+	fields, err := fillOutputs(s.Type, e.fields[s.ID], e.lookup)
 	if err != nil {
 		return Result{}, err
 	}

@@ -29,6 +29,15 @@
 // (transitively) depends on. Everything that can be checked before anything runs (the DAG,
 // references, outputs, placeholders) is.
 //
+// Substituted values are text, except where text would let a value rewrite the step that uses
+// it (bind.go): in an sql step's query each placeholder or output reference becomes a query
+// parameter ($N, after the step's own args; a reference inside a '...' or $$...$$ literal makes
+// the whole literal one parameter), and in the script of sh -c (bash, dash ...) each value is
+// shell-quoted for where it stands. A reference inside a quoted identifier, an E'...' literal
+// or an SQL comment, or inside backquotes, $((...)), ${...}, a comment or a here-document of a
+// shell script, is refused when the task is loaded, naming the file, line and field. Argv
+// elements that no shell reads, and files written by write_file, take values as they are.
+//
 // Verifiers score in [0,1] with rows of what they checked; an errored verifier, and every
 // verifier after a failed agent, scores 0. The task's score combines the verifiers no
 // aggregate step consumes. [Runner.Run] runs K episodes per seeds row and summarises them with

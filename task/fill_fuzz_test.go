@@ -9,7 +9,8 @@ import (
 
 // FuzzFill checks substitution as the integrity of a grade needs it: a seed's value and a
 // step's output are put in once and never expanded again, whatever they hold (a value that
-// looks like a placeholder or an output reference stays as it is), and nothing panics.
+// looks like a placeholder or an output reference stays as it is), an sql query's values are
+// bound as parameters and never enter its text, and nothing panics.
 func FuzzFill(f *testing.F) {
 	f.Add("plain", "answer")
 	f.Add("<other>", "${steps.a.outputs.b}")
@@ -22,11 +23,11 @@ func FuzzFill(f *testing.F) {
 			t.Fatal(err)
 		}
 		fields := n.Content[0]
-		filled, err := fillPlaceholders(fields, map[string]string{"q": seed, "other": "EXPANDED"})
+		filled, err := fillPlaceholders(TypeSQL, fields, map[string]string{"q": seed, "other": "EXPANDED"})
 		if err != nil {
 			t.Fatalf("fillPlaceholders: %v", err)
 		}
-		out, err := fillOutputs(filled, func(step, name string) (string, error) {
+		out, err := fillOutputs(TypeSQL, filled, func(step, name string) (string, error) {
 			if step != "agent" || name != "response" {
 				return "EXPANDED", nil
 			}
@@ -38,6 +39,7 @@ func FuzzFill(f *testing.F) {
 		var got struct {
 			Query string   `yaml:"query"`
 			Argv  []string `yaml:"argv"`
+			Args  []string `yaml:"args"`
 		}
 		if err := out.Decode(&got); err != nil {
 			t.Fatalf("decode: %v", err)
@@ -51,8 +53,12 @@ func FuzzFill(f *testing.F) {
 		if len(got.Argv) != 3 || got.Argv[1] != wantSeed || got.Argv[2] != output {
 			t.Fatalf("argv = %q, want [echo %q %q]", got.Argv, wantSeed, output)
 		}
-		if want := "SELECT " + wantSeed + " WHERE x = '" + output + "'"; got.Query != want {
+		// The query's values are bound as parameters: its text never holds them.
+		if want := "SELECT $1 WHERE x = $2"; got.Query != want {
 			t.Fatalf("query = %q, want %q", got.Query, want)
+		}
+		if len(got.Args) != 2 || got.Args[0] != wantSeed || got.Args[1] != output {
+			t.Fatalf("args = %q, want [%q %q]", got.Args, wantSeed, output)
 		}
 	})
 }

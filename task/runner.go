@@ -118,7 +118,7 @@ func (r *Runner) instances(t *Task, seeds string) ([]instance, error) {
 		in := instance{seed: row, fields: map[string]*yaml.Node{}}
 		var errs []error
 		for _, s := range t.Steps {
-			f, err := fillPlaceholders(s.fields, row)
+			f, err := fillPlaceholders(s.Type, s.fields, row)
 			if err == nil {
 				_, err = t.decodeFields(s, f)
 			}

@@ -31,7 +31,7 @@ func (s *deploySandbox) Check() error {
 			return fmt.Errorf("ttl: want a positive duration such as \"10m\", got %q", s.TTL)
 		}
 	}
-	return nil
+	return checkBinding("command", "", s.Command)
 }
 
 func (s *deploySandbox) Refs() []Ref { return nil }
@@ -88,7 +88,7 @@ func (s *execStep) Check() error {
 	if len(s.Command) == 0 {
 		return errors.New("command: want a non-empty argv list")
 	}
-	return nil
+	return checkBinding("command", "", s.Command)
 }
 
 func (s *execStep) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
@@ -200,6 +200,9 @@ type commandSucceeds struct {
 func (s *commandSucceeds) Check() error {
 	if len(s.Command) == 0 {
 		return errors.New("command: want a non-empty argv list")
+	}
+	if err := checkBinding("command", "", s.Command); err != nil {
+		return err
 	}
 	return checkRegex("stdout_regex", s.StdoutRegex)
 }

@@ -231,23 +231,31 @@ func placeholdersIn(s string) []string {
 	return out
 }
 
-// fillPlaceholders returns a copy of fields with every <name> replaced from seed, or an error
-// naming the first placeholder seed lacks.
-func fillPlaceholders(fields *yaml.Node, seed map[string]string) (*yaml.Node, error) {
+// fillPlaceholders returns a copy of the fields of a step of type typ with every <name>
+// replaced from seed (bound as a query parameter or shell-quoted where bindFields says), or an
+// error naming the first placeholder seed lacks.
+func fillPlaceholders(typ string, fields *yaml.Node, seed map[string]string) (*yaml.Node, error) {
 	c := cloneNode(fields)
 	var missing []string
-	eachString(c, func(n *yaml.Node) {
-		n.Value = placeholderP.ReplaceAllStringFunc(n.Value, func(m string) string {
-			name := m[1 : len(m)-1]
-			v, ok := seed[name]
-			if !ok {
-				if !slices.Contains(missing, name) {
-					missing = append(missing, name)
-				}
-				return m
+	value := func(m string) string {
+		name := m[1 : len(m)-1]
+		v, ok := seed[name]
+		if !ok {
+			if !slices.Contains(missing, name) {
+				missing = append(missing, name)
 			}
-			return v
-		})
+			return m
+		}
+		return v
+	}
+	done, err := bindFields(typ, c, placeholderP, value)
+	if err != nil {
+		return nil, err
+	}
+	eachString(c, func(n *yaml.Node) {
+		if !done[n] {
+			n.Value = placeholderP.ReplaceAllStringFunc(n.Value, value)
+		}
 	})
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("placeholder <%s> has no value", strings.Join(missing, ">, <"))
@@ -255,22 +263,28 @@ func fillPlaceholders(fields *yaml.Node, seed map[string]string) (*yaml.Node, er
 	return c, nil
 }
 
-// fillOutputs returns a copy of fields with every output reference replaced by lookup's value.
-func fillOutputs(fields *yaml.Node, lookup func(step, name string) (string, error)) (*yaml.Node, error) {
+// fillOutputs returns a copy of the fields of a step of type typ with every output reference
+// replaced by lookup's value (bound as a query parameter or shell-quoted where bindFields says).
+func fillOutputs(typ string, fields *yaml.Node, lookup func(step, name string) (string, error)) (*yaml.Node, error) {
 	c := cloneNode(fields)
 	var firstErr error
+	value := func(m string) string {
+		sub := refPattern.FindStringSubmatch(m)
+		v, err := lookup(sub[1], sub[2])
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("%s: %w", m, err)
+		}
+		return v
+	}
+	done, err := bindFields(typ, c, refPattern, value)
+	if err != nil {
+		return nil, err
+	}
 	eachString(c, func(n *yaml.Node) {
-		if !strings.Contains(n.Value, "${steps.") {
+		if done[n] || !strings.Contains(n.Value, "${steps.") {
 			return
 		}
-		n.Value = refPattern.ReplaceAllStringFunc(n.Value, func(m string) string {
-			sub := refPattern.FindStringSubmatch(m)
-			v, err := lookup(sub[1], sub[2])
-			if err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("%s: %w", m, err)
-			}
-			return v
-		})
+		n.Value = refPattern.ReplaceAllStringFunc(n.Value, value)
 	})
 	return c, firstErr
 }

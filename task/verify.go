@@ -119,7 +119,8 @@ func (s *aggregate) Run(ctx context.Context, sc *scope) (Result, error) {
 
 // sqlCheck runs a query against a deployed env's service DB and checks the rows. It connects
 // with the env's DatabaseURL, the deployment's read-only verifier role: the query can read
-// every schema and change nothing, whatever it says.
+// every schema and change nothing, whatever it says. Placeholders and output references in
+// the query arrive here already bound: the query holds $N and Args their values (bind.go).
 type sqlCheck struct {
 	Env    string    `yaml:"env" task:"required"`
 	Query  string    `yaml:"query" task:"required"`
@@ -138,7 +139,7 @@ func (s *sqlCheck) Check() error {
 	if s.Expect.Count == nil && s.Expect.Rows == nil && s.Expect.Value == nil {
 		return errors.New("expect: set count, rows or value")
 	}
-	return nil
+	return checkBinding("query", s.Query, nil)
 }
 
 func (s *sqlCheck) Refs() []Ref { return []Ref{{"env", s.Env, envTypes}} }

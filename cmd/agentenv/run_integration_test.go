@@ -63,6 +63,24 @@ func TestRunNotesTaskK4(t *testing.T) {
 	}
 }
 
+// TestRunInjectTaskChangesNothing runs a task whose scripted agent answers with SQL meant to
+// drop the notes table: its sql verifiers bind the answer as a parameter, so the answer check
+// scores 0, the table is intact (its check scores 1) and the run scores 0.5.
+func TestRunInjectTaskChangesNothing(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.buildRuntimeImage()
+	r := c.run(t.Context(), nil, "run", "../../examples/notes-task/inject-task.yaml")
+	for _, want := range []string{"answer_is_a_title (sql) passed score=0 ", "table_intact (sql) passed score=1 ", "1 scored below 1", "mean score 0.5"} {
+		if !strings.Contains(r.stdout+r.stderr, want) {
+			t.Errorf("run inject-task: no %q in exit %d\n%s%s", want, r.code, r.stdout, r.stderr)
+		}
+	}
+	if left := c.deployLeftovers(); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
+
 // runLine returns the first run id in a summary table.
 func runLine(out string) string {
 	for _, l := range strings.Split(out, "\n") {
