@@ -247,3 +247,67 @@ feed:
 		t.Fatalf("peak heap %d MiB, want < %d MiB", peak>>20, bound>>20)
 	}
 }
+
+// TestStreamOutlivesTimeouts checks the standalone event stream of an MCP session is not cut
+// by the server's read and write timeouts: a tools/list_changed sent after both have passed
+// still reaches the client, and the session still calls a tool.
+func TestStreamOutlivesTimeouts(t *testing.T) {
+	a := newBackend(t, "a", false, "first")
+	gw := serveBounded(t, gateway.Config{ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond}, a)
+	changed := make(chan struct{}, 8)
+	cs := connect(t, gw, "", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	if got := listNames(t, cs); len(got) != 1 {
+		t.Fatalf("tools = %v", got)
+	}
+	time.Sleep(time.Second) // past both timeouts
+	a.addEcho("second")
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no tools/list_changed reached the client within 5s: the event stream was cut")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "second", Arguments: map[string]any{"text": "n"}})
+	if err != nil || resultText(res) != "a/second:n" {
+		t.Fatalf("call after the timeouts passed: %v, %v", res, err)
+	}
+}
+
+// TestSlowlorisCut dribbles a request's headers at a gateway and checks the connection is cut
+// by the header timeout (10 s by default) while a real client is still served.
+func TestSlowlorisCut(t *testing.T) {
+	gw := serveBounded(t, gateway.Config{}, newBackend(t, "a", false, "echo"))
+	c, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 512)
+	for {
+		_, _ = io.WriteString(c, "X-Slow: 1\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		_, err := c.Read(buf)
+		if ne, ok := err.(net.Error); err == nil || !ok || !ne.Timeout() {
+			break // the server answered (408) or closed the connection
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatal("dribbling client still connected after 20s; the header timeout is 10s")
+		}
+	}
+	cut := time.Since(start)
+	if cut < 9*time.Second {
+		t.Fatalf("cut after %v, before the 10s header timeout: the test dribbled wrong", cut)
+	}
+	cs := connect(t, gw, "", nil)
+	if got := listNames(t, cs); len(got) != 1 {
+		t.Fatalf("tools after slowloris = %v", got)
+	}
+	t.Logf("slowloris connection cut after %v", cut.Round(time.Millisecond))
+}
