@@ -241,7 +241,7 @@ func writeRefusal(w http.ResponseWriter, max int) {
 		"id":      nil,
 		"error": map[string]any{
 			"code":    ErrCodeTooManySessions,
-			"message": fmt.Sprintf("too many MCP sessions: %d are open, the server's cap; close one (DELETE /mcp) or retry later", max),
+			"message": fmt.Sprintf("too many MCP sessions: the server's cap of %d is reached; close one (DELETE /mcp) or retry later", max),
 		},
 	})
 	w.Header().Set("Content-Type", "application/json")
