@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/httpserve"
 )
 
 // ShutdownTimeout bounds the graceful shutdown of [Server.Serve] once its context ends; requests
@@ -22,15 +23,15 @@ const ShutdownTimeout = 5 * time.Second
 // ends, then shuts down gracefully within [ShutdownTimeout]. It returns nil after a shutdown
 // caused by ctx, and an error if it cannot listen or serving fails.
 func (s *Server) Serve(ctx context.Context, addr string) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
+	ln, err := httpserve.Listen(ctx, addr, 0)
 	if err != nil {
-		return fmt.Errorf("envsdk: listen %s: %w", addr, err)
+		return fmt.Errorf("envsdk: %w", err)
 	}
 	return s.ServeListener(ctx, ln)
 }
 
-// ServeListener is [Server.Serve] on a listener the caller made; it closes ln.
+// ServeListener is [Server.Serve] on a listener the caller made; it closes ln. The caller caps
+// ln's connections if it wants to ([Server.Serve] caps them at 4096).
 func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	return ServeHandler(ctx, ln, s.Handler(), s.mcp, s.log)
 }
@@ -38,15 +39,15 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 // ServeHandler serves h on ln until ctx ends, then closes the MCP sessions of srv (which ends their
 // long-lived streams; srv may be nil) and shuts the HTTP server down within [ShutdownTimeout].
 // It returns nil after a shutdown caused by ctx. It closes ln. A nil logger discards.
+// The HTTP server has the bounds of internal/httpserve's defaults: 10 s to read headers, 60 s
+// to read a request and to write a response (requests on /mcp are exempt once their body is
+// read: event streams and long tool calls are not cut), 120 s of keep-alive idleness.
 func ServeHandler(ctx context.Context, ln net.Listener, h http.Handler, srv *mcp.Server, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	hs := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return cleanup.Unbounded(ctx) },
-	}
+	hs := httpserve.New(h, httpserve.Limits{})
+	hs.BaseContext = func(net.Listener) context.Context { return cleanup.Unbounded(ctx) }
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("serving", "addr", ln.Addr().String())

@@ -26,11 +26,13 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/internal/httpserve"
 )
 
 // HealthPath is where a [Server] answers liveness probes.
@@ -49,7 +51,16 @@ type Options struct {
 	// Logger receives the server's logs; nil discards them. Over stdio it must not write to
 	// stdout.
 	Logger *slog.Logger
+	// MaxSessions caps the MCP sessions open at once on [Server.Handler]: an initialize beyond
+	// it gets 503 and a JSON-RPC error; a session that closes, or idles for SessionTimeout,
+	// frees its slot. Default 256, negative for no cap.
+	MaxSessions int
+	// SessionTimeout closes an MCP session idle this long; default 1 h, negative for never.
+	SessionTimeout time.Duration
 }
+
+// DefaultSessionTimeout is the default of [Options.SessionTimeout].
+const DefaultSessionTimeout = time.Hour
 
 // Server is an env server: MCP tools, the card and the data plane. Create it with [New]; it is
 // safe for concurrent use once serving.
@@ -58,6 +69,9 @@ type Server struct {
 	desc string
 	log  *slog.Logger
 	mcp  *mcp.Server
+
+	maxSessions    int
+	sessionTimeout time.Duration
 
 	mu    sync.Mutex
 	tools []envproto.Tool
@@ -81,6 +95,9 @@ func New(opts Options) *Server {
 		name: name,
 		desc: opts.Description,
 		log:  log.With("env", name),
+
+		maxSessions:    opts.MaxSessions,
+		sessionTimeout: opts.SessionTimeout,
 		mcp: mcp.NewServer(&mcp.Implementation{Name: name, Version: envproto.Version},
 			&mcp.ServerOptions{Logger: log, Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}}),
 	}
@@ -187,9 +204,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+envproto.CardPath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Card())
 	})
-	mux.Handle(envproto.MCPPath, mcp.NewStreamableHTTPHandler(
-		func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{Logger: s.log, JSONResponse: true}))
+	mux.Handle(envproto.MCPPath, MCPHandler(s.mcp, s.log, s.maxSessions, s.sessionTimeout, true))
 	mux.HandleFunc(envproto.DataPath, s.serveData)
 	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -208,4 +223,29 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
+}
+
+// MCPHandler serves srv over streamable HTTP with at most maxSessions sessions open at once
+// (0 takes the default 256, negative means no cap) and closes a session idle for
+// sessionTimeout (0 takes [DefaultSessionTimeout], negative means never). jsonResponse answers
+// a request with one JSON body rather than an event stream. A nil logger discards.
+func MCPHandler(srv *mcp.Server, log *slog.Logger, maxSessions int, sessionTimeout time.Duration, jsonResponse bool) http.Handler {
+	if maxSessions == 0 {
+		maxSessions = httpserve.DefaultMaxSessions
+	}
+	if sessionTimeout == 0 {
+		sessionTimeout = DefaultSessionTimeout
+	}
+	if sessionTimeout < 0 {
+		sessionTimeout = 0
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Logger: log, JSONResponse: jsonResponse, SessionTimeout: sessionTimeout})
+	return httpserve.SessionCap(h, maxSessions, func() int {
+		n := 0
+		for range srv.Sessions() {
+			n++
+		}
+		return n
+	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/httpserve"
 	"github.com/agentenv/agentenv/task"
 )
 
@@ -245,6 +246,7 @@ func (l *live) serve(w http.ResponseWriter, r *http.Request) {
 		delete(l.subs, c)
 		l.mu.Unlock()
 	}()
+	_ = httpserve.Stream(w) // the stream outlives the server's write timeout
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

@@ -52,7 +52,7 @@ type fastListParams struct {
 func (m *mcpServers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get(headerSessionID)
 	if sid == "" {
-		m.handler.ServeHTTP(w, r)
+		m.opening.ServeHTTP(w, r)
 		return
 	}
 	s := m.sessions.get(sid)

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/httpserve"
 )
 
 // Error kinds of the gateway, tested with errors.Is.
@@ -121,6 +122,18 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// SessionTimeout closes a gateway MCP session idle this long; default 1 h.
 	SessionTimeout time.Duration
+	// MaxConns caps the connections open at once on ListenAndServe's listener; default 4096,
+	// negative for no cap.
+	MaxConns int
+	// MaxSessions caps the gateway MCP sessions open at once: an initialize beyond it gets 503
+	// and a JSON-RPC error, and a session that closes (or idles out) frees its slot. Default
+	// 256, negative for no cap.
+	MaxSessions int
+	// ReadTimeout, WriteTimeout and IdleTimeout bound ListenAndServe's server (defaults 60 s,
+	// 60 s, 120 s; negative for none). Requests on /mcp are exempt from the read deadline once
+	// their body is read and from the write deadline: its event stream and long tool calls
+	// are bounded by SessionTimeout and CallTimeout instead.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// TrajectoryBytes bounds the encoded calls /trajectory keeps in memory (at most 100 000
 	// calls either way); the oldest are dropped beyond it and /state counts them. Default
 	// 64 MiB.
@@ -192,6 +205,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = httpserve.DefaultMaxSessions
 	}
 	if cfg.TrajectoryBytes <= 0 {
 		cfg.TrajectoryBytes = DefaultTrajectoryBytes

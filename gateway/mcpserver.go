@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/internal/httpserve"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -22,6 +23,7 @@ const methodCallTool = "tools/call"
 type mcpServers struct {
 	g        *Gateway
 	handler  *mcp.StreamableHTTPHandler
+	opening  http.Handler // handler behind the session cap, for requests with no session
 	sessions *sessions
 
 	mu     sync.Mutex // guards byRole and every roleServer.registered; serializes sync
@@ -44,6 +46,7 @@ func newMCPServers(g *Gateway) *mcpServers {
 		// no progress within a call, and a plain body costs less per call.
 		JSONResponse: true,
 	})
+	m.opening = httpserve.SessionCap(m.handler, g.cfg.MaxSessions, m.sessions.len)
 	return m
 }
 

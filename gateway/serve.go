@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/httpserve"
 )
 
 // shutdownTimeout bounds the graceful shutdown of ListenAndServe.
@@ -24,11 +24,13 @@ func ListenAndServe(ctx context.Context, addr string, cfg Config, ready func(add
 		return err
 	}
 	defer g.Close()
-	ln, err := net.Listen("tcp", addr)
+	ln, err := httpserve.Listen(ctx, addr, cfg.MaxConns)
 	if err != nil {
-		return fmt.Errorf("gateway: listen: %w", err)
+		return fmt.Errorf("gateway: %w", err)
 	}
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserve.New(g.Handler(), httpserve.Limits{
+		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
+	})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if ready != nil {

@@ -78,6 +78,13 @@ func (t *sessions) add(ss *mcp.ServerSession, role, version string, ready bool) 
 // protocol returns the session's negotiated protocol version, "" before initialize.
 func (s *session) protocol() string { return *s.version.Load() }
 
+// len returns the number of sessions in the table.
+func (t *sessions) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
+}
+
 // get returns the live session of id, or nil.
 func (t *sessions) get(id string) *session {
 	t.mu.Lock()

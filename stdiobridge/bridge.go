@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/envsdk"
+	"github.com/agentenv/agentenv/internal/httpserve"
 )
 
 // Default bounds of [Options].
@@ -97,10 +97,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	stopOnExit()
 
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", opts.Listen)
+	ln, err := httpserve.Listen(ctx, opts.Listen, 0)
 	if err != nil {
-		return fmt.Errorf("stdiobridge: listen %s: %w", opts.Listen, err)
+		return fmt.Errorf("stdiobridge: %w", err)
 	}
 	followCtx, stopFollow := context.WithCancel(ctx)
 	followed := make(chan struct{})
@@ -281,8 +280,7 @@ func (b *bridge) close(d time.Duration) {
 // handler serves /mcp, the card and /healthz.
 func (b *bridge) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(envproto.MCPPath, mcp.NewStreamableHTTPHandler(
-		func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{Logger: b.log}))
+	mux.Handle(envproto.MCPPath, envsdk.MCPHandler(b.server, b.log, 0, 0, false))
 	mux.HandleFunc("GET "+envproto.CardPath, func(w http.ResponseWriter, r *http.Request) {
 		body, err := json.Marshal(b.card())
 		if err != nil {

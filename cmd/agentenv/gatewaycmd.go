@@ -16,6 +16,7 @@ func newGatewayCmd(a *app) *cobra.Command {
 		listen, tokenFile, name, toolNames, mode, serialize string
 		servers, disable, origins                           []string
 		callTimeout, connectTimeout                         time.Duration
+		maxConns, maxSessions                               int
 	}
 	cmd := &cobra.Command{
 		Use:   "gateway --listen HOST:PORT [--token-file F] --server NAME=URL [--server NAME=URL ...]",
@@ -42,6 +43,7 @@ $AGENTENV_GATEWAY_TOKEN.`,
 				Name: f.name, Token: token, ToolNames: f.toolNames, Mode: f.mode,
 				CallTimeout: f.callTimeout, ConnectTimeout: f.connectTimeout, Serialize: f.serialize,
 				AllowedOrigins: f.origins, Logger: a.log, Roles: map[string][]string{},
+				MaxConns: f.maxConns, MaxSessions: f.maxSessions,
 			}
 			for _, s := range f.servers {
 				name, url, ok := strings.Cut(s, "=")
@@ -76,6 +78,8 @@ $AGENTENV_GATEWAY_TOKEN.`,
 	fl.DurationVar(&f.callTimeout, "call-timeout", 0, "bound on one tool call (default 600s)")
 	fl.DurationVar(&f.connectTimeout, "connect-timeout", 0, "deadline to reach every backend at start (default 60s)")
 	fl.StringArrayVar(&f.disable, "disable", nil, "ROLE=PATTERN: hide and refuse matching tools for a role (repeatable)")
+	fl.IntVar(&f.maxConns, "max-conns", 0, "connections open at once; more wait (default 4096, -1 for no cap)")
+	fl.IntVar(&f.maxSessions, "max-sessions", 0, "MCP sessions open at once; an initialize past it gets 503 (default 256, -1 for no cap)")
 	fl.StringArrayVar(&f.origins, "allow-origin", nil, "browser origin allowed besides localhost (repeatable)")
 	return cmd
 }

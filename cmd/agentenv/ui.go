@@ -16,6 +16,7 @@ import (
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/explorer"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/httpserve"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/task"
 )
@@ -58,7 +59,7 @@ are cancelled and tear down what they made first.`,
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", f.listen)
+			ln, err := httpserve.Listen(ctx, f.listen, 0)
 			if err != nil {
 				return fmt.Errorf("ui: %w", err)
 			}
@@ -76,7 +77,9 @@ are cancelled and tear down what they made first.`,
 				ln.Close()
 				return err
 			}
-			srv := &http.Server{Handler: x.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			// Teardown and gc answer when done (up to the explorer's 10 min action bound); the
+			// live event stream lifts its own deadlines.
+			srv := httpserve.New(x.Handler(), httpserve.Limits{WriteTimeout: 11 * time.Minute})
 			u := url.URL{Scheme: "http", Host: ln.Addr().String(), Path: "/"}
 			if h, port, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(h).IsUnspecified() {
 				u.Host = net.JoinHostPort("127.0.0.1", port)

@@ -195,7 +195,7 @@ func (f *forward) carry(conn net.Conn) {
 	}
 	remoteErr := make(chan error, 1)
 	go func() {
-		msg, err := io.ReadAll(errStream)
+		msg, err := io.ReadAll(io.LimitReader(errStream, 64<<10)) // an error message; more is not one
 		switch {
 		case err != nil:
 			remoteErr <- err
