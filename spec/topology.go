@@ -49,6 +49,8 @@ type Component struct {
 	Bridge bool
 	// Files are to be placed in the container before it starts.
 	Files []File
+	// Resources are the component's limits, defaults applied.
+	Resources Resources
 }
 
 // File is a file a component needs in its container.
@@ -131,6 +133,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			Port:         s.Port,
 			Path:         s.Path,
 			ReadyTimeout: s.ReadyTimeout,
+			Resources:    s.Resources,
 		}
 		if s.Database {
 			// Only a server that uses the service DB waits for it; the others start beside it.
@@ -170,6 +173,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			Port:         db.WebUI.Port,
 			After:        dbAfter,
 			ReadyTimeout: DefaultReadyTimeout,
+			Resources:    db.WebUI.Resources,
 		})
 	}
 	if db != nil && db.DBMCP.Enabled {
@@ -183,6 +187,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			Path:         DefaultPath,
 			After:        dbAfter,
 			ReadyTimeout: DefaultReadyTimeout,
+			Resources:    db.DBMCP.Resources,
 		})
 	}
 	var serverNames []string
@@ -198,6 +203,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 		Path:         DefaultPath,
 		After:        serverNames,
 		ReadyTimeout: DefaultReadyTimeout,
+		Resources:    e.Gateway.Resources,
 	})
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
@@ -226,6 +232,7 @@ func (e *Env) serviceDBComponent(pw DBPasswords) Component {
 		},
 		Port:         DBPort,
 		ReadyTimeout: db.ReadyTimeout,
+		Resources:    db.Resources,
 	}
 	var schemas strings.Builder
 	for _, s := range e.Servers {
