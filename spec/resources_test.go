@@ -88,6 +88,9 @@ gateway:
 		} else if c.Resources != w {
 			t.Errorf("%s: Resources = %+v, want %+v", c.Name, c.Resources, w)
 		}
+		if nonRoot := c.Name == "gateway" || c.Name == "db-mcp"; c.NonRoot != nonRoot {
+			t.Errorf("%s: NonRoot = %v, want %v (only components running %s of their own image)", c.Name, c.NonRoot, nonRoot, spec.BinaryPath)
+		}
 		delete(want, c.Name)
 	}
 	if len(want) > 0 {

@@ -51,6 +51,10 @@ type Component struct {
 	Files []File
 	// Resources are the component's limits, defaults applied.
 	Resources Resources
+	// NonRoot reports that the component runs the agentenv binary of its own image (Command
+	// starts with BinaryPath and it is not a bridge), whose images run as a non-root numeric
+	// user (images.User), so a backend may refuse to run it as root.
+	NonRoot bool
 }
 
 // File is a file a component needs in its container.
@@ -207,6 +211,9 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	})
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
+	}
+	for i := range out {
+		out[i].NonRoot = !out[i].Bridge && len(out[i].Command) > 0 && out[i].Command[0] == BinaryPath
 	}
 	return out, nil
 }
