@@ -97,6 +97,9 @@ type SandboxSpec struct {
 	CPUs   float64  // 0 means the provider's default
 	Pids   int64    // most processes at once (a fork bomb stops there); 0 means the provider's default
 	CapAdd []string // capabilities to keep; all others are dropped where the backend allows
+	// NonRoot says the image runs as a non-root numeric user, so a backend that can check it
+	// (Kubernetes runAsNonRoot) refuses to start the sandbox as root.
+	NonRoot bool
 	// Timeout is the backstop lifetime the backend enforces on its own (Modal timeout, E2B
 	// timeout, Kubernetes activeDeadlineSeconds); 0 means until Expires.
 	Timeout time.Duration

@@ -275,7 +275,8 @@ func (st *stack) inOrder(ctx context.Context, comps []spec.Component, start star
 
 // up starts one component and waits until it is ready.
 func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) error {
-	sp := agentenv.SandboxSpec{Image: c.Image, Command: c.Command, Env: maps.Clone(c.Env), Ports: []int{c.Port}}
+	sp := agentenv.SandboxSpec{Image: c.Image, Command: c.Command, Env: maps.Clone(c.Env), Ports: []int{c.Port},
+		Memory: c.Resources.Memory, CPUs: c.Resources.CPUs, Pids: c.Resources.Pids, NonRoot: c.NonRoot}
 	if c.Role == agentenv.RoleGateway {
 		if sp.Env == nil {
 			sp.Env = map[string]string{}

@@ -33,6 +33,12 @@ const RuntimeTag = "agentenv:dev"
 // its own CA).
 const hostCABundle = "/etc/ssl/certs/ca-certificates.crt"
 
+// User is the user and group every image Build makes runs as: not root, so that a process that
+// escapes its server owns nothing in the image (/agentenv and /etc are root's and read-only to
+// it) and a container runtime that checks (Kubernetes runAsNonRoot) can prove it. 65532 is the
+// "nonroot" id of distroless images. Only /tmp is writable to it.
+const User = "65532:65532"
+
 // Spec says what image to build.
 type Spec struct {
 	Tag        string            // image reference to tag the result with; required
@@ -44,7 +50,7 @@ type Spec struct {
 
 // Build builds spec into a FROM scratch image holding spec.Binary at /agentenv, the host's CA
 // bundle at /etc/ssl/certs/ca-certificates.crt if the host has one, and an empty /tmp (mode
-// 1777). It returns once the image is tagged. An unreadable or dynamically linked binary is an
+// 1777), running as [User]. It returns once the image is tagged. An unreadable or dynamically linked binary is an
 // error.
 func Build(ctx context.Context, cli *client.Client, spec Spec) error {
 	if spec.Tag == "" || spec.Binary == "" {
@@ -139,7 +145,7 @@ func Context(spec Spec, caBundle string) ([]byte, error) {
 
 	// With no entrypoint, a container's command is its whole argv ("/agentenv serve kv"), as
 	// env files and compose files write it.
-	dockerfile := "FROM scratch\nADD rootfs.tar /\n"
+	dockerfile := "FROM scratch\nADD rootfs.tar /\nUSER " + User + "\n"
 	if len(spec.Entrypoint) > 0 {
 		ep, err := json.Marshal(spec.Entrypoint)
 		if err != nil {

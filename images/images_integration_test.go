@@ -43,6 +43,9 @@ func TestBuild(t *testing.T) {
 	if got := strings.Join(res.Config.Entrypoint, " "); got != "/agentenv serve" || res.Config.Labels["agentenv.test"] != "images" {
 		t.Errorf("image config: entrypoint %q labels %v", got, res.Config.Labels)
 	}
+	if res.Config.User != images.User {
+		t.Errorf("image config: user %q, want %q (not root)", res.Config.User, images.User)
+	}
 
 	if err := images.Build(t.Context(), cli, images.Spec{Tag: tag + "-dyn", Binary: "/bin/sh"}); err == nil ||
 		!strings.Contains(err.Error(), "dynamically linked") {

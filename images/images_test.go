@@ -69,7 +69,7 @@ func TestContext(t *testing.T) {
 		t.Fatalf("Context: %v", err)
 	}
 	outer := untar(t, ctx)
-	if got, want := outer["Dockerfile"], "-rw-r--r-- FROM scratch\nADD rootfs.tar /\nENTRYPOINT [\"/agentenv\",\"gateway\"]\n"; got != want {
+	if got, want := outer["Dockerfile"], "-rw-r--r-- FROM scratch\nADD rootfs.tar /\nUSER 65532:65532\nENTRYPOINT [\"/agentenv\",\"gateway\"]\n"; got != want {
 		t.Errorf("Dockerfile = %q, want %q", got, want)
 	}
 	rootfs := untar(t, []byte(strings.TrimPrefix(outer["rootfs.tar"], "-rw-r--r-- ")))

@@ -113,6 +113,12 @@ type composeService struct {
 	Configs     []composeConfigRef          `yaml:"configs,omitempty"`
 	Labels      map[string]string           `yaml:"labels"`
 	Networks    []string                    `yaml:"networks"`
+	// The component's resources, as the docker provider applies them (swap included in the
+	// memory limit; the provider's PIDs default when the file sets none).
+	MemLimit     int64   `yaml:"mem_limit,omitempty"`
+	MemswapLimit int64   `yaml:"memswap_limit,omitempty"`
+	CPUs         float64 `yaml:"cpus,omitempty"`
+	PidsLimit    int64   `yaml:"pids_limit,omitempty"`
 }
 
 type composeCondition struct {
@@ -169,6 +175,13 @@ func (r *composer) service(e *Env, c Component) (composeService, error) {
 			agentenv.LabelDeployment: r.deployment,
 			agentenv.LabelRole:       string(c.Role),
 		},
+		MemLimit:     c.Resources.Memory,
+		MemswapLimit: c.Resources.Memory,
+		CPUs:         c.Resources.CPUs,
+		PidsLimit:    c.Resources.Pids,
+	}
+	if svc.PidsLimit == 0 {
+		svc.PidsLimit = agentenv.DefaultPidsLimit
 	}
 	env := map[string]string{}
 	for k, v := range c.Env {

@@ -132,6 +132,8 @@ type Server struct {
 	Database bool `yaml:"database"`
 	// ReadyTimeout bounds the wait for the server to answer initialize and tools/list.
 	ReadyTimeout time.Duration `yaml:"ready_timeout"`
+	// Resources are the server's limits (DefaultMemory, DefaultCPUs).
+	Resources Resources `yaml:"resources"`
 }
 
 // ServiceDB is the env's PostgreSQL state database.
@@ -156,6 +158,8 @@ type ServiceDB struct {
 	DBMCP Sidecar `yaml:"db_mcp"`
 	// ReadyTimeout bounds the wait for PostgreSQL to accept a query, seeds included.
 	ReadyTimeout time.Duration `yaml:"ready_timeout"`
+	// Resources are the database's limits (DefaultMemory, DefaultCPUs).
+	Resources Resources `yaml:"resources"`
 }
 
 // Sidecar is an optional component next to the service DB.
@@ -166,6 +170,8 @@ type Sidecar struct {
 	Image string `yaml:"image"`
 	// Port is where the sidecar listens (DefaultPort).
 	Port int `yaml:"port"`
+	// Resources are the sidecar's limits (DefaultMemory, DefaultCPUs).
+	Resources Resources `yaml:"resources"`
 }
 
 // Gateway configures the deployment's gateway.
@@ -185,6 +191,8 @@ type Gateway struct {
 	Roles map[string][]string `yaml:"roles"`
 	// CallTimeout bounds one tool call (DefaultCallTimeout).
 	CallTimeout time.Duration `yaml:"call_timeout"`
+	// Resources are the gateway's limits (DefaultMemory, DefaultCPUs).
+	Resources Resources `yaml:"resources"`
 }
 
 // Defaults fills every unset field with its default. It is idempotent; Load and Parse call it.
@@ -203,6 +211,7 @@ func (e *Env) Defaults() {
 		if s.ReadyTimeout == 0 {
 			s.ReadyTimeout = DefaultReadyTimeout
 		}
+		s.Resources.defaults()
 	}
 	if db := e.ServiceDB; db != nil {
 		setDefault(&db.Image, DefaultDBImage)
@@ -220,6 +229,9 @@ func (e *Env) Defaults() {
 		if db.ReadyTimeout == 0 {
 			db.ReadyTimeout = DefaultReadyTimeout
 		}
+		db.Resources.defaults()
+		db.WebUI.Resources.defaults()
+		db.DBMCP.Resources.defaults()
 	}
 	g := &e.Gateway
 	setDefault(&g.Image, DefaultImage)
@@ -238,6 +250,7 @@ func (e *Env) Defaults() {
 	if g.CallTimeout == 0 {
 		g.CallTimeout = DefaultCallTimeout
 	}
+	g.Resources.defaults()
 }
 
 func setDefault(s *string, v string) {

@@ -78,7 +78,7 @@ func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
 }
 
 func (d *decoder) decodeServer(n *yaml.Node, path string, s *Server) {
-	known := []string{"name", "image", "command", "env", "port", "transport", "path", "database", "ready_timeout"}
+	known := []string{"name", "image", "command", "env", "port", "transport", "path", "database", "ready_timeout", "resources"}
 	d.Fields(n, path, known, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "name":
@@ -99,12 +99,14 @@ func (d *decoder) decodeServer(n *yaml.Node, path string, s *Server) {
 			s.Database = d.Boolean(v, p)
 		case "ready_timeout":
 			s.ReadyTimeout = d.Duration(v, p)
+		case "resources":
+			d.decodeResources(v, p, &s.Resources)
 		}
 	})
 }
 
 func (d *decoder) decodeServiceDB(n *yaml.Node, path string, db *ServiceDB) {
-	known := []string{"image", "user", "password", "database", "init_sql", "seed", "web_ui", "db_mcp", "ready_timeout"}
+	known := []string{"image", "user", "password", "database", "init_sql", "seed", "web_ui", "db_mcp", "ready_timeout", "resources"}
 	d.Fields(n, path, known, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "image":
@@ -125,12 +127,14 @@ func (d *decoder) decodeServiceDB(n *yaml.Node, path string, db *ServiceDB) {
 			d.decodeSidecar(v, p, &db.DBMCP)
 		case "ready_timeout":
 			db.ReadyTimeout = d.Duration(v, p)
+		case "resources":
+			d.decodeResources(v, p, &db.Resources)
 		}
 	})
 }
 
 func (d *decoder) decodeSidecar(n *yaml.Node, path string, s *Sidecar) {
-	d.Fields(n, path, []string{"enabled", "image", "port"}, func(key string, v *yaml.Node, p string) {
+	d.Fields(n, path, []string{"enabled", "image", "port", "resources"}, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "enabled":
 			s.Enabled = d.Boolean(v, p)
@@ -138,12 +142,14 @@ func (d *decoder) decodeSidecar(n *yaml.Node, path string, s *Sidecar) {
 			s.Image = d.Str(v, p)
 		case "port":
 			s.Port = d.Integer(v, p)
+		case "resources":
+			d.decodeResources(v, p, &s.Resources)
 		}
 	})
 }
 
 func (d *decoder) decodeGateway(n *yaml.Node, path string, g *Gateway) {
-	known := []string{"image", "port", "tool_names", "mode", "serialize", "roles", "call_timeout"}
+	known := []string{"image", "port", "tool_names", "mode", "serialize", "roles", "call_timeout", "resources"}
 	d.Fields(n, path, known, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "image":
@@ -165,6 +171,8 @@ func (d *decoder) decodeGateway(n *yaml.Node, path string, g *Gateway) {
 			})
 		case "call_timeout":
 			g.CallTimeout = d.Duration(v, p)
+		case "resources":
+			d.decodeResources(v, p, &g.Resources)
 		}
 	})
 }

@@ -340,24 +340,26 @@ service_db:
 	if err != nil {
 		t.Fatal(err)
 	}
+	defRes := spec.Resources{Memory: 1 << 30, CPUs: 1}
 	want := &spec.Env{
 		Name: "ok",
 		Servers: []spec.Server{
-			{Name: "kv", Image: "agentenv:dev", Port: 8080, Transport: spec.TransportHTTP, Path: "/mcp", ReadyTimeout: time.Minute},
+			{Name: "kv", Image: "agentenv:dev", Port: 8080, Transport: spec.TransportHTTP, Path: "/mcp", ReadyTimeout: time.Minute, Resources: defRes},
 			{
 				Name: "bridge", Image: "agentenv:dev", Command: []string{"/agentenv", "serve", "kv", "--stdio"},
-				Port: 8080, Transport: spec.TransportStdio, Path: "/mcp", Database: true, ReadyTimeout: time.Minute,
+				Port: 8080, Transport: spec.TransportStdio, Path: "/mcp", Database: true, ReadyTimeout: time.Minute, Resources: defRes,
 			},
 		},
 		ServiceDB: &spec.ServiceDB{
 			Image: "agentenv-postgres:local", User: "agentenv", Password: "agentenv", Database: "agentenv",
-			WebUI:        spec.Sidecar{Enabled: true, Image: "agentenv-adminer:local", Port: 8080},
-			DBMCP:        spec.Sidecar{Image: "agentenv:dev", Port: 8080},
+			WebUI:        spec.Sidecar{Enabled: true, Image: "agentenv-adminer:local", Port: 8080, Resources: defRes},
+			DBMCP:        spec.Sidecar{Image: "agentenv:dev", Port: 8080, Resources: defRes},
 			ReadyTimeout: time.Minute,
+			Resources:    defRes,
 		},
 		Gateway: spec.Gateway{
 			Image: "agentenv:dev", Port: 8080, ToolNames: spec.ToolNamesAuto, Mode: spec.ModeConsistent, Serialize: spec.SerializeServer,
-			CallTimeout: time.Minute,
+			CallTimeout: time.Minute, Resources: defRes,
 		},
 		File: envFile,
 		Dir:  "testdata",
@@ -391,6 +393,12 @@ func TestLoad_full(t *testing.T) {
 	}
 	if got, want := env.ServiceDB.ReadyTimeout, 2*time.Minute; got != want {
 		t.Errorf("ServiceDB.ReadyTimeout = %v, want %v", got, want)
+	}
+	if got, want := env.Servers[0].Resources, (spec.Resources{Memory: 512 << 20, CPUs: 0.5, Pids: 256}); got != want {
+		t.Errorf("Servers[0].Resources = %+v, want %+v", got, want)
+	}
+	if got, want := env.ServiceDB.Resources.Memory, int64(2<<30); got != want {
+		t.Errorf("ServiceDB.Resources.Memory = %d, want %d", got, want)
 	}
 	if got, want := env.Path("schema.sql"), filepath.Join("testdata", "schema.sql"); got != want {
 		t.Errorf("Path(schema.sql) = %q, want %q", got, want)

@@ -49,6 +49,12 @@ type Component struct {
 	Bridge bool
 	// Files are to be placed in the container before it starts.
 	Files []File
+	// Resources are the component's limits, defaults applied.
+	Resources Resources
+	// NonRoot reports that the component runs the agentenv binary of its own image (Command
+	// starts with BinaryPath and it is not a bridge), whose images run as a non-root numeric
+	// user (images.User), so a backend may refuse to run it as root.
+	NonRoot bool
 }
 
 // File is a file a component needs in its container.
@@ -131,6 +137,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			Port:         s.Port,
 			Path:         s.Path,
 			ReadyTimeout: s.ReadyTimeout,
+			Resources:    s.Resources,
 		}
 		if s.Database {
 			// Only a server that uses the service DB waits for it; the others start beside it.
@@ -170,6 +177,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			Port:         db.WebUI.Port,
 			After:        dbAfter,
 			ReadyTimeout: DefaultReadyTimeout,
+			Resources:    db.WebUI.Resources,
 		})
 	}
 	if db != nil && db.DBMCP.Enabled {
@@ -183,6 +191,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			Path:         DefaultPath,
 			After:        dbAfter,
 			ReadyTimeout: DefaultReadyTimeout,
+			Resources:    db.DBMCP.Resources,
 		})
 	}
 	var serverNames []string
@@ -198,9 +207,13 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 		Path:         DefaultPath,
 		After:        serverNames,
 		ReadyTimeout: DefaultReadyTimeout,
+		Resources:    e.Gateway.Resources,
 	})
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
+	}
+	for i := range out {
+		out[i].NonRoot = !out[i].Bridge && len(out[i].Command) > 0 && out[i].Command[0] == BinaryPath
 	}
 	return out, nil
 }
@@ -226,6 +239,7 @@ func (e *Env) serviceDBComponent(pw DBPasswords) Component {
 		},
 		Port:         DBPort,
 		ReadyTimeout: db.ReadyTimeout,
+		Resources:    db.Resources,
 	}
 	var schemas strings.Builder
 	for _, s := range e.Servers {

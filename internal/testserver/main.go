@@ -11,6 +11,8 @@
 //	testserver cat PATH          copy PATH to standard output
 //	testserver echo ARGS...      print ARGS on standard output
 //	testserver get URL           GET URL and print the body; exit 1 unless the status is 200
+//	testserver id                print the process's uid and gid, as "UID:GID"
+//	testserver alloc MIB         allocate and touch MIB mebibytes, then print "allocated"
 //
 // Errors go to standard error with exit status 1; a usage error exits with status 2.
 package main
@@ -41,7 +43,7 @@ func main() {
 	case errors.As(err, &code):
 		os.Exit(int(code))
 	case errors.Is(err, errUsage):
-		fmt.Fprintln(os.Stderr, "usage: testserver serve ADDR | sleep | exit N | write PATH TEXT | cat PATH | echo ARGS... | get URL")
+		fmt.Fprintln(os.Stderr, "usage: testserver serve ADDR | sleep | exit N | write PATH TEXT | cat PATH | echo ARGS... | get URL | id | alloc MIB")
 		os.Exit(2)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "testserver:", err)
@@ -90,8 +92,31 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	case cmd == "get" && len(args) == 1:
 		return get(ctx, args[0], stdout)
+	case cmd == "id" && len(args) == 0:
+		_, err := fmt.Fprintf(stdout, "%d:%d\n", os.Getuid(), os.Getgid())
+		return err
+	case cmd == "alloc" && len(args) == 1:
+		mib, err := strconv.Atoi(args[0])
+		if err != nil || mib < 0 {
+			return errUsage
+		}
+		return alloc(mib, stdout)
 	}
 	return errUsage
+}
+
+// alloc holds mib MiB of touched memory at once, so that a memory limit below it kills the
+// process instead of the page cache absorbing it.
+func alloc(mib int, stdout io.Writer) error {
+	chunks := make([][]byte, mib)
+	for i := range chunks {
+		chunks[i] = make([]byte, 1<<20)
+		for j := 0; j < len(chunks[i]); j += 4096 {
+			chunks[i][j] = 1
+		}
+	}
+	_, err := fmt.Fprintln(stdout, "allocated")
+	return err
 }
 
 func serve(ctx context.Context, addr string) error {

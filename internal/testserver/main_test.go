@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,7 +22,7 @@ func TestRun(t *testing.T) {
 	if err := run(t.Context(), []string{"exit", "7"}, &out); !errors.As(err, &code) || code != 7 {
 		t.Errorf("exit 7 = %v, want exitCode 7", err)
 	}
-	for _, args := range [][]string{nil, {"bogus"}, {"exit"}, {"exit", "x"}, {"write", "only-path"}} {
+	for _, args := range [][]string{nil, {"bogus"}, {"exit"}, {"exit", "x"}, {"write", "only-path"}, {"alloc", "-1"}, {"alloc", "x"}, {"id", "x"}} {
 		if err := run(t.Context(), args, &out); !errors.Is(err, errUsage) {
 			t.Errorf("run(%q) = %v, want usage", args, err)
 		}
@@ -35,6 +37,14 @@ func TestRun(t *testing.T) {
 	}
 	if err := run(t.Context(), []string{"cat", file + ".missing"}, &out); err == nil {
 		t.Errorf("cat of a missing file = nil error")
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"alloc", "2"}, &out); err != nil || out.String() != "allocated\n" {
+		t.Errorf("alloc 2 = %q, %v", out.String(), err)
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"id"}, &out); err != nil || out.String() != fmt.Sprintf("%d:%d\n", os.Getuid(), os.Getgid()) {
+		t.Errorf("id = %q, %v", out.String(), err)
 	}
 }
 

@@ -80,7 +80,9 @@ func RunScript(r Run) string {
 	}
 	args = append(args, "--security-opt", "no-new-privileges")
 	if s.Memory > 0 {
-		args = append(args, "--memory", strconv.FormatInt(s.Memory, 10))
+		// --memory-swap equal to --memory: the limit holds swap included.
+		m := strconv.FormatInt(s.Memory, 10)
+		args = append(args, "--memory", m, "--memory-swap", m)
 	}
 	if s.CPUs > 0 {
 		args = append(args, "--cpus", strconv.FormatFloat(s.CPUs, 'f', -1, 64))

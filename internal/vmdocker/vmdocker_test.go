@@ -91,7 +91,7 @@ func TestRunScript(t *testing.T) {
 				"--label", "agentenv.record=vm-1", "--label", "agentenv.role=service_db",
 				"-e", "A=1 1", "-e", "B=2", "-p", "5432", "-p", "8080", "-w", "/w",
 				"--cap-drop", "ALL", "--cap-add", "CHOWN", "--cap-add", "SETUID",
-				"--security-opt", "no-new-privileges", "--memory", "268435456", "--cpus", "0.5", "--pids-limit", "1024"},
+				"--security-opt", "no-new-privileges", "--memory", "268435456", "--memory-swap", "268435456", "--cpus", "0.5", "--pids-limit", "1024"},
 			wantPorts: map[int]int{5432: 35432, 8080: 38080},
 			wantCp:    true,
 		},

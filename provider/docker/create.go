@@ -220,9 +220,10 @@ func containerOptions(cfg Config, name string, spec agentenv.SandboxSpec) (clien
 			CapAdd:       slices.Clone(spec.CapAdd),
 			PortBindings: bindings,
 			Resources: container.Resources{
-				Memory:    memory,
-				NanoCPUs:  int64(cpus * 1e9),
-				PidsLimit: &pids,
+				Memory:     memory,
+				MemorySwap: memory, // the limit holds swap included: no swapping past it
+				NanoCPUs:   int64(cpus * 1e9),
+				PidsLimit:  &pids,
 			},
 		},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/images"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/provider/docker"
 	"github.com/agentenv/agentenv/provider/providertest"
@@ -200,6 +201,41 @@ func TestCreate_Hardening(t *testing.T) {
 	}
 	if got := res.Container.Config.StopTimeout; got == nil || *got != 1 {
 		t.Errorf("StopTimeout = %v, want 1", got)
+	}
+}
+
+// TestCreate_MemoryLimitKills: a process that allocates past the container's memory limit is
+// OOM-killed (exit 137), swap included, while one that stays below it runs; and the image's
+// processes run as a non-root user.
+func TestCreate_MemoryLimitKills(t *testing.T) {
+	p, cli, image, labels := setup(t)
+	ctx := t.Context()
+	s := spec(image, labels, "sleep")
+	s.Memory = 48 << 20
+	t.Cleanup(func() { p.Terminate(context.Background(), s.Name) })
+	if _, err := p.Create(ctx, s); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	res, err := cli.ContainerInspect(ctx, s.Name, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	if hc := res.Container.HostConfig; hc.Memory != 48<<20 || hc.MemorySwap != 48<<20 {
+		t.Errorf("HostConfig memory %d swap %d, want both 48MiB", hc.Memory, hc.MemorySwap)
+	}
+	if u := res.Container.Config.User; u != images.User {
+		t.Errorf("Config.User = %q, want %q", u, images.User)
+	}
+	out, err := p.Exec(ctx, s.Name, []string{"/agentenv", "id"})
+	if err != nil || out.ExitCode != 0 || strings.HasPrefix(string(out.Stdout), "0:") || strings.TrimSpace(string(out.Stdout)) != images.User {
+		t.Errorf("Exec id = %q (exit %d), %v; want %s, not root", out.Stdout, out.ExitCode, err, images.User)
+	}
+	if out, err := p.Exec(ctx, s.Name, []string{"/agentenv", "alloc", "8"}); err != nil || out.ExitCode != 0 {
+		t.Errorf("Exec alloc 8 = exit %d (stderr %q), %v; want it to fit", out.ExitCode, out.Stderr, err)
+	}
+	out, err = p.Exec(ctx, s.Name, []string{"/agentenv", "alloc", "256"})
+	if err != nil || out.ExitCode != 137 || strings.Contains(string(out.Stdout), "allocated") {
+		t.Errorf("Exec alloc 256 in 48MiB = exit %d stdout %q, %v; want OOM-killed (137)", out.ExitCode, out.Stdout, err)
 	}
 }
 

@@ -52,7 +52,7 @@ func TestContainerOptions(t *testing.T) {
 		!cmp.Equal(hc.SecurityOpt, []string{"no-new-privileges"}) {
 		t.Errorf("hardening = init %v drop %v add %v secopt %v", hc.Init, hc.CapDrop, hc.CapAdd, hc.SecurityOpt)
 	}
-	if hc.Memory != 1<<30 || hc.NanoCPUs != 2e9 || hc.PidsLimit == nil || *hc.PidsLimit != agentenv.DefaultPidsLimit {
+	if hc.Memory != 1<<30 || hc.MemorySwap != 1<<30 || hc.NanoCPUs != 2e9 || hc.PidsLimit == nil || *hc.PidsLimit != agentenv.DefaultPidsLimit {
 		t.Errorf("limits = %d bytes, %d nanocpus, pids %v; want the defaults", hc.Memory, hc.NanoCPUs, hc.PidsLimit)
 	}
 	limited := validSpec()

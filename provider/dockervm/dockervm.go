@@ -3,7 +3,9 @@
 // capability recipe of the feasibility notes, image agentenv-dind:local built by
 // images/debian/build.sh dind). It exists so that the remote-VM path (create a VM, save and load
 // images into it, start the stack inside, reach it from outside) runs end to end on this machine
-// with real containers.
+// with real containers. It is not a VM boundary: the outer container shares the host's kernel
+// with nearly every capability and no seccomp or AppArmor confinement (README.md says what it
+// isolates and what it does not); run only trusted code in it.
 //
 // A VM is the outer container named by its record id and labelled with the record's labels,
 // plus a volume <id>-docker (same labels) that holds the inner engine's /var/lib/docker.

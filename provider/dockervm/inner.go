@@ -357,7 +357,7 @@ func innerOptions(spec agentenv.SandboxSpec, labels map[string]string, slots map
 			CapDrop:      []string{"ALL"},
 			CapAdd:       slices.Clone(spec.CapAdd),
 			PortBindings: bindings,
-			Resources:    container.Resources{Memory: spec.Memory, NanoCPUs: int64(spec.CPUs * 1e9), PidsLimit: &pids},
+			Resources:    container.Resources{Memory: spec.Memory, MemorySwap: spec.Memory, NanoCPUs: int64(spec.CPUs * 1e9), PidsLimit: &pids},
 		},
 		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 			stackNetwork: {Aliases: append([]string{spec.Name}, spec.Aliases...)},

@@ -33,7 +33,7 @@ type Resource[T, L runtime.Object] interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-// API is the part of the Kubernetes API the provider speaks: five kinds of the core group and
+// API is the part of the Kubernetes API the provider speaks: six kinds of the core group and
 // the NetworkPolicies of networking.k8s.io/v1, nothing else. On a cluster it is a REST client
 // per group on a scheme of those two groups only, not client-go's clientset, whose scheme
 // registers every group of Kubernetes: compiling those was most of what building agentenv
@@ -45,6 +45,8 @@ type API interface {
 	Services(namespace string) Resource[*corev1.Service, *corev1.ServiceList]
 	// ServiceAccounts returns the client of the ServiceAccounts in namespace.
 	ServiceAccounts(namespace string) Resource[*corev1.ServiceAccount, *corev1.ServiceAccountList]
+	// Secrets returns the client of the Secrets in namespace ("" for every namespace).
+	Secrets(namespace string) Resource[*corev1.Secret, *corev1.SecretList]
 	// Namespaces returns the client of the Namespaces.
 	Namespaces() Resource[*corev1.Namespace, *corev1.NamespaceList]
 	// Nodes returns the client of the Nodes.
@@ -197,6 +199,11 @@ func (a restAPI) Services(namespace string) Resource[*corev1.Service, *corev1.Se
 // ServiceAccounts returns the client of the ServiceAccounts in namespace.
 func (a restAPI) ServiceAccounts(namespace string) Resource[*corev1.ServiceAccount, *corev1.ServiceAccountList] {
 	return newResource[corev1.ServiceAccount, corev1.ServiceAccountList](a.core, a.params, "serviceaccounts", namespace)
+}
+
+// Secrets returns the client of the Secrets in namespace.
+func (a restAPI) Secrets(namespace string) Resource[*corev1.Secret, *corev1.SecretList] {
+	return newResource[corev1.Secret, corev1.SecretList](a.core, a.params, "secrets", namespace)
 }
 
 // Namespaces returns the client of the Namespaces.

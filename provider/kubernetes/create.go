@@ -92,12 +92,31 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: watch pods: %w", spec.Name, err)
 	}
 	defer unsubscribe()
+	if secret := secretFor(pod, spec.Env); secret != nil {
+		// Made before the Pod, which reads it as it starts; labelled with the record, so the
+		// cleanup above removes it if the Pod is never made.
+		cctx, cancel := cleanup.Detached(ctx, createBound)
+		_, err := api.Secrets(ns).Create(cctx, secret, metav1.CreateOptions{})
+		cancel()
+		if err != nil {
+			made = !apierrors.IsAlreadyExists(err) && !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) &&
+				!apierrors.IsNotFound(err) && !apierrors.IsBadRequest(err)
+			switch {
+			case apierrors.IsNotFound(err) && spec.Network != "":
+				err = fmt.Errorf("network %q: %w: %w", spec.Network, agentenv.ErrInvalid, err)
+			case apierrors.IsAlreadyExists(err):
+				err = fmt.Errorf("secret %s/%s exists: %w: %w", ns, spec.Name, agentenv.ErrConflict, err)
+			}
+			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: secret: %w", spec.Name, p.kind(err))
+		}
+		made = true
+	}
 	cctx, cancel := cleanup.Detached(ctx, createBound)
 	created, err := api.Pods(ns).Create(cctx, pod, metav1.CreateOptions{})
 	cancel()
 	if err != nil {
-		made = !apierrors.IsAlreadyExists(err) && !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) &&
-			!apierrors.IsNotFound(err) && !apierrors.IsBadRequest(err)
+		made = made || (!apierrors.IsAlreadyExists(err) && !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) &&
+			!apierrors.IsNotFound(err) && !apierrors.IsBadRequest(err))
 		switch {
 		case apierrors.IsNotFound(err) && spec.Network != "":
 			err = fmt.Errorf("network %q: %w: %w", spec.Network, agentenv.ErrInvalid, err)

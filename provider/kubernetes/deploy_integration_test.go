@@ -4,18 +4,22 @@ package kubernetes_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/fault"
+	"github.com/agentenv/agentenv/provider/kubernetes"
 	"github.com/agentenv/agentenv/spec"
 )
 
@@ -81,9 +85,13 @@ func TestDeploy_notes(t *testing.T) {
 				t.Errorf("namespace %s = %v, %v; want the deployment's network", ns, nsObj.Labels, err)
 			}
 			nps, err := r.cs.NetworkPolicies(ns).List(ctx, sel)
-			if err != nil || len(nps.Items) != 4 {
-				t.Errorf("network policies in %s = %d, %v; want 4", ns, len(nps.Items), err)
+			if err != nil || len(nps.Items) != 5 {
+				t.Errorf("network policies in %s = %d, %v; want 5", ns, len(nps.Items), err)
 			}
+			if _, err := r.cs.NetworkPolicies(ns).Get(ctx, kubernetes.PolicyEgress, metav1.GetOptions{}); err != nil {
+				t.Errorf("egress policy in %s: %v", ns, err)
+			}
+			checkHardened(t, ctx, r.cs, &pod)
 			if pod.Spec.ActiveDeadlineSeconds == nil || pod.Labels[agentenv.LabelExpires] == "" {
 				t.Errorf("pod %s lacks its backstop: deadline %v labels %v", pod.Name, pod.Spec.ActiveDeadlineSeconds, pod.Labels)
 			}
@@ -104,6 +112,39 @@ func TestDeploy_notes(t *testing.T) {
 	}
 	if left, err := leftovers(ctx, r.cs, map[string]string{agentenv.LabelDeployment: id}); err != nil || len(left) > 0 {
 		t.Errorf("after the failed deploy: left %v, %v", left, err)
+	}
+}
+
+// checkHardened checks what the API server stored of the service DB's Pod: seccomp
+// RuntimeDefault, no privilege escalation, no capabilities, the env file's default limits and
+// their requests, and its environment (the superuser's password among it) only in its Secret.
+func checkHardened(t *testing.T, ctx context.Context, cs kubernetes.API, pod *corev1.Pod) {
+	t.Helper()
+	if psc := pod.Spec.SecurityContext; psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod %s security context = %+v, want seccomp RuntimeDefault", pod.Name, psc)
+	} else if psc.RunAsNonRoot != nil {
+		t.Errorf("pod %s: runAsNonRoot set for the postgres image, whose user is not numeric", pod.Name)
+	}
+	c := pod.Spec.Containers[0]
+	if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil ||
+		len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("container security context = %+v", sc)
+	}
+	if c.Resources.Limits.Memory().Value() != spec.DefaultMemory || c.Resources.Limits.Cpu().MilliValue() != 1000 ||
+		c.Resources.Requests.Memory().Value() != spec.DefaultMemory/4 || c.Resources.Requests.Cpu().MilliValue() != 250 {
+		t.Errorf("resources = limits %v requests %v, want 1Gi/1 and a quarter", c.Resources.Limits, c.Resources.Requests)
+	}
+	secret, err := cs.Secrets(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("secret of %s: %v", pod.Name, err)
+	}
+	if len(secret.Data["POSTGRES_PASSWORD"]) == 0 {
+		t.Errorf("secret %s lacks POSTGRES_PASSWORD: keys %v", secret.Name, slices.Collect(maps.Keys(secret.Data)))
+	}
+	for _, e := range c.Env {
+		if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != secret.Name {
+			t.Errorf("env %s of pod %s = %+v, want a reference into Secret %s", e.Name, pod.Name, e, secret.Name)
+		}
 	}
 }
 

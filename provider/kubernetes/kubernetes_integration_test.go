@@ -62,7 +62,7 @@ func clientset(t testing.TB, p *kubernetes.Provider) kubernetes.API {
 	return cs
 }
 
-// leftovers returns the Pods, Services and NetworkPolicies carrying every one of labels, as
+// leftovers returns the Pods, Services, Secrets and NetworkPolicies carrying every one of labels, as
 // "kind ns/name", ignoring those being deleted.
 func leftovers(ctx context.Context, cs kubernetes.API, labels map[string]string) ([]string, error) {
 	var sel []string
@@ -93,6 +93,13 @@ func leftovers(ctx context.Context, cs kubernetes.API, labels map[string]string)
 	}
 	for _, o := range nps.Items {
 		out = append(out, "networkpolicy "+o.Namespace+"/"+o.Name)
+	}
+	secrets, err := cs.Secrets("").List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range secrets.Items {
+		out = append(out, "secret "+o.Namespace+"/"+o.Name)
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,10 @@ func (f *fakeAPI) ServiceAccounts(ns string) Resource[*corev1.ServiceAccount, *c
 	return fakeResource(&f.Fake, corev1.SchemeGroupVersion, "serviceaccounts", "ServiceAccount", ns, func(l *corev1.ServiceAccountList) *[]corev1.ServiceAccount { return &l.Items })
 }
 
+func (f *fakeAPI) Secrets(ns string) Resource[*corev1.Secret, *corev1.SecretList] {
+	return fakeResource(&f.Fake, corev1.SchemeGroupVersion, "secrets", "Secret", ns, func(l *corev1.SecretList) *[]corev1.Secret { return &l.Items })
+}
+
 func (f *fakeAPI) Namespaces() Resource[*corev1.Namespace, *corev1.NamespaceList] {
 	return fakeResource(&f.Fake, corev1.SchemeGroupVersion, "namespaces", "Namespace", "", func(l *corev1.NamespaceList) *[]corev1.Namespace { return &l.Items })
 }
@@ -184,6 +189,22 @@ func TestCreate_podAndServiceShape(t *testing.T) {
 	if len(c.Env) != 2 || c.Env[0].Name != "A" || c.Env[1].Name != "B" {
 		t.Errorf("env = %v, want A, B sorted", c.Env)
 	}
+	for _, e := range c.Env {
+		if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "sb-1" || e.ValueFrom.SecretKeyRef.Key != e.Name {
+			t.Errorf("env %s = %+v, want a reference to key %s of Secret sb-1 and no value in the Pod", e.Name, e, e.Name)
+		}
+	}
+	secret, err := cs.Secrets(DefaultNamespace).Get(ctx, "sb-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("secret: %v", err)
+	}
+	if string(secret.Data["A"]) != "1" || string(secret.Data["B"]) != "2" || len(secret.Data) != 2 || secret.Labels[agentenv.LabelRecord] != "sb-1" ||
+		secret.Immutable == nil || !*secret.Immutable {
+		t.Errorf("secret data %q labels %v immutable %v, want A=1 B=2, the record label, immutable", secret.Data, secret.Labels, secret.Immutable)
+	}
+	if psc := s.SecurityContext; psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || psc.RunAsNonRoot != nil {
+		t.Errorf("pod security context = %+v, want seccomp RuntimeDefault and no runAsNonRoot for an image not known to be non-root", psc)
+	}
 	sc := c.SecurityContext
 	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
 		len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 1 {
@@ -191,6 +212,25 @@ func TestCreate_podAndServiceShape(t *testing.T) {
 	}
 	if c.Resources.Limits.Memory().Value() != 64<<20 || c.Resources.Limits.Cpu().MilliValue() != 500 {
 		t.Errorf("limits = %v", c.Resources.Limits)
+	}
+	if c.Resources.Requests.Memory().Value() != 16<<20 || c.Resources.Requests.Cpu().MilliValue() != 125 {
+		t.Errorf("requests = %v, want a quarter of the limits", c.Resources.Requests)
+	}
+
+	// An image known to run as a non-root user is held to it; without env there is no Secret.
+	nr := agentenv.SandboxSpec{Name: "sb-2", Image: "agentenv:dev", Labels: labelsFor("sb-2", "conformance"), NonRoot: true, Expires: expires}
+	if _, err := p.Create(ctx, nr); err != nil {
+		t.Fatalf("Create non-root = %v", err)
+	}
+	pod2, err := cs.Pods(DefaultNamespace).Get(ctx, "sb-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("pod sb-2: %v", err)
+	}
+	if psc := pod2.Spec.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("non-root pod security context = %+v, want runAsNonRoot and seccomp RuntimeDefault", psc)
+	}
+	if _, err := cs.Secrets(DefaultNamespace).Get(ctx, "sb-2", metav1.GetOptions{}); err == nil {
+		t.Errorf("a Secret exists for a sandbox without env")
 	}
 
 	svc, err := cs.Services(DefaultNamespace).Get(ctx, "sb-1", metav1.GetOptions{})
@@ -208,6 +248,13 @@ func TestCreate_podAndServiceShape(t *testing.T) {
 	}
 	if _, err := cs.ServiceAccounts(DefaultNamespace).Get(ctx, ServiceAccountName, metav1.GetOptions{}); err != nil {
 		t.Errorf("service account in %s: %v", DefaultNamespace, err)
+	}
+	// Terminate removes the Secret with the Pod.
+	if err := p.Terminate(ctx, "sb-1"); err != nil {
+		t.Fatalf("Terminate(sb-1) = %v", err)
+	}
+	if _, err := cs.Secrets(DefaultNamespace).Get(ctx, "sb-1", metav1.GetOptions{}); err == nil {
+		t.Errorf("secret sb-1 still exists after Terminate")
 	}
 }
 
@@ -256,8 +303,36 @@ func TestCreateNetwork_namespaceAndPolicies(t *testing.T) {
 		t.Errorf("service account: %v", err)
 	}
 	nps, err := cs.NetworkPolicies("net-1").List(ctx, metav1.ListOptions{})
-	if err != nil || len(nps.Items) != 4 {
-		t.Fatalf("policies = %v, %v; want 4", nps, err)
+	if err != nil || len(nps.Items) != 5 {
+		t.Fatalf("policies = %v, %v; want 5", nps, err)
+	}
+	var egress *networkingv1.NetworkPolicy
+	for i := range nps.Items {
+		if nps.Items[i].Name == PolicyEgress {
+			egress = &nps.Items[i]
+		}
+	}
+	if egress == nil {
+		t.Fatalf("no %s policy", PolicyEgress)
+	}
+	// Every Pod of the namespace; egress only to the namespace's own Pods and to port 53.
+	if e := egress.Spec; len(e.PodSelector.MatchLabels)+len(e.PodSelector.MatchExpressions) != 0 ||
+		!slices.Equal(e.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}) || len(e.Egress) != 2 {
+		t.Fatalf("egress policy = %+v", e)
+	}
+	for _, rule := range egress.Spec.Egress {
+		switch {
+		case len(rule.Ports) == 0:
+			if len(rule.To) != 1 || rule.To[0].PodSelector == nil || rule.To[0].NamespaceSelector != nil || rule.To[0].IPBlock != nil ||
+				len(rule.To[0].PodSelector.MatchLabels) != 0 {
+				t.Errorf("egress rule without ports reaches %+v, want the namespace's own Pods only", rule.To)
+			}
+		default:
+			if len(rule.To) != 0 || len(rule.Ports) != 2 || rule.Ports[0].Port.IntValue() != 53 || rule.Ports[1].Port.IntValue() != 53 ||
+				*rule.Ports[0].Protocol != corev1.ProtocolUDP || *rule.Ports[1].Protocol != corev1.ProtocolTCP {
+				t.Errorf("egress rule with ports = %+v, want DNS (53/udp, 53/tcp) only", rule)
+			}
+		}
 	}
 	for _, np := range nps.Items {
 		if np.Labels[agentenv.LabelRecord] != "net-1" {

@@ -35,7 +35,12 @@ const (
 	PolicyGatewayIngress  = "agentenv-gateway-ingress"
 	PolicyServersIngress  = "agentenv-servers-from-gateway"
 	PolicyServiceDBAccess = "agentenv-servicedb-from-servers"
+	PolicyEgress          = "agentenv-egress"
 )
+
+// requestShare is the part of a limit a container requests: a deployment of several
+// components schedules on a small node, and each is still capped at its limit.
+const requestShare = 4
 
 // podFor maps spec to the Pod of record spec.Name in namespace ns. It does no I/O.
 func (p *Provider) podFor(ns string, spec agentenv.SandboxSpec, now time.Time) (*corev1.Pod, error) {
@@ -63,8 +68,12 @@ func (p *Provider) podFor(ns string, spec agentenv.SandboxSpec, now time.Time) (
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 	}
+	// The values live in the sandbox's Secret (secretFor), never in the Pod: an env holds
+	// DSNs with passwords and tokens, and reading Pods is a wider right than reading Secrets.
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
-		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
+		c.Env = append(c.Env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: spec.Name}, Key: k},
+		}})
 	}
 	for _, ca := range spec.CapAdd {
 		c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, corev1.Capability(ca))
@@ -77,18 +86,27 @@ func (p *Provider) podFor(ns string, spec agentenv.SandboxSpec, now time.Time) (
 	}
 	if spec.Memory > 0 || spec.CPUs > 0 {
 		c.Resources.Limits = corev1.ResourceList{}
+		c.Resources.Requests = corev1.ResourceList{}
 		if spec.Memory > 0 {
 			c.Resources.Limits[corev1.ResourceMemory] = *resource.NewQuantity(spec.Memory, resource.BinarySI)
+			c.Resources.Requests[corev1.ResourceMemory] = *resource.NewQuantity(spec.Memory/requestShare, resource.BinarySI)
 		}
 		if spec.CPUs > 0 {
-			c.Resources.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(math.Ceil(spec.CPUs*1000)), resource.DecimalSI)
+			milli := int64(math.Ceil(spec.CPUs * 1000))
+			c.Resources.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
+			c.Resources.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(max(1, milli/requestShare), resource.DecimalSI)
 		}
+	}
+	pod := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	if spec.NonRoot {
+		pod.RunAsNonRoot = new(true)
 	}
 	grace := int64(p.cfg.StopGrace.Round(time.Second) / time.Second)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: ns, Labels: lbl, Annotations: ann},
 		Spec: corev1.PodSpec{
 			Containers:                    []corev1.Container{c},
+			SecurityContext:               pod,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			ActiveDeadlineSeconds:         &deadline,
 			TerminationGracePeriodSeconds: &grace,
@@ -98,6 +116,28 @@ func (p *Provider) podFor(ns string, spec agentenv.SandboxSpec, now time.Time) (
 			EnableServiceLinks:            new(false),
 		},
 	}, nil
+}
+
+// secretFor returns the Secret holding the environment of pod, whose container reads each
+// variable from it; nil when the sandbox has no environment. It carries the Pod's labels, so
+// that Terminate by record id finds it even when the Pod was never made.
+func secretFor(pod *corev1.Pod, env map[string]string) *corev1.Secret {
+	if len(env) == 0 {
+		return nil
+	}
+	data := make(map[string][]byte, len(env))
+	for k, v := range env {
+		data[k] = []byte(v)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace,
+			Labels: maps.Clone(pod.Labels), Annotations: maps.Clone(pod.Annotations),
+		},
+		Type:      corev1.SecretTypeOpaque,
+		Immutable: new(true),
+		Data:      data,
+	}
 }
 
 // deadline returns activeDeadlineSeconds for spec: its Timeout, else the time to Expires, else
@@ -174,6 +214,9 @@ func serviceAccountFor(ns string, lbl, ann map[string]string) *corev1.ServiceAcc
 // anyone reach the gateway (it is the deployment's front door, and authenticates callers); let
 // only the gateway reach the MCP servers; let only the servers and the DB sidecars reach the
 // service DB. Port-forwards enter a Pod through its node and are not subject to them.
+// PolicyEgress lets the deployment's Pods reach only each other and DNS (port 53 anywhere, so
+// that node-local resolvers work too): an env declares no other destination, so a server
+// cannot call out of its deployment.
 func policiesFor(ns string, lbl, ann map[string]string) []*networkingv1.NetworkPolicy {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: maps.Clone(lbl), Annotations: maps.Clone(ann)}
@@ -190,7 +233,16 @@ func policiesFor(ns string, lbl, ann map[string]string) []*networkingv1.NetworkP
 		}
 		return peers
 	}
+	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
+	dns := intstr.FromInt32(53)
 	return []*networkingv1.NetworkPolicy{
+		{ObjectMeta: meta(PolicyEgress), Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{
+				{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}},
+				{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}}},
+			},
+		}},
 		{ObjectMeta: meta(PolicyDefaultDeny), Spec: networkingv1.NetworkPolicySpec{PolicyTypes: ingress}},
 		{ObjectMeta: meta(PolicyGatewayIngress), Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: role(roleGateway), PolicyTypes: ingress,

@@ -38,15 +38,16 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 type objects struct {
 	pods       []corev1.Pod
 	services   []corev1.Service
+	secrets    []corev1.Secret
 	namespaces []corev1.Namespace
 }
 
-// listObjects lists the Pods, Services and Namespaces matching sel, concurrently.
+// listObjects lists the Pods, Services, Secrets and Namespaces matching sel, concurrently.
 func (p *Provider) listObjects(ctx context.Context, api API, sel string) (objects, error) {
 	var (
 		wg   sync.WaitGroup
 		o    objects
-		errs [3]error
+		errs [4]error
 	)
 	opts := metav1.ListOptions{LabelSelector: sel}
 	wg.Go(func() {
@@ -69,6 +70,13 @@ func (p *Provider) listObjects(ctx context.Context, api API, sel string) (object
 			o.namespaces = l.Items
 		}
 		errs[2] = err
+	})
+	wg.Go(func() {
+		l, err := api.Secrets(metav1.NamespaceAll).List(ctx, opts)
+		if err == nil {
+			o.secrets = l.Items
+		}
+		errs[3] = err
 	})
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
@@ -122,6 +130,14 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 			err := api.Services(svc.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
 				fail(fmt.Errorf("delete service %s/%s: %w", svc.Namespace, svc.Name, ctxerr.Prefer(ctx, err)))
+			}
+		})
+	}
+	for _, sec := range o.secrets {
+		wg.Go(func() {
+			err := api.Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				fail(fmt.Errorf("delete secret %s/%s: %w", sec.Namespace, sec.Name, ctxerr.Prefer(ctx, err)))
 			}
 		})
 	}
