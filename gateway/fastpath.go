@@ -60,6 +60,11 @@ func (m *mcpServers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.handler.ServeHTTP(w, r) // unknown or ended: the SDK answers 404
 		return
 	}
+	if role := boundRole(r); role != "" && role != s.role {
+		// A role token cannot ride a session another role opened.
+		writeError(w, http.StatusForbidden, "session "+sid+" belongs to another role")
+		return
+	}
 	switch r.Method {
 	case http.MethodDelete:
 		// Once the SDK ended the session, and before the client hears so, every request of s
