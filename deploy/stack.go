@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -27,7 +28,8 @@ type stack struct {
 	member string
 	doc    agentenv.Deployment
 	opts   Options
-	token  string
+	token  string            // the gateway's admin token
+	tokens map[string]string // role -> role-bound token
 	start  time.Time
 
 	mu        sync.Mutex
@@ -247,6 +249,11 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 			sp.Env = map[string]string{}
 		}
 		sp.Env[spec.ComposeTokenVar] = st.token
+		rt, err := json.Marshal(st.tokens)
+		if err != nil {
+			return fmt.Errorf("role tokens: %w", err)
+		}
+		sp.Env[spec.RoleTokensVar] = string(rt)
 	}
 	if c.Bridge {
 		bin, err := st.binary()
@@ -467,6 +474,10 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	}
 	doc.GatewayURL = baseURL(st.endpoints["gateway"]) + "/mcp"
 	doc.TokenHash = TokenHash(st.token)
+	doc.TokenHashes = map[string]string{}
+	for role, tok := range st.tokens {
+		doc.TokenHashes[role] = TokenHash(tok)
+	}
 	doc.URLs = map[string]string{}
 	for name, addr := range st.endpoints {
 		if name != "servicedb" { // its URL carries a password; Result.DatabaseURL has the verifier's
@@ -482,7 +493,7 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	if err := st.d.mgr.Ledger().Deployments().Put(ctx, doc); err != nil {
 		return nil, fmt.Errorf("record deployment: %w", err)
 	}
-	return &Result{Doc: doc, Token: st.token, GatewayURL: doc.GatewayURL, DatabaseURL: st.dbURL, Endpoints: st.endpoints, Records: ids}, nil
+	return &Result{Doc: doc, Token: st.token, Tokens: maps.Clone(st.tokens), GatewayURL: doc.GatewayURL, DatabaseURL: st.dbURL, Endpoints: st.endpoints, Records: ids}, nil
 }
 
 // undo tears down everything this attempt created, on a detached bounded context: the
