@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -27,6 +30,7 @@ const DefaultMaxTurns = 20
 // trajectory.
 type promptAgent struct {
 	Env      string         `yaml:"env" task:"required"`   // the deploy_env step
+	Role     string         `yaml:"role"`                  // the gateway role the agent acts as; "default" if empty
 	Agent    string         `yaml:"agent" task:"required"` // scripted or openai
 	Prompt   string         `yaml:"prompt"`
 	System   string         `yaml:"system"`    // openai: the system message
@@ -101,8 +105,26 @@ type agentRun struct {
 	turns, calls int
 }
 
+// agentToken returns the token an agent acting as role in env is handed: its role's, never the
+// admin's. A deployer without role tokens (nil Tokens) leaves only the admin token, which an
+// agent of the default role gets.
+func agentToken(env DeployedEnv, role string) (string, error) {
+	if env.Tokens == nil && (role == "" || role == DefaultRole) {
+		return env.Token, nil
+	}
+	if t := env.TokenFor(role); t != "" {
+		return t, nil
+	}
+	roles := slices.Sorted(maps.Keys(env.Tokens))
+	return "", fmt.Errorf("role: the env has no role %q (roles: %s)%s", role, strings.Join(roles, ", "), suggest.DidYouMean(role, roles))
+}
+
 func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *agent.Trajectory) (agentRun, error) {
-	cs, err := sc.connect(ctx, env)
+	token, err := agentToken(env, s.Role)
+	if err != nil {
+		return agentRun{}, err
+	}
+	cs, err := sc.connect(ctx, env.GatewayURL, token)
 	if err != nil {
 		return agentRun{}, err
 	}
