@@ -244,6 +244,9 @@ func (st *stack) inOrder(ctx context.Context, comps []spec.Component, start star
 // up starts one component and waits until it is ready.
 func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) error {
 	sp := agentenv.SandboxSpec{Image: c.Image, Command: c.Command, Env: maps.Clone(c.Env), Ports: []int{c.Port}}
+	if c.Private {
+		sp.Ports = nil // no door on the host: the gateway reaches it on the env's network
+	}
 	if c.Role == agentenv.RoleGateway {
 		if sp.Env == nil {
 			sp.Env = map[string]string{}
@@ -273,6 +276,12 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 		err := fmt.Errorf("%w: exit code %d%s", errExited, sb.ExitCode, st.logs(ctx, rec))
 		st.emit(c, "failed", err.Error())
 		return err
+	}
+	if c.Private {
+		// Not reachable from here: the gateway waits for it as a backend (its connect
+		// timeout) and fails its own readiness, with its logs, if it never answers.
+		st.emit(c, "ready", "private: behind the gateway")
+		return nil
 	}
 	if addr == "" {
 		return fmt.Errorf("port %d not published", c.Port)
@@ -369,7 +378,6 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 			return err
 		}
 		if c.Role == agentenv.RoleMCPServer {
-			// db-mcp is reached directly, not through the gateway.
 			st.mu.Lock()
 			st.tools[c.Name] = tools
 			st.mu.Unlock()

@@ -210,7 +210,7 @@ func (r *composer) service(e *Env, c Component) (composeService, error) {
 		svc.DependsOn[a] = composeCondition{Condition: cond}
 	}
 	switch c.Role {
-	case agentenv.RoleGateway, agentenv.RoleDBWeb, agentenv.RoleDBMCP:
+	case agentenv.RoleGateway, agentenv.RoleDBWeb:
 		svc.Ports = []composePort{{Target: c.Port, HostIP: "127.0.0.1", Protocol: "tcp"}}
 	case agentenv.RoleServiceDB:
 		svc.Healthcheck = r.healthcheck(e.ServiceDB)

@@ -49,6 +49,10 @@ type Component struct {
 	Bridge bool
 	// Files are to be placed in the container before it starts.
 	Files []File
+	// Private means the component serves the env's network only: the deployer publishes no
+	// host port for it and does not wait for it from the host. db-mcp is private: it is a
+	// backend of the gateway, reached with the gateway's tokens, which waits for it at start.
+	Private bool
 }
 
 // File is a file a component needs in its container.
@@ -183,11 +187,18 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			Path:         DefaultPath,
 			After:        dbAfter,
 			ReadyTimeout: DefaultReadyTimeout,
+			Private:      true,
 		})
 	}
 	var serverNames []string
 	for _, s := range e.Servers {
 		serverNames = append(serverNames, s.Name)
+	}
+	if db != nil && db.DBMCP.Enabled {
+		// db-mcp is one more backend of the gateway: its tools join the union, behind the
+		// gateway's tokens and role rules, and it has no door of its own.
+		servers = append(servers, fmt.Sprintf("%s=http://%s%s", nameDBMCP, net.JoinHostPort(host(nameDBMCP), strconv.Itoa(db.DBMCP.Port)), DefaultPath))
+		serverNames = append(serverNames, nameDBMCP)
 	}
 	out = append(out, Component{
 		Role:         agentenv.RoleGateway,
