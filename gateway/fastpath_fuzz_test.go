@@ -112,3 +112,18 @@ func sameJSON(a, b json.RawMessage) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// BenchmarkParseFast measures reading one tools/call envelope as the fast path does.
+func BenchmarkParseFast(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello world","n":3,"tags":["a","b"]},"_meta":{"progressToken":7}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		env, ok := parseEnvelope(body)
+		if !ok {
+			b.Fatal("envelope")
+		}
+		if _, ok := parseFast(env); !ok {
+			b.Fatal("fast")
+		}
+	}
+}

@@ -195,6 +195,7 @@ func (r *composer) service(e *Env, c Component) (composeService, error) {
 	}
 	if c.Role == agentenv.RoleGateway {
 		env[ComposeTokenVar] = fmt.Sprintf("${%s:?set %s to the gateway's bearer token}", ComposeTokenVar, ComposeTokenVar)
+		env[RoleTokensVar] = fmt.Sprintf("${%s:-}", RoleTokensVar) // optional: {"ROLE":"TOKEN",...}
 	}
 	if len(env) > 0 {
 		svc.Environment = env
