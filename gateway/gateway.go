@@ -2,7 +2,15 @@
 // servers (the backends). It serves the union of their tools over MCP streamable HTTP at /mcp,
 // the composed env card, /state, /step (a tool call without an MCP client), /trajectory (NDJSON
 // of every tool call), per-role tool gating and the env data plane, all behind the deployment's
-// bearer token.
+// bearer tokens.
+//
+// Tokens: the admin token ([Config.Token]) opens every route and may name any role with the
+// AgentEnv-Role header. A role token ([Config.RoleTokens]) fixes its role: a request bearing one
+// whose header names another role gets 403 (rather than being silently re-roled, so a forged
+// header shows), it cannot use an MCP session another role opened, and it reaches /mcp and
+// /step only; /tools/enable|disable, /state, /trajectory, the card and the data plane answer it
+// 403. No token or an unknown one is 401. Tokens are compared as SHA-256 hashes in constant
+// time, against every known token.
 //
 // Naming: a backend's tool keeps its name when no other backend has one of that name and is
 // exposed as <server>__<tool> otherwise (policy "auto"); "prefix" always prefixes and "never"
@@ -71,7 +79,8 @@ const (
 	ModeConsistent  = "consistent"
 )
 
-// RoleHeader is the request header that names the caller's role; absent means DefaultRole.
+// RoleHeader is the request header in which an admin-token caller names its role; absent means
+// DefaultRole. With a role token the token's role holds, and a header naming another is 403.
 const RoleHeader = "AgentEnv-Role"
 
 // SessionHeader optionally names the caller's session on /step calls, for the trajectory.
