@@ -87,8 +87,12 @@ func (e Event) String() string {
 
 // Result is a live deployment.
 type Result struct {
-	Doc         agentenv.Deployment
-	Token       string            // the gateway's bearer token; never written to the ledger
+	Doc   agentenv.Deployment
+	Token string // the gateway's admin bearer token; never written to the ledger
+	// Tokens maps each role of the env (gateway.roles and the default role) to its role-bound
+	// bearer token: the gateway fixes the role of a request bearing one and lets it use /mcp
+	// and /step only. Never written to the ledger (only their hashes are).
+	Tokens      map[string]string
 	GatewayURL  string            // the MCP endpoint, http://127.0.0.1:PORT/mcp
 	DatabaseURL string            // the service DB from this host as the read-only verifier role, if any
 	Endpoints   map[string]string // component name -> host address of its main port
@@ -180,8 +184,14 @@ func (d *Deployer) attempt(ctx context.Context, env *spec.Env, member string, do
 	if err != nil {
 		return nil, err
 	}
+	tokens := map[string]string{}
+	for _, role := range env.TokenRoles() {
+		if tokens[role], err = newToken(); err != nil {
+			return nil, err
+		}
+	}
 	st := &stack{
-		d: d, env: env, member: member, doc: doc, opts: opts, token: token, start: time.Now(),
+		d: d, env: env, member: member, doc: doc, opts: opts, token: token, tokens: tokens, start: time.Now(),
 		endpoints: map[string]string{}, private: map[string]string{}, tools: map[string][]string{},
 	}
 	defer func() {

@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,6 +28,7 @@ import (
 	"github.com/agentenv/agentenv/internal/fault"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/mcpclient"
 	"github.com/agentenv/agentenv/provider/docker"
 	"github.com/agentenv/agentenv/spec"
 )
@@ -127,6 +130,8 @@ service_db:
     image: %[1]s
 gateway:
   image: %[1]s
+  roles:
+    reader: ["*delete*"]
 `, r.runtime, postgresImage, kv))
 }
 
@@ -185,9 +190,46 @@ func TestNotesThroughTheGatewayLandInTheServiceDB(t *testing.T) {
 		t.Errorf("notes in the service DB = %d (%v), want 2", n, err)
 	}
 	conn.Close(context.Background())
+	// A role token fixes its role: a reader spoofing the default role still cannot delete,
+	// and cannot lift its own rule.
+	if len(res.Tokens) != 2 || res.Tokens["reader"] == "" || res.Tokens["default"] == "" || res.Tokens["reader"] == res.Token {
+		t.Fatalf("role tokens %v, want distinct reader and default tokens", slices.Collect(maps.Keys(res.Tokens)))
+	}
+	spoof := mcpclient.HTTPClient(nil, res.Tokens["reader"])
+	spoof.Transport = roleHeader{spoof.Transport, "default"}
+	if _, err := mcp.NewClient(&mcp.Implementation{Name: "spoof", Version: "v1"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: res.GatewayURL, HTTPClient: spoof}, nil); err == nil {
+		t.Errorf("reader token with AgentEnv-Role: default connected, want 403")
+	}
+	rs := envtest.Connect(t, res.GatewayURL, res.Tokens["reader"])
+	if res, err := rs.CallTool(t.Context(), &mcp.CallToolParams{Name: "delete_note", Arguments: map[string]any{"id": 1}}); err == nil && !res.IsError {
+		t.Errorf("reader deleted a note")
+	}
+	gate := strings.TrimSuffix(res.GatewayURL, "/mcp") + "/tools/enable"
+	for tok, want := range map[string]int{res.Tokens["reader"]: http.StatusForbidden, "": http.StatusUnauthorized} {
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", gate, strings.NewReader(`{"role":"reader","tools":["*delete*"]}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := mcpclient.HTTPClient(nil, tok).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("/tools/enable with token %q: %s, want %d", tok, resp.Status, want)
+		}
+	}
+	if got := envtest.Call(t, rs, "search_notes", map[string]any{"query": "milk"}); !strings.Contains(got, "groceries") {
+		t.Errorf("reader search_notes = %s, want the groceries note", got)
+	}
+	rs.Close()
 	// ... and through db-mcp.
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, nil)
-	dbs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: res.Doc.URLs["db-mcp"] + "/mcp"}, nil)
+	// db-mcp has no door of its own: it is a backend of the gateway, behind a role's token.
+	if u, ok := res.Doc.URLs["db-mcp"]; ok {
+		t.Errorf("db-mcp is published at %s, want it behind the gateway only", u)
+	}
+	dbs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: res.GatewayURL,
+		HTTPClient: mcpclient.HTTPClient(nil, res.Tokens["default"])}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,4 +665,16 @@ gateway:
 	}
 	envtest.Call(t, cs, "notes__add_note", map[string]any{"title": "multi", "body": "three servers"})
 	assertReceiptClean(t, teardown(t, r, id), false)
+}
+
+// roleHeader sets the AgentEnv-Role header on every request, as a caller spoofing a role would.
+type roleHeader struct {
+	base http.RoundTripper
+	role string
+}
+
+func (t roleHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("AgentEnv-Role", t.role)
+	return t.base.RoundTrip(r)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/envtest"
+	"github.com/agentenv/agentenv/mcpclient"
 	"github.com/agentenv/agentenv/spec"
 )
 
@@ -152,7 +153,12 @@ func TestServiceDBLeastPrivilege(t *testing.T) {
 
 	// Through db-mcp, as an agent would.
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, nil)
-	dbs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: res.Doc.URLs["db-mcp"] + "/mcp"}, nil)
+	// db-mcp has no door of its own: it is a backend of the gateway, behind a role's token.
+	if u, ok := res.Doc.URLs["db-mcp"]; ok {
+		t.Errorf("db-mcp is published at %s, want it behind the gateway only", u)
+	}
+	dbs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: res.GatewayURL,
+		HTTPClient: mcpclient.HTTPClient(nil, res.Tokens["default"])}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

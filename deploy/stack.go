@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -28,7 +29,8 @@ type stack struct {
 	member string
 	doc    agentenv.Deployment
 	opts   Options
-	token  string
+	token  string            // the gateway's admin token
+	tokens map[string]string // role -> role-bound token
 	start  time.Time
 
 	mu        sync.Mutex
@@ -277,11 +279,19 @@ func (st *stack) inOrder(ctx context.Context, comps []spec.Component, start star
 func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) error {
 	sp := agentenv.SandboxSpec{Image: c.Image, Command: c.Command, Env: maps.Clone(c.Env), Ports: []int{c.Port},
 		Memory: c.Resources.Memory, CPUs: c.Resources.CPUs, Pids: c.Resources.Pids, NonRoot: c.NonRoot}
+	if c.Private {
+		sp.Ports = nil // no door on the host: the gateway reaches it on the env's network
+	}
 	if c.Role == agentenv.RoleGateway {
 		if sp.Env == nil {
 			sp.Env = map[string]string{}
 		}
 		sp.Env[spec.ComposeTokenVar] = st.token
+		rt, err := json.Marshal(st.tokens)
+		if err != nil {
+			return fmt.Errorf("role tokens: %w", err)
+		}
+		sp.Env[spec.RoleTokensVar] = string(rt)
 	}
 	if c.Bridge {
 		bin, err := st.binary()
@@ -301,6 +311,12 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 		err := fmt.Errorf("%w: exit code %d%s", errExited, sb.ExitCode, st.logs(ctx, rec))
 		st.emit(c, "failed", err.Error())
 		return err
+	}
+	if c.Private {
+		// Not reachable from here: the gateway waits for it as a backend (its connect
+		// timeout) and fails its own readiness, with its logs, if it never answers.
+		st.emit(c, "ready", "private: behind the gateway")
+		return nil
 	}
 	if addr == "" {
 		return fmt.Errorf("port %d not published", c.Port)
@@ -397,7 +413,6 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 			return err
 		}
 		if c.Role == agentenv.RoleMCPServer {
-			// db-mcp is reached directly, not through the gateway.
 			st.mu.Lock()
 			st.tools[c.Name] = tools
 			st.mu.Unlock()
@@ -473,7 +488,10 @@ func (st *stack) probe(ctx context.Context) error {
 		want += len(ts)
 	}
 	detail := fmt.Sprintf("%d tools from %d servers", len(tools), len(st.tools))
-	if len(tools) != want {
+	// db-mcp is private, so its tools are known only through the gateway: then the gateway
+	// lists at least the servers' tools.
+	dbmcp := st.env.ServiceDB != nil && st.env.ServiceDB.DBMCP.Enabled
+	if len(tools) != want && (!dbmcp || len(tools) < want) {
 		detail += fmt.Sprintf(" (the servers list %d)", want)
 		st.d.log.Warn("gateway tools differ from the servers'", "deployment", st.doc.ID, "gateway", len(tools), "servers", want)
 	}
@@ -502,6 +520,10 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	}
 	doc.GatewayURL = baseURL(st.endpoints["gateway"]) + "/mcp"
 	doc.TokenHash = TokenHash(st.token)
+	doc.TokenHashes = map[string]string{}
+	for role, tok := range st.tokens {
+		doc.TokenHashes[role] = TokenHash(tok)
+	}
 	doc.URLs = map[string]string{}
 	for name, addr := range st.endpoints {
 		if name != "servicedb" { // its URL carries a password; Result.DatabaseURL has the verifier's
@@ -517,7 +539,7 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	if err := st.d.mgr.Ledger().Deployments().Put(ctx, doc); err != nil {
 		return nil, fmt.Errorf("record deployment: %w", err)
 	}
-	return &Result{Doc: doc, Token: st.token, GatewayURL: doc.GatewayURL, DatabaseURL: st.dbURL, Endpoints: st.endpoints, Records: ids}, nil
+	return &Result{Doc: doc, Token: st.token, Tokens: maps.Clone(st.tokens), GatewayURL: doc.GatewayURL, DatabaseURL: st.dbURL, Endpoints: st.endpoints, Records: ids}, nil
 }
 
 // undo tears down everything this attempt created, on a detached bounded context: the

@@ -72,7 +72,7 @@ func (g *Gateway) dispatch(ctx context.Context, ci *callInfo, forward forwardFun
 		return fmt.Errorf("%w: %q", ErrToolNotFound, ci.tool)
 	}
 	rec.Server, rec.ServerTool = r.backend.name, r.tool.Name
-	if g.roles.disabled(ci.role, r.public, r.qualified) {
+	if g.roles.disabled(ci.role, r.public, r.qualified, r.tool.Name) {
 		return fmt.Errorf("%w: %q is disabled for role %q", ErrToolDisabled, ci.tool, ci.role)
 	}
 	// The call timeout covers the wait for the lane in consistent mode too.

@@ -13,6 +13,7 @@ import (
 	"github.com/agentenv/agentenv/envproto"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sjson "github.com/segmentio/encoding/json"
 )
 
 // The fast path of /mcp. A POST of an initialized session carrying one tools/call or
@@ -58,6 +59,11 @@ func (m *mcpServers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := m.sessions.get(sid)
 	if s == nil {
 		m.handler.ServeHTTP(w, r) // unknown or ended: the SDK answers 404
+		return
+	}
+	if role := boundRole(r); role != "" && role != s.role {
+		// A role token cannot ride a session another role opened.
+		writeError(w, http.StatusForbidden, "session "+sid+" belongs to another role")
 		return
 	}
 	switch r.Method {
@@ -179,48 +185,83 @@ func loopback(hostport string) bool {
 // serveFast answers body for session s when it is one tools/call or tools/list the fast path
 // serves, and reports whether it did; it writes nothing when it did not.
 func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request, s *session, body []byte) bool {
-	var env envproto.Request // the JSON-RPC request, as the data plane reads it too
-	if decodeKnown(body, &env) != nil || env.JSONRPC != "2.0" {
+	env, ok := parseEnvelope(body)
+	if !ok {
 		return false
 	}
 	if env.Method == methodCancelled {
 		g.cancelFast(s, env.Params)
 		return false // the SDK still sees it, for the calls it serves
 	}
-	if !validID(env.ID) {
+	req, ok := parseFast(env)
+	if !ok {
 		return false
+	}
+	switch req.method {
+	case methodCallTool:
+		meta, ok := fastMeta(s, req.meta)
+		if !ok {
+			return false
+		}
+		g.fastCall(w, r, s, req.id, req.name, req.args, meta)
+		return true
+	case methodListTools:
+		list, ok := g.lists.forRole(g, s.role)
+		if !ok {
+			return false
+		}
+		writeAnswer(w, req.id, "result", list)
+		return true
+	}
+	return false
+}
+
+// fastRequest is one request the fast path may answer: a tools/call or a tools/list.
+type fastRequest struct {
+	id     json.RawMessage // as the caller wrote it, echoed in the answer
+	method string          // methodCallTool or methodListTools
+	name   string          // tools/call: the tool
+	args   json.RawMessage // tools/call: the arguments object; nil for none
+	meta   json.RawMessage // tools/call: the caller's _meta, before the session's is stamped
+}
+
+// parseEnvelope reads body as one JSON-RPC 2.0 message with only the envelope's fields.
+func parseEnvelope(body []byte) (envproto.Request, bool) {
+	var env envproto.Request // the JSON-RPC request, as the data plane reads it too
+	if decodeKnown(body, &env) != nil || env.JSONRPC != "2.0" {
+		return env, false
+	}
+	return env, true
+}
+
+// parseFast reports whether env is a request the fast path serves, and reads it. Anything it
+// does not know for sure (a notification, a cursor, an unknown field, non-object arguments,
+// the sessionless protocol's _meta) is left to the SDK.
+func parseFast(env envproto.Request) (fastRequest, bool) {
+	if !validID(env.ID) {
+		return fastRequest{}, false
 	}
 	switch env.Method {
 	case methodCallTool:
 		var p fastCallParams
 		if decodeKnown(env.Params, &p) != nil || p.Name == "" {
-			return false
+			return fastRequest{}, false
 		}
 		args := rawArgs(p.Arguments)
 		if args != nil && args[0] != '{' {
-			return false
+			return fastRequest{}, false
 		}
-		meta, ok := fastMeta(s, p.Meta)
-		if !ok {
-			return false
-		}
-		g.fastCall(w, r, s, env.ID, p.Name, args, meta)
-		return true
+		return fastRequest{id: env.ID, method: env.Method, name: p.Name, args: args, meta: p.Meta}, true
 	case methodListTools:
 		if len(env.Params) > 0 && string(env.Params) != "null" {
 			var p fastListParams
 			if decodeKnown(env.Params, &p) != nil || p.Cursor != "" || hasProtocolMeta(p.Meta) {
-				return false
+				return fastRequest{}, false
 			}
 		}
-		list, ok := g.lists.forRole(g, s.role)
-		if !ok {
-			return false
-		}
-		writeAnswer(w, env.ID, "result", list)
-		return true
+		return fastRequest{id: env.ID, method: env.Method}, true
 	}
-	return false
+	return fastRequest{}, false
 }
 
 // fastCall runs one tools/call through dispatch and writes its answer as the SDK path would.
@@ -312,17 +353,50 @@ func validID(id json.RawMessage) bool {
 	return c == '"' || c == '-' || (c >= '0' && c <= '9')
 }
 
-// decodeKnown decodes one JSON value into v, refusing fields v does not have.
+// decodeKnown decodes one JSON value into v, refusing fields v does not have, as the SDK reads
+// a message: with the same decoder (github.com/segmentio/encoding/json), keys matched case
+// for case (encoding/json would take "Method" for "method", which the SDK refuses), nothing
+// after the value, and nesting bounded. The fast path must never take what the SDK refuses.
 func decodeKnown(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if tooDeep(data, maxDepth) {
+		return errors.New("nested too deep")
+	}
+	rest, err := sjson.Parse(data, v, sjson.DisallowUnknownFields|sjson.DontMatchCaseInsensitiveStructFields)
+	if err != nil {
 		return err
 	}
-	if dec.More() {
+	if len(bytes.TrimLeft(rest, " \t\r\n")) > 0 {
 		return errors.New("trailing data")
 	}
 	return nil
+}
+
+// maxDepth is the nesting of JSON objects and arrays the SDK accepts in a message.
+const maxDepth = 1000
+
+// tooDeep reports whether data nests objects and arrays deeper than max, outside strings.
+func tooDeep(data []byte, max int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range data {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString && c == '"':
+			inString = false
+		case inString:
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > max {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
 }
 
 // rpcError is the JSON of a JSON-RPC error object.

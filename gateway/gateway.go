@@ -2,7 +2,15 @@
 // servers (the backends). It serves the union of their tools over MCP streamable HTTP at /mcp,
 // the composed env card, /state, /step (a tool call without an MCP client), /trajectory (NDJSON
 // of every tool call), per-role tool gating and the env data plane, all behind the deployment's
-// bearer token.
+// bearer tokens.
+//
+// Tokens: the admin token ([Config.Token]) opens every route and may name any role with the
+// AgentEnv-Role header. A role token ([Config.RoleTokens]) fixes its role: a request bearing one
+// whose header names another role gets 403 (rather than being silently re-roled, so a forged
+// header shows), it cannot use an MCP session another role opened, and it reaches /mcp and
+// /step only; /tools/enable|disable, /state, /trajectory, the card and the data plane answer it
+// 403. No token or an unknown one is 401. Tokens are compared as SHA-256 hashes in constant
+// time, against every known token.
 //
 // Naming: a backend's tool keeps its name when no other backend has one of that name and is
 // exposed as <server>__<tool> otherwise (policy "auto"); "prefix" always prefixes and "never"
@@ -72,7 +80,8 @@ const (
 	ModeConsistent  = "consistent"
 )
 
-// RoleHeader is the request header that names the caller's role; absent means DefaultRole.
+// RoleHeader is the request header in which an admin-token caller names its role; absent means
+// DefaultRole. With a role token the token's role holds, and a header naming another is 403.
 const RoleHeader = "AgentEnv-Role"
 
 // SessionHeader optionally names the caller's session on /step calls, for the trajectory.
@@ -102,9 +111,16 @@ type Backend struct {
 
 // Config configures a Gateway. Zero values are the documented defaults.
 type Config struct {
-	Name    string    // env name, the composed card's name
-	Token   string    // bearer token every route but /healthz requires; must not be empty
-	Servers []Backend // at least one
+	Name string // env name, the composed card's name
+	// Token is the admin bearer token: every route but /healthz accepts it, and its holder
+	// may name any role with the AgentEnv-Role header. Must not be empty.
+	Token string
+	// RoleTokens maps a role to its bearer token. A role token fixes its role: a request
+	// bearing one acts as that role, one whose AgentEnv-Role header names another role gets
+	// 403, and it may use /mcp and /step only (403 elsewhere). Tokens must be distinct and
+	// differ from Token.
+	RoleTokens map[string]string
+	Servers    []Backend // at least one
 	// ToolNames is the naming policy: "auto" (default), "prefix" or "never".
 	ToolNames string
 	// Mode is "performance" (default: tool calls run concurrently) or "consistent" (tool calls
@@ -114,7 +130,8 @@ type Config struct {
 	// backend) or "env" (one call at a time across the gateway). See [SerializeServer].
 	Serialize string
 	// Roles maps a role to the tool patterns disabled for it; '*' matches any run of
-	// characters. A pattern matches a tool's public name or its <server>__<tool> name.
+	// characters. A pattern matches a tool's public name, its <server>__<tool> name or
+	// the backend's own (bare) name, so a rule on a bare name still holds once a clash prefixes it.
 	Roles map[string][]string
 	// CallTimeout bounds one forwarded tool call; default 600 s.
 	CallTimeout time.Duration
@@ -154,6 +171,19 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if len(cfg.Servers) == 0 {
 		return cfg, errors.New("no servers")
+	}
+	tokens := map[string]bool{cfg.Token: true}
+	for role, tok := range cfg.RoleTokens {
+		if err := validRole(role); err != nil {
+			return cfg, fmt.Errorf("role token: %w", err)
+		}
+		if tok == "" {
+			return cfg, fmt.Errorf("role %s: empty token", role)
+		}
+		if tokens[tok] {
+			return cfg, fmt.Errorf("role %s: token not distinct from another role's or the admin token", role)
+		}
+		tokens[tok] = true
 	}
 	seen := make(map[string]bool)
 	for _, s := range cfg.Servers {

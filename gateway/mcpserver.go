@@ -118,7 +118,7 @@ func (m *mcpServers) sync() {
 func (m *mcpServers) syncLocked(rs *roleServer, u *union) {
 	want := make(map[string]*route)
 	for _, r := range u.tools {
-		if !m.g.roles.disabled(rs.role, r.public, r.qualified) {
+		if !m.g.roles.disabled(rs.role, r.public, r.qualified, r.tool.Name) {
 			want[r.public] = r
 		}
 	}
@@ -160,7 +160,7 @@ func (g *Gateway) toolsFor(role string) []*mcp.Tool {
 	u := g.currentUnion()
 	out := make([]*mcp.Tool, 0, len(u.tools))
 	for _, r := range u.tools {
-		if !g.roles.disabled(role, r.public, r.qualified) {
+		if !g.roles.disabled(role, r.public, r.qualified, r.tool.Name) {
 			out = append(out, r.exposed)
 		}
 	}

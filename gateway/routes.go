@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -31,7 +32,7 @@ func (g *Gateway) routes() http.Handler {
 	mux.HandleFunc("POST "+envproto.DataPath, g.serveData)
 	mux.HandleFunc("POST "+serverDataPrefix+"{name}"+envproto.DataPath, g.serveServerData)
 
-	want := sha256.Sum256([]byte(g.cfg.Token))
+	toks := newTokenTable(g.cfg.Token, g.cfg.RoleTokens)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !g.originAllowed(o) {
 			writeError(w, http.StatusForbidden, "origin "+o+" not allowed")
@@ -41,24 +42,88 @@ func (g *Gateway) routes() http.Handler {
 			g.serveHealth(w, r)
 			return
 		}
-		if !authorized(r, want) {
+		p, ok := toks.lookup(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentenv"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
 			return
+		}
+		if !p.admin {
+			if !roleRoute(r.URL.Path) {
+				writeError(w, http.StatusForbidden, r.URL.Path+" needs the admin token")
+				return
+			}
+			if h := r.Header.Get(RoleHeader); h != "" && normRole(h) != p.role {
+				writeError(w, http.StatusForbidden, "the token is bound to role "+p.role+", not "+h)
+				return
+			}
+			// Everything behind reads the role from the header: set it to the token's.
+			r.Header.Set(RoleHeader, p.role)
+			r = r.WithContext(context.WithValue(r.Context(), boundRoleKey{}, p.role))
 		}
 		mux.ServeHTTP(w, r)
 	})
 }
 
-// authorized reports whether r carries the bearer token whose hash is want. Comparing hashes
-// keeps the comparison constant-time in the token's length too.
-func authorized(r *http.Request, want [sha256.Size]byte) bool {
+// roleRoute reports whether a role token may use path: /mcp and /step only.
+func roleRoute(path string) bool {
+	return path == envproto.MCPPath || path == StepPath
+}
+
+// boundRoleKey is the context key of the role a request's role token fixes.
+type boundRoleKey struct{}
+
+// boundRole returns the role r's token fixes, or "" for the admin token.
+func boundRole(r *http.Request) string {
+	role, _ := r.Context().Value(boundRoleKey{}).(string)
+	return role
+}
+
+// principal is who a bearer token speaks for: the admin, or one role.
+type principal struct {
+	admin bool
+	role  string // the role a role token fixes; empty for the admin
+}
+
+// tokenTable maps the hashes of the deployment's bearer tokens to their principals.
+type tokenTable struct {
+	hashes []([sha256.Size]byte)
+	who    []principal
+}
+
+func newTokenTable(admin string, roles map[string]string) *tokenTable {
+	t := &tokenTable{}
+	t.add(admin, principal{admin: true})
+	for role, tok := range roles {
+		t.add(tok, principal{role: normRole(role)})
+	}
+	return t
+}
+
+func (t *tokenTable) add(token string, p principal) {
+	t.hashes = append(t.hashes, sha256.Sum256([]byte(token)))
+	t.who = append(t.who, p)
+}
+
+// lookup returns the principal of r's bearer token. It compares the token's hash with every
+// known hash in constant time and without stopping at a match, so the time taken tells
+// nothing about which token, if any, matched.
+func (t *tokenTable) lookup(r *http.Request) (principal, bool) {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+		return principal{}, false
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	found := -1
+	for i := range t.hashes {
+		if subtle.ConstantTimeCompare(got[:], t.hashes[i][:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return principal{}, false
+	}
+	return t.who[found], true
 }
 
 // originAllowed reports whether a browser origin may call the gateway: localhost origins and

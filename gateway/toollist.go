@@ -30,7 +30,7 @@ func (l *toolLists) forRole(g *Gateway, role string) ([]byte, bool) {
 	}
 	var tools []*mcp.Tool
 	for _, r := range u.tools { // sorted by public name, as the SDK lists
-		if !g.roles.disabled(role, r.public, r.qualified) {
+		if !g.roles.disabled(role, r.public, r.qualified, r.tool.Name) {
 			tools = append(tools, r.exposed)
 		}
 	}

@@ -15,7 +15,7 @@ const prefixSep = "__"
 // route is one tool of the union: its public name and the backend tool behind it.
 type route struct {
 	public    string
-	qualified string // <server>__<tool>, matched by role patterns too
+	qualified string // <server>__<tool>; role patterns match it, public and tool.Name
 	backend   *backend
 	tool      *mcp.Tool // as the backend lists it
 	exposed   *mcp.Tool // as the gateway lists it: tool renamed to public

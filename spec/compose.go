@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -15,6 +16,24 @@ import (
 // ComposeTokenVar is the variable the compose file's gateway reads its bearer token from; it
 // must be set when running docker compose up.
 const ComposeTokenVar = "AGENTENV_GATEWAY_TOKEN"
+
+// RoleTokensVar is the variable the gateway reads its role tokens from: a JSON object mapping
+// each role to its bearer token. Unset means the admin token is the only one.
+const RoleTokensVar = "AGENTENV_GATEWAY_ROLE_TOKENS"
+
+// DefaultRole is the role of a caller that names none; it gets a token like the declared roles.
+const DefaultRole = "default"
+
+// TokenRoles returns the roles a deployment mints a bearer token for, sorted: every role of
+// gateway.roles, and DefaultRole.
+func (e *Env) TokenRoles() []string {
+	roles := sortedKeys(e.Gateway.Roles)
+	if !slices.Contains(roles, DefaultRole) {
+		roles = append(roles, DefaultRole)
+		slices.Sort(roles)
+	}
+	return roles
+}
 
 // composeNetwork is the one network of a rendered compose file.
 const composeNetwork = "agentenv"
@@ -189,6 +208,7 @@ func (r *composer) service(e *Env, c Component) (composeService, error) {
 	}
 	if c.Role == agentenv.RoleGateway {
 		env[ComposeTokenVar] = fmt.Sprintf("${%s:?set %s to the gateway's bearer token}", ComposeTokenVar, ComposeTokenVar)
+		env[RoleTokensVar] = fmt.Sprintf("${%s:-}", RoleTokensVar) // optional: {"ROLE":"TOKEN",...}
 	}
 	if len(env) > 0 {
 		svc.Environment = env
@@ -204,7 +224,7 @@ func (r *composer) service(e *Env, c Component) (composeService, error) {
 		svc.DependsOn[a] = composeCondition{Condition: cond}
 	}
 	switch c.Role {
-	case agentenv.RoleGateway, agentenv.RoleDBWeb, agentenv.RoleDBMCP:
+	case agentenv.RoleGateway, agentenv.RoleDBWeb:
 		svc.Ports = []composePort{{Target: c.Port, HostIP: "127.0.0.1", Protocol: "tcp"}}
 	case agentenv.RoleServiceDB:
 		svc.Healthcheck = r.healthcheck(e.ServiceDB)

@@ -55,6 +55,10 @@ type Component struct {
 	// starts with BinaryPath and it is not a bridge), whose images run as a non-root numeric
 	// user (images.User), so a backend may refuse to run it as root.
 	NonRoot bool
+	// Private means the component serves the env's network only: the deployer publishes no
+	// host port for it and does not wait for it from the host. db-mcp is private: it is a
+	// backend of the gateway, reached with the gateway's tokens, which waits for it at start.
+	Private bool
 }
 
 // File is a file a component needs in its container.
@@ -192,11 +196,18 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			After:        dbAfter,
 			ReadyTimeout: DefaultReadyTimeout,
 			Resources:    db.DBMCP.Resources,
+			Private:      true,
 		})
 	}
 	var serverNames []string
 	for _, s := range e.Servers {
 		serverNames = append(serverNames, s.Name)
+	}
+	if db != nil && db.DBMCP.Enabled {
+		// db-mcp is one more backend of the gateway: its tools join the union, behind the
+		// gateway's tokens and role rules, and it has no door of its own.
+		servers = append(servers, fmt.Sprintf("%s=http://%s%s", nameDBMCP, net.JoinHostPort(host(nameDBMCP), strconv.Itoa(db.DBMCP.Port)), DefaultPath))
+		serverNames = append(serverNames, nameDBMCP)
 	}
 	out = append(out, Component{
 		Role:         agentenv.RoleGateway,

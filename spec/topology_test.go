@@ -51,7 +51,7 @@ func TestComponents(t *testing.T) {
 		{agentenv.RoleMCPServer, "files", nil}, // no database: true, so it starts beside the DB
 		{agentenv.RoleDBWeb, "db-web", db},
 		{agentenv.RoleDBMCP, "db-mcp", db},
-		{agentenv.RoleGateway, "gateway", []string{"notes", "files"}},
+		{agentenv.RoleGateway, "gateway", []string{"notes", "files", "db-mcp"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Components() order (-want +got):\n%s", diff)
@@ -106,7 +106,7 @@ func TestComponents(t *testing.T) {
 	wantGateway := []string{
 		"/agentenv", "gateway", "--listen", ":8443", "--name", "full", "--token-file", "/run/agentenv/token",
 		"--tool-names", "prefix", "--mode", "performance", "--call-timeout", "1m30s",
-		"--server", "notes=http://dep-notes:9000/mcp", "--server", "files=http://dep-files:9001/mcp",
+		"--server", "notes=http://dep-notes:9000/mcp", "--server", "files=http://dep-files:9001/mcp", "--server", "db-mcp=http://dep-db-mcp:8082/mcp",
 		"--disable", "guest=*", "--disable", "reader=*delete*", "--disable", "reader=notes__create_note",
 	}
 	if diff := cmp.Diff(wantGateway, byName["gateway"].Command); diff != "" {

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"gopkg.in/yaml.v3"
@@ -31,7 +34,7 @@ const DefaultMaxTurns = 20
 type promptAgent struct {
 	Env      string         `yaml:"env" task:"required"`   // the deploy_env step
 	Agent    agentSpec      `yaml:"agent" task:"required"` // which agent: see agentSpec
-	Role     string         `yaml:"role"`                  // the gateway role the agent acts as; the default role if empty
+	Role     string         `yaml:"role"`                  // the gateway role the agent acts as; "default" if empty
 	Prompt   string         `yaml:"prompt"`
 	System   string         `yaml:"system"`    // openai: the system message
 	Model    string         `yaml:"model"`     // openai: overrides model.name
@@ -171,9 +174,26 @@ type agentRun struct {
 	turns, calls int
 }
 
+// agentToken returns the token an agent acting as role in env is handed: its role's, never the
+// admin's. A deployer without role tokens (nil Tokens) leaves only the admin token, which an
+// agent of the default role gets.
+func agentToken(env DeployedEnv, role string) (string, error) {
+	if env.Tokens == nil && (role == "" || role == DefaultRole) {
+		return env.Token, nil
+	}
+	if t := env.TokenFor(role); t != "" {
+		return t, nil
+	}
+	roles := slices.Sorted(maps.Keys(env.Tokens))
+	return "", fmt.Errorf("role: the env has no role %q (roles: %s)%s", role, strings.Join(roles, ", "), suggest.DidYouMean(role, roles))
+}
+
 func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *agent.Trajectory) (agentRun, error) {
+	token, err := agentToken(env, s.Role)
+	if err != nil {
+		return agentRun{}, err
+	}
 	var ag agent.Agent
-	var err error
 	switch {
 	case s.Agent.A2A != "" || s.Agent.Deployed != "":
 		ag, err = s.a2aAgent(sc)
@@ -184,10 +204,10 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *a
 		return agentRun{}, err
 	}
 	if ag != nil {
-		ans, err := ag.Prompt(ctx, s.prompt(env), tr)
+		ans, err := ag.Prompt(ctx, s.prompt(env, token), tr)
 		return agentRun{response: ans.Text, turns: ans.Turns, calls: ans.ToolCalls}, err
 	}
-	cs, err := sc.connect(ctx, env)
+	cs, err := sc.connect(ctx, env.GatewayURL, token)
 	if err != nil {
 		return agentRun{}, err
 	}
@@ -213,7 +233,7 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *a
 }
 
 // prompt is what the step asks of an agent, with the gateway as the step's role reaches it.
-func (s *promptAgent) prompt(env DeployedEnv) agent.Prompt {
+func (s *promptAgent) prompt(env DeployedEnv, token string) agent.Prompt {
 	return agent.Prompt{
 		Text:         s.Prompt,
 		SystemPrompt: s.System,
@@ -222,7 +242,7 @@ func (s *promptAgent) prompt(env DeployedEnv) agent.Prompt {
 		Gateway: agent.Gateway{
 			Name:    env.ID,
 			URL:     env.GatewayURL,
-			Headers: map[string]string{"Authorization": "Bearer " + env.Token},
+			Headers: map[string]string{"Authorization": "Bearer " + token},
 		},
 	}
 }

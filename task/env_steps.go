@@ -32,14 +32,29 @@ type DeployOptions struct {
 	TTL      time.Duration // lifetime until gc may remove it; the deployer's default if zero
 }
 
-// DeployedEnv is a deployed env as a task sees it. Token and DatabaseURL are secrets: steps use
-// them, records never hold them.
+// DeployedEnv is a deployed env as a task sees it. Token, Tokens and DatabaseURL are secrets:
+// steps use them, records never hold them.
 type DeployedEnv struct {
-	ID          string   // deployment id
-	GatewayURL  string   // the gateway's /mcp URL
-	Token       string   // the gateway's bearer token
+	ID         string // deployment id
+	GatewayURL string // the gateway's /mcp URL
+	Token      string // the gateway's admin bearer token: verifier steps and the runner use it
+	// Tokens maps each role of the env (its gateway.roles and "default") to its role-bound
+	// token, the only kind an agent is handed. Nil for a deployer without role tokens.
+	Tokens      map[string]string
 	DatabaseURL string   // host-reachable URL of the service DB as its read-only verifier role; empty if none
 	Records     []string // ledger record ids of the deployment's sandboxes
+}
+
+// DefaultRole is the gateway role of a caller that names none.
+const DefaultRole = "default"
+
+// TokenFor returns the role-bound token of role (DefaultRole's for ""), or "" if the env has
+// none for it.
+func (e DeployedEnv) TokenFor(role string) string {
+	if role == "" {
+		role = DefaultRole
+	}
+	return e.Tokens[role]
 }
 
 var envTypes = []string{TypeDeployEnv}
@@ -76,6 +91,9 @@ func (s *deployEnv) Run(ctx context.Context, sc *scope) (Result, error) {
 	if env.ID != "" {
 		// Tracked even on error, so the episode's teardown finds it.
 		sc.secret(env.Token)
+		for _, t := range env.Tokens {
+			sc.secret(t)
+		}
 		sc.secret(env.DatabaseURL)
 		e := sc.e
 		e.mu.Lock()
@@ -190,7 +208,7 @@ func (sc *scope) callTool(ctx context.Context, envStep, tool string, args map[st
 	if err != nil {
 		return toolCall{}, err
 	}
-	cs, err := sc.connect(ctx, env)
+	cs, err := sc.connect(ctx, env.GatewayURL, env.Token)
 	if err != nil {
 		return toolCall{}, err
 	}

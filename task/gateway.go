@@ -14,14 +14,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// connect opens an MCP client session to env's gateway with the official Go SDK over
-// streamable HTTP. The caller closes it.
-func (sc *scope) connect(ctx context.Context, env DeployedEnv) (*mcp.ClientSession, error) {
+// connect opens an MCP client session to the gateway at url with token, with the official Go
+// SDK over streamable HTTP. The caller closes it.
+func (sc *scope) connect(ctx context.Context, url, token string) (*mcp.ClientSession, error) {
 	// No retries: a step fails plainly, and its timeout bounds it.
 	c := mcpclient.Client{Name: "agentenv-task", Version: envproto.Version, HTTP: sc.e.r.httpClient(), NoStandaloneSSE: true}
-	cs, err := c.Connect(ctx, env.GatewayURL, env.Token)
+	cs, err := c.Connect(ctx, url, token)
 	if err != nil {
-		return nil, fmt.Errorf("connect to gateway %s: %w", env.GatewayURL, err)
+		return nil, fmt.Errorf("connect to gateway %s: %w", url, err)
 	}
 	return cs, nil
 }

@@ -20,12 +20,14 @@ import (
 // server (the official Go SDK over streamable HTTP) with notes tools kept in memory, the
 // data plane at /agentenv, and bearer-token authentication on every route.
 type notesGateway struct {
-	token string
-	srv   *httptest.Server
+	token      string            // the admin token: every route
+	roleTokens map[string]string // role -> token: /mcp only, as the real gateway's /mcp and /step
+	srv        *httptest.Server
 
 	mu           sync.Mutex
 	notes        []note
 	unauthorized int
+	roleMCP      map[string]int // /mcp requests per role token
 }
 
 type note struct {
@@ -47,7 +49,8 @@ type notesResult struct {
 
 func newNotesGateway(tb testing.TB) *notesGateway {
 	tb.Helper()
-	g := &notesGateway{token: "gateway-token-s3cret"}
+	g := &notesGateway{token: "gateway-token-s3cret", roleMCP: map[string]int{},
+		roleTokens: map[string]string{"default": "default-role-token-s3cret", "reader": "reader-role-token-s3cret"}}
 	server := mcp.NewServer(&mcp.Implementation{Name: "notes"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "add_note", Description: "Add a note; returns its id."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in noteInput) (*mcp.CallToolResult, map[string]int, error) {
@@ -74,6 +77,15 @@ func newNotesGateway(tb testing.TB) *notesGateway {
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	mux.HandleFunc("POST /agentenv", g.serveData)
 	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for role, tok := range g.roleTokens {
+			if r.Header.Get("Authorization") == "Bearer "+tok && r.URL.Path == "/mcp" {
+				g.mu.Lock()
+				g.roleMCP[role]++
+				g.mu.Unlock()
+				mux.ServeHTTP(w, r)
+				return
+			}
+		}
 		if r.Header.Get("Authorization") != "Bearer "+g.token {
 			g.mu.Lock()
 			g.unauthorized++
@@ -165,7 +177,7 @@ func (d *fakeDeployer) Deploy(ctx context.Context, envFile string, opts task.Dep
 	id := fmt.Sprintf("dep-%d", len(d.deployed)+1)
 	d.deployed = append(d.deployed, id)
 	d.lastOpts = opts
-	return task.DeployedEnv{ID: id, GatewayURL: d.g.srv.URL + "/mcp", Token: d.g.token,
+	return task.DeployedEnv{ID: id, GatewayURL: d.g.srv.URL + "/mcp", Token: d.g.token, Tokens: d.g.roleTokens,
 		DatabaseURL: "postgres://notes:db-pass-s3cret@127.0.0.1:1/notes"}, nil
 }
 
@@ -297,11 +309,59 @@ steps:
 	if g.unauthorized != 0 {
 		t.Errorf("gateway refused %d requests: the bearer token was missing", g.unauthorized)
 	}
+	if g.roleMCP["default"] == 0 || g.roleMCP["reader"] != 0 {
+		t.Errorf("role-token requests %v: want the agent on the default role's token only", g.roleMCP)
+	}
 	rec := recordJSON(t, r, ep.Run)
-	for _, secret := range []string{g.token, "db-pass-s3cret"} {
+	for _, secret := range []string{g.token, g.roleTokens["default"], "db-pass-s3cret"} {
 		if strings.Contains(rec, secret) {
 			t.Errorf("run record holds a secret %q: %s", secret, rec)
 		}
 	}
 	r.assertClean(t)
+}
+
+// prompt_agent hands the agent its step's role token, and fails plainly for a role the env
+// does not have.
+func TestPromptAgentRoleToken(t *testing.T) {
+	g := newNotesGateway(t)
+	r := newRig(t, nil)
+	r.runner.Deployer = &fakeDeployer{g: g}
+	tk := mustParse(t, "role.yaml", `
+steps:
+- {id: env, type: deploy_env, file: env.yaml}
+- id: agent
+  type: prompt_agent
+  env: env
+  role: reader
+  agent: scripted
+  calls:
+  - {tool: search_notes, arguments: {query: milk}}
+- id: nobody
+  type: prompt_agent
+  env: env
+  role: readr
+  fail_task_on_error: false
+  agent: scripted
+  calls:
+  - {tool: search_notes, arguments: {query: milk}}
+`)
+	sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	steps := map[string]agentenv.StepRecord{}
+	for _, s := range sum.Episodes[0].Steps {
+		steps[s.ID] = s
+	}
+	if steps["agent"].Status != agentenv.StepPassed {
+		t.Errorf("agent as reader: %+v", steps["agent"])
+	}
+	if g.roleMCP["reader"] == 0 || g.roleMCP["default"] != 0 {
+		t.Errorf("role-token requests %v: want the reader's only", g.roleMCP)
+	}
+	if steps["nobody"].Status != agentenv.StepFailed || !strings.Contains(steps["nobody"].Error, `no role "readr"`) ||
+		!strings.Contains(steps["nobody"].Error, "reader") {
+		t.Errorf("agent of an unknown role: %+v, want failed naming the roles", steps["nobody"])
+	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +27,10 @@ func newEnvDeployCmd(a *app) *cobra.Command {
 		Short: "Deploy an env behind its gateway; prints the gateway URL and token",
 		Long: `deploy starts every component of the env (service DB first, then the MCP servers and
 sidecars in parallel, then the gateway), waits until each answers, and prints the gateway's
-MCP URL and bearer token. The deployment outlives this command until its TTL passes; tear it
+MCP URL and bearer tokens: "token" is the admin's (every route; may name any role with the
+AgentEnv-Role header), "tokens" maps each role of gateway.roles and "default" to a token bound
+to that role (tool calls through /mcp and /step only; hand an agent its role's). The
+deployment outlives this command until its TTL passes; tear it
 down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything it made.`,
 		Example: `  agentenv env deploy examples/notes/env.yaml
   agentenv env deploy examples/kv/env.yaml --mode vm --ttl 30m --json`,
@@ -67,7 +72,8 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			if f.json {
 				return printJSON(a.stdout, map[string]any{
 					"id": res.Doc.ID, "gateway_url": res.GatewayURL, "token": res.Token,
-					"env": res.Doc.Env, "provider": res.Doc.Winner, "mode": res.Doc.Mode,
+					"tokens": res.Tokens,
+					"env":    res.Doc.Env, "provider": res.Doc.Winner, "mode": res.Doc.Mode,
 					"servers": res.Doc.Servers, "tools": res.Doc.Tools, "urls": res.Doc.URLs,
 					"database_url": res.DatabaseURL, "expires": res.Doc.Expires, "records": res.Records,
 				})
@@ -75,6 +81,9 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			fmt.Fprintf(a.stdout, "deployment  %s\ngateway     %s\ntoken       %s\nservers     %s (%d tools)\nprovider    %s, %s mode\nexpires     %s\n",
 				res.Doc.ID, res.GatewayURL, res.Token, strings.Join(res.Doc.Servers, ", "), res.Doc.Tools,
 				res.Doc.Winner, res.Doc.Mode, res.Doc.Expires.Format(time.RFC3339))
+			for _, role := range slices.Sorted(maps.Keys(res.Tokens)) {
+				fmt.Fprintf(a.stdout, "role token  %s %s\n", role, res.Tokens[role])
+			}
 			if u := res.Doc.URLs["db-web"]; u != "" {
 				fmt.Fprintf(a.stdout, "db web UI   %s\n", u)
 			}
@@ -90,7 +99,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 	fl.StringVar(&f.name, "name", "", "deployment id (default: drawn)")
 	fl.StringVar(&f.into, "into", "", "VM mode: deploy into this existing VM record (it is never torn down by the deploy)")
 	fl.DurationVar(&f.budget, "budget", 0, "wall-clock bound on the whole deploy (default 5m)")
-	fl.BoolVar(&f.json, "json", false, "print one JSON object (id, gateway_url, token, ...)")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object (id, gateway_url, token, tokens, ...)")
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentenv/agentenv/gateway"
+	"github.com/agentenv/agentenv/spec"
 )
 
 func newGatewayCmd(a *app) *cobra.Command {
@@ -24,11 +26,15 @@ func newGatewayCmd(a *app) *cobra.Command {
 		Long: `gateway aggregates the tools of every --server behind one authenticated MCP endpoint at /mcp,
 and serves the composed card, /state, /step, /trajectory, role gating and /healthz. Every route
 but /healthz needs "Authorization: Bearer TOKEN"; the token comes from --token-file, else from
-$AGENTENV_GATEWAY_TOKEN.`,
+$AGENTENV_GATEWAY_TOKEN. That token is the admin's. $AGENTENV_GATEWAY_ROLE_TOKENS, if set, is a JSON
+object {"ROLE": "TOKEN", ...} of role-bound tokens: a request bearing one acts as that role
+whatever its AgentEnv-Role header says (a differing header gets 403) and may use /mcp and /step
+only. Tokens are never taken from the command line.`,
 		Example: `  echo secret > token; agentenv gateway --listen 127.0.0.1:8080 --token-file token \
       --server notes=http://127.0.0.1:8081/mcp --server kv=http://127.0.0.1:8082/mcp`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			token := os.Getenv("AGENTENV_GATEWAY_TOKEN")
+			var roleTokens map[string]string
+			token := os.Getenv(spec.ComposeTokenVar)
 			if f.tokenFile != "" {
 				b, err := os.ReadFile(f.tokenFile)
 				if err != nil {
@@ -39,8 +45,14 @@ $AGENTENV_GATEWAY_TOKEN.`,
 			if token == "" {
 				return usageError{"gateway needs a token: --token-file F or $AGENTENV_GATEWAY_TOKEN"}
 			}
+			if raw := os.Getenv(spec.RoleTokensVar); raw != "" {
+				if err := json.Unmarshal([]byte(raw), &roleTokens); err != nil {
+					return usageError{fmt.Sprintf("$%s: want a JSON object of role to token: %v", spec.RoleTokensVar, err)}
+				}
+			}
 			cfg := gateway.Config{
-				Name: f.name, Token: token, ToolNames: f.toolNames, Mode: f.mode,
+				RoleTokens: roleTokens,
+				Name:       f.name, Token: token, ToolNames: f.toolNames, Mode: f.mode,
 				CallTimeout: f.callTimeout, ConnectTimeout: f.connectTimeout, Serialize: f.serialize,
 				AllowedOrigins: f.origins, Logger: a.log, Roles: map[string][]string{},
 				MaxConns: f.maxConns, MaxSessions: f.maxSessions,

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -349,6 +350,7 @@ func TestCreateNetwork_namespaceAndPolicies(t *testing.T) {
 		}
 	}
 	want[[2]string{roleGateway, roleMCPServer}] = true
+	want[[2]string{roleGateway, roleDBMCP}] = true // db-mcp is a backend of the gateway
 	want[[2]string{roleMCPServer, roleServiceDB}] = true
 	want[[2]string{roleDBMCP, roleServiceDB}] = true
 	want[[2]string{roleDBWeb, roleServiceDB}] = true
@@ -396,12 +398,8 @@ func TestCreateNetwork_namespaceAndPolicies(t *testing.T) {
 // of role from (or "outside" the namespace) to a Pod of role to.
 func allowed(nps []networkingv1.NetworkPolicy, from, to string) bool {
 	selects := func(sel metav1.LabelSelector, role string) bool {
-		for k, v := range sel.MatchLabels {
-			if k != agentenv.LabelRole || v != role {
-				return false
-			}
-		}
-		return len(sel.MatchExpressions) == 0
+		s, err := metav1.LabelSelectorAsSelector(&sel)
+		return err == nil && s.Matches(labels.Set{agentenv.LabelRole: role})
 	}
 	isolated, ok := false, false
 	for _, np := range nps {

@@ -212,7 +212,7 @@ func serviceAccountFor(ns string, lbl, ann map[string]string) *corev1.ServiceAcc
 
 // policiesFor returns the NetworkPolicies of a deployment's namespace: deny all ingress; let
 // anyone reach the gateway (it is the deployment's front door, and authenticates callers); let
-// only the gateway reach the MCP servers; let only the servers and the DB sidecars reach the
+// only the gateway reach the MCP servers and db-mcp; let only the servers and the DB sidecars reach the
 // service DB. Port-forwards enter a Pod through its node and are not subject to them.
 // PolicyEgress lets the deployment's Pods reach only each other and DNS (port 53 anywhere, so
 // that node-local resolvers work too): an env declares no other destination, so a server
@@ -249,8 +249,12 @@ func policiesFor(ns string, lbl, ann map[string]string) []*networkingv1.NetworkP
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{}},
 		}},
 		{ObjectMeta: meta(PolicyServersIngress), Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: role(roleMCPServer), PolicyTypes: ingress,
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: from(roleGateway)}},
+			// db-mcp is one of the gateway's backends too, and has no other door.
+			PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: agentenv.LabelRole, Operator: metav1.LabelSelectorOpIn, Values: []string{roleMCPServer, roleDBMCP},
+			}}},
+			PolicyTypes: ingress,
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: from(roleGateway)}},
 		}},
 		{ObjectMeta: meta(PolicyServiceDBAccess), Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: role(roleServiceDB), PolicyTypes: ingress,
