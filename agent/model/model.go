@@ -100,7 +100,8 @@ type conversation interface {
 	results(rs []result)
 }
 
-// Prompt implements agent.Agent.
+// Prompt implements agent.Agent. It writes the model, tool_call and tool_result lines; the
+// caller ends the trajectory with agent.Finish.
 func (a *Agent) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajectory) (ans agent.Answer, err error) {
 	model := p.Model
 	if model == "" {
@@ -125,8 +126,6 @@ func (a *Agent) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajectory
 			ans.Stop = agent.StopTimeout
 			err = fmt.Errorf("wall time of %s exhausted before the model answered: %w", p.Timeout, agent.ErrAgent)
 		}
-		u := ans.Usage
-		tr.Write(agent.Line{Kind: agent.KindStop, Text: ans.Stop, Turn: ans.Turns, ToolCalls: ans.ToolCalls, Usage: &u})
 	}()
 
 	hc := *a.cfg.HTTP

@@ -130,6 +130,7 @@ func TestCaps(t *testing.T) {
 				p.SystemPrompt = "be brief"
 				p.Gateway = agent.Gateway{Name: "notes", URL: g.url, Headers: map[string]string{"Authorization": "Bearer role-token"}}
 				ans, err := a.Prompt(t.Context(), p, tr)
+				agent.Finish(tr, ans, err)
 				tr.Close()
 				if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, agent.ErrAgent)) {
 					t.Fatalf("Prompt error = %v, want %q (an ErrAgent)", err, tc.err)
@@ -198,7 +199,8 @@ func TestFailures(t *testing.T) {
 	}{
 		{"wrong token", model.Config{Provider: model.OpenAI, BaseURL: modeltest.New(t).OpenAIURL(), Model: "m"}, agent.Gateway{URL: g.url}, "connect to gateway"},
 		{"model unreachable", model.Config{Provider: model.OpenAI, BaseURL: dead.URL + "/v1", Model: "m"}, gw, "model endpoint"},
-		{"script exhausted", model.Config{Provider: model.Anthropic, BaseURL: modeltest.New(t).AnthropicURL(), Model: "m"}, gw, "script exhausted"},
+		{"openai error", model.Config{Provider: model.OpenAI, BaseURL: modeltest.New(t).OpenAIURL(), Model: "m"}, gw, "script exhausted"},
+		{"anthropic error", model.Config{Provider: model.Anthropic, BaseURL: modeltest.New(t).AnthropicURL(), Model: "m"}, gw, "script exhausted"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -46,6 +47,11 @@ func (c *openaiConv) turn(ctx context.Context, maxTokens int64) (reply, error) {
 	}
 	resp, err := c.client.Chat.Completions.New(ctx, params)
 	if err != nil {
+		// The SDK's message names only the status; the endpoint's own words say why.
+		var apiErr *openai.Error
+		if errors.As(err, &apiErr) && apiErr.Message != "" {
+			return reply{}, fmt.Errorf("%w: %s", err, apiErr.Message)
+		}
 		return reply{}, err
 	}
 	if len(resp.Choices) == 0 {
