@@ -2,17 +2,16 @@ package task
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentenv/agentenv/agent"
+	"github.com/agentenv/agentenv/agent/scripted"
 	"github.com/agentenv/agentenv/internal/suggest"
 )
 
@@ -199,34 +198,23 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *a
 		ag, err = s.harnessAgent(sc)
 	case s.Agent.Kind == AgentOpenAI || s.Agent.Kind == AgentAnthropic:
 		ag, err = s.modelAgent(sc)
+	default:
+		ag = s.scriptedAgent(sc)
 	}
 	if err != nil {
 		return agentRun{}, err
 	}
-	if ag != nil {
-		ans, err := ag.Prompt(ctx, s.prompt(env), tr)
-		return agentRun{response: ans.Text, turns: ans.Turns, calls: ans.ToolCalls, stop: ans.Stop, usage: ans.Usage}, err
+	ans, err := ag.Prompt(ctx, s.prompt(env), tr)
+	return agentRun{response: ans.Text, turns: ans.Turns, calls: ans.ToolCalls, stop: ans.Stop, usage: ans.Usage}, err
+}
+
+// scriptedAgent is the scripted agent of a prompt_agent step (agent: scripted).
+func (s *promptAgent) scriptedAgent(sc *scope) *scripted.Agent {
+	a := &scripted.Agent{Response: s.Response, HTTP: sc.e.r.httpClient()}
+	for _, c := range s.Calls {
+		a.Calls = append(a.Calls, scripted.Call{Tool: c.Tool, Arguments: c.Arguments})
 	}
-	cs, err := sc.connect(ctx, env)
-	if err != nil {
-		return agentRun{}, err
-	}
-	defer cs.Close()
-	var out agentRun
-	for i, c := range s.Calls {
-		tr.Write(agent.Line{Kind: "tool_call", Turn: i + 1, Tool: c.Tool, Arguments: json.RawMessage(marshal(c.Arguments))})
-		tc, err := callOne(ctx, cs, c.Tool, c.Arguments)
-		out.calls++
-		if err != nil {
-			return out, fmt.Errorf("scripted call %d: %w", i+1, err)
-		}
-		writeResult(tr, i+1, c.Tool, "", tc)
-		out.response = tc.Text
-	}
-	if s.Response != "" {
-		out.response = s.Response
-	}
-	return out, nil
+	return a
 }
 
 // prompt is what the step asks of an agent, with the gateway as the step's role reaches it.
@@ -245,31 +233,4 @@ func (s *promptAgent) prompt(env DeployedEnv) agent.Prompt {
 			Headers: map[string]string{"Authorization": "Bearer " + env.Token},
 		},
 	}
-}
-
-// writeResult records a tool call's result.
-func writeResult(tr *agent.Trajectory, turn int, tool, callID string, tc toolCall) {
-	l := agent.Line{Kind: agent.KindToolResult, Turn: turn, Tool: tool, CallID: callID, Text: tc.Text, IsError: tc.IsError}
-	if tc.JSON != "" {
-		l.JSON = json.RawMessage(tc.JSON)
-	}
-	tr.Write(l)
-}
-
-// toolsOf lists the tools the gateway offers, following pagination.
-func toolsOf(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
-	var out []*mcp.Tool
-	params := &mcp.ListToolsParams{}
-	for range 100 {
-		res, err := cs.ListTools(ctx, params)
-		if err != nil {
-			return nil, fmt.Errorf("list tools: %w", err)
-		}
-		out = append(out, res.Tools...)
-		if res.NextCursor == "" {
-			return out, nil
-		}
-		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
-	}
-	return out, nil
 }

@@ -128,9 +128,7 @@ func (a *Agent) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajectory
 		}
 	}()
 
-	hc := *a.cfg.HTTP
-	hc.Transport = mcpclient.Headers(p.Gateway.Headers, hc.Transport)
-	cs, err := mcpclient.Client{Name: "agentenv-model-agent", HTTP: &hc, NoStandaloneSSE: true}.Connect(ctx, p.Gateway.URL, "")
+	cs, err := mcpclient.Client{Name: "agentenv-model-agent", HTTP: a.cfg.HTTP, Headers: p.Gateway.Headers, NoStandaloneSSE: true}.Connect(ctx, p.Gateway.URL, "")
 	if err != nil {
 		return ans, fmt.Errorf("connect to gateway %s: %w", p.Gateway.URL, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv/agent"
+	"github.com/agentenv/agentenv/mcpclient"
 )
 
 // tool is one gateway tool as offered to the model.
@@ -104,24 +105,10 @@ func (ts tools) call(ctx context.Context, cs *mcp.ClientSession, tr *agent.Traje
 	if err != nil {
 		return fail("error: "+err.Error(), d)
 	}
-	var b strings.Builder
-	for _, ct := range res.Content {
-		if t, ok := ct.(*mcp.TextContent); ok {
-			if b.Len() > 0 {
-				b.WriteString("\n")
-			}
-			b.WriteString(t.Text)
-		}
-	}
-	l := agent.Line{Kind: agent.KindToolResult, Turn: turn, Tool: name, CallID: c.id, Text: b.String(), IsError: res.IsError, DurationMS: d.Milliseconds()}
-	text := b.String()
-	if res.StructuredContent != nil {
-		if j, err := json.Marshal(res.StructuredContent); err == nil {
-			l.JSON = j
-			if text == "" {
-				text = string(j)
-			}
-		}
+	text, structured := mcpclient.Text(res)
+	l := agent.Line{Kind: agent.KindToolResult, Turn: turn, Tool: name, CallID: c.id, Text: text, IsError: res.IsError, JSON: structured, DurationMS: d.Milliseconds()}
+	if text == "" && structured != nil {
+		text = string(structured)
 	}
 	tr.Write(l)
 	return result{id: c.id, text: text, isError: res.IsError}
