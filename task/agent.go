@@ -195,7 +195,7 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *a
 	case s.Agent.A2A != "" || s.Agent.Deployed != "":
 		ag, err = s.a2aAgent(sc)
 	case s.Agent.Harness != nil:
-		ag, err = s.harnessAgent(sc)
+		ag, err = s.harnessAgent(sc, env)
 	case s.Agent.Kind == AgentOpenAI || s.Agent.Kind == AgentAnthropic:
 		ag, err = s.modelAgent(sc)
 	default:
