@@ -194,6 +194,13 @@ func (h *harness) route(ctx context.Context) (gatewayURL, network, provider stri
 			provider = r.Provider
 		}
 	}
+	if provider == "" {
+		// An env whose records agentenv does not know: the run's provider.
+		provider = h.sc.e.opts.Provider
+	}
+	if provider == "" {
+		return "", "", "", errors.New("harness: no provider: give the run one")
+	}
 	if network == "" || gw.ID == "" {
 		return gatewayURL, "", provider, nil
 	}

@@ -202,3 +202,66 @@ func TestModelAgentFails(t *testing.T) {
 		})
 	}
 }
+
+// TestHarnessAgent runs a harness on the fake provider (whose exec echoes argv, or exits N for
+// "exit N"): the sandbox is recorded, its stdout is the response, a non-zero exit fails the
+// step as the agent's error with a score of 0, and the sandbox is gone at the episode's end.
+func TestHarnessAgent(t *testing.T) {
+	for _, tc := range []struct {
+		name, command, want string
+		pass                bool
+	}{
+		{"answers", `[echo, hi]`, "[echo hi]", true},
+		{"exits 3", `[/bin/agent, exit, "3"]`, "harness /bin/agent exited 3", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.runner.Deployer = &fakeDeployer{g: newNotesGateway(t)}
+			tk, err := task.Parse("h.yaml", []byte(`name: h
+steps:
+  - {id: env, type: deploy_env, file: env.yaml}
+  - id: agent
+    type: prompt_agent
+    env: env
+    prompt: add a note
+    agent: {harness: {image: node, command: `+tc.command+`, timeout_seconds: 30}}
+  - {id: answer, type: response_matches, step: agent, contains: "hi"}
+`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{Provider: "fake"})
+			if err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			ep := sum.Episodes[0]
+			var agentStep agentenv.StepRecord
+			for _, s := range ep.Steps {
+				if s.ID == "agent" {
+					agentStep = s
+				}
+			}
+			if tc.pass {
+				if ep.Outcome != task.OutcomePassed || agentStep.Outputs["response"] != tc.want || agentStep.Outputs["stop"] != "answer" {
+					t.Errorf("episode %s; agent step %+v, want response %q", ep.Outcome, agentStep, tc.want)
+				}
+			} else if agentStep.Status != agentenv.StepFailed || !strings.Contains(agentStep.Error, tc.want) || ep.Score == nil || *ep.Score != 0 {
+				t.Errorf("episode %s score %v; agent step %+v, want failed naming %q", ep.Outcome, ep.Score, agentStep, tc.want)
+			}
+			recs, err := r.ledger.List(t.Context(), agentenv.Filter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var harness int
+			for _, rec := range recs {
+				if rec.Role == agentenv.TaskRole("agent") {
+					harness++
+				}
+			}
+			if harness != 1 {
+				t.Errorf("%d harness sandboxes recorded, want 1", harness)
+			}
+			r.assertClean(t)
+		})
+	}
+}
