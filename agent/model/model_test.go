@@ -29,7 +29,7 @@ type notes struct {
 	got []string
 }
 
-func newNotes(t *testing.T, token string) *notes {
+func newNotes(t testing.TB, token string) *notes {
 	n := &notes{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
 	type in struct {
@@ -219,5 +219,35 @@ func TestFailures(t *testing.T) {
 	}
 	if _, err := model.New(model.Config{Provider: "gemini", BaseURL: "http://x"}); err == nil || !strings.Contains(err.Error(), "model.provider") {
 		t.Errorf("New(gemini) = %v, want an error naming model.provider", err)
+	}
+}
+
+// BenchmarkPrompt is one prompt of the built-in agent against the scripted model server and a
+// real MCP server on loopback: connect, list tools, two model turns and one tool call.
+func BenchmarkPrompt(b *testing.B) {
+	for _, provider := range []string{model.OpenAI, model.Anthropic} {
+		b.Run(provider, func(b *testing.B) {
+			var script []modeltest.Reply
+			for range b.N {
+				script = append(script, addNote("c1", "x", 5), modeltest.Reply{Text: "done", InputTokens: 1, OutputTokens: 1})
+			}
+			srv := modeltest.New(b, script...)
+			g := newNotes(b, "tok")
+			base := srv.OpenAIURL()
+			if provider == model.Anthropic {
+				base = srv.AnthropicURL()
+			}
+			a, err := model.New(model.Config{Provider: provider, BaseURL: base, Model: "m"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := agent.Prompt{Text: "x", Gateway: agent.Gateway{URL: g.url, Headers: map[string]string{"Authorization": "Bearer tok"}}}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := a.Prompt(b.Context(), p, &agent.Trajectory{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
