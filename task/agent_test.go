@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/modeltest"
@@ -204,15 +205,17 @@ func TestModelAgentFails(t *testing.T) {
 }
 
 // TestHarnessAgent runs a harness on the fake provider (whose exec echoes argv, or exits N for
-// "exit N"): the sandbox is recorded, its stdout is the response, a non-zero exit fails the
+// "exit N") and, for its wall-clock limit, on the process provider: the sandbox is recorded, its stdout is the response, a non-zero exit fails the
 // step as the agent's error with a score of 0, and the sandbox is gone at the episode's end.
 func TestHarnessAgent(t *testing.T) {
 	for _, tc := range []struct {
-		name, command, want string
-		pass                bool
+		name, provider, image, command, want string
+		pass                                 bool
 	}{
-		{"answers", `[echo, hi]`, "[echo hi]", true},
-		{"exits 3", `[/bin/agent, exit, "3"]`, "harness /bin/agent exited 3", false},
+		{"answers", "fake", "node", `[echo, hi]`, "[echo hi]", true},
+		{"exits 3", "fake", "node", `[/bin/agent, exit, "3"]`, "harness /bin/agent exited 3", false},
+		// real processes: the fake's exec never takes time
+		{"runs out of time", "process", "host", `[sleep, "30"], timeout_seconds: 0.5`, "harness ran out of its wall time of 500ms", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, nil)
@@ -224,13 +227,17 @@ steps:
     type: prompt_agent
     env: env
     prompt: add a note
-    agent: {harness: {image: node, command: `+tc.command+`, timeout_seconds: 30}}
+    agent: {harness: {image: `+tc.image+`, command: `+tc.command+`}}
   - {id: answer, type: response_matches, step: agent, contains: "hi"}
 `))
 			if err != nil {
 				t.Fatal(err)
 			}
-			sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{Provider: "fake"})
+			start := time.Now()
+			sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{Provider: tc.provider})
+			if took := time.Since(start); took > 20*time.Second {
+				t.Errorf("the run took %s, past the harness's limit", took)
+			}
 			if err != nil {
 				t.Fatalf("Run = %v", err)
 			}
