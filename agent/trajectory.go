@@ -105,3 +105,30 @@ func (t *Trajectory) Close() error {
 	t.f = nil
 	return t.werr
 }
+
+// Finish writes the end of a prompt's trajectory from what the agent gave back: the response
+// line (or, with err, the error line), then the stop line with ans.Stop (StopError if the agent
+// set none and err is not nil, StopAnswer if neither) and the total usage. Whoever drives an
+// agent calls it once, after Prompt, so every kind of agent ends its trajectory the same way.
+// It returns the stop it wrote.
+func Finish(tr *Trajectory, ans Answer, err error) string {
+	stop := ans.Stop
+	if err != nil {
+		tr.Write(Line{Kind: KindError, Error: err.Error()})
+		if stop == "" {
+			stop = StopError
+		}
+	} else {
+		var structured json.RawMessage
+		if len(ans.Structured) > 0 {
+			structured = ans.Structured
+		}
+		tr.Write(Line{Kind: KindResponse, Text: ans.Text, JSON: structured})
+		if stop == "" {
+			stop = StopAnswer
+		}
+	}
+	u := ans.Usage
+	tr.Write(Line{Kind: KindStop, Text: stop, Turn: ans.Turns, ToolCalls: ans.ToolCalls, Usage: &u})
+	return stop
+}

@@ -49,6 +49,9 @@ func HTTPClient(base *http.Client, token string) *http.Client {
 type Client struct {
 	Name, Version string       // the client's implementation; default "agentenv", "v1"
 	HTTP          *http.Client // default http.DefaultClient
+	// Headers are sent with every request (a gateway's headers as an agent is handed them);
+	// an Authorization among them wins over the token.
+	Headers map[string]string
 	// NoStandaloneSSE leaves out the long-lived GET stream of server-initiated messages, for
 	// callers that only call tools.
 	NoStandaloneSSE bool
@@ -64,10 +67,14 @@ func (c Client) Connect(ctx context.Context, url, token string) (*mcp.ClientSess
 	if version == "" {
 		version = "v1"
 	}
+	hc := HTTPClient(c.HTTP, token)
+	if len(c.Headers) > 0 {
+		hc.Transport = Headers(c.Headers, hc.Transport)
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: version}, nil)
 	return client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:             url,
-		HTTPClient:           HTTPClient(c.HTTP, token),
+		HTTPClient:           hc,
 		MaxRetries:           -1,
 		DisableStandaloneSSE: c.NoStandaloneSSE,
 	}, nil)

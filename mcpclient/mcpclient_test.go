@@ -52,3 +52,25 @@ func TestConnectSendsTheToken(t *testing.T) {
 	}
 	cs.Close()
 }
+
+func TestHeadersSetsEveryHeader(t *testing.T) {
+	var got http.Header
+	rt := mcpclient.Headers(map[string]string{"Authorization": "Bearer t1", "X-Role": "agent"}, roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got = r.Header
+		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+	}))
+	req, _ := http.NewRequest(http.MethodGet, "http://x", nil)
+	if _, err := rt.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	if got.Get("Authorization") != "Bearer t1" || got.Get("X-Role") != "agent" {
+		t.Errorf("headers sent = %v", got)
+	}
+	if req.Header.Get("Authorization") != "" {
+		t.Errorf("the caller's request was changed: %v", req.Header)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

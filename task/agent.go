@@ -2,7 +2,6 @@ package task
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,37 +9,44 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentenv/agentenv/agent"
+	"github.com/agentenv/agentenv/agent/scripted"
 	"github.com/agentenv/agentenv/internal/suggest"
 )
 
 // Agent kinds of prompt_agent.
 const (
-	AgentScripted = "scripted" // replays a list of tool calls; for deterministic runs and soak tests
-	AgentOpenAI   = "openai"   // a tool-calling loop against an OpenAI-compatible chat endpoint
-	AgentA2A      = "a2a"      // an A2A agent, running or started by deploy_agent (agent_a2a.go)
-	AgentHarness  = "harness"  // a command-line agent in a sandbox (agent_harness.go)
+	AgentScripted  = "scripted"  // replays a list of tool calls; for deterministic runs and soak tests
+	AgentOpenAI    = "openai"    // the built-in model agent on an OpenAI-compatible endpoint (agent_model.go)
+	AgentAnthropic = "anthropic" // the built-in model agent on Anthropic's Messages API
+	AgentA2A       = "a2a"       // an A2A agent, running or started by deploy_agent (agent_a2a.go)
+	AgentHarness   = "harness"   // a command-line agent in a sandbox (agent_harness.go)
 )
-
-// DefaultMaxTurns is the turn budget of the openai agent when the step sets none.
-const DefaultMaxTurns = 20
 
 // promptAgent lets an agent act in a deployed env through its gateway, and records the
 // trajectory.
 type promptAgent struct {
-	Env      string         `yaml:"env" task:"required"`   // the deploy_env step
-	Agent    agentSpec      `yaml:"agent" task:"required"` // which agent: see agentSpec
-	Role     string         `yaml:"role"`                  // the gateway role the agent acts as; "default" if empty
-	Prompt   string         `yaml:"prompt"`
-	System   string         `yaml:"system"`    // openai: the system message
-	Model    string         `yaml:"model"`     // openai: overrides model.name
-	MaxTurns int            `yaml:"max_turns"` // openai: model turns allowed; DefaultMaxTurns if 0
-	Calls    []scriptedCall `yaml:"calls"`     // scripted: the tool calls to replay
-	Response string         `yaml:"response"`  // scripted: the final answer; the last call's text if empty
+	Env      string    `yaml:"env" task:"required"`   // the deploy_env step
+	Agent    agentSpec `yaml:"agent" task:"required"` // which agent: see agentSpec
+	Role     string    `yaml:"role"`                  // the gateway role the agent acts as; "default" if empty
+	Prompt   string    `yaml:"prompt"`
+	System   string    `yaml:"system"`    // the system message
+	Model    string    `yaml:"model"`     // overrides model.name
+	MaxTurns int       `yaml:"max_turns"` // model turns allowed; the agent's default (model.DefaultMaxTurns) if 0
+	// MaxOutputTokens caps the output tokens summed over the model's turns; 0: no cap.
+	MaxOutputTokens int64 `yaml:"max_output_tokens"`
+	// MaxCostUSD caps the cost of the prompt at the model's prices (model.input_price,
+	// model.output_price); 0: no cap.
+	MaxCostUSD float64 `yaml:"max_cost_usd"`
+	// TimeoutSeconds caps the agent's wall time; it ends the loop with stop "timeout". The
+	// step's own timeout still bounds the whole step. 0: no cap of the agent's own.
+	TimeoutSeconds float64        `yaml:"timeout_seconds"`
+	Calls          []scriptedCall `yaml:"calls"`    // scripted: the tool calls to replay
+	Response       string         `yaml:"response"` // scripted: the final answer; the last call's text if empty
 }
 
 // agentSpec names a prompt_agent step's agent. In a task file it is either a built-in kind by
@@ -89,7 +95,7 @@ func (a agentSpec) check() error {
 		}
 	}
 	if n != 1 {
-		return errors.New("agent: name one agent: scripted, openai, or a mapping with one of a2a, deployed, harness")
+		return errors.New("agent: name one agent: scripted, openai, anthropic, or a mapping with one of a2a, deployed, harness")
 	}
 	return nil
 }
@@ -107,8 +113,15 @@ func (s *promptAgent) Check() error {
 	if s.Agent.Kind != AgentScripted && (len(s.Calls) > 0 || s.Response != "") {
 		return errors.New("calls and response are for the scripted agent")
 	}
-	if s.MaxTurns < 0 {
+	switch {
+	case s.MaxTurns < 0:
 		return errors.New("max_turns: want a positive number")
+	case s.MaxOutputTokens < 0:
+		return errors.New("max_output_tokens: want a positive number")
+	case s.MaxCostUSD < 0:
+		return errors.New("max_cost_usd: want a positive number")
+	case s.TimeoutSeconds < 0:
+		return errors.New("timeout_seconds: want a positive number")
 	}
 	switch {
 	case s.Agent.A2A != "" || s.Agent.Deployed != "":
@@ -121,12 +134,12 @@ func (s *promptAgent) Check() error {
 		if len(s.Calls) == 0 {
 			return errors.New("calls: a scripted agent needs at least one call")
 		}
-	case AgentOpenAI:
+	case AgentOpenAI, AgentAnthropic:
 		if s.Prompt == "" {
-			return errors.New("prompt: the openai agent needs a prompt")
+			return fmt.Errorf("prompt: the %s agent needs a prompt", s.Agent.Kind)
 		}
 	default:
-		return fmt.Errorf("agent: want scripted or openai, got %q%s", s.Agent.Kind, suggest.DidYouMean(s.Agent.Kind, []string{AgentScripted, AgentOpenAI}))
+		return fmt.Errorf("agent: want scripted, openai or anthropic, got %q%s", s.Agent.Kind, suggest.DidYouMean(s.Agent.Kind, []string{AgentScripted, AgentOpenAI, AgentAnthropic}))
 	}
 	return nil
 }
@@ -159,12 +172,14 @@ func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	out, err := s.act(ctx, sc, env, tr)
 	res.Outputs["turns"] = strconv.Itoa(out.turns)
 	res.Outputs["tool_calls"] = strconv.Itoa(out.calls)
+	res.Outputs["stop"] = agent.Finish(tr, agent.Answer{Text: out.response, Turns: out.turns, ToolCalls: out.calls, Usage: out.usage, Stop: out.stop}, err)
+	res.Outputs["input_tokens"] = strconv.FormatInt(out.usage.InputTokens, 10)
+	res.Outputs["output_tokens"] = strconv.FormatInt(out.usage.OutputTokens, 10)
+	res.Outputs["cost_usd"] = strconv.FormatFloat(out.usage.CostUSD, 'g', -1, 64)
 	if err != nil {
-		tr.Write(agent.Line{Kind: "error", Error: err.Error()})
 		return res, err
 	}
 	res.Outputs["response"] = out.response
-	tr.Write(agent.Line{Kind: "response", Text: out.response})
 	return res, tr.Err()
 }
 
@@ -172,6 +187,8 @@ func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 type agentRun struct {
 	response     string
 	turns, calls int
+	stop         string // why its loop ended; empty for an agent that reports none
+	usage        agent.Usage
 }
 
 // agentToken returns the token an agent acting as role in env is handed: its role's, never the
@@ -198,78 +215,42 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *a
 	case s.Agent.A2A != "" || s.Agent.Deployed != "":
 		ag, err = s.a2aAgent(sc)
 	case s.Agent.Harness != nil:
-		ag, err = s.harnessAgent(sc)
+		ag, err = s.harnessAgent(sc, env)
+	case s.Agent.Kind == AgentOpenAI || s.Agent.Kind == AgentAnthropic:
+		ag, err = s.modelAgent(sc)
+	default:
+		ag = s.scriptedAgent(sc)
 	}
 	if err != nil {
 		return agentRun{}, err
 	}
-	if ag != nil {
-		ans, err := ag.Prompt(ctx, s.prompt(env, token), tr)
-		return agentRun{response: ans.Text, turns: ans.Turns, calls: ans.ToolCalls}, err
+	ans, err := ag.Prompt(ctx, s.prompt(env, token), tr)
+	return agentRun{response: ans.Text, turns: ans.Turns, calls: ans.ToolCalls, stop: ans.Stop, usage: ans.Usage}, err
+}
+
+// scriptedAgent is the scripted agent of a prompt_agent step (agent: scripted).
+func (s *promptAgent) scriptedAgent(sc *scope) *scripted.Agent {
+	a := &scripted.Agent{Response: s.Response, HTTP: sc.e.r.httpClient()}
+	for _, c := range s.Calls {
+		a.Calls = append(a.Calls, scripted.Call{Tool: c.Tool, Arguments: c.Arguments})
 	}
-	cs, err := sc.connect(ctx, env.GatewayURL, token)
-	if err != nil {
-		return agentRun{}, err
-	}
-	defer cs.Close()
-	if s.Agent.Kind == AgentOpenAI {
-		return s.openai(ctx, sc, cs, tr)
-	}
-	var out agentRun
-	for i, c := range s.Calls {
-		tr.Write(agent.Line{Kind: "tool_call", Turn: i + 1, Tool: c.Tool, Arguments: json.RawMessage(marshal(c.Arguments))})
-		tc, err := callOne(ctx, cs, c.Tool, c.Arguments)
-		out.calls++
-		if err != nil {
-			return out, fmt.Errorf("scripted call %d: %w", i+1, err)
-		}
-		writeResult(tr, i+1, c.Tool, "", tc)
-		out.response = tc.Text
-	}
-	if s.Response != "" {
-		out.response = s.Response
-	}
-	return out, nil
+	return a
 }
 
 // prompt is what the step asks of an agent, with the gateway as the step's role reaches it.
 func (s *promptAgent) prompt(env DeployedEnv, token string) agent.Prompt {
 	return agent.Prompt{
-		Text:         s.Prompt,
-		SystemPrompt: s.System,
-		Model:        s.Model,
-		MaxTurns:     s.MaxTurns,
+		Text:            s.Prompt,
+		SystemPrompt:    s.System,
+		Model:           s.Model,
+		MaxTurns:        s.MaxTurns,
+		MaxOutputTokens: s.MaxOutputTokens,
+		MaxCostUSD:      s.MaxCostUSD,
+		Timeout:         time.Duration(s.TimeoutSeconds * float64(time.Second)),
 		Gateway: agent.Gateway{
 			Name:    env.ID,
 			URL:     env.GatewayURL,
 			Headers: map[string]string{"Authorization": "Bearer " + token},
 		},
 	}
-}
-
-// writeResult records a tool call's result.
-func writeResult(tr *agent.Trajectory, turn int, tool, callID string, tc toolCall) {
-	l := agent.Line{Kind: agent.KindToolResult, Turn: turn, Tool: tool, CallID: callID, Text: tc.Text, IsError: tc.IsError}
-	if tc.JSON != "" {
-		l.JSON = json.RawMessage(tc.JSON)
-	}
-	tr.Write(l)
-}
-
-// toolsOf lists the tools the gateway offers, following pagination.
-func toolsOf(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
-	var out []*mcp.Tool
-	params := &mcp.ListToolsParams{}
-	for range 100 {
-		res, err := cs.ListTools(ctx, params)
-		if err != nil {
-			return nil, fmt.Errorf("list tools: %w", err)
-		}
-		out = append(out, res.Tools...)
-		if res.NextCursor == "" {
-			return out, nil
-		}
-		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
-	}
-	return out, nil
 }

@@ -1,27 +1,257 @@
 package task
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
 
+	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/agent"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/lifecycle"
 )
 
-// harnessSpec is a command-line agent run in a sandbox next to the env.
+// Where a harness finds what agentenv hands it, in its sandbox; also in its environment as
+// AGENTENV_PROMPT_FILE, AGENTENV_MCP_CONFIG and (if the spec names one) AGENTENV_TRAJECTORY.
+const (
+	harnessPromptFile = "/agentenv/prompt.txt"
+	harnessMCPConfig  = "/agentenv/mcp.json"
+)
+
+// DefaultHarnessTimeout is a harness command's wall time when its spec sets none.
+const DefaultHarnessTimeout = 10 * time.Minute
+
+// harnessSpec is a command-line agent run in a sandbox next to the env. The sandbox runs
+// `sleep infinity` (the image needs a sleep) and the command is run in it once the prompt and
+// the MCP config are written; it is torn down with the episode.
 type harnessSpec struct {
-	Image   string   `yaml:"image" task:"required"`
-	Command []string `yaml:"command" task:"required"`
+	Image   string            `yaml:"image" task:"required"`
+	Command []string          `yaml:"command" task:"required"` // argv, run in the sandbox
+	Env     map[string]string `yaml:"env"`
+	Files   map[string]string `yaml:"files"` // path in the sandbox -> a local file, relative to the task file
+
+	TimeoutSeconds float64 `yaml:"timeout_seconds"` // the command's wall time; DefaultHarnessTimeout if 0
+	Trajectory     string  `yaml:"trajectory"`      // a file the harness writes in the agent.Line shape, read after it exits
 }
 
 // checkHarness checks a prompt_agent step whose agent is a harness.
 func (s *promptAgent) checkHarness() error {
-	if s.Prompt == "" {
+	h := s.Agent.Harness
+	switch {
+	case s.Prompt == "":
 		return errors.New("prompt: a harness agent needs a prompt")
+	case len(h.Command) == 0:
+		return errors.New("agent.harness.command: want a non-empty argv list")
+	case h.TimeoutSeconds < 0:
+		return errors.New("agent.harness.timeout_seconds: want a positive number")
 	}
 	return nil
 }
 
 // harnessAgent is the harness agent a prompt_agent step names.
-func (s *promptAgent) harnessAgent(sc *scope) (agent.Agent, error) {
-	return nil, fmt.Errorf("agent: harness agents are not built yet")
+func (s *promptAgent) harnessAgent(sc *scope, env DeployedEnv) (agent.Agent, error) {
+	if sc.e.r.Manager == nil {
+		return nil, fmt.Errorf("no lifecycle manager configured")
+	}
+	return &harness{spec: *s.Agent.Harness, sc: sc, env: env, step: sc.s.ID}, nil
+}
+
+// harness runs one harnessSpec for one step.
+type harness struct {
+	spec harnessSpec
+	sc   *scope
+	env  DeployedEnv
+	step string
+}
+
+// mcpConfig is the file CLI agents read: {"mcpServers": {NAME: {type, url, headers}}}.
+type mcpConfig struct {
+	MCPServers map[string]mcpServer `json:"mcpServers"`
+}
+
+type mcpServer struct {
+	Type    string            `json:"type"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// Prompt implements agent.Agent.
+func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajectory) (agent.Answer, error) {
+	var ans agent.Answer
+	m := h.sc.e.r.Manager
+	gwURL, network, provider, err := h.route(ctx)
+	if err != nil {
+		return ans, err
+	}
+	name := p.Gateway.Name
+	if name == "" {
+		name = "env"
+	}
+	cfg, _ := json.MarshalIndent(mcpConfig{MCPServers: map[string]mcpServer{name: {Type: "http", URL: gwURL, Headers: p.Gateway.Headers}}}, "", "  ")
+	files := map[string][]byte{harnessPromptFile: []byte(p.Text), harnessMCPConfig: cfg}
+	for path, from := range h.spec.Files {
+		local, err := h.sc.within("agent.harness.files", from)
+		if err != nil {
+			return ans, err
+		}
+		if files[path], err = os.ReadFile(local); err != nil {
+			return ans, fmt.Errorf("agent.harness.files: %w", err)
+		}
+	}
+	envv := map[string]string{"AGENTENV_PROMPT_FILE": harnessPromptFile, "AGENTENV_MCP_CONFIG": harnessMCPConfig}
+	if h.spec.Trajectory != "" {
+		envv["AGENTENV_TRAJECTORY"] = h.spec.Trajectory
+	}
+	for k, v := range h.spec.Env {
+		envv[k] = v
+	}
+	req := lifecycle.CreateRequest{
+		Provider: provider, Run: h.sc.e.id, Role: agentenv.TaskRole(h.step),
+		Spec: agentenv.SandboxSpec{Image: h.spec.Image, Command: []string{"sleep", "infinity"}, Env: envv, Files: files, Network: network},
+	}
+	start := time.Now()
+	rec, sb, err := m.Create(ctx, req)
+	if err != nil {
+		return ans, fmt.Errorf("harness sandbox: %w", err)
+	}
+	// Torn down with the episode, as deploy_sandbox's sandboxes are.
+	h.sc.e.mu.Lock()
+	h.sc.e.sandboxes[h.step] = sandboxRef{Record: rec.ID, Provider: rec.Provider, SandboxID: sb.ID}
+	h.sc.e.mu.Unlock()
+	h.sc.e.r.logger().Debug("harness sandbox up", "step", h.step, "record", rec.ID, "took", time.Since(start))
+
+	limit := time.Duration(h.spec.TimeoutSeconds * float64(time.Second))
+	if limit <= 0 {
+		limit = DefaultHarnessTimeout
+	}
+	if p.Timeout > 0 && p.Timeout < limit {
+		limit = p.Timeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	run := time.Now()
+	res, err := m.Exec(cctx, rec.ID, h.spec.Command)
+	took := time.Since(run)
+	if h.spec.Trajectory != "" {
+		// The harness's own trajectory, even after a failure: it is what it did. On a
+		// detached bounded context, as the step's may have ended.
+		err := cleanup.Do(ctx, 30*time.Second, func(c context.Context) error { return h.copyTrajectory(c, rec.ID, tr, &ans) })
+		if err != nil {
+			h.sc.e.r.logger().Warn("harness trajectory", "step", h.step, "error", err)
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return ans, ctx.Err()
+	case cctx.Err() != nil:
+		ans.Stop = agent.StopTimeout
+		return ans, fmt.Errorf("harness ran out of its wall time of %s: %w", limit, agent.ErrAgent)
+	case err != nil:
+		return ans, fmt.Errorf("harness command: %w", err)
+	}
+	stdout := strings.TrimSpace(string(res.Stdout))
+	tr.Write(agent.Line{Kind: agent.KindModel, Model: "harness", Text: stdout, DurationMS: took.Milliseconds(),
+		JSON: json.RawMessage(`{"exit_code":` + strconv.Itoa(res.ExitCode) + `}`)})
+	if ans.Turns == 0 {
+		ans.Turns = 1
+	}
+	ans.Text = stdout
+	if res.ExitCode != 0 {
+		ans.Stop = agent.StopError
+		return ans, fmt.Errorf("harness %s exited %d: %s: %w", h.spec.Command[0], res.ExitCode, tail(string(res.Stderr), 300), agent.ErrAgent)
+	}
+	ans.Stop = agent.StopAnswer
+	return ans, nil
+}
+
+// route is how a sandbox of the env's provider reaches the gateway: on the deployment's
+// private network, at the gateway's name and container port, when the deployment has one;
+// else at the gateway's URL as agentenv reaches it.
+func (h *harness) route(ctx context.Context) (gatewayURL, network, provider string, err error) {
+	gatewayURL = h.env.GatewayURL
+	l := h.sc.e.r.ledger()
+	var gw agentenv.Record
+	for _, id := range h.env.Records {
+		r, err := l.Get(ctx, id)
+		if err != nil {
+			return "", "", "", fmt.Errorf("harness: record %s of env %s: %w", id, h.env.ID, err)
+		}
+		switch {
+		case r.Kind == agentenv.KindNetwork:
+			network = r.ID
+		case r.Role == agentenv.RoleGateway:
+			gw = r
+		}
+		if provider == "" || r.Role == agentenv.RoleGateway {
+			provider = r.Provider
+		}
+	}
+	if provider == "" {
+		// An env whose records agentenv does not know: the run's provider.
+		provider = h.sc.e.opts.Provider
+	}
+	if provider == "" {
+		return "", "", "", errors.New("harness: no provider: give the run one")
+	}
+	if network == "" || gw.ID == "" {
+		return gatewayURL, "", provider, nil
+	}
+	port := ""
+	for k := range gw.Attrs {
+		if p, ok := strings.CutPrefix(k, "endpoint."); ok {
+			port = p
+		}
+	}
+	u, err := url.Parse(gatewayURL)
+	if err != nil || port == "" {
+		return gatewayURL, "", provider, nil
+	}
+	u.Host = "gateway:" + port
+	return u.String(), network, provider, nil
+}
+
+// copyTrajectory reads the harness's trajectory file and writes its lines into tr, counting
+// its turns and tool calls into ans. A line that is not an agent.Line is kept as a model
+// line's text.
+func (h *harness) copyTrajectory(ctx context.Context, record string, tr *agent.Trajectory, ans *agent.Answer) error {
+	data, err := h.sc.e.r.Manager.ReadFile(ctx, record, h.spec.Trajectory)
+	if errors.Is(err, agentenv.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		raw := bytes.TrimSpace(sc.Bytes())
+		if len(raw) == 0 {
+			continue
+		}
+		var l agent.Line
+		if json.Unmarshal(raw, &l) != nil || l.Kind == "" {
+			l = agent.Line{Kind: agent.KindModel, Model: "harness", Text: string(raw)}
+		}
+		switch l.Kind {
+		case agent.KindModel:
+			ans.Turns++
+			if l.Usage != nil {
+				ans.Usage = ans.Usage.Add(*l.Usage)
+			}
+		case agent.KindToolCall:
+			ans.ToolCalls++
+		case agent.KindPrompt, agent.KindResponse, agent.KindStop:
+			continue // agentenv writes these itself
+		}
+		tr.Write(l)
+	}
+	return sc.Err()
 }

@@ -52,7 +52,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad duration", "steps:\n- {id: a, type: deploy_sandbox, timeout: 5}", []string{`steps[0].timeout: want a positive duration`}},
 		{"wrong scalar type", "steps:\n" + sb + "- {id: x, type: exec, sandbox: sb, command: ls}", []string{`steps[1].command: want a list`}},
 		{"weight on a non-verifier", "steps:\n- {id: a, type: deploy_sandbox, weight: 2}", []string{"only verifiers have a weight"}},
-		{"agent kind", "steps:\n- {id: e, type: deploy_env, file: x}\n- {id: p, type: prompt_agent, env: e, agent: scriptd}", []string{`want scripted or openai, got "scriptd" (did you mean "scripted"?)`}},
+		{"agent kind", "steps:\n- {id: e, type: deploy_env, file: x}\n- {id: p, type: prompt_agent, env: e, agent: scriptd}", []string{`want scripted, openai or anthropic, got "scriptd" (did you mean "scripted"?)`}},
 		{"two agents", "steps:\n- {id: e, type: deploy_env, file: x}\n- {id: p, type: prompt_agent, env: e, prompt: hi, agent: {a2a: 'http://x', deployed: e}}", []string{"agent: name one agent"}},
 		{"agent mapping field", "steps:\n- {id: e, type: deploy_env, file: x}\n- {id: p, type: prompt_agent, env: e, prompt: hi, agent: {a2:  'http://x'}}", []string{`steps[1].agent.a2: unknown field (did you mean "a2a"?)`}},
 		{"deployed agent of the wrong type", "steps:\n- {id: e, type: deploy_env, file: x}\n- {id: p, type: prompt_agent, env: e, prompt: hi, agent: {deployed: e}}", []string{`step "e" is a deploy_env; want deploy_agent`}},

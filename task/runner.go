@@ -16,7 +16,8 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// ModelSource resolves the [model] settings (model.base_url, model.name, model.api_key) at
+// ModelSource resolves the [model] settings (model.base_url, model.name, model.api_key,
+// model.input_price, model.output_price) at
 // the moment an agent needs them; *config.Config implements it. Values are never recorded.
 type ModelSource interface {
 	Get(key string) (string, error)
@@ -32,7 +33,7 @@ type Runner struct {
 	Logger   *slog.Logger    // nil means discard
 	Workdir  string          // run folders (trajectories) go to Workdir/runs/<run id>; os.TempDir() if empty
 	Progress func(Event)     // receives every step, episode and teardown event; may be nil
-	Model    ModelSource     // settings of the openai agent; its steps fail if nil
+	Model    ModelSource     // settings of the built-in model agent; its steps fail if nil
 
 	// HTTPClient is used for gateways and the model endpoint; a fresh client per call if nil.
 	HTTPClient *http.Client

@@ -134,7 +134,8 @@ func builtinKinds() map[string]kind {
 		TypeCallTool: {new: func() Step { return &callTool{} }, timeout: short, outputs: []Output{
 			{"text", OutputString}, {"json", OutputJSON}, {"is_error", OutputBool}}},
 		TypePromptAgent: {new: func() Step { return &promptAgent{} }, timeout: long, outputs: []Output{
-			{"response", OutputString}, {"trajectory", OutputString}, {"turns", OutputInt}, {"tool_calls", OutputInt}}},
+			{"response", OutputString}, {"trajectory", OutputString}, {"turns", OutputInt}, {"tool_calls", OutputInt},
+			{"stop", OutputString}, {"input_tokens", OutputInt}, {"output_tokens", OutputInt}, {"cost_usd", OutputFloat}}},
 		TypeFileContains:    {new: func() Step { return &fileContains{} }, verifier: true, timeout: short},
 		TypeCommandSucceeds: {new: func() Step { return &commandSucceeds{} }, verifier: true, timeout: short},
 		TypeResponseMatches: {new: func() Step { return &responseMatches{} }, verifier: true, timeout: short},

@@ -1,0 +1,93 @@
+package scripted_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentenv/agentenv/agent"
+	"github.com/agentenv/agentenv/agent/scripted"
+)
+
+// echo is a real MCP server (the official SDK over streamable HTTP) with one tool that echoes
+// its argument, or answers an error result for "fail"; it refuses requests without the token.
+func echo(t *testing.T) string {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "v1"}, nil)
+	type in struct {
+		Say string `json:"say"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{IsError: a.Say == "fail", Content: []mcp.Content{&mcp.TextContent{Text: "said " + a.Say}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+func TestReplayWritesTheOneShape(t *testing.T) {
+	url := echo(t)
+	a := &scripted.Agent{Calls: []scripted.Call{{Tool: "echo", Arguments: map[string]any{"say": "fail"}}, {Tool: "echo", Arguments: map[string]any{"say": "hi"}}}}
+	path := filepath.Join(t.TempDir(), "tr.ndjson")
+	tr, err := agent.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := agent.Gateway{URL: url, Headers: map[string]string{"Authorization": "Bearer tok"}}
+	tr.Write(agent.Line{Kind: agent.KindPrompt, Agent: "scripted"})
+	ans, err := a.Prompt(t.Context(), agent.Prompt{Gateway: gw}, tr)
+	agent.Finish(tr, ans, err)
+	tr.Close()
+	if err != nil || ans.Text != "said hi" || ans.Turns != 2 || ans.ToolCalls != 2 || ans.Stop != agent.StopAnswer {
+		t.Fatalf("Prompt = %+v, %v", ans, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var kinds []string
+	var results []agent.Line
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l agent.Line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, l.Kind)
+		if l.Kind == agent.KindToolResult {
+			results = append(results, l)
+		}
+	}
+	if got, want := strings.Join(kinds, " "), "prompt model tool_call tool_result model tool_call tool_result response stop"; got != want {
+		t.Errorf("kinds = %s\nwant %s", got, want)
+	}
+	if len(results) != 2 || !results[0].IsError || results[1].Text != "said hi" || results[1].CallID != "call-2" {
+		t.Errorf("results = %+v", results)
+	}
+
+	// A cap on turns stops the replay as the agent's own error.
+	ans, err = a.Prompt(t.Context(), agent.Prompt{Gateway: gw, MaxTurns: 1}, &agent.Trajectory{})
+	if !errors.Is(err, agent.ErrAgent) || ans.Stop != agent.StopMaxTurns || ans.ToolCalls != 1 {
+		t.Errorf("with max_turns 1: %+v, %v", ans, err)
+	}
+	// No token: the gateway refuses, an infrastructure error.
+	if _, err := a.Prompt(t.Context(), agent.Prompt{Gateway: agent.Gateway{URL: url}}, &agent.Trajectory{}); err == nil || errors.Is(err, agent.ErrAgent) {
+		t.Errorf("without the token: %v, want an infrastructure error", err)
+	}
+}
