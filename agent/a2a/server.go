@@ -40,10 +40,10 @@ type Server struct {
 	opts ServerOptions
 	mux  *http.ServeMux
 
-	mu    sync.Mutex
-	mcp   []MCPServer
-	cfg   agentConfigBody
-	trajs map[sdk.TaskID]string
+	mu     sync.Mutex
+	mcp    []MCPServer
+	cfg    agentConfigBody
+	trajs  map[sdk.TaskID]string
 	ownDir bool
 }
 
