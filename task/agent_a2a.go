@@ -114,20 +114,6 @@ func (s *deployAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	if m == nil {
 		return Result{}, fmt.Errorf("no lifecycle manager configured")
 	}
-	prov := s.Provider
-	if err := switchesToProcess(sc.e.opts.Provider, prov); err != nil {
-		return Result{}, err
-	}
-	if prov == "" {
-		prov = sc.e.opts.Provider
-	}
-	if prov == "" {
-		return Result{}, fmt.Errorf("no provider: set provider in the step or give the run one")
-	}
-	members, err := m.ParseChain(prov)
-	if err != nil {
-		return Result{}, err
-	}
 	sp := agentenv.SandboxSpec{Image: s.Image, Command: s.Command, Env: s.Env, Ports: []int{s.Port}}
 	for path, from := range s.Files {
 		local, err := sc.within("files", from)
@@ -143,16 +129,35 @@ func (s *deployAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 		}
 		sp.Files[path] = data
 	}
+	prov := s.Provider
+	if err := switchesToProcess(sc.e.opts.Provider, prov); err != nil {
+		return Result{}, err
+	}
+	if prov == "" {
+		prov = sc.e.opts.Provider
+	}
 	gatewayURL := ""
 	if s.Network != "" {
 		env, err := sc.env(s.Network)
 		if err != nil {
 			return Result{}, err
 		}
-		if sp.Network, err = envNetwork(ctx, m, env); err != nil {
+		net, err := envNetwork(ctx, m, env)
+		if err != nil {
 			return Result{}, err
 		}
+		if prov != "" && prov != net.Provider {
+			return Result{}, fmt.Errorf("network: env %s runs on %s, the agent on %s: it joins the env's network only on the same provider", env.ID, net.Provider, prov)
+		}
+		prov, sp.Network = net.Provider, net.ID
 		gatewayURL = "http://gateway:" + strconv.Itoa(spec.DefaultPort) + "/mcp"
+	}
+	if prov == "" {
+		return Result{}, fmt.Errorf("no provider: set provider in the step, give the run one, or name the env's network")
+	}
+	members, err := m.ParseChain(prov)
+	if err != nil {
+		return Result{}, err
 	}
 	ttl, _ := time.ParseDuration(s.TTL)
 	req := lifecycle.CreateRequest{Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl, Spec: sp}
@@ -194,16 +199,16 @@ func (s *deployAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	return out, nil
 }
 
-// envNetwork is the record id of env's private network.
-func envNetwork(ctx context.Context, m *lifecycle.Manager, env DeployedEnv) (string, error) {
+// envNetwork is the record of env's private network.
+func envNetwork(ctx context.Context, m *lifecycle.Manager, env DeployedEnv) (agentenv.Record, error) {
 	for _, id := range env.Records {
 		r, err := m.Ledger().Get(ctx, id)
 		if err != nil {
-			return "", fmt.Errorf("env %s: record %s: %w", env.ID, id, err)
+			return agentenv.Record{}, fmt.Errorf("env %s: record %s: %w", env.ID, id, err)
 		}
 		if r.Role == agentenv.RoleNetwork {
-			return r.ID, nil
+			return r, nil
 		}
 	}
-	return "", fmt.Errorf("env %s has no private network to join (VM mode?): %w", env.ID, agentenv.ErrInvalid)
+	return agentenv.Record{}, fmt.Errorf("env %s has no private network to join (VM mode?): %w", env.ID, agentenv.ErrInvalid)
 }

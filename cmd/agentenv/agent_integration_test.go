@@ -1,0 +1,157 @@
+//go:build integration
+
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// jsAgentDir holds the A2A agent written with the official JS SDK (@a2a-js/sdk) and the MCP
+// TypeScript client.
+var jsAgentDir, _ = filepath.Abs("../../agent/a2a/testdata/jsagent")
+
+// jsAgentModules installs the JS agent's locked dependencies from the npm registry, once.
+func jsAgentModules(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(jsAgentDir, "node_modules", "@a2a-js", "sdk")); err == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = jsAgentDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", jsAgentDir, err, out)
+	}
+}
+
+// jsAgentImage builds the JS agent into an image on agentenv-node:local, labelled with the
+// test's tag, and removes it when the test ends.
+func jsAgentImage(t *testing.T, c *cli) string {
+	t.Helper()
+	jsAgentModules(t)
+	tag := "agentenv-test-jsagent:" + c.tag
+	df := "FROM agentenv-node:local\nCOPY package.json agent.mjs /app/\nCOPY node_modules /app/node_modules\nWORKDIR /app\nUSER 65534\n"
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "docker", "build", "-q", "-t", tag, "--label", "agentenv-test="+c.tag, "-f", "-", jsAgentDir)
+	cmd.Stdin = strings.NewReader(df)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docker build %s: %v\n%s", tag, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("docker", "rmi", "-f", tag).CombinedOutput(); err != nil {
+			t.Errorf("docker rmi %s: %v\n%s", tag, err, out)
+		}
+	})
+	return tag
+}
+
+func writeTask(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "task.yaml")
+	notes, _ := filepath.Abs("../../examples/notes/env.yaml")
+	if err := os.WriteFile(p, []byte(strings.ReplaceAll(body, "NOTES_ENV", notes)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestDeployedJSAgentAddsANote: deploy_agent starts the JS agent next to the notes env, it gets
+// the gateway through mcp-config, adds a note through it, and a sql verifier scores 1.
+func TestDeployedJSAgentAddsANote(t *testing.T) {
+	c := newCLI(t)
+	c.buildRuntimeImage()
+	img := jsAgentImage(t, c)
+	tk := writeTask(t, `
+name: js-a2a
+score: all_pass
+steps:
+- {id: env, type: deploy_env, file: NOTES_ENV}
+- {id: agent, type: deploy_agent, image: `+img+`, command: [node, /app/agent.mjs], port: 8080, network: env, card_wait: 60s}
+- {id: act, type: prompt_agent, env: env, agent: {deployed: agent}, prompt: a2a-deployed}
+- {id: said, type: response_matches, step: act, contains: "via mcp-config"}
+- {id: wrote, type: sql, env: env, query: "SELECT count(*) FROM notes.notes WHERE title = 'a2a-deployed'", expect: {value: "1"}}
+`)
+	r := c.run(t.Context(), nil, "run", tk)
+	if r.code != 0 || !strings.Contains(r.stdout, "mean score 1") {
+		t.Fatalf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if left := c.deployLeftovers(); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
+
+// TestHostJSAgentAddsANote: the same agent as a plain process on the host, without the
+// extension on its card, driven with {a2a: URL}: it finds the gateway in the message metadata.
+func TestHostJSAgentAddsANote(t *testing.T) {
+	c := newCLI(t)
+	c.buildRuntimeImage()
+	jsAgentModules(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	node := exec.CommandContext(ctx, "node", "agent.mjs")
+	node.Dir = jsAgentDir
+	node.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port), "MCP_CONFIG=off")
+	var out strings.Builder
+	node.Stdout, node.Stderr = &out, &out
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = node.Wait()
+	})
+	tk := writeTask(t, fmt.Sprintf(`
+name: js-a2a-host
+score: all_pass
+steps:
+- {id: env, type: deploy_env, file: NOTES_ENV}
+- {id: act, type: prompt_agent, env: env, agent: {a2a: "http://127.0.0.1:%d"}, prompt: a2a-host}
+- {id: said, type: response_matches, step: act, contains: "via metadata"}
+- {id: wrote, type: sql, env: env, query: "SELECT count(*) FROM notes.notes WHERE title = 'a2a-host'", expect: {value: "1"}}
+`, port))
+	r := c.run(t.Context(), nil, "run", tk)
+	if r.code != 0 || !strings.Contains(r.stdout, "mean score 1") {
+		t.Fatalf("run: exit %d\n%s%s\nagent:\n%s", r.code, r.stdout, r.stderr, out.String())
+	}
+	if left := c.deployLeftovers(); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
+
+// TestDeployedAgentWithoutCardFails: an agent whose card never appears fails deploy_agent
+// within its card_wait, naming the URL, and nothing is left.
+func TestDeployedAgentWithoutCardFails(t *testing.T) {
+	c := newCLI(t)
+	c.buildRuntimeImage()
+	tk := writeTask(t, `
+name: no-card
+steps:
+- {id: agent, type: deploy_agent, provider: docker, image: agentenv-node:local, command: [sleep, "300"], port: 8080, card_wait: 3s}
+`)
+	start := time.Now()
+	r := c.run(t.Context(), nil, "run", tk)
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "no card at /.well-known/agent-card.json within 3s") || !strings.Contains(r.stdout+r.stderr, "http://127.0.0.1:") {
+		t.Fatalf("run: exit %d, want a failure naming the URL\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if d := time.Since(start); d > 90*time.Second {
+		t.Errorf("took %s", d)
+	}
+	if left := c.deployLeftovers(); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
