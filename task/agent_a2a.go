@@ -76,7 +76,9 @@ type deployAgent struct {
 	Image    string            `yaml:"image" task:"required"`
 	Command  []string          `yaml:"command"`
 	Port     int               `yaml:"port" task:"required"` // where the agent serves its card and A2A
-	Env      map[string]string `yaml:"env"`
+	// Env is the agent's environment. A value "config:KEY" is the run's setting KEY (such as
+	// config:model.base_url), read when the step runs and kept out of the run record.
+	Env map[string]string `yaml:"env"`
 	// Files are written into the sandbox before it starts: path in the sandbox -> a local file,
 	// relative to the task file.
 	Files map[string]string `yaml:"files"`
@@ -114,7 +116,11 @@ func (s *deployAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	if m == nil {
 		return Result{}, fmt.Errorf("no lifecycle manager configured")
 	}
-	sp := agentenv.SandboxSpec{Image: s.Image, Command: s.Command, Env: s.Env, Ports: []int{s.Port}}
+	env, err := s.environment(sc)
+	if err != nil {
+		return Result{}, err
+	}
+	sp := agentenv.SandboxSpec{Image: s.Image, Command: s.Command, Env: env, Ports: []int{s.Port}}
 	for path, from := range s.Files {
 		local, err := sc.within("files", from)
 		if err != nil {
@@ -196,6 +202,28 @@ func (s *deployAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 		return out, err
 	}
 	out.Outputs["name"] = card.Card.Name
+	return out, nil
+}
+
+// environment is the agent's env with its config: references resolved.
+func (s *deployAgent) environment(sc *scope) (map[string]string, error) {
+	out := make(map[string]string, len(s.Env))
+	for k, v := range s.Env {
+		key, ok := strings.CutPrefix(v, "config:")
+		if !ok {
+			out[k] = v
+			continue
+		}
+		if sc.e.r.Model == nil {
+			return nil, fmt.Errorf("env.%s: %s: no settings configured", k, v)
+		}
+		val, err := sc.e.r.Model.Get(key)
+		if err != nil {
+			return nil, fmt.Errorf("env.%s: %s: %w", k, key, err)
+		}
+		sc.secret(val)
+		out[k] = val
+	}
 	return out, nil
 }
 

@@ -4,12 +4,15 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -150,6 +153,79 @@ steps:
 	}
 	if d := time.Since(start); d > 90*time.Second {
 		t.Errorf("took %s", d)
+	}
+	if left := c.deployLeftovers(); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
+
+// scriptedModel is a test double for an OpenAI-compatible chat completions endpoint (a model we
+// cannot reach here): it asks for add_note once, then answers. It listens on every interface,
+// so that a container reaches it through the docker host's bridge address.
+func scriptedModel(t *testing.T) (url string, calls func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	n := 0
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct {
+				Role string `json:"role"`
+			} `json:"messages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		n++
+		mu.Unlock()
+		msg := `{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"add_note","arguments":"{\"title\":\"dentist\",\"body\":\"Tuesday 10:00\"}"}}]}`
+		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
+			msg = `{"role":"assistant","content":"Added the dentist note."}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"message":` + msg + `,"finish_reason":"stop"}]}`))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	// The engine's default bridge: its gateway, else the first address of its subnet (docker
+	// 20.10 may leave the gateway out of the IPAM config).
+	out, err := exec.Command("docker", "network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{.Subnet}}{{end}}").Output()
+	if err != nil {
+		t.Fatalf("docker bridge address: %v", err)
+	}
+	host := ""
+	for _, f := range strings.Fields(string(out)) {
+		if ip := net.ParseIP(f); ip != nil {
+			host = f
+			break
+		}
+		if _, n, err := net.ParseCIDR(f); err == nil && host == "" {
+			ip := n.IP.To4()
+			ip[3]++
+			host = ip.String()
+		}
+	}
+	if host == "" {
+		t.Fatalf("docker bridge address: none in %q", out)
+	}
+	return fmt.Sprintf("http://%s:%d/v1", host, ln.Addr().(*net.TCPAddr).Port),
+		func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// TestAgentTaskExample: examples/agent-task, `agentenv serve agent` deployed as an A2A agent
+// against the scripted model, adds the note the sql verifier looks for.
+func TestAgentTaskExample(t *testing.T) {
+	c := newCLI(t)
+	c.buildRuntimeImage()
+	url, calls := scriptedModel(t)
+	r := c.run(t.Context(), []string{"AGENTENV_MODEL_BASE_URL=" + url, "AGENTENV_MODEL_NAME=scripted"}, "run", "../../examples/agent-task")
+	if r.code != 0 || !strings.Contains(r.stdout, "mean score 1") {
+		t.Fatalf("run agent-task: exit %d (model called %d times)\n%s%s", r.code, calls(), r.stdout, r.stderr)
+	}
+	if calls() != 2 {
+		t.Errorf("model called %d times, want 2 (the tool call, then the answer)", calls())
 	}
 	if left := c.deployLeftovers(); len(left) != 0 {
 		t.Errorf("left %v", left)
