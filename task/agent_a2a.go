@@ -72,10 +72,10 @@ func (g gatewayAt) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Traject
 // deployAgent starts an A2A agent in a sandbox through the lifecycle manager, recorded before
 // it is created and torn down with the episode, and waits for its card.
 type deployAgent struct {
-	Provider string            `yaml:"provider"` // provider or comma chain; the run's --provider if empty
-	Image    string            `yaml:"image" task:"required"`
-	Command  []string          `yaml:"command"`
-	Port     int               `yaml:"port" task:"required"` // where the agent serves its card and A2A
+	Provider string   `yaml:"provider"` // provider or comma chain; the run's --provider if empty
+	Image    string   `yaml:"image" task:"required"`
+	Command  []string `yaml:"command"`
+	Port     int      `yaml:"port" task:"required"` // where the agent serves its card and A2A
 	// Env is the agent's environment. A value "config:KEY" is the run's setting KEY (such as
 	// config:model.base_url), read when the step runs and kept out of the run record.
 	Env map[string]string `yaml:"env"`
