@@ -2,7 +2,7 @@ package task_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -22,7 +22,7 @@ type noteTaker struct{ fail bool }
 
 func (n noteTaker) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajectory) (agent.Answer, error) {
 	if n.fail {
-		return agent.Answer{}, errors.New("I give up")
+		return agent.Answer{}, fmt.Errorf("I give up: %w", agent.ErrAgent)
 	}
 	cs, err := mcpclient.Client{}.Connect(ctx, p.Gateway.URL, strings.TrimPrefix(p.Gateway.Headers["Authorization"], "Bearer "))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -256,13 +257,27 @@ func TestLegacyCardPath(t *testing.T) {
 	}
 }
 
-func TestAgentFailureIsErrAgent(t *testing.T) {
-	ag := &echoAgent{err: errors.New("model refused")}
-	base := serve(t, ag, &front{})
-	tr, _ := trajectory(t)
-	_, err := New(base, Options{}).Prompt(context.Background(), testPrompt(), tr)
-	if !errors.Is(err, agent.ErrAgent) || !strings.Contains(err.Error(), "model refused") {
-		t.Errorf("a failed task: %v, want ErrAgent with the reason", err)
+func TestFailedTaskSaysWhoseFailure(t *testing.T) {
+	tests := []struct {
+		name  string
+		err   error
+		agent bool
+	}{
+		{"the agent's own", fmt.Errorf("model refused: %w", agent.ErrAgent), true},
+		{"its model endpoint", errors.New("model endpoint unreachable"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := serve(t, &echoAgent{err: tt.err}, &front{})
+			tr, _ := trajectory(t)
+			_, err := New(base, Options{}).Prompt(context.Background(), testPrompt(), tr)
+			if err == nil || !strings.Contains(err.Error(), strings.TrimSuffix(tt.err.Error(), ": agent error")) {
+				t.Fatalf("a failed task: %v, want its reason", err)
+			}
+			if errors.Is(err, agent.ErrAgent) != tt.agent {
+				t.Errorf("errors.Is(%v, ErrAgent) = %v, want %v", err, !tt.agent, tt.agent)
+			}
+		})
 	}
 }
 

@@ -29,6 +29,13 @@ const (
 	// MetadataMCPServers is the message metadata key holding [{name, url, headers}], so an
 	// agent without mcp-config still finds the gateway.
 	MetadataMCPServers = "agentenv.mcp_servers"
+
+	// MetadataErrorKind, on a failed task's status message, says whose failure it is:
+	// ErrorKindAgent (the agent's own; it scores 0) or ErrorKindInfra (what the agent depends
+	// on failed: its model endpoint, its files). Without it a failed task is the agent's.
+	MetadataErrorKind = "agentenv.error_kind"
+	ErrorKindAgent    = "agent_error"
+	ErrorKindInfra    = "infra_error"
 )
 
 // The card's paths: the current one first, then the legacy one.

@@ -154,6 +154,9 @@ func (c *Client) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajector
 				reason += ": " + why.Text
 			}
 		}
+		if m := task.Status.Message; m != nil && m.Metadata[MetadataErrorKind] == ErrorKindInfra {
+			return ans, fmt.Errorf("a2a agent at %s: task %s (%s)", c.base, reason, ErrorKindInfra)
+		}
 		return ans, fmt.Errorf("a2a agent at %s: task %s: %w", c.base, reason, agent.ErrAgent)
 	}
 	ans.Stop = agent.StopAnswer

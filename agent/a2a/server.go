@@ -235,8 +235,10 @@ type executor struct{ s *Server }
 
 func (e *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
 	s := e.s
-	fail := func(reason string) error {
-		ev := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateFailed, sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: reason}))
+	fail := func(reason, kind string) error {
+		msg := sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: reason})
+		msg.Metadata = map[string]any{MetadataErrorKind: kind}
+		ev := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateFailed, msg)
 		ev.Final = true
 		return q.Write(ctx, ev)
 	}
@@ -247,12 +249,12 @@ func (e *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	}
 	p, err := s.prompt(rc)
 	if err != nil {
-		return fail(err.Error())
+		return fail(err.Error(), ErrorKindAgent)
 	}
 	path := filepath.Join(s.opts.Dir, string(rc.TaskID)+".jsonl")
 	tr, err := agent.Create(path)
 	if err != nil {
-		return fail(err.Error())
+		return fail(err.Error(), ErrorKindInfra)
 	}
 	s.mu.Lock()
 	s.trajs[rc.TaskID] = path
@@ -265,7 +267,11 @@ func (e *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	tr.Close()
 	s.opts.Log.Info("a2a prompt", "task", rc.TaskID, "stop", ans.Stop, "err", err)
 	if err != nil {
-		return fail(err.Error())
+		kind := ErrorKindInfra
+		if errors.Is(err, agent.ErrAgent) {
+			kind = ErrorKindAgent
+		}
+		return fail(err.Error(), kind)
 	}
 	parts := sdk.ContentParts{sdk.TextPart{Text: ans.Text}}
 	if len(ans.Structured) > 0 {
