@@ -303,3 +303,9 @@ func TestCardNeverAppears(t *testing.T) {
 		t.Errorf("gave up after %s, want about the card wait", d)
 	}
 }
+
+func newBenchServer(b *testing.B, h http.Handler) string {
+	ts := httptest.NewServer(h)
+	b.Cleanup(ts.Close)
+	return ts.URL
+}
