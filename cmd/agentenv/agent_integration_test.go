@@ -3,6 +3,7 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,8 +14,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/dockertest"
 )
 
 // jsAgentDir holds the A2A agent written with the official JS SDK (@a2a-js/sdk) and the MCP
@@ -58,6 +63,118 @@ func jsAgentImage(t *testing.T, c *cli) string {
 	return tag
 }
 
+// noRunLeftovers fails if the engine still has anything labelled with a run that out names
+// (the agent's sandbox is the run's, not a deployment's), or of the runs' deployments.
+func (c *cli) noRunLeftovers(out string) {
+	c.t.Helper()
+	var ids []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "run-") {
+			ids = append(ids, strings.Fields(l)[0])
+		}
+	}
+	if len(ids) == 0 {
+		c.t.Fatalf("no run id in:\n%s", out)
+	}
+	left := c.deployLeftovers()
+	for _, id := range ids {
+		l, err := dockertest.Leftovers(context.Background(), c.dc, map[string]string{agentenv.LabelRun: id})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		left = append(left, l...)
+	}
+	if len(left) != 0 {
+		c.t.Errorf("runs %v left %v", ids, left)
+	}
+}
+
+// interrupted runs the task file tk, sends SIGINT once stderr shows line, and fails unless the
+// run exits 130 and leaves nothing.
+func (c *cli) interrupted(tk, line string, after time.Duration) {
+	c.t.Helper()
+	cmd := c.cmd(c.t.Context(), nil, "run", tk)
+	var out, errb syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(errb.String(), line) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			c.t.Fatalf("never saw %q:\n%s", line, errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(after)
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 130 {
+		c.t.Errorf("exit %d after SIGINT, want 130\n%s%s", code, out.String(), errb.String())
+	}
+	c.t.Logf("SIGINT during %q: exit %d after %s", line, code, time.Since(start).Round(time.Millisecond))
+	id := ""
+	for _, f := range strings.Fields(errb.String() + " " + out.String()) {
+		if strings.HasPrefix(f, "run-") {
+			id = f
+			break
+		}
+	}
+	c.noRunLeftovers(id + "\n")
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSIGINTDuringDeployAgent: Ctrl-C while deploy_agent waits for a card: exit 130, nothing left.
+func TestSIGINTDuringDeployAgent(t *testing.T) {
+	c := newCLI(t)
+	tk := writeTask(t, `
+name: sigint-deploy
+steps:
+- {id: agent, type: deploy_agent, provider: docker, image: agentenv-node:local, command: [sleep, "300"], port: 8080, card_wait: 90s}
+`)
+	c.interrupted(tk, "agent (deploy_agent) running", 1500*time.Millisecond)
+}
+
+// TestSIGINTDuringA2APrompt: Ctrl-C while the deployed JS agent works on a prompt: exit 130,
+// nothing left.
+func TestSIGINTDuringA2APrompt(t *testing.T) {
+	c := newCLI(t)
+	c.buildRuntimeImage()
+	img := jsAgentImage(t, c)
+	tk := writeTask(t, `
+name: sigint-prompt
+steps:
+- {id: env, type: deploy_env, file: NOTES_ENV}
+- {id: agent, type: deploy_agent, image: `+img+`, command: [node, /app/agent.mjs], env: {DELAY_MS: "60000"}, port: 8080, network: env}
+- {id: act, type: prompt_agent, env: env, agent: {deployed: agent}, prompt: slow}
+`)
+	c.interrupted(tk, "act (prompt_agent) running", time.Second)
+}
+
 func writeTask(t *testing.T, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "task.yaml")
@@ -82,15 +199,18 @@ steps:
 - {id: agent, type: deploy_agent, image: `+img+`, command: [node, /app/agent.mjs], port: 8080, network: env, card_wait: 60s}
 - {id: act, type: prompt_agent, env: env, agent: {deployed: agent}, prompt: a2a-deployed}
 - {id: said, type: response_matches, step: act, contains: "via mcp-config"}
-- {id: wrote, type: sql, env: env, query: "SELECT count(*) FROM notes.notes WHERE title = 'a2a-deployed'", expect: {value: "1"}}
+- {id: wrote, type: sql, env: env, query: "SELECT count(*) FROM notes.notes WHERE title = 'a2a-deployed' AND body = 'via mcp-config'", expect: {value: "1"}}
 `)
-	r := c.run(t.Context(), nil, "run", tk)
-	if r.code != 0 || !strings.Contains(r.stdout, "mean score 1") {
+	r := c.run(t.Context(), nil, "run", tk, "--k", "5")
+	if r.code != 0 || !strings.Contains(r.stdout, "passed: 5 passed") {
 		t.Fatalf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if left := c.deployLeftovers(); len(left) != 0 {
-		t.Errorf("left %v", left)
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.Contains(l, "(prompt_agent) passed") || strings.Contains(l, "(deploy_agent) passed") {
+			t.Log(l)
+		}
 	}
+	c.noRunLeftovers(r.stdout)
 }
 
 // TestHostJSAgentAddsANote: the same agent as a plain process on the host, without the
@@ -131,9 +251,7 @@ steps:
 	if r.code != 0 || !strings.Contains(r.stdout, "mean score 1") {
 		t.Fatalf("run: exit %d\n%s%s\nagent:\n%s", r.code, r.stdout, r.stderr, out.String())
 	}
-	if left := c.deployLeftovers(); len(left) != 0 {
-		t.Errorf("left %v", left)
-	}
+	c.noRunLeftovers(r.stdout)
 }
 
 // TestDeployedAgentWithoutCardFails: an agent whose card never appears fails deploy_agent
@@ -154,9 +272,7 @@ steps:
 	if d := time.Since(start); d > 90*time.Second {
 		t.Errorf("took %s", d)
 	}
-	if left := c.deployLeftovers(); len(left) != 0 {
-		t.Errorf("left %v", left)
-	}
+	c.noRunLeftovers(r.stdout)
 }
 
 // scriptedModel is a test double for an OpenAI-compatible chat completions endpoint (a model we
@@ -227,7 +343,5 @@ func TestAgentTaskExample(t *testing.T) {
 	if calls() != 2 {
 		t.Errorf("model called %d times, want 2 (the tool call, then the answer)", calls())
 	}
-	if left := c.deployLeftovers(); len(left) != 0 {
-		t.Errorf("left %v", left)
-	}
+	c.noRunLeftovers(r.stdout)
 }

@@ -3,7 +3,8 @@
 // takes the MCP gateway it is handed (urn:agentenv:mcp-config/v1, else the message metadata
 // agentenv.mcp_servers), adds one note titled with the prompt's text through it, and answers
 // with the tools it saw. PORT (default 8080) is where it listens; MCP_CONFIG=off leaves the
-// extension off its card, so the gateway must come from the metadata.
+// extension off its card, so the gateway must come from the metadata; DELAY_MS makes it wait
+// that long before it acts, for tests that interrupt a prompt.
 import express from 'express';
 import { randomUUID } from 'node:crypto';
 import { DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
@@ -13,6 +14,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 
 const port = Number(process.env.PORT || 8080);
 const withMCPConfig = process.env.MCP_CONFIG !== 'off';
+const delayMS = Number(process.env.DELAY_MS || 0);
 const servers = [];
 const trajectories = new Map();
 
@@ -41,6 +43,7 @@ class NoteTaker {
     status('working', null, false);
     const lines = [];
     try {
+      if (delayMS > 0) await new Promise((resolve) => setTimeout(resolve, delayMS));
       const text = userMessage.parts.filter((p) => p.kind === 'text').map((p) => p.text).join('\n');
       const meta = (userMessage.metadata || {})['agentenv.mcp_servers'] || [];
       const gw = servers.at(-1) || meta[0];
