@@ -106,3 +106,23 @@ steps:
 		t.Errorf("act: %s %q, want failed with the agent's reason", act.Status, act.Error)
 	}
 }
+
+func TestDeployAgentBadInput(t *testing.T) {
+	tests := []struct{ name, src, want string }{
+		{"no image", "steps:\n- {id: a, type: deploy_agent, port: 8080}", "steps[0].image: missing field"},
+		{"no port", "steps:\n- {id: a, type: deploy_agent, image: x}", "steps[0].port: missing field"},
+		{"bad port", "steps:\n- {id: a, type: deploy_agent, image: x, port: 70000}", "port: want 1-65535, got 70000"},
+		{"bad card_wait", "steps:\n- {id: a, type: deploy_agent, image: x, port: 1, card_wait: soon}", `card_wait: want a positive duration such as "2m", got "soon"`},
+		{"network of the wrong type", "steps:\n- {id: s, type: deploy_sandbox}\n- {id: a, type: deploy_agent, image: x, port: 1, network: s}", `step "s" is a deploy_sandbox; want deploy_env`},
+		{"a2a not a URL", "steps:\n- {id: e, type: deploy_env, file: x}\n- {id: p, type: prompt_agent, env: e, prompt: hi, agent: {a2a: 'localhost:9'}}", `agent.a2a: want an http(s) URL, got "localhost:9"`},
+		{"a2a without a prompt", "steps:\n- {id: e, type: deploy_env, file: x}\n- {id: p, type: prompt_agent, env: e, agent: {a2a: 'http://x'}}", "prompt: an A2A agent needs a prompt"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := task.Parse("t.yaml", []byte(tc.src))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
