@@ -136,6 +136,8 @@ func builtinKinds() map[string]kind {
 		TypePromptAgent: {new: func() Step { return &promptAgent{} }, timeout: long, outputs: []Output{
 			{"response", OutputString}, {"trajectory", OutputString}, {"turns", OutputInt}, {"tool_calls", OutputInt},
 			{"stop", OutputString}, {"input_tokens", OutputInt}, {"output_tokens", OutputInt}, {"cost_usd", OutputFloat}}},
+		TypeDeployAgent: {new: func() Step { return &deployAgent{} }, timeout: long, outputs: append(sandboxOut,
+			Output{"url", OutputString}, Output{"gateway_url", OutputString}, Output{"name", OutputString})},
 		TypeFileContains:    {new: func() Step { return &fileContains{} }, verifier: true, timeout: short},
 		TypeCommandSucceeds: {new: func() Step { return &commandSucceeds{} }, verifier: true, timeout: short},
 		TypeResponseMatches: {new: func() Step { return &responseMatches{} }, verifier: true, timeout: short},

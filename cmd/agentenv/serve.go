@@ -15,7 +15,7 @@ import (
 // newServeCmd serves the env servers built into the binary, so that one small image runs every
 // Go component.
 func newServeCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "serve", Short: "Serve a built-in env server (notes, kv, db-mcp)"}
+	cmd := &cobra.Command{Use: "serve", Short: "Serve a built-in env server (notes, kv, db-mcp) or the built-in agent over A2A"}
 	var listen, dsn, schema string
 	var stdio bool
 	notesCmd := &cobra.Command{
@@ -58,6 +58,7 @@ func newServeCmd(a *app) *cobra.Command {
 		}
 		cmd.AddCommand(c)
 	}
+	cmd.AddCommand(newServeAgentCmd(a))
 	if schema == "" {
 		schema = os.Getenv("DATABASE_SCHEMA")
 	}
