@@ -167,19 +167,10 @@ func (s *deployAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	ttl, _ := time.ParseDuration(s.TTL)
 	req := lifecycle.CreateRequest{Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl, Spec: sp}
-	var rec agentenv.Record
-	var sb agentenv.Sandbox
-	if len(members) > 1 {
-		rec, sb, err = m.CreateChain(ctx, members, req)
-	} else {
-		rec, sb, err = m.Create(ctx, req)
-	}
+	rec, sb, err := sc.createSandbox(ctx, members, req)
 	if err != nil {
 		return Result{}, err
 	}
-	sc.e.mu.Lock()
-	sc.e.sandboxes[sc.s.ID] = sandboxRef{Record: rec.ID, Provider: rec.Provider, SandboxID: sb.ID}
-	sc.e.mu.Unlock()
 	out := Result{Outputs: map[string]string{"record": rec.ID, "provider": rec.Provider, "sandbox_id": sb.ID, "gateway_url": gatewayURL}}
 	addr := sb.Endpoints[strconv.Itoa(s.Port)]
 	if addr == "" {

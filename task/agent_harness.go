@@ -118,14 +118,11 @@ func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajecto
 		Spec: agentenv.SandboxSpec{Image: h.spec.Image, Command: []string{"sleep", "infinity"}, Env: envv, Files: files, Network: network},
 	}
 	start := time.Now()
-	rec, sb, err := m.Create(ctx, req)
+	// Torn down with the episode, as deploy_sandbox's sandboxes are.
+	rec, _, err := h.sc.createSandbox(ctx, []string{provider}, req)
 	if err != nil {
 		return ans, fmt.Errorf("harness sandbox: %w", err)
 	}
-	// Torn down with the episode, as deploy_sandbox's sandboxes are.
-	h.sc.e.mu.Lock()
-	h.sc.e.sandboxes[h.step] = sandboxRef{Record: rec.ID, Provider: rec.Provider, SandboxID: sb.ID}
-	h.sc.e.mu.Unlock()
 	h.sc.e.r.logger().Debug("harness sandbox up", "step", h.step, "record", rec.ID, "took", time.Since(start))
 
 	limit := time.Duration(h.spec.TimeoutSeconds * float64(time.Second))

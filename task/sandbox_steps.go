@@ -60,20 +60,10 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
 		Spec: agentenv.SandboxSpec{Image: s.Image, Command: s.Command, Env: s.Env},
 	}
-	var rec agentenv.Record
-	var sb agentenv.Sandbox
-	if len(members) > 1 {
-		rec, sb, err = m.CreateChain(ctx, members, req)
-	} else {
-		rec, sb, err = m.Create(ctx, req)
-	}
+	rec, sb, err := sc.createSandbox(ctx, members, req)
 	if err != nil {
 		return Result{}, err
 	}
-	ref := sandboxRef{Record: rec.ID, Provider: rec.Provider, SandboxID: sb.ID}
-	sc.e.mu.Lock()
-	sc.e.sandboxes[sc.s.ID] = ref
-	sc.e.mu.Unlock()
 	return Result{Outputs: map[string]string{"sandbox_id": sb.ID, "record": rec.ID, "provider": rec.Provider}}, nil
 }
 
@@ -330,4 +320,25 @@ func checkRegex(field, re string) error {
 		return fmt.Errorf("%s: %w", field, err)
 	}
 	return nil
+}
+
+// createSandbox creates req's sandbox on the first of members that can (the chain when there
+// are several), and registers it under the step's id to be torn down with the episode.
+func (sc *scope) createSandbox(ctx context.Context, members []string, req lifecycle.CreateRequest) (agentenv.Record, agentenv.Sandbox, error) {
+	m := sc.e.r.Manager
+	var rec agentenv.Record
+	var sb agentenv.Sandbox
+	var err error
+	if len(members) > 1 {
+		rec, sb, err = m.CreateChain(ctx, members, req)
+	} else {
+		rec, sb, err = m.Create(ctx, req)
+	}
+	if err != nil {
+		return rec, sb, err
+	}
+	sc.e.mu.Lock()
+	sc.e.sandboxes[sc.s.ID] = sandboxRef{Record: rec.ID, Provider: rec.Provider, SandboxID: sb.ID}
+	sc.e.mu.Unlock()
+	return rec, sb, nil
 }
