@@ -122,8 +122,8 @@ func TestServer_Card(t *testing.T) {
 	}
 
 	bare := envsdk.New(envsdk.Options{Name: "bare"}).Card()
-	if err := json.Unmarshal(bare.Extensions[envsdk.DataPlaneExtension], &dp); err != nil || len(dp.Methods) != 0 || bare.Tools == nil {
-		t.Errorf("bare card: methods %v (err %v), tools %v; want no methods and an empty tool list", dp.Methods, err, bare.Tools)
+	if _, ok := bare.Extensions[envsdk.DataPlaneExtension]; ok || bare.Endpoints["data"] != "" || bare.Tools == nil {
+		t.Errorf("bare card: extensions %v, endpoints %v, tools %v; want no data plane and an empty tool list", bare.Extensions, bare.Endpoints, bare.Tools)
 	}
 }
 

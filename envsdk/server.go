@@ -169,33 +169,35 @@ func (s *Server) Methods() []string {
 	return methods
 }
 
-// Card returns the env card: name, tools with their input schemas, the data plane extension
-// listing the supported methods, and the endpoints (mcp, data, card) as paths.
+// Card returns the env card: name, tools with their input schemas, and the endpoints (mcp,
+// card) as paths; a server with data plane methods also lists the data endpoint and the data
+// plane extension naming the methods. A server without any (db-mcp) advertises no data plane,
+// so that a gateway in front of it and one env server still has exactly one.
 func (s *Server) Card() envproto.Card {
-	ext, err := json.Marshal(struct {
-		Methods []string `json:"methods"`
-	}{s.Methods()})
-	if err != nil {
-		panic(fmt.Sprintf("envsdk: marshal data plane extension: %v", err)) // a []string always marshals
-	}
 	s.mu.Lock()
 	tools := slices.Clone(s.tools)
 	s.mu.Unlock()
 	if tools == nil {
 		tools = []envproto.Tool{}
 	}
-	return envproto.Card{
+	card := envproto.Card{
 		Name:            s.name,
 		Description:     s.desc,
 		ProtocolVersion: envproto.Version,
 		Tools:           tools,
-		Extensions:      map[string]json.RawMessage{DataPlaneExtension: ext},
-		Endpoints: map[string]string{
-			"mcp":  envproto.MCPPath,
-			"data": envproto.DataPath,
-			"card": envproto.CardPath,
-		},
+		Endpoints:       map[string]string{"mcp": envproto.MCPPath, "card": envproto.CardPath},
 	}
+	if methods := s.Methods(); len(methods) > 0 {
+		ext, err := json.Marshal(struct {
+			Methods []string `json:"methods"`
+		}{methods})
+		if err != nil {
+			panic(fmt.Sprintf("envsdk: marshal data plane extension: %v", err)) // a []string always marshals
+		}
+		card.Extensions = map[string]json.RawMessage{DataPlaneExtension: ext}
+		card.Endpoints["data"] = envproto.DataPath
+	}
+	return card
 }
 
 // Handler returns the HTTP handler serving the card, /mcp, the data plane and /healthz.
