@@ -148,15 +148,22 @@ func (s *deployAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		net, gw, err := envNetwork(ctx, m, env)
+		rt, err := routeTo(ctx, m.Ledger(), env)
 		if err != nil {
 			return Result{}, err
 		}
-		if prov != "" && prov != net.Provider {
-			return Result{}, fmt.Errorf("network: env %s runs on %s, the agent on %s: it joins the env's network only on the same provider", env.ID, net.Provider, prov)
+		if rt.Network == "" {
+			return Result{}, fmt.Errorf("env %s has no private network to join (VM mode?): %w", env.ID, agentenv.ErrInvalid)
 		}
-		prov, sp.Network = net.Provider, net.ID
-		gatewayURL = "http://gateway:" + strconv.Itoa(gatewayPort(ctx, m, gw, env.GatewayURL)) + "/mcp"
+		if prov != "" && prov != rt.Provider {
+			return Result{}, fmt.Errorf("network: env %s runs on %s, the agent on %s: it joins the env's network only on the same provider", env.ID, rt.Provider, prov)
+		}
+		port := rt.GatewayPort
+		if port == 0 {
+			port = spec.DefaultPort
+		}
+		prov, sp.Network = rt.Provider, rt.Network
+		gatewayURL = "http://gateway:" + strconv.Itoa(port) + "/mcp"
 	}
 	if prov == "" {
 		return Result{}, fmt.Errorf("no provider: set provider in the step, give the run one, or name the env's network")
@@ -216,45 +223,4 @@ func (s *deployAgent) environment(sc *scope) (map[string]string, error) {
 		out[k] = val
 	}
 	return out, nil
-}
-
-// envNetwork returns the records of env's private network and of its gateway.
-func envNetwork(ctx context.Context, m *lifecycle.Manager, env DeployedEnv) (network, gateway agentenv.Record, err error) {
-	for _, id := range env.Records {
-		r, err := m.Ledger().Get(ctx, id)
-		if err != nil {
-			return network, gateway, fmt.Errorf("env %s: record %s: %w", env.ID, id, err)
-		}
-		switch r.Role {
-		case agentenv.RoleNetwork:
-			network = r
-		case agentenv.RoleGateway:
-			gateway = r
-		}
-	}
-	if network.ID == "" {
-		return network, gateway, fmt.Errorf("env %s has no private network to join (VM mode?): %w", env.ID, agentenv.ErrInvalid)
-	}
-	return network, gateway, nil
-}
-
-// gatewayPort is the port the gateway listens on inside its network: the container port its
-// host address (hostURL's) is published from, else the env files' default.
-func gatewayPort(ctx context.Context, m *lifecycle.Manager, gw agentenv.Record, hostURL string) int {
-	u, err := url.Parse(hostURL)
-	if err != nil || gw.ID == "" {
-		return spec.DefaultPort
-	}
-	sb, err := m.Get(ctx, gw.ID)
-	if err != nil {
-		return spec.DefaultPort
-	}
-	for port, addr := range sb.Endpoints {
-		if strings.TrimPrefix(strings.TrimPrefix(addr, "http://"), "https://") == u.Host {
-			if n, err := strconv.Atoi(port); err == nil {
-				return n
-			}
-		}
-	}
-	return spec.DefaultPort
 }

@@ -174,23 +174,11 @@ func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajecto
 // else at the gateway's URL as agentenv reaches it.
 func (h *harness) route(ctx context.Context) (gatewayURL, network, provider string, err error) {
 	gatewayURL = h.env.GatewayURL
-	l := h.sc.e.r.ledger()
-	var gw agentenv.Record
-	for _, id := range h.env.Records {
-		r, err := l.Get(ctx, id)
-		if err != nil {
-			return "", "", "", fmt.Errorf("harness: record %s of env %s: %w", id, h.env.ID, err)
-		}
-		switch {
-		case r.Kind == agentenv.KindNetwork:
-			network = r.ID
-		case r.Role == agentenv.RoleGateway:
-			gw = r
-		}
-		if provider == "" || r.Role == agentenv.RoleGateway {
-			provider = r.Provider
-		}
+	rt, err := routeTo(ctx, h.sc.e.r.ledger(), h.env)
+	if err != nil {
+		return "", "", "", fmt.Errorf("harness: %w", err)
 	}
+	provider = rt.Provider
 	if provider == "" {
 		// An env whose records agentenv does not know: the run's provider.
 		provider = h.sc.e.opts.Provider
@@ -198,21 +186,12 @@ func (h *harness) route(ctx context.Context) (gatewayURL, network, provider stri
 	if provider == "" {
 		return "", "", "", errors.New("harness: no provider: give the run one")
 	}
-	if network == "" || gw.ID == "" {
-		return gatewayURL, "", provider, nil
-	}
-	port := ""
-	for k := range gw.Attrs {
-		if p, ok := strings.CutPrefix(k, "endpoint."); ok {
-			port = p
-		}
-	}
 	u, err := url.Parse(gatewayURL)
-	if err != nil || port == "" {
+	if rt.Network == "" || rt.GatewayPort == 0 || err != nil {
 		return gatewayURL, "", provider, nil
 	}
-	u.Host = "gateway:" + port
-	return u.String(), network, provider, nil
+	u.Host = "gateway:" + strconv.Itoa(rt.GatewayPort)
+	return u.String(), rt.Network, provider, nil
 }
 
 // copyTrajectory reads the harness's trajectory file and writes its lines into tr, counting
