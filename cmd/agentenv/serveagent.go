@@ -7,13 +7,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentenv/agentenv/agent/model"
 	"github.com/agentenv/agentenv/envsdk"
 )
 
 // newServeAgentCmd serves the built-in model agent over A2A, so deploy_agent can start it and
 // any A2A client can drive it.
 func newServeAgentCmd(a *app) *cobra.Command {
-	var listen, name, model, provider string
+	var listen, name, modelName, provider string
 	var maxTurns int
 	cmd := &cobra.Command{
 		Use:   "agent [--listen ADDR] [--model NAME]",
@@ -36,8 +37,8 @@ agent-config may name another model per prompt.`,
 			if err != nil {
 				return fmt.Errorf("model.api_key: %w", err)
 			}
-			if model == "" {
-				if model, err = a.cfg.Get("model.name"); err != nil {
+			if modelName == "" {
+				if modelName, err = a.cfg.Get("model.name"); err != nil {
 					return fmt.Errorf("model.name: %w", err)
 				}
 			}
@@ -46,7 +47,7 @@ agent-config may name another model per prompt.`,
 				return fmt.Errorf("listen %s: %w", listen, err)
 			}
 			fmt.Fprintf(a.stderr, "serve agent: A2A at http://%s (card %s)\n", ln.Addr(), "/.well-known/agent-card.json")
-			ag, err := newModelAgent(modelSettings{Provider: provider, BaseURL: base, APIKey: key, Model: model, MaxTurns: maxTurns})
+			ag, err := newModelAgent(modelSettings{Provider: provider, BaseURL: base, APIKey: key, Model: modelName, MaxTurns: maxTurns})
 			if err != nil {
 				return usageError{err.Error()}
 			}
@@ -55,9 +56,9 @@ agent-config may name another model per prompt.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", ":8080", "address to serve HTTP on")
 	cmd.Flags().StringVar(&name, "name", hostname(), "the agent's name on its card")
-	cmd.Flags().StringVar(&model, "model", "", "model name (default: model.name)")
-	cmd.Flags().StringVar(&provider, "provider", "openai", "the model endpoint's API: openai (any OpenAI-compatible endpoint) or anthropic")
-	cmd.Flags().IntVar(&maxTurns, "max-turns", 20, "model turns per prompt unless agent-config says otherwise")
+	cmd.Flags().StringVar(&modelName, "model", "", "model name (default: model.name)")
+	cmd.Flags().StringVar(&provider, "provider", model.OpenAI, "the model endpoint's API: openai (any OpenAI-compatible endpoint) or anthropic")
+	cmd.Flags().IntVar(&maxTurns, "max-turns", model.DefaultMaxTurns, "model turns per prompt unless agent-config says otherwise")
 	return cmd
 }
 
