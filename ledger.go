@@ -40,7 +40,21 @@ const (
 	KindSandbox Kind = "sandbox" // a container, pod, or cloud sandbox
 	KindVM      Kind = "vm"      // one sandbox hosting a whole stack
 	KindNetwork Kind = "network" // a private network of a deployment
+	// KindInVM is a container a deploy adds to the stack of a VM it did not make (--into). Its
+	// record's Attrs[AttrVM] names the VM's record and Attrs[AttrInVMName] the container's name
+	// in that VM; its id is InVMRecordID of the two, so that one name in one VM has one record.
+	KindInVM Kind = "in_vm"
 )
+
+// Attributes of an in_vm record.
+const (
+	AttrVM       = "vm"         // the record id of the VM the container is in
+	AttrInVMName = "in_vm.name" // the container's name in the VM's stack
+)
+
+// InVMRecordID is the record id of the container name in the VM with record id vm: one name in
+// one VM has one record id, so that claiming it is one insert.
+func InVMRecordID(vm, name string) string { return vm + "." + name }
 
 // Owner names the process that owns a record while it works on it. On the same host an owner is
 // dead once no process has its pid and start time; from another host, once its lease passed.
@@ -185,6 +199,11 @@ func (r Receipt) Count(o Outcome) int {
 type Ledger interface {
 	// Put inserts r, or replaces the record with r.ID. It sets Updated (and Created, if zero).
 	Put(ctx context.Context, r Record) error
+
+	// Insert writes r only if no record has r.ID, atomically with respect to every other
+	// writer, so that of several callers inserting one id exactly one succeeds (a claim). It sets
+	// Updated (and Created, if zero). An id that is taken is an error wrapping ErrConflict.
+	Insert(ctx context.Context, r Record) error
 
 	// Get returns the record with id, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, id string) (Record, error)

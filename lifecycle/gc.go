@@ -206,6 +206,11 @@ func (m *Manager) inFlight(ctx context.Context, r agentenv.Record, now time.Time
 	if r.State != agentenv.StateCreating && r.State != agentenv.StateAbandoned {
 		return false
 	}
+	if r.Kind == agentenv.KindInVM {
+		// Not listed by label (it carries its VM's); its start ran in its creator's process,
+		// which is gone, and the removal by name takes whatever that start made.
+		return false
+	}
 	if now.Sub(r.Created) > m.cfg.CreateTimeout || (!r.Expires.IsZero() && now.After(r.Expires)) {
 		return false
 	}

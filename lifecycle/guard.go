@@ -37,6 +37,11 @@ func (g guardedLedger) Put(ctx context.Context, r agentenv.Record) (err error) {
 	return g.Ledger.Put(ctx, r)
 }
 
+func (g guardedLedger) Insert(ctx context.Context, r agentenv.Record) (err error) {
+	defer ledgerRecovered(&err, "insert", r.ID)
+	return g.Ledger.Insert(ctx, r)
+}
+
 func (g guardedLedger) Get(ctx context.Context, id string) (r agentenv.Record, err error) {
 	defer ledgerRecovered(&err, "get", id)
 	return g.Ledger.Get(ctx, id)

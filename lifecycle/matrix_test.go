@@ -147,6 +147,28 @@ func TestFaultMatrix(t *testing.T) {
 			},
 		},
 		{
+			name: "into",
+			steps: []step{
+				{"ledger", "get", 1}, {"ledger", "insert", 1}, {"provider", "run_in_vm", 1}, {"ledger", "update", 1},
+				{"ledger", "get", 2}, {"ledger", "get", 3}, {"ledger", "update", 2}, {"provider", "remove_from_vm", 1}, {"ledger", "update", 3},
+			},
+			setup: func(t *testing.T, r *rig) []string {
+				// The caller's VM, made before the deploy --into it.
+				rec, _, err := r.mgr.Create(context.Background(), lifecycle.CreateRequest{Provider: "fake", Kind: agentenv.KindVM})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return []string{rec.ID}
+			},
+			run: func(ctx context.Context, r *rig, ids []string) error {
+				rec, _, err := r.mgr.AddToVM(ctx, ids[0], lifecycle.CreateRequest{Deployment: "dep-into", Spec: agentenv.SandboxSpec{Name: "svc", Image: "img", Ports: []int{80}}})
+				if err == nil {
+					_, err = r.mgr.TeardownIDs(ctx, rec.ID)
+				}
+				return err
+			},
+		},
+		{
 			name: "exec",
 			steps: []step{
 				{"ledger", "get", 1}, {"provider", "exec", 1}, {"provider", "write_file", 1},

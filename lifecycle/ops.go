@@ -212,7 +212,8 @@ type Listed struct {
 	Sandbox *agentenv.Sandbox // as listed; nil if the provider does not list it
 	// Status is live, exited(N), gone (the record is, and nothing is listed), missing (the
 	// record is up but nothing is listed), leaked (the record is gone but the sandbox is
-	// listed) or unrecorded (listed, with no record).
+	// listed), unrecorded (listed, with no record) or in_vm (a container added to a VM's stack,
+	// which providers do not list: its record's state is what is known).
 	Status string
 }
 
@@ -285,6 +286,10 @@ func (m *Manager) Inventory(ctx context.Context, all bool, also ...string) ([]Li
 // status says what is true of record r on its provider, given what it lists (nil for nothing).
 func status(r agentenv.Record, sb *agentenv.Sandbox) string {
 	switch {
+	case r.Kind == agentenv.KindInVM && r.State == agentenv.StateGone:
+		return "gone"
+	case r.Kind == agentenv.KindInVM:
+		return "in_vm" // inside its VM's stack, which its provider does not list
 	case sb != nil && r.State == agentenv.StateGone:
 		return "leaked"
 	case sb != nil && sb.State == agentenv.SandboxExited:

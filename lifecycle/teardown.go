@@ -14,19 +14,24 @@ import (
 // Teardown terminates the sandboxes of recs by id, with no live handle, and returns a receipt
 // verified by listing the providers again. It runs on a context detached from ctx's
 // cancellation, so a cancelled caller still tears down; only ctx's hard stop cuts it short, and
-// whatever it had not reached is reported as left (the records stay for gc). Sandboxes and VMs go
-// first, concurrently; networks after them. A sandbox that had already finished or disappeared
+// whatever it had not reached is reported as left (the records stay for gc). Containers added to
+// a VM's stack (in_vm records) go first, removed from their VM; then sandboxes and VMs,
+// concurrently; networks after them. A sandbox that had already finished or disappeared
 // counts as already gone, never as a failure. The error is non-nil when the receipt is not clean.
 func (m *Manager) Teardown(ctx context.Context, recs []agentenv.Record) (agentenv.Receipt, error) {
 	rc := agentenv.Receipt{Started: m.cfg.Now().UTC()}
-	var first, last []agentenv.Record
+	var inVM, first, last []agentenv.Record
 	for _, r := range recs {
-		if r.Kind == agentenv.KindNetwork {
+		switch r.Kind {
+		case agentenv.KindInVM:
+			inVM = append(inVM, r)
+		case agentenv.KindNetwork:
 			last = append(last, r)
-		} else {
+		default:
 			first = append(first, r)
 		}
 	}
+	rc.Items = append(rc.Items, m.teardownInVM(ctx, inVM)...)
 	rc.Items = append(rc.Items, m.teardownPhase(ctx, first)...)
 	rc.Items = append(rc.Items, m.teardownPhase(ctx, last)...)
 	rc.Finished = m.cfg.Now().UTC()

@@ -22,6 +22,12 @@ func (f *Ledger) Put(ctx context.Context, r agentenv.Record) error {
 	return err
 }
 
+// Insert implements agentenv.Ledger.
+func (f *Ledger) Insert(ctx context.Context, r agentenv.Record) error {
+	_, err := do(ctx, f.Plan, "insert", func() (struct{}, error) { return struct{}{}, f.Ledger.Insert(ctx, r) })
+	return err
+}
+
 // Get implements agentenv.Ledger.
 func (f *Ledger) Get(ctx context.Context, id string) (agentenv.Record, error) {
 	return do(ctx, f.Plan, "get", func() (agentenv.Record, error) { return f.Ledger.Get(ctx, id) })

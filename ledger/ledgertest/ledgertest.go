@@ -41,6 +41,8 @@ func Run(t *testing.T, open func(t *testing.T) agentenv.Ledger) {
 		{"PutReplaces", testPutReplaces},
 		{"PutInvalid", testPutInvalid},
 		{"GetNotFound", testGetNotFound},
+		{"Insert", testInsert},
+		{"InsertConcurrent", testInsertConcurrent},
 		{"Update", testUpdate},
 		{"UpdateConcurrent", testUpdateConcurrent},
 		{"UpdateFnError", testUpdateFnError},

@@ -48,6 +48,36 @@ func (l *Ledger) Put(ctx context.Context, r agentenv.Record) error {
 	return nil
 }
 
+// insertRecord writes a record whose id is not taken, and nothing otherwise.
+const insertRecord = `INSERT INTO records (` + recordColumns + `)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, COALESCE(?18, ?19), ?19)
+	ON CONFLICT (id) DO NOTHING`
+
+// Insert writes r unless a record has r.ID: an error wrapping agentenv.ErrConflict then. One
+// statement decides, so of concurrent inserts of one id, in any process, exactly one succeeds.
+func (l *Ledger) Insert(ctx context.Context, r agentenv.Record) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("sqlite: insert record %s: %w", r.ID, err)
+	}
+	if err := l.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, insertRecord, recordArgs(r, time.Now())...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("id is taken: %w", agentenv.ErrConflict)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("sqlite: insert record %s: %w", r.ID, err)
+	}
+	return nil
+}
+
 // Get returns the record with id, or an error wrapping agentenv.ErrNotFound.
 func (l *Ledger) Get(ctx context.Context, id string) (agentenv.Record, error) {
 	r, err := getRecord(ctx, l.db, id)
