@@ -229,10 +229,19 @@ func (d *Deployer) Teardown(ctx context.Context, id string) (agentenv.Receipt, e
 			up = append(up, r)
 		}
 	}
-	// A deployment into a caller's VM removes the components it started there, and only them.
+	// A deployment into a caller's VM removes the components it started there, and only them:
+	// each has an in_vm record, torn down with the others; a name without one (a deployment
+	// recorded before those records) is removed by name.
 	var vmErrs []error
+	recorded := map[string]bool{}
+	for _, r := range recs {
+		recorded[r.ID] = true
+	}
 	if doc.VM != "" && doc.State != agentenv.DeploymentTornDown {
 		for _, name := range doc.InVM {
+			if recorded[agentenv.InVMRecordID(doc.VM, name)] {
+				continue
+			}
 			if err := d.mgr.RemoveFromVM(ctx, doc.VM, name); err != nil && !errors.Is(err, agentenv.ErrNotFound) && !errors.Is(err, agentenv.ErrGone) {
 				vmErrs = append(vmErrs, fmt.Errorf("remove %s from vm %s: %w", name, doc.VM, err))
 			}

@@ -218,10 +218,10 @@ func TestDeployIntoACallersVMUndoesOnlyItsPart(t *testing.T) {
 	r.assertNothingLeft(t, vsb.ID)
 }
 
-// Two deploys into one caller's VM: the second, whose components' names the first holds, is
-// refused naming the component and the first deployment, and removes nothing of the first;
-// the first's teardown removes exactly its components and leaves the VM.
-func TestDeployIntoACallersVMRefusesANameInUse(t *testing.T) {
+// Two deploys of one env into one caller's VM both succeed, each under names of its own; the
+// first's teardown removes exactly its components, by their records, and leaves the second's
+// and the VM.
+func TestTwoDeploysShareACallersVM(t *testing.T) {
 	r := newRig(t)
 	vm, vsb, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Kind: agentenv.KindVM})
 	if err != nil {
@@ -235,23 +235,62 @@ func TestDeployIntoACallersVMRefusesANameInUse(t *testing.T) {
 	if len(held) == 0 || !slices.Equal(slices.Sorted(slices.Values(first.Doc.InVM)), held) {
 		t.Fatalf("first deploy: vm runs %v, document says %v", held, first.Doc.InVM)
 	}
-	_, err = r.d.Deploy(t.Context(), r.env, Options{Provider: "fake", Mode: ModeVM, Into: vm.ID})
-	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "component ") || !strings.Contains(err.Error(), first.Doc.ID) {
-		t.Fatalf("second deploy = %v, want ErrInvalid naming a component and %s", err, first.Doc.ID)
+	for _, name := range first.Doc.InVM {
+		rec, err := r.led.Get(t.Context(), agentenv.InVMRecordID(vm.ID, name))
+		if err != nil || rec.Kind != agentenv.KindInVM || rec.State != agentenv.StateLive || rec.Deployment != first.Doc.ID {
+			t.Errorf("record of %s = %+v, %v; want a live in_vm record of %s", name, rec, err, first.Doc.ID)
+		}
 	}
-	if now := r.fake.InVM(vsb.ID); !slices.Equal(now, held) {
-		t.Fatalf("after the refused deploy the vm runs %v, want %v as before", now, held)
+	second, err := r.d.Deploy(t.Context(), r.env, Options{Provider: "fake", Mode: ModeVM, Into: vm.ID})
+	if err != nil {
+		t.Fatalf("second deploy into the same vm: %v", err)
 	}
-	if _, err := r.d.Teardown(t.Context(), first.Doc.ID); err != nil {
+	if got := r.fake.InVM(vsb.ID); len(got) != 2*len(held) {
+		t.Fatalf("the vm runs %v, want both deployments' %d components", got, 2*len(held))
+	}
+	rc, err := r.d.Teardown(t.Context(), first.Doc.ID)
+	if err != nil || len(rc.Items) != len(held) {
+		t.Fatalf("teardown of the first = %+v, %v; want %d items", rc, err, len(held))
+	}
+	if got, want := r.fake.InVM(vsb.ID), slices.Sorted(slices.Values(second.Doc.InVM)); !slices.Equal(got, want) {
+		t.Errorf("after the first's teardown the vm runs %v, want the second's %v", got, want)
+	}
+	if _, err := r.d.Teardown(t.Context(), second.Doc.ID); err != nil {
 		t.Fatal(err)
 	}
 	if left := r.fake.InVM(vsb.ID); len(left) != 0 {
-		t.Errorf("after teardown the caller's VM still runs %v", left)
+		t.Errorf("after both teardowns the caller's VM still runs %v", left)
 	}
 	if _, err := r.mgr.Get(t.Context(), vm.ID); err != nil {
 		t.Errorf("the caller's VM: %v, want it running", err)
 	}
 	r.assertNothingLeft(t, vsb.ID)
+}
+
+// A deploy --into whose name in the VM another holds (a claim won by a concurrent deploy) is
+// refused naming the holder, and removes nothing of it.
+func TestDeployIntoACallersVMRefusesANameInUse(t *testing.T) {
+	r := newRig(t)
+	vm, vsb, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Kind: agentenv.KindVM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "dep-0123456789ab"
+	holder, _, err := r.mgr.AddToVM(t.Context(), vm.ID, lifecycle.CreateRequest{Deployment: "dep-other",
+		Spec: agentenv.SandboxSpec{Name: "0123456789ab-notes", Image: "img"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.d.Deploy(t.Context(), r.env, Options{Provider: "fake", Mode: ModeVM, Into: vm.ID, Name: id})
+	if !errors.Is(err, agentenv.ErrConflict) || !strings.Contains(err.Error(), "dep-other") {
+		t.Fatalf("deploy = %v, want ErrConflict naming dep-other", err)
+	}
+	if got := r.fake.InVM(vsb.ID); !slices.Equal(got, []string{"0123456789ab-notes"}) {
+		t.Errorf("after the refused deploy the vm runs %v, want only the holder's", got)
+	}
+	if got, _ := r.led.Get(t.Context(), holder.ID); got.State != agentenv.StateLive || got.Deployment != "dep-other" {
+		t.Errorf("the holder's record = %+v, want live for dep-other", got)
+	}
 }
 
 // Reattach: a dead service DB is a warning, a dead server an error (the seeds' rules).

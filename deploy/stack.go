@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,7 +35,6 @@ type stack struct {
 	mu        sync.Mutex
 	network   string            // container mode: the private network's provider id
 	vm        string            // VM mode: the VM's record id
-	inVM      []string          // VM mode with --into: components started in the caller's VM
 	endpoints map[string]string // component -> where its main port is reached: host:port or a URL
 	private   map[string]string // container mode without DNS: component -> its PrivateHost
 	tools     map[string][]string
@@ -173,8 +171,13 @@ func (st *stack) upVM(ctx context.Context) error {
 			return fmt.Errorf("--into %s: want a live %s VM, have a %s %s on %s: %w", st.opts.Into, st.member, rec.State, rec.Kind, rec.Provider, agentenv.ErrInvalid)
 		}
 		st.vm = rec.ID
-		if err := st.claimInVM(ctx, rec.Deployment, comps); err != nil {
-			return err
+		for _, c := range comps {
+			st.doc.InVM = append(st.doc.InVM, st.inVMName(c.Name))
+		}
+		// Written before anything starts, for a reader of the document; the claim of each
+		// name is its in_vm record, written by AddToVM.
+		if err := st.d.mgr.Ledger().Deployments().Put(ctx, st.doc); err != nil {
+			return fmt.Errorf("--into %s: record deployment: %w", st.vm, err)
 		}
 	} else {
 		vrec, vsb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindVM, agentenv.RoleVM, agentenv.SandboxSpec{}, "vm"))
@@ -184,47 +187,47 @@ func (st *stack) upVM(ctx context.Context) error {
 		st.vm = vrec.ID
 		st.emit(spec.Component{Name: "vm", Role: agentenv.RoleVM}, "created", vsb.ID)
 		for _, c := range comps {
-			st.doc.InVM = append(st.doc.InVM, c.Name) // what a later deploy --into this VM must not reuse
+			st.doc.InVM = append(st.doc.InVM, c.Name)
 		}
 	}
 	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (string, agentenv.Sandbox, error) {
 		sp.Labels = map[string]string{agentenv.LabelRole: string(c.Role)}
 		sp.Name = c.Name
-		if st.opts.Into != "" {
-			st.mu.Lock()
-			st.inVM = append(st.inVM, c.Name)
-			st.mu.Unlock()
+		if st.opts.Into == "" {
+			sb, err := st.d.mgr.RunInVM(ctx, st.vm, sp)
+			return "", sb, err
 		}
-		sb, err := st.d.mgr.RunInVM(ctx, st.vm, sp)
+		// In a caller's VM, beside other deployments: a name of this deployment's own, on a
+		// network of its own where the others reach it by its plain name.
+		sp.Name, sp.Network, sp.Aliases = st.inVMName(c.Name), st.inVMNetwork(), []string{c.Name}
+		_, sb, err := st.d.mgr.AddToVM(ctx, st.vm, st.request(agentenv.KindInVM, c.Role, sp, ""))
+		if errors.Is(err, agentenv.ErrConflict) {
+			err = fmt.Errorf("--into %s: %w; tear that deployment down first", st.vm, err)
+		}
 		return "", sb, err
 	})
 }
 
-// claimInVM refuses a deploy --into whose components' names a live or deploying deployment
-// into the same VM, or the deployment owner that made the VM, already uses (starting one
-// would replace the other's container), and
-// records the names in the deployment document before anything starts, so that its teardown
-// (or a concurrent deploy's check) finds them.
-func (st *stack) claimInVM(ctx context.Context, owner string, comps []spec.Component) error {
-	docs, err := st.d.mgr.Ledger().Deployments().List(ctx, []string{string(agentenv.DeploymentDeploying), string(agentenv.DeploymentLive)}, 0)
-	if err != nil {
-		return fmt.Errorf("--into %s: list deployments: %w", st.vm, err)
+// inVMName is the name in the VM's stack of this deployment's component name: the name itself
+// in a VM of its own, and with the deployment's short id before it in a caller's VM, so that
+// two deployments there never take each other's names.
+func (st *stack) inVMName(name string) string {
+	if st.opts.Into == "" {
+		return name
 	}
-	for _, c := range comps {
-		for _, other := range docs {
-			if other.ID != st.doc.ID && (other.VM == st.vm || other.ID == owner) && slices.Contains(other.InVM, c.Name) {
-				return fmt.Errorf("--into %s: component %s is already in that vm, started by deployment %s; rename it in the env file or tear %s down first: %w",
-					st.vm, c.Name, other.ID, other.ID, agentenv.ErrInvalid)
-			}
-		}
+	return st.short() + "-" + name
+}
+
+// inVMNetwork is the network in a caller's VM that this deployment's components join.
+func (st *stack) inVMNetwork() string { return "agentenv-" + st.short() }
+
+// short is the deployment's id without its "dep-" prefix, cut to 12 characters.
+func (st *stack) short() string {
+	id := strings.TrimPrefix(st.doc.ID, "dep-")
+	if len(id) > 12 {
+		id = id[:12]
 	}
-	for _, c := range comps {
-		st.doc.InVM = append(st.doc.InVM, c.Name)
-	}
-	if err := st.d.mgr.Ledger().Deployments().Put(ctx, st.doc); err != nil {
-		return fmt.Errorf("--into %s: record deployment: %w", st.vm, err)
-	}
-	return nil
+	return id
 }
 
 // startFunc makes one component's sandbox from a spec filled with what every mode shares. It
@@ -389,7 +392,7 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 			if ok, _ := st.d.mgr.Supports(st.member, agentenv.AbilityVMExec); !ok {
 				return fmt.Errorf("its port is reached at %s, not over TCP, and provider %s cannot run commands in the vm: %w", addr, st.member, agentenv.ErrInvalid)
 			}
-			in := inVMDB{ex: st.d.mgr, vm: st.vm, container: c.Name, port: c.Port, user: db.User, password: st.db.Superuser, database: db.Database}
+			in := inVMDB{ex: st.d.mgr, vm: st.vm, container: st.inVMName(c.Name), port: c.Port, user: db.User, password: st.db.Superuser, database: db.Database}
 			if err := in.wait(ctx); err != nil {
 				return err
 			}
@@ -542,17 +545,12 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	return &Result{Doc: doc, Token: st.token, Tokens: maps.Clone(st.tokens), GatewayURL: doc.GatewayURL, DatabaseURL: st.dbURL, Endpoints: st.endpoints, Records: ids}, nil
 }
 
-// undo tears down everything this attempt created, on a detached bounded context: the
-// components it started in a caller's VM, then every record of the deployment (never the
-// caller's VM, which is not one of them).
+// undo tears down everything this attempt created, on a detached bounded context: every record
+// of the deployment, the components it added to a caller's VM among them (never the caller's
+// VM, which is not one of them).
 func (st *stack) undo(ctx context.Context) {
 	cctx, cancel := cleanup.Context(ctx, 2*time.Minute)
 	defer cancel()
-	for _, name := range st.inVM {
-		if err := st.d.mgr.RemoveFromVM(cctx, st.vm, name); err != nil {
-			st.d.log.Warn("remove from the caller's vm", "vm", st.vm, "component", name, "err", err)
-		}
-	}
 	recs, err := st.d.mgr.Ledger().List(cctx, agentenv.Filter{Deployment: st.doc.ID})
 	if err != nil {
 		st.d.log.Warn("list records to undo a failed deploy; gc will find them by label", "deployment", st.doc.ID, "err", err)
