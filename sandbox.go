@@ -90,7 +90,7 @@ type SandboxSpec struct {
 	// (mode 0755 for content starting with an ELF or #! header, else 0644).
 	Files map[string][]byte
 
-	Network string   // private network (a record id) to join, in container mode
+	Network string   // private network to join: a record id in container mode; in VMHost.RunInVM, a network of the VM's stack
 	Aliases []string // names under which other members of Network reach this sandbox
 
 	Memory int64    // bytes; 0 means the provider's default
@@ -239,8 +239,12 @@ type VMHost interface {
 	CreateVM(ctx context.Context, spec SandboxSpec) (Sandbox, error)
 
 	// RunInVM starts spec as a container of vm's stack, reachable by the others as spec.Name
-	// (spec.Aliases too) and from the caller through Endpoints. What it makes carries vm's labels
-	// (plus spec.Labels' role); on error it removes what it made and leaves the VM.
+	// (spec.Aliases too) and from the caller through Endpoints. With spec.Network set, it joins
+	// that network of the stack (made on first use) instead of the one the stack shares, so
+	// that the components of one deployment resolve each other's aliases there and no other
+	// deployment's; a host that has one network per VM says so in its doc. What it makes
+	// carries vm's labels (plus spec.Labels' role); on error it removes what it made and leaves
+	// the VM.
 	RunInVM(ctx context.Context, vm string, spec SandboxSpec) (Sandbox, error)
 
 	// RemoveFromVM removes the container name of vm's stack and nothing else; one that is gone

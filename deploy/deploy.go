@@ -60,8 +60,12 @@ type Options struct {
 	Own      bool          // records stay owned by this process (a run tears them down itself) instead of passing to the TTL
 	// PassEnv lists the variables of this process's environment that the env file's env:NAME
 	// references may read; every other reference is refused before anything is created.
-	PassEnv  []string
-	Progress func(Event) // called as components are created, started and ready; may be nil
+	PassEnv []string
+	// GatewayMaxConns and GatewayMaxSessions, when positive, cap the gateway's connections and
+	// MCP sessions over the env file's gateway.max_conns and max_sessions (the operator's
+	// config keys gateway.max_conns and gateway.max_sessions).
+	GatewayMaxConns, GatewayMaxSessions int
+	Progress                            func(Event) // called as components are created, started and ready; may be nil
 	// BridgeBinary is the static agentenv binary copied into stdio servers to run the bridge;
 	// this executable if empty.
 	BridgeBinary string
@@ -108,6 +112,16 @@ func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Re
 	}
 	if opts.TTL <= 0 {
 		opts.TTL = lifecycle.DefaultTTL
+	}
+	if opts.GatewayMaxConns > 0 || opts.GatewayMaxSessions > 0 {
+		e := *env // the caller's env stays as it was loaded
+		if opts.GatewayMaxConns > 0 {
+			e.Gateway.MaxConns = opts.GatewayMaxConns
+		}
+		if opts.GatewayMaxSessions > 0 {
+			e.Gateway.MaxSessions = opts.GatewayMaxSessions
+		}
+		env = &e
 	}
 	members, err := d.mgr.ParseChain(opts.Provider)
 	if err != nil {

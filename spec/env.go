@@ -193,7 +193,17 @@ type Gateway struct {
 	CallTimeout time.Duration `yaml:"call_timeout"`
 	// Resources are the gateway's limits (DefaultMemory, DefaultCPUs).
 	Resources Resources `yaml:"resources"`
+	// MaxConns caps the connections open at once on the gateway (1-MaxGatewayCap); 0 is the
+	// gateway's default (4096).
+	MaxConns int `yaml:"max_conns"`
+	// MaxSessions caps the MCP sessions open at once on the gateway (1-MaxGatewayCap); 0 is
+	// the gateway's default (256).
+	MaxSessions int `yaml:"max_sessions"`
 }
+
+// MaxGatewayCap is the largest gateway.max_conns or max_sessions an env may set: a cap, not a
+// way to lift it.
+const MaxGatewayCap = 1 << 20
 
 // Defaults fills every unset field with its default. It is idempotent; Load and Parse call it.
 func (e *Env) Defaults() {

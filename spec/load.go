@@ -149,7 +149,7 @@ func (d *decoder) decodeSidecar(n *yaml.Node, path string, s *Sidecar) {
 }
 
 func (d *decoder) decodeGateway(n *yaml.Node, path string, g *Gateway) {
-	known := []string{"image", "port", "tool_names", "mode", "serialize", "roles", "call_timeout", "resources"}
+	known := []string{"image", "port", "tool_names", "mode", "serialize", "roles", "call_timeout", "resources", "max_conns", "max_sessions"}
 	d.Fields(n, path, known, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "image":
@@ -173,6 +173,10 @@ func (d *decoder) decodeGateway(n *yaml.Node, path string, g *Gateway) {
 			g.CallTimeout = d.Duration(v, p)
 		case "resources":
 			d.decodeResources(v, p, &g.Resources)
+		case "max_conns":
+			g.MaxConns = d.Integer(v, p)
+		case "max_sessions":
+			g.MaxSessions = d.Integer(v, p)
 		}
 	})
 }

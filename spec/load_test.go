@@ -139,6 +139,19 @@ gateway:
 			want: []string{`testdata/env.yaml:5: servers[0].port: port 70000 out of range 1-65535`},
 		},
 		{
+			name: "gateway caps out of range",
+			in:   minimal + "gateway:\n  max_conns: -1\n  max_sessions: 2000000\n",
+			want: []string{
+				`testdata/env.yaml:7: gateway.max_conns: -1 out of range 1-1048576 (leave it out for the gateway's default)`,
+				`testdata/env.yaml:8: gateway.max_sessions: 2000000 out of range 1-1048576 (leave it out for the gateway's default)`,
+			},
+		},
+		{
+			name: "gateway cap not a number",
+			in:   minimal + "gateway:\n  max_conns: lots\n",
+			want: []string{`testdata/env.yaml:7: gateway.max_conns: want an integer, got "lots"`},
+		},
+		{
 			name: "negative gateway port",
 			in:   minimal + "gateway:\n  port: -1\n",
 			want: []string{`testdata/env.yaml:7: gateway.port: port -1 out of range 1-65535`},

@@ -282,6 +282,12 @@ func (e *Env) gatewayCommand(tokenFile string, servers []string) []string {
 		"--tool-names", string(g.ToolNames),
 		"--mode", string(g.Mode),
 		"--call-timeout", g.CallTimeout.String())
+	if g.MaxConns > 0 {
+		cmd = append(cmd, "--max-conns", strconv.Itoa(g.MaxConns))
+	}
+	if g.MaxSessions > 0 {
+		cmd = append(cmd, "--max-sessions", strconv.Itoa(g.MaxSessions))
+	}
 	if g.Mode == ModeConsistent && g.Serialize != SerializeServer {
 		// Only when it is not the gateway's default, so that gateways without the flag keep
 		// running the default.

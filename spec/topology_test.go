@@ -176,3 +176,38 @@ func TestComponents_serialize(t *testing.T) {
 		}
 	}
 }
+
+// The env file's gateway caps reach the gateway's command line; unset, the gateway's defaults
+// hold and no flag is passed.
+func TestComponents_gatewayCaps(t *testing.T) {
+	for _, tt := range []struct {
+		yaml string
+		want []string
+	}{
+		{"", nil},
+		{"gateway:\n  max_conns: 100\n  max_sessions: 7\n", []string{"--max-conns", "100", "--max-sessions", "7"}},
+	} {
+		env, err := spec.Parse("env.yaml", []byte("name: caps\nservers:\n  - name: kv\n    image: agentenv:dev\n    port: 8080\n"+tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		comps, err := env.Components(spec.TopologyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range comps {
+			if c.Name != "gateway" {
+				continue
+			}
+			for i, a := range c.Command {
+				if a == "--max-conns" || a == "--max-sessions" {
+					got = append(got, a, c.Command[i+1])
+				}
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%q: gateway cap flags = %v, want %v", tt.yaml, got, tt.want)
+		}
+	}
+}

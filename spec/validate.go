@@ -241,6 +241,14 @@ func (c *checker) gateway(p string, g *Gateway) {
 	enum(c, p+".tool_names", g.ToolNames, ToolNamesAuto, ToolNamesPrefix, ToolNamesNever)
 	enum(c, p+".mode", g.Mode, ModeConsistent, ModePerformance)
 	enum(c, p+".serialize", g.Serialize, SerializeServer, SerializeEnv)
+	for _, f := range []struct {
+		field string
+		n     int
+	}{{"max_conns", g.MaxConns}, {"max_sessions", g.MaxSessions}} {
+		if f.n < 0 || f.n > MaxGatewayCap {
+			c.errorf(p+"."+f.field, "%d out of range 1-%d (leave it out for the gateway's default)", f.n, MaxGatewayCap)
+		}
+	}
 	for _, role := range sortedKeys(g.Roles) {
 		rp := p + ".roles." + role
 		if !roleName.MatchString(role) {

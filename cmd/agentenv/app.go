@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/agentenv/agentenv/internal/fault"
 	"github.com/agentenv/agentenv/ledger"
 	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/spec"
 )
 
 // app is what every command shares: settings, output streams, and the ledger, providers and
@@ -204,4 +206,22 @@ func (a *app) close() {
 	if a.led != nil {
 		a.led.Close()
 	}
+}
+
+// gatewayCaps returns the config keys gateway.max_conns and gateway.max_sessions (0 where
+// unset), for deploy.Options: the operator's caps over an env file's.
+func (a *app) gatewayCaps() (conns, sessions int, err error) {
+	out := [2]int{}
+	for i, key := range []string{"gateway.max_conns", "gateway.max_sessions"} {
+		v := strings.TrimSpace(a.cfg.Raw(key))
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > spec.MaxGatewayCap {
+			return 0, 0, fmt.Errorf("%s %q (%s): want 1-%d: %w", key, v, source(a.cfg, key), spec.MaxGatewayCap, agentenv.ErrInvalid)
+		}
+		out[i] = n
+	}
+	return out[0], out[1], nil
 }

@@ -18,6 +18,7 @@ import (
 func newEnvDeployCmd(a *app) *cobra.Command {
 	var f struct {
 		provider, mode, name, into string
+		maxConns, maxSessions      string
 		ttl, budget                time.Duration
 		json                       bool
 		passEnv                    []string
@@ -55,10 +56,21 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 					fmt.Fprintln(a.stderr, e)
 				}
 			}
+			if f.maxConns != "" {
+				_ = a.cfg.Set("gateway.max_conns", f.maxConns, "--max-conns")
+			}
+			if f.maxSessions != "" {
+				_ = a.cfg.Set("gateway.max_sessions", f.maxSessions, "--max-sessions")
+			}
+			conns, sessions, err := a.gatewayCaps()
+			if err != nil {
+				return err
+			}
 			d := deploy.New(mgr, a.log)
 			res, err := d.Deploy(ctx, env, deploy.Options{
 				Provider: a.providerFlag(f.provider), Mode: f.mode, TTL: f.ttl, Name: f.name,
 				Into: f.into, Budget: f.budget, Progress: progress, PassEnv: a.passEnv(f.passEnv),
+				GatewayMaxConns: conns, GatewayMaxSessions: sessions,
 			})
 			if err != nil {
 				return err
@@ -100,6 +112,8 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 	fl.StringVar(&f.into, "into", "", "VM mode: deploy into this existing VM record (it is never torn down by the deploy)")
 	fl.DurationVar(&f.budget, "budget", 0, "wall-clock bound on the whole deploy (default 5m)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object (id, gateway_url, token, tokens, ...)")
+	fl.StringVar(&f.maxConns, "max-conns", "", "cap on the gateway's open connections, over the env file's (config gateway.max_conns)")
+	fl.StringVar(&f.maxSessions, "max-sessions", "", "cap on the gateway's MCP sessions, over the env file's (config gateway.max_sessions)")
 	return cmd
 }
 

@@ -126,6 +126,8 @@ type taskDeployer struct {
 	provider string
 	ttl      time.Duration
 	passEnv  []string // env:NAME references env files may resolve
+	// gateway caps of the config (gateway.max_conns, gateway.max_sessions); 0 where unset
+	maxConns, maxSessions int
 }
 
 func (t taskDeployer) Deploy(ctx context.Context, envFile string, o task.DeployOptions) (task.DeployedEnv, error) {
@@ -139,7 +141,8 @@ func (t taskDeployer) Deploy(ctx context.Context, envFile string, o task.DeployO
 	if o.TTL == 0 {
 		o.TTL = t.ttl
 	}
-	res, err := t.d.Deploy(ctx, env, deploy.Options{Provider: o.Provider, Run: o.Run, TTL: o.TTL, Own: true, PassEnv: t.passEnv})
+	res, err := t.d.Deploy(ctx, env, deploy.Options{Provider: o.Provider, Run: o.Run, TTL: o.TTL, Own: true, PassEnv: t.passEnv,
+		GatewayMaxConns: t.maxConns, GatewayMaxSessions: t.maxSessions})
 	if err != nil {
 		return task.DeployedEnv{}, err
 	}
@@ -250,8 +253,13 @@ func (a *app) taskRunner(mgr *lifecycle.Manager, workdir, provider string, passE
 	if err != nil {
 		return nil, err
 	}
+	conns, sessions, err := a.gatewayCaps()
+	if err != nil {
+		return nil, err
+	}
 	return &task.Runner{
 		Manager: mgr, Logger: a.log, Workdir: workdir, Model: a.cfg, Progress: progress,
-		Deployer: taskDeployer{d: deploy.New(mgr, a.log), provider: a.providerFlag(provider), ttl: ttl, passEnv: a.passEnv(passEnv)},
+		Deployer: taskDeployer{d: deploy.New(mgr, a.log), provider: a.providerFlag(provider), ttl: ttl, passEnv: a.passEnv(passEnv),
+			maxConns: conns, maxSessions: sessions},
 	}, nil
 }

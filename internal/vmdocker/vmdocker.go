@@ -5,7 +5,7 @@
 // a stack publishes, and parses what they print; Upload aside, it does no I/O. The label that
 // remembers where a VM's ports are published (FormatSlots) is docker_vm's too.
 //
-// Every container it starts joins the stack's network (Network) under its name and aliases,
+// Every container it starts joins the stack's network (Network, or the spec's own Network) under its name and aliases,
 // runs with every capability dropped but the spec's CapAdd, with no-new-privileges, and with the
 // spec's memory and CPU limits. An image the VM's engine does not have is never pulled: the
 // script exits with ExitNoImage, and the provider supplies it with Upload from this host's
@@ -54,7 +54,11 @@ type Run struct {
 // last. Any other failure exits with docker's code, its message on stderr.
 func RunScript(r Run) string {
 	s := r.Spec
-	args := []string{"docker", "create", "--name", s.Name, "--network", Network}
+	net := Network
+	if s.Network != "" {
+		net = s.Network
+	}
+	args := []string{"docker", "create", "--name", s.Name, "--network", net}
 	for _, a := range s.Aliases {
 		args = append(args, "--network-alias", a)
 	}
@@ -99,7 +103,7 @@ func RunScript(r Run) string {
 	var b strings.Builder
 	b.WriteString("docker image inspect " + quote(s.Image) + " >/dev/null 2>&1 || exit " + strconv.Itoa(ExitNoImage) + "\n")
 	b.WriteString("docker container inspect " + name + " >/dev/null 2>&1 && exit " + strconv.Itoa(ExitNameInUse) + "\n")
-	b.WriteString(ensureNetwork + "\n")
+	b.WriteString(ensureNetwork(net) + "\n")
 	b.WriteString(shellquote.Join(args) + " >/dev/null || exit $?\n")
 	switch r.Files {
 	case "":
@@ -116,10 +120,13 @@ func RunScript(r Run) string {
 	return b.String()
 }
 
-// ensureNetwork makes the stack's network unless it exists; a create that loses a race with
-// another component's is fine once the network is there.
-var ensureNetwork = "docker network inspect " + Network + " >/dev/null 2>&1 || docker network create " + Network +
-	" >/dev/null 2>&1 || docker network inspect " + Network + " >/dev/null || exit $?"
+// ensureNetwork makes the stack's network net unless it exists; a create that loses a race
+// with another component's is fine once the network is there.
+func ensureNetwork(net string) string {
+	n := quote(net)
+	return "docker network inspect " + n + " >/dev/null 2>&1 || docker network create " + n +
+		" >/dev/null 2>&1 || docker network inspect " + n + " >/dev/null || exit $?"
+}
 
 // Started is what RunScript printed of the container it started.
 type Started struct {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -37,6 +38,8 @@ type Provider struct {
 	host string
 	cli  *client.Client
 	log  *slog.Logger
+
+	netMu sync.Mutex // serialises making a VM's per-deployment networks (the engine allows two of one name)
 }
 
 var (

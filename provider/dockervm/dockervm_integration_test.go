@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +149,151 @@ gateway:
 	}
 	if left, _ := dockertest.Leftovers(context.Background(), cli, map[string]string{agentenv.LabelDeployment: cid}); len(left) != 0 {
 		t.Errorf("left after a cancelled deploy: %v", left)
+	}
+}
+
+// inVM lists the containers of the VM whose engine container is vm, by name.
+func inVM(t *testing.T, vm string) []string {
+	t.Helper()
+	out, err := exec.Command("docker", "exec", vm, "docker", "ps", "-a", "--format", "{{.Names}}").Output()
+	if err != nil {
+		t.Fatalf("list the vm's containers: %v", err)
+	}
+	names := strings.Fields(string(out))
+	slices.Sort(names)
+	return names
+}
+
+// TestTwoEnvsShareACallersVM: notes and kv deployed --into one docker_vm VM are both ready,
+// each under names of its own on a network of its own; a third deploy whose process stops
+// dead mid-deploy (its owner a pid that does not run, as after kill -9) leaves in_vm records
+// that gc collects, removing exactly that deploy's containers; the teardown of notes leaves kv
+// working, and the VM stays until its own teardown.
+func TestTwoEnvsShareACallersVM(t *testing.T) {
+	cli := dockertest.Require(t)
+	runtime, _ := dockertest.RuntimeImage(t)
+	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { led.Close() })
+	providers := map[string]agentenv.Provider{"docker_vm": newProvider(t)}
+	mgr, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: providers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mgr.Close)
+	d := deploy.New(mgr, nil)
+	kvEnv, err := spec.Parse("kv.yaml", []byte(fmt.Sprintf("name: kv\nservers:\n  - name: kv\n    image: %[1]s\n    command: [/agentenv, serve, kv, --listen, \":8080\"]\n    port: 8080\ngateway:\n  image: %[1]s\n", runtime)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notesEnv, err := spec.Parse("notes.yaml", []byte(fmt.Sprintf(`name: notes
+servers:
+  - name: notes
+    image: %[1]s
+    command: [/agentenv, serve, notes, --listen, ":8080"]
+    port: 8080
+    database: true
+    ready_timeout: 60s
+service_db: {}
+gateway:
+  image: %[1]s
+`, runtime)))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	run := fmt.Sprintf("run-tvm%x", time.Now().UnixNano()&0xffffff)
+	dockertest.CheckNoLeftovers(t, cli, map[string]string{agentenv.LabelRun: run})
+	vm, vsb, err := mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "docker_vm", Kind: agentenv.KindVM, Run: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.TeardownIDs(context.Background(), vm.ID) //nolint:errcheck // checked at the end
+	into := deploy.Options{Provider: "docker_vm", Mode: deploy.ModeVM, Into: vm.ID, Budget: 4 * time.Minute}
+
+	kv, err := d.Deploy(t.Context(), kvEnv, into)
+	if err != nil {
+		t.Fatalf("deploy kv --into: %v", err)
+	}
+	notes, err := d.Deploy(t.Context(), notesEnv, into)
+	if err != nil {
+		t.Fatalf("deploy notes --into the same vm: %v", err)
+	}
+	kvc := envtest.Connect(t, kv.GatewayURL, kv.Token)
+	envtest.Call(t, kvc, "set", map[string]any{"key": "a", "value": "1"})
+	nc := envtest.Connect(t, notes.GatewayURL, notes.Token)
+	envtest.Call(t, nc, "add_note", map[string]any{"title": "t", "body": "b"})
+	nc.Close()
+	both := inVM(t, vsb.ID)
+	if want := len(kv.Doc.InVM) + len(notes.Doc.InVM); len(both) != want {
+		t.Fatalf("the vm runs %v, want the %d components of both", both, want)
+	}
+
+	// A deploy that stops dead once its kv server is ready, with the identity of a process
+	// that does not run.
+	self, err := lifecycle.CurrentOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadMgr, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: providers, Owner: agentenv.Owner{Host: self.Host, PID: 1 << 30, Start: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed, release := make(chan struct{}), make(chan struct{})
+	dctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := deploy.New(deadMgr, nil).Deploy(dctx, kvEnv, deploy.Options{Provider: "docker_vm", Mode: deploy.ModeVM, Into: vm.ID, Budget: 4 * time.Minute,
+			Progress: func(e deploy.Event) {
+				if e.Component == "kv" && e.Phase == "ready" {
+					close(crashed)
+					<-release
+				}
+			}})
+		done <- err
+	}()
+	select {
+	case <-crashed:
+	case err := <-done:
+		t.Fatalf("the deploy to crash ended first: %v", err)
+	case <-time.After(4 * time.Minute):
+		t.Fatal("the deploy to crash never got its kv server ready")
+	}
+	withCrashed := inVM(t, vsb.ID)
+	if len(withCrashed) != len(both)+1 {
+		t.Fatalf("with the crashed deploy the vm runs %v, want %d", withCrashed, len(both)+1)
+	}
+	rep, err := mgr.GC(t.Context(), lifecycle.GCOptions{})
+	if err != nil || !rep.Clean() || len(rep.Actions) != 1 {
+		t.Errorf("gc = %+v, %v; want the crashed deploy's one container collected", rep, err)
+	}
+	if got := inVM(t, vsb.ID); !slices.Equal(got, both) {
+		t.Errorf("after gc the vm runs %v, want %v (the two live deployments')", got, both)
+	}
+	stop()
+	close(release)
+	<-done
+	deadMgr.Close()
+
+	// The teardown of notes leaves kv working and the VM running.
+	rc, err := d.Teardown(t.Context(), notes.Doc.ID)
+	if err != nil || !rc.Clean() || rc.Count(agentenv.OutcomeTerminated) != len(notes.Doc.InVM) {
+		t.Errorf("teardown notes = %+v, %v; want %d terminated", rc, err, len(notes.Doc.InVM))
+	}
+	if got, want := inVM(t, vsb.ID), slices.Sorted(slices.Values(kv.Doc.InVM)); !slices.Equal(got, want) {
+		t.Errorf("after the notes teardown the vm runs %v, want kv's %v", got, want)
+	}
+	envtest.Call(t, kvc, "get", map[string]any{"key": "a"})
+	kvc.Close()
+	if _, err := d.Teardown(t.Context(), kv.Doc.ID); err != nil {
+		t.Error(err)
+	}
+	if got := inVM(t, vsb.ID); len(got) != 0 {
+		t.Errorf("after both teardowns the vm runs %v", got)
+	}
+	if rc, err := mgr.TeardownIDs(t.Context(), vm.ID); err != nil || !rc.Clean() {
+		t.Errorf("teardown of the vm = %+v, %v", rc, err)
 	}
 }

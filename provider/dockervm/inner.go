@@ -151,7 +151,14 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 	if err := p.ensureImage(ctx, in, vm, spec.Image); err != nil {
 		return agentenv.Sandbox{}, err
 	}
-	if err := p.ensureNetwork(ctx, in, vm); err != nil {
+	net := stackNetwork
+	if spec.Network != "" {
+		if err := checkName("network", spec.Network); err != nil {
+			return agentenv.Sandbox{}, err
+		}
+		net = spec.Network
+	}
+	if err := p.ensureNetwork(ctx, in, vm, net); err != nil {
 		return agentenv.Sandbox{}, err
 	}
 
@@ -164,7 +171,7 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 			return agentenv.Sandbox{}, err
 		}
 	}
-	opts, err := innerOptions(spec, labels, chosen)
+	opts, err := innerOptions(spec, net, labels, chosen)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
@@ -269,17 +276,17 @@ func (p *Provider) ensureImage(ctx context.Context, in *client.Client, vm, image
 	return nil
 }
 
-// ensureNetwork makes the VM's stack network once; the inner engine would accept two of one
-// name, so creation is serialized.
-func (p *Provider) ensureNetwork(ctx context.Context, in *client.Client, vm string) error {
+// ensureNetwork makes the network net of the VM's stack once; the inner engine would accept
+// two of one name, so creation is serialized.
+func (p *Provider) ensureNetwork(ctx context.Context, in *client.Client, vm, net string) error {
 	lock := p.lock(vm + "\x00network")
 	lock.Lock()
 	defer lock.Unlock()
-	if _, err := in.NetworkInspect(ctx, stackNetwork, client.NetworkInspectOptions{}); err == nil {
+	if _, err := in.NetworkInspect(ctx, net, client.NetworkInspectOptions{}); err == nil {
 		return nil
 	}
-	if _, err := in.NetworkCreate(ctx, stackNetwork, client.NetworkCreateOptions{Driver: "bridge"}); err != nil {
-		return fmt.Errorf("stack network: %w", engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
+	if _, err := in.NetworkCreate(ctx, net, client.NetworkCreateOptions{Driver: "bridge"}); err != nil {
+		return fmt.Errorf("stack network %s: %w", net, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	return nil
 }
@@ -323,7 +330,7 @@ func (p *Provider) freeSlots(ctx context.Context, in *client.Client, ports []int
 }
 
 // innerOptions maps spec to the inner engine's create request. It does no I/O.
-func innerOptions(spec agentenv.SandboxSpec, labels map[string]string, slots map[int]int) (client.ContainerCreateOptions, error) {
+func innerOptions(spec agentenv.SandboxSpec, net string, labels map[string]string, slots map[int]int) (client.ContainerCreateOptions, error) {
 	if spec.Memory < 0 || spec.CPUs < 0 {
 		return client.ContainerCreateOptions{}, fmt.Errorf("negative limits: %w", agentenv.ErrInvalid)
 	}
@@ -352,7 +359,7 @@ func innerOptions(spec agentenv.SandboxSpec, labels map[string]string, slots map
 			Labels: labels, ExposedPorts: exposed,
 		},
 		HostConfig: &container.HostConfig{
-			NetworkMode:  container.NetworkMode(stackNetwork),
+			NetworkMode:  container.NetworkMode(net),
 			SecurityOpt:  []string{"no-new-privileges"},
 			CapDrop:      []string{"ALL"},
 			CapAdd:       slices.Clone(spec.CapAdd),
@@ -360,7 +367,7 @@ func innerOptions(spec agentenv.SandboxSpec, labels map[string]string, slots map
 			Resources:    container.Resources{Memory: spec.Memory, MemorySwap: spec.Memory, NanoCPUs: int64(spec.CPUs * 1e9), PidsLimit: &pids},
 		},
 		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-			stackNetwork: {Aliases: append([]string{spec.Name}, spec.Aliases...)},
+			net: {Aliases: append([]string{spec.Name}, spec.Aliases...)},
 		}},
 	}, nil
 }
@@ -389,8 +396,26 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 		return fmt.Errorf("docker_vm: remove %s from vm %s: %w", name, vm, err)
 	}
 	defer in.Close()
+	var nets []string
+	if c, err := in.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); err == nil && c.Container.NetworkSettings != nil {
+		for n := range c.Container.NetworkSettings.Networks {
+			if n != stackNetwork {
+				nets = append(nets, n)
+			}
+		}
+	}
 	if _, err := in.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !engine.IsGone(err) {
 		return fmt.Errorf("docker_vm: remove %s from vm %s: %w", name, vm, engine.Kind(p.host, err))
+	}
+	// A deployment's own network goes with its last container; while others are on it, the
+	// engine refuses, and it stays for them.
+	lock := p.lock(vm + "\x00network")
+	lock.Lock()
+	defer lock.Unlock()
+	for _, n := range nets {
+		if _, err := in.NetworkRemove(ctx, n, client.NetworkRemoveOptions{}); err != nil {
+			p.log.Debug("stack network kept", "record_id", vm, "network", n, "err", err)
+		}
 	}
 	return nil
 }
