@@ -90,8 +90,9 @@ type SandboxSpec struct {
 	// (mode 0755 for content starting with an ELF or #! header, else 0644).
 	Files map[string][]byte
 
-	Network string   // private network to join: a record id in container mode; in VMHost.RunInVM, a network of the VM's stack
-	Aliases []string // names under which other members of Network reach this sandbox
+	Network string       // private network to join: a record id in container mode; in VMHost.RunInVM, a network of the VM's stack
+	Aliases []string     // names under which other members of Network reach this sandbox
+	Egress  []EgressRule // a network's create only: its NetworkSpec.Egress
 
 	Memory int64    // bytes; 0 means the provider's default
 	CPUs   float64  // 0 means the provider's default
@@ -145,6 +146,9 @@ type Capabilities struct {
 	OnThisMachine    bool // sandboxes run on this host: local images reach them, ports are local
 	ListByLabel      bool // List finds sandboxes by label even after a lost create response
 	BackstopLifetime bool // the backend removes a sandbox on its own once Timeout passes
+	// Egress: a private network lets its sandboxes reach only each other, DNS and its
+	// NetworkSpec.Egress. Without it, sandboxes reach any address their host reaches.
+	Egress bool
 }
 
 // Provider creates, finds and terminates sandboxes on one backend. Implementations must be safe
@@ -186,6 +190,17 @@ type Provider interface {
 type NetworkSpec struct {
 	Name   string            // record id; required
 	Labels map[string]string // the agentenv.* labels
+	// Egress lists the destinations outside the network its sandboxes may reach, beside each
+	// other and DNS, on a provider whose Capabilities say Egress; others ignore it (and a
+	// deployer says so).
+	Egress []EgressRule
+}
+
+// EgressRule is one destination a deployment's sandboxes may reach: an address range, and one
+// TCP port of it or (Port 0) every port.
+type EgressRule struct {
+	CIDR string // an IPv4 or IPv6 prefix, such as 203.0.113.0/24
+	Port int    // 1-65535, or 0 for every port
 }
 
 // Networker is implemented by providers with private networks, which container mode needs.

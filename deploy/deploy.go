@@ -75,7 +75,7 @@ type Options struct {
 type Event struct {
 	Component string        `json:"component"`
 	Role      agentenv.Role `json:"role"`
-	Phase     string        `json:"phase"` // created, ready, failed, probe
+	Phase     string        `json:"phase"` // created, ready, failed, probe, warning
 	Elapsed   time.Duration `json:"elapsed"`
 	Detail    string        `json:"detail,omitempty"`
 }

@@ -386,3 +386,27 @@ func TestEnvReferencesNeedTheAllowList(t *testing.T) {
 	r.d.Teardown(t.Context(), res.Doc.ID)
 	r.assertNothingLeft(t)
 }
+
+// An env that declares egress, deployed on a provider that does not enforce it, gets a warning
+// in the progress output naming the provider and the list; never silence.
+func TestEgressNotEnforcedIsAWarning(t *testing.T) {
+	r := newRig(t)
+	env := *r.env
+	env.Egress = []string{"203.0.113.0/24:443"}
+	var warnings []string
+	res, err := r.d.Deploy(t.Context(), &env, Options{Provider: "fake", Mode: ModeContainer, Progress: func(e Event) {
+		if e.Phase == "warning" {
+			warnings = append(warnings, e.Detail)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "provider fake") || !strings.Contains(warnings[0], "203.0.113.0/24:443") {
+		t.Errorf("warnings = %q, want one naming the provider and the egress list", warnings)
+	}
+	if _, err := r.d.Teardown(t.Context(), res.Doc.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.assertNothingLeft(t)
+}

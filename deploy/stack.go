@@ -92,7 +92,8 @@ func (st *stack) upContainers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, nsb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindNetwork, agentenv.RoleNetwork, agentenv.SandboxSpec{}, "net"))
+	st.warnEgress(false)
+	_, nsb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindNetwork, agentenv.RoleNetwork, agentenv.SandboxSpec{Egress: st.env.EgressRules()}, "net"))
 	if err != nil {
 		return fmt.Errorf("private network: %w", err)
 	}
@@ -156,12 +157,33 @@ func (st *stack) rewire(c spec.Component, sp *agentenv.SandboxSpec) error {
 	return fmt.Errorf("component %s vanished from the env on re-render: %w", c.Name, agentenv.ErrInvalid)
 }
 
+// warnEgress says, as a warning event and in the log, that the env's egress list is not
+// enforced where the provider (or VM mode, whose stack shares its VM's network) cannot hold
+// the env to it: never silently.
+func (st *stack) warnEgress(vm bool) {
+	if len(st.env.Egress) == 0 {
+		return
+	}
+	caps, err := st.d.mgr.Capabilities(st.member)
+	if err == nil && caps.Egress && !vm {
+		return
+	}
+	where := "provider " + st.member
+	if vm && err == nil && caps.Egress {
+		where += " in vm mode"
+	}
+	msg := fmt.Sprintf("egress not enforced: %s does not restrict egress, so the env's components can reach any address, not only %s", where, strings.Join(st.env.Egress, ", "))
+	st.d.log.Warn("egress not enforced", "deployment", st.doc.ID, "provider", st.member, "egress", st.env.Egress)
+	st.emit(spec.Component{Name: "egress", Role: agentenv.RoleNetwork}, "warning", msg)
+}
+
 // upVM runs VM mode: one VM record (or the caller's VM, with --into), then the stack inside it.
 func (st *stack) upVM(ctx context.Context) error {
 	comps, err := st.components(ctx)
 	if err != nil {
 		return err
 	}
+	st.warnEgress(true)
 	if st.opts.Into != "" {
 		rec, err := st.d.mgr.Ledger().Get(ctx, st.opts.Into)
 		if err != nil {

@@ -140,6 +140,15 @@ func (m *Manager) Supports(name string, x agentenv.Ability) (bool, error) {
 	return b.a.Has(x), nil
 }
 
+// Capabilities returns what the provider called name reports of itself (no I/O).
+func (m *Manager) Capabilities(name string) (agentenv.Capabilities, error) {
+	b, err := m.backend(name)
+	if err != nil {
+		return agentenv.Capabilities{}, err
+	}
+	return b.p.Capabilities(), nil
+}
+
 // NewID returns a fresh record id: prefix, a dash and 12 random hex digits. It is a valid
 // container, pod and DNS name.
 func NewID(prefix string) string {

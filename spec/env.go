@@ -99,6 +99,10 @@ type Env struct {
 	ServiceDB *ServiceDB `yaml:"service_db"`
 	// Gateway configures the gateway in front of the servers.
 	Gateway Gateway `yaml:"gateway"`
+	// Egress lists the destinations outside the deployment its components may reach, beside
+	// each other and DNS: IP prefixes (CIDR), each with an optional :PORT. Only providers
+	// that enforce egress (Kubernetes) hold the env to it; a deploy elsewhere warns.
+	Egress []string `yaml:"egress"`
 
 	// File is the path the env was loaded from (the name given to Parse).
 	File string `yaml:"-"`

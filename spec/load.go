@@ -47,7 +47,7 @@ func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
 		d.Fail(n, "", "want a mapping of env fields, got %s", yamlfile.Describe(n))
 		return
 	}
-	known := []string{"name", "description", "servers", "service_db", "gateway", "websites"}
+	known := []string{"name", "description", "servers", "service_db", "gateway", "egress", "websites"}
 	d.Fields(n, "", known, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "name":
@@ -67,6 +67,8 @@ func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
 			}
 		case "gateway":
 			d.decodeGateway(v, p, &e.Gateway)
+		case "egress":
+			e.Egress = d.Strings(v, p)
 		case "websites":
 			d.List(v, p, func(i int, v *yaml.Node, p string) {
 				if i == 0 {

@@ -152,6 +152,16 @@ gateway:
 			want: []string{`testdata/env.yaml:7: gateway.max_conns: want an integer, got "lots"`},
 		},
 		{
+			name: "egress that cannot be enforced",
+			in:   minimal + "egress:\n  - 10.0.0.0/8\n  - example.com:443\n  - 10.0.0.1\n  - 10.0.0.1/8\n  - 192.0.2.0/24:70000\n",
+			want: []string{
+				`testdata/env.yaml:8: egress[1]: invalid egress "example.com:443": want an IP prefix (CIDR) with an optional :PORT; a host name cannot be enforced by an address policy, give its addresses`,
+				`testdata/env.yaml:9: egress[2]: invalid egress "10.0.0.1": want a prefix such as 10.0.0.1/32`,
+				`testdata/env.yaml:10: egress[3]: invalid egress "10.0.0.1/8": the prefix has host bits set; want 10.0.0.0/8`,
+				`testdata/env.yaml:11: egress[4]: invalid egress "192.0.2.0/24:70000": port "70000" out of range 1-65535`,
+			},
+		},
+		{
 			name: "negative gateway port",
 			in:   minimal + "gateway:\n  port: -1\n",
 			want: []string{`testdata/env.yaml:7: gateway.port: port -1 out of range 1-65535`},

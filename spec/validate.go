@@ -118,6 +118,11 @@ func (e *Env) validate(failed map[string]bool) []error {
 	if len(e.Servers) == 0 && !failed["servers"] {
 		c.errorf("servers", "at least one server is required")
 	}
+	for i, s := range e.Egress {
+		if _, err := parseEgress(s); err != nil {
+			c.errorf(yamlfile.Index("egress", i), "%v", err)
+		}
+	}
 	firstName := map[string]string{}
 	for i := range e.Servers {
 		p := yamlfile.Index("servers", i)

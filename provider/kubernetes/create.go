@@ -209,7 +209,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	if _, err := api.ServiceAccounts(spec.Name).Create(ctx, serviceAccountFor(spec.Name, lbl, ann), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: service account: %w", spec.Name, p.kind(ctxerr.Prefer(ctx, err)))
 	}
-	for _, np := range policiesFor(spec.Name, lbl, ann) {
+	for _, np := range policiesFor(spec.Name, lbl, ann, spec.Egress) {
 		if _, err := api.NetworkPolicies(spec.Name).Create(ctx, np, metav1.CreateOptions{}); err != nil {
 			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create network %s: policy %s: %w", spec.Name, np.Name, p.kind(ctxerr.Prefer(ctx, err)))
 		}

@@ -624,3 +624,30 @@ func TestUnconfigured(t *testing.T) {
 		}
 	}
 }
+
+// The env's egress list becomes rules of the egress policy beside the namespace's own Pods and
+// DNS: one per entry, its address range, on its TCP port when it names one.
+func TestCreateNetwork_egressList(t *testing.T) {
+	p, cs := newFake(t, Config{})
+	ctx := t.Context()
+	_, err := p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: "net-2", Labels: labelsFor("net-2", "network"),
+		Egress: []agentenv.EgressRule{{CIDR: "203.0.113.0/24", Port: 443}, {CIDR: "2001:db8::/32"}}})
+	if err != nil {
+		t.Fatalf("CreateNetwork = %v", err)
+	}
+	np, err := cs.NetworkPolicies("net-2").Get(ctx, PolicyEgress, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(np.Spec.Egress) != 4 {
+		t.Fatalf("egress rules = %+v, want own Pods, DNS and the two of the list", np.Spec.Egress)
+	}
+	first, second := np.Spec.Egress[2], np.Spec.Egress[3]
+	if len(first.To) != 1 || first.To[0].IPBlock == nil || first.To[0].IPBlock.CIDR != "203.0.113.0/24" ||
+		len(first.Ports) != 1 || first.Ports[0].Port.IntValue() != 443 || *first.Ports[0].Protocol != corev1.ProtocolTCP {
+		t.Errorf("first listed rule = %+v, want 203.0.113.0/24 on 443/tcp", first)
+	}
+	if len(second.To) != 1 || second.To[0].IPBlock == nil || second.To[0].IPBlock.CIDR != "2001:db8::/32" || len(second.Ports) != 0 {
+		t.Errorf("second listed rule = %+v, want 2001:db8::/32 on every port", second)
+	}
+}

@@ -214,10 +214,11 @@ func serviceAccountFor(ns string, lbl, ann map[string]string) *corev1.ServiceAcc
 // anyone reach the gateway (it is the deployment's front door, and authenticates callers); let
 // only the gateway reach the MCP servers and db-mcp; let only the servers and the DB sidecars reach the
 // service DB. Port-forwards enter a Pod through its node and are not subject to them.
-// PolicyEgress lets the deployment's Pods reach only each other and DNS (port 53 anywhere, so
-// that node-local resolvers work too): an env declares no other destination, so a server
-// cannot call out of its deployment.
-func policiesFor(ns string, lbl, ann map[string]string) []*networkingv1.NetworkPolicy {
+// PolicyEgress lets the deployment's Pods reach only each other, DNS (port 53 anywhere, so
+// that node-local resolvers work too) and the env's egress list (one rule per entry: its
+// address range, on its TCP port or every port), so a server cannot call out of its
+// deployment anywhere else.
+func policiesFor(ns string, lbl, ann map[string]string, egress []agentenv.EgressRule) []*networkingv1.NetworkPolicy {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: maps.Clone(lbl), Annotations: maps.Clone(ann)}
 	}
@@ -235,13 +236,22 @@ func policiesFor(ns string, lbl, ann map[string]string) []*networkingv1.NetworkP
 	}
 	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
 	dns := intstr.FromInt32(53)
+	out := []networkingv1.NetworkPolicyEgressRule{
+		{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}},
+		{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}}},
+	}
+	for _, e := range egress {
+		rule := networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: e.CIDR}}}}
+		if e.Port > 0 {
+			port := intstr.FromInt32(int32(e.Port))
+			rule.Ports = []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}
+		}
+		out = append(out, rule)
+	}
 	return []*networkingv1.NetworkPolicy{
 		{ObjectMeta: meta(PolicyEgress), Spec: networkingv1.NetworkPolicySpec{
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
-			Egress: []networkingv1.NetworkPolicyEgressRule{
-				{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}},
-				{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}}},
-			},
+			Egress:      out,
 		}},
 		{ObjectMeta: meta(PolicyDefaultDeny), Spec: networkingv1.NetworkPolicySpec{PolicyTypes: ingress}},
 		{ObjectMeta: meta(PolicyGatewayIngress), Spec: networkingv1.NetworkPolicySpec{
