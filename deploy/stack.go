@@ -33,14 +33,16 @@ type stack struct {
 	start  time.Time
 
 	mu        sync.Mutex
-	network   string            // container mode: the private network's provider id
-	vm        string            // VM mode: the VM's record id
-	endpoints map[string]string // component -> where its main port is reached: host:port or a URL
-	private   map[string]string // container mode without DNS: component -> its PrivateHost
-	tools     map[string][]string
-	db        spec.DBPasswords // the service DB's passwords, drawn for this attempt
-	dbURL     string           // the service DB as the read-only verifier role, from this host
-	bin       []byte           // this binary, for stdio servers behind the bridge
+	network   string              // container mode: the private network's provider id
+	vm        string              // VM mode: the VM's record id
+	endpoints map[string]string   // component -> where its main port is reached: host:port or a URL
+	private   map[string]string   // container mode without DNS: component -> its PrivateHost
+	tools     map[string][]string // exposed servers' tools, as each lists them
+	// gatewayTools is how many tools the gateway lists (the probe's count; 0 if it failed)
+	gatewayTools int
+	db           spec.DBPasswords // the service DB's passwords, drawn for this attempt
+	dbURL        string           // the service DB as the read-only verifier role, from this host
+	bin          []byte           // this binary, for stdio servers behind the bridge
 }
 
 func (st *stack) emit(c spec.Component, phase, detail string) {
@@ -512,11 +514,15 @@ func (st *stack) probe(ctx context.Context) error {
 	for _, ts := range st.tools {
 		want += len(ts)
 	}
-	detail := fmt.Sprintf("%d tools from %d servers", len(tools), len(st.tools))
-	// db-mcp is private, so its tools are known only through the gateway: then the gateway
-	// lists at least the servers' tools.
+	st.mu.Lock()
+	st.gatewayTools = len(tools)
+	st.mu.Unlock()
+	detail := fmt.Sprintf("%d tools from %d servers", len(tools), len(st.env.Servers))
+	// Servers are private unless exposed, and db-mcp always is: their tools are known only
+	// through the gateway. When every server was listed from here, the gateway lists at least
+	// their tools (exactly them without db-mcp).
 	dbmcp := st.env.ServiceDB != nil && st.env.ServiceDB.DBMCP.Enabled
-	if len(tools) != want && (!dbmcp || len(tools) < want) {
+	if len(st.tools) == len(st.env.Servers) && len(tools) != want && (!dbmcp || len(tools) < want) {
 		detail += fmt.Sprintf(" (the servers list %d)", want)
 		st.d.log.Warn("gateway tools differ from the servers'", "deployment", st.doc.ID, "gateway", len(tools), "servers", want)
 	}
@@ -555,9 +561,14 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 			doc.URLs[name] = baseURL(addr)
 		}
 	}
-	for name, ts := range st.tools {
-		doc.Servers = append(doc.Servers, name)
+	for _, srv := range st.env.Servers {
+		doc.Servers = append(doc.Servers, srv.Name)
+	}
+	for _, ts := range st.tools {
 		doc.Tools += len(ts)
+	}
+	if st.gatewayTools > 0 {
+		doc.Tools = st.gatewayTools // what a caller of the gateway sees, private servers' included
 	}
 	sort.Strings(doc.Servers)
 	doc.Updated = time.Now().UTC()

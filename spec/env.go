@@ -138,6 +138,10 @@ type Server struct {
 	ReadyTimeout time.Duration `yaml:"ready_timeout"`
 	// Resources are the server's limits (DefaultMemory, DefaultCPUs).
 	Resources Resources `yaml:"resources"`
+	// Expose publishes the server's port on the host too, beside the gateway, for debugging.
+	// That door is unauthenticated: anyone on the host can call every tool, past the gateway's
+	// tokens, roles and trajectory. By default (false) the gateway is the server's only door.
+	Expose bool `yaml:"expose"`
 }
 
 // ServiceDB is the env's PostgreSQL state database.

@@ -80,7 +80,7 @@ func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
 }
 
 func (d *decoder) decodeServer(n *yaml.Node, path string, s *Server) {
-	known := []string{"name", "image", "command", "env", "port", "transport", "path", "database", "ready_timeout", "resources"}
+	known := []string{"name", "image", "command", "env", "port", "transport", "path", "database", "ready_timeout", "resources", "expose"}
 	d.Fields(n, path, known, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "name":
@@ -103,6 +103,8 @@ func (d *decoder) decodeServer(n *yaml.Node, path string, s *Server) {
 			s.ReadyTimeout = d.Duration(v, p)
 		case "resources":
 			d.decodeResources(v, p, &s.Resources)
+		case "expose":
+			s.Expose = d.Boolean(v, p)
 		}
 	})
 }

@@ -142,6 +142,9 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			Path:         s.Path,
 			ReadyTimeout: s.ReadyTimeout,
 			Resources:    s.Resources,
+			// The gateway is the server's door, with its tokens and roles; a port on the host
+			// would be a second one, open to anyone there, unless the env asks for it.
+			Private: !s.Expose,
 		}
 		if s.Database {
 			// Only a server that uses the service DB waits for it; the others start beside it.
@@ -217,7 +220,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 		Port:         e.Gateway.Port,
 		Path:         DefaultPath,
 		After:        serverNames,
-		ReadyTimeout: DefaultReadyTimeout,
+		ReadyTimeout: e.gatewayReadyTimeout(),
 		Resources:    e.Gateway.Resources,
 	})
 	if len(c.errs) > 0 {
@@ -271,6 +274,24 @@ func (e *Env) serviceDBComponent(pw DBPasswords) Component {
 	return comp
 }
 
+// slowestServer is the longest ready_timeout of e's servers.
+func (e *Env) slowestServer() time.Duration {
+	var slowest time.Duration
+	for _, s := range e.Servers {
+		slowest = max(slowest, s.ReadyTimeout)
+	}
+	return slowest
+}
+
+// gatewayReadyTimeout bounds the wait for the gateway, which answers once every backend has:
+// the default, or the slowest server's wait and the default on top.
+func (e *Env) gatewayReadyTimeout() time.Duration {
+	if slowest := e.slowestServer(); slowest > DefaultReadyTimeout {
+		return slowest + DefaultReadyTimeout
+	}
+	return DefaultReadyTimeout
+}
+
 // gatewayCommand is the gateway's command line. servers are NAME=URL pairs.
 func (e *Env) gatewayCommand(tokenFile string, servers []string) []string {
 	g := &e.Gateway
@@ -282,6 +303,11 @@ func (e *Env) gatewayCommand(tokenFile string, servers []string) []string {
 		"--tool-names", string(g.ToolNames),
 		"--mode", string(g.Mode),
 		"--call-timeout", g.CallTimeout.String())
+	// The gateway waits for its backends to answer; a server that may take longer to be ready
+	// than the gateway's default wait widens it, as it is readied behind the gateway.
+	if slowest := e.slowestServer(); slowest > DefaultReadyTimeout {
+		cmd = append(cmd, "--connect-timeout", slowest.String())
+	}
 	if g.MaxConns > 0 {
 		cmd = append(cmd, "--max-conns", strconv.Itoa(g.MaxConns))
 	}
