@@ -453,11 +453,11 @@ func TestFailedDeployLeavesCallersVMAndEarlierDeploymentAlone(t *testing.T) {
 	}
 }
 
-// TestDeployIntoAVMRefusesANameInUse: a live deployment into a caller's VM holds its
-// components' names there; a second deploy of the same env into that VM is refused naming the
-// component and the holder, and the first still serves; the first's teardown removes exactly
-// its containers and leaves the VM.
-func TestDeployIntoAVMRefusesANameInUse(t *testing.T) {
+// TestTwoDeploysShareAVM: two deployments of one env into a caller's VM both serve, each
+// under names of its own on a network of its own (each gateway reaches its own kv); the
+// first's teardown removes exactly its containers, by their records, and leaves the second
+// serving and the VM.
+func TestTwoDeploysShareAVM(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, nil)
 	vmRun := fmt.Sprintf("run-t%x", rand.Uint32())
@@ -467,25 +467,31 @@ func TestDeployIntoAVMRefusesANameInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.mgr.TeardownIDs(context.Background(), vm.ID) //nolint:errcheck // checked below
-	first := r.name()
-	res, err := r.d.Deploy(t.Context(), r.kvEnv(""), deploy.Options{Provider: "docker", Mode: deploy.ModeVM, Into: vm.ID, Name: first})
+	first, second := r.name(), r.name()
+	a, err := r.d.Deploy(t.Context(), r.kvEnv(""), deploy.Options{Provider: "docker", Mode: deploy.ModeVM, Into: vm.ID, Name: first})
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, _ := dockertest.Leftovers(t.Context(), r.dc, map[string]string{agentenv.LabelRecord: vm.ID})
-	second := r.name()
-	_, err = r.d.Deploy(t.Context(), r.kvEnv(""), deploy.Options{Provider: "docker", Mode: deploy.ModeVM, Into: vm.ID, Name: second, Budget: 10 * time.Second})
-	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), first) {
-		t.Fatalf("second deploy into the vm = %v, want ErrInvalid naming %s", err, first)
+	b, err := r.d.Deploy(t.Context(), r.kvEnv(""), deploy.Options{Provider: "docker", Mode: deploy.ModeVM, Into: vm.ID, Name: second})
+	if err != nil {
+		t.Fatalf("second deploy into the vm: %v", err)
 	}
-	if after, _ := dockertest.Leftovers(t.Context(), r.dc, map[string]string{agentenv.LabelRecord: vm.ID}); !slices.Equal(after, before) {
-		t.Errorf("in the vm after the refused deploy: %v, want %v as before", after, before)
+	ca, cb := envtest.Connect(t, a.GatewayURL, a.Token), envtest.Connect(t, b.GatewayURL, b.Token)
+	envtest.Call(t, ca, "set", map[string]any{"key": "k", "value": "first"})
+	envtest.Call(t, cb, "set", map[string]any{"key": "k", "value": "second"})
+	if got := envtest.Call(t, ca, "get", map[string]any{"key": "k"}); !strings.Contains(got, "first") {
+		t.Errorf("the first gateway reads %q: it reached the other deployment's kv", got)
 	}
-	envtest.Call(t, envtest.Connect(t, res.GatewayURL, res.Token), "set", map[string]any{"key": "still", "value": "here"})
+	ca.Close()
 	assertReceiptClean(t, teardown(t, r, first), false)
+	if got := envtest.Call(t, cb, "get", map[string]any{"key": "k"}); !strings.Contains(got, "second") {
+		t.Errorf("after the first's teardown the second reads %q", got)
+	}
+	cb.Close()
+	assertReceiptClean(t, teardown(t, r, second), false)
 	left, _ := dockertest.Leftovers(t.Context(), r.dc, map[string]string{agentenv.LabelRecord: vm.ID})
 	if len(left) != 1 || !strings.HasPrefix(left[0], "network") {
-		t.Errorf("in the caller's VM after teardown: %v, want only its network", left)
+		t.Errorf("in the caller's VM after both teardowns: %v, want only its network", left)
 	}
 	if _, err := r.docker.Get(t.Context(), vm.SandboxID); err != nil {
 		t.Errorf("the caller's VM: %v, want it left alone", err)
