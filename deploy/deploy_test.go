@@ -245,6 +245,9 @@ func TestTwoDeploysShareACallersVM(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second deploy into the same vm: %v", err)
 	}
+	if back, warnings, err := r.d.Reattach(t.Context(), first.Doc.ID); err != nil || len(warnings) != 0 || len(back.Records) != len(held) {
+		t.Errorf("reattach the first = %+v, %v, %v; want its %d records", back, warnings, err, len(held))
+	}
 	if got := r.fake.InVM(vsb.ID); len(got) != 2*len(held) {
 		t.Fatalf("the vm runs %v, want both deployments' %d components", got, 2*len(held))
 	}

@@ -38,7 +38,7 @@ func (d *Deployer) Reattach(ctx context.Context, id string) (*Result, []string, 
 		if _, err = d.mgr.Get(ctx, r.ID); err == nil {
 			for k, v := range r.Attrs {
 				if strings.HasPrefix(k, "endpoint.") {
-					res.Endpoints[component(r.ID)] = v
+					res.Endpoints[componentOf(r)] = v
 				}
 			}
 			continue
@@ -61,6 +61,20 @@ func (d *Deployer) Reattach(ctx context.Context, id string) (*Result, []string, 
 		d.log.Warn(w, "deployment", id)
 	}
 	return res, warnings, nil
+}
+
+// componentOf returns the name of the component record r of a deployment was made for: for a
+// container in a caller's VM, its name there without the deployment's SHORTID- before it;
+// otherwise see component.
+func componentOf(r agentenv.Record) string {
+	if r.Kind == agentenv.KindInVM {
+		name := r.Attrs[agentenv.AttrInVMName]
+		if _, after, ok := strings.Cut(name, "-"); ok {
+			return after
+		}
+		return name
+	}
+	return component(r.ID)
 }
 
 // component returns the name of the component a record of a deployment was made for: its id

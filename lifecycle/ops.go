@@ -32,10 +32,21 @@ func lacks(b *backend, what string) error {
 
 // Get asks the provider of record id whether its sandbox runs, for health and reattach. It is
 // an error wrapping ErrGone if the sandbox finished and ErrNotFound if it is not there.
+//
+// For a container added to a VM (an in_vm record), it reports on the VM that holds it: a VM
+// host does not report on one container of its stack, and the container is gone once the VM
+// is.
 func (m *Manager) Get(ctx context.Context, id string) (agentenv.Sandbox, error) {
 	b, r, err := m.target(ctx, id)
 	if err != nil {
 		return agentenv.Sandbox{}, err
+	}
+	if r.Kind == agentenv.KindInVM {
+		vm, err := m.Get(ctx, r.Attrs[agentenv.AttrVM])
+		if err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("%s: its vm: %w", id, err)
+		}
+		return agentenv.Sandbox{ID: r.SandboxID, Name: r.ID, Provider: vm.Provider, State: vm.State, ExitCode: vm.ExitCode, Labels: r.Labels, Created: r.Created}, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
