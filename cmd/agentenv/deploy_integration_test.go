@@ -3,9 +3,11 @@
 package main_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -191,5 +193,84 @@ func TestDeploymentOutlivesItsCLIUntilItsTTL(t *testing.T) {
 	ls := c.run(t.Context(), nil, "env", "ls", "--all", "--json")
 	if !strings.Contains(ls.stdout, `"state": "torn_down"`) {
 		t.Errorf("the expired deployment is not recorded torn down:\n%s", ls.stdout)
+	}
+}
+
+// TestEnvDeployIntoSIGKILLThenGC: a deploy --into a VM that another deployment made is killed
+// (SIGKILL) once its server is up; gc removes exactly that deploy's container from the VM, by
+// its in_vm record, and leaves the VM, its own stack and a second live deployment in it alone.
+func TestEnvDeployIntoSIGKILLThenGC(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	env := c.kvEnvFile()
+	deployJSON := func(args ...string) map[string]any {
+		t.Helper()
+		r := c.run(t.Context(), nil, append([]string{"env", "deploy", env, "--provider", "docker", "--json"}, args...)...)
+		var out map[string]any
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+			t.Fatalf("env deploy %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		return out
+	}
+	owner := deployJSON("--mode", "vm")
+	vm := owner["records"].([]any)[0].(string)
+	other := deployJSON("--into", vm)
+	inVM := func() []string {
+		t.Helper()
+		l, err := dockertest.Leftovers(context.Background(), c.dc, map[string]string{agentenv.LabelRecord: vm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	before := inVM()
+
+	cmd := c.cmd(t.Context(), nil, "env", "deploy", env, "--provider", "docker", "--into", vm)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "kv ") && strings.Contains(sc.Text(), " ready ") {
+				close(ready)
+				break
+			}
+		}
+		io.Copy(io.Discard, stderr) //nolint:errcheck // drained only
+	}()
+	select {
+	case <-ready:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the deploy to kill never got its kv server ready")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if got := inVM(); len(got) != len(before)+2 {
+		t.Fatalf("with the killed deploy the vm holds %v, want %v and its kv and network", got, before)
+	}
+
+	gc := c.run(t.Context(), nil, "gc")
+	if gc.code != 0 || !strings.Contains(gc.stdout+gc.stderr, "1 collected") || !strings.Contains(gc.stdout, "owner process is dead") {
+		t.Errorf("gc: exit %d\n%s%s", gc.code, gc.stdout, gc.stderr)
+	}
+	if got := inVM(); !slices.Equal(got, before) {
+		t.Errorf("after gc the vm holds %v, want %v as before the killed deploy", got, before)
+	}
+	for _, d := range []map[string]any{other, owner} {
+		td := c.run(t.Context(), nil, "env", "teardown", d["id"].(string))
+		if td.code != 0 {
+			t.Errorf("env teardown %s: exit %d\n%s%s", d["id"], td.code, td.stdout, td.stderr)
+		}
+	}
+	if left := inVM(); len(left) != 0 {
+		t.Errorf("after both teardowns the engine still has %v", left)
 	}
 }
