@@ -211,3 +211,30 @@ func TestComponents_gatewayCaps(t *testing.T) {
 		}
 	}
 }
+
+// A server is private (no host port; the gateway is its door) unless the env exposes it.
+func TestComponents_serversArePrivateUnlessExposed(t *testing.T) {
+	env, err := spec.Parse("env.yaml", []byte(`name: doors
+servers:
+  - name: kv
+    image: agentenv:dev
+    port: 8080
+  - name: debug
+    image: agentenv:dev
+    port: 8080
+    expose: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comps, err := env.Components(spec.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"kv": true, "debug": false, "gateway": false}
+	for _, c := range comps {
+		if w, ok := want[c.Name]; ok && c.Private != w {
+			t.Errorf("%s: Private = %v, want %v", c.Name, c.Private, w)
+		}
+	}
+}
