@@ -200,9 +200,15 @@ func LoadScript(file string) string {
 	return "docker load -q -i " + quote(file) + "; code=$?; rm -f " + quote(file) + "; exit $code"
 }
 
-// RemoveScript force-removes container name.
+// RemoveScript force-removes container name, then each network of its own it was on (a
+// deployment's, SandboxSpec.Network) that no other container uses any more; its exit code and
+// stderr are docker rm's.
 func RemoveScript(name string) string {
-	return shellquote.Join([]string{"docker", "rm", "-f", name})
+	n := quote(name)
+	return "nets=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' " + n + " 2>/dev/null)\n" +
+		shellquote.Join([]string{"docker", "rm", "-f", name}) + "; code=$?\n" +
+		"for net in $nets; do [ \"$net\" = " + quote(Network) + " ] || docker network rm \"$net\" >/dev/null 2>&1; done\n" +
+		"exit $code"
 }
 
 // Removed says whether RemoveScript's exit code and stderr mean the container is gone (removed
