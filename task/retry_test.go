@@ -184,3 +184,88 @@ func marshalText(tb testing.TB, v any) string {
 	}
 	return string(b)
 }
+
+// A step's retry re-runs its span (retry.from and every step depending on it) after tearing
+// down what the span made; a step outside the span, and its sandbox, are kept.
+func TestSpanRetry(t *testing.T) {
+	r := faultRig(t, fault.NewPlan(fault.Rule{Op: agentenv.OpReadFile, Call: 1, Action: fault.Error}))
+	tk := mustParse(t, "span.yaml", `
+name: span
+steps:
+- {id: base, type: deploy_sandbox, provider: fake, image: busybox, depends_on: []}
+- {id: box, type: deploy_sandbox, provider: fake, image: busybox, depends_on: []}
+- {id: put, type: write_file, sandbox: box, path: /out.txt, content: hello, depends_on: [box]}
+- {id: check, type: file_contains, sandbox: box, path: /out.txt, contains: hello, depends_on: [put], retry: {max: 1, from: box}}
+- {id: after, type: write_file, sandbox: base, path: /b.txt, content: x, depends_on: [base, check]}
+`)
+	sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{Retries: -1})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	ep := sum.Episodes[0]
+	if ep.Outcome != task.OutcomePassed {
+		t.Fatalf("episode = %s %q, want passed after the span's retry", ep.Outcome, ep.Error)
+	}
+	doc, err := r.ledger.Runs().Get(t.Context(), ep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Attempts) != 1 {
+		t.Fatalf("attempts = %+v, want one", doc.Attempts)
+	}
+	a := doc.Attempts[0]
+	if a.Span != "box..check" || a.Step != "check" || a.ErrorKind != agentenv.StepErrorInfra || !strings.Contains(a.Error, "injected fault") {
+		t.Errorf("attempt = %+v", a)
+	}
+	// What the span made (box's sandbox) went down before the retry; base's did not.
+	if a.Receipt == nil || len(a.Receipt.Items) != 1 {
+		t.Fatalf("span receipt = %+v, want box's sandbox alone", a.Receipt)
+	}
+	recs, err := r.ledger.List(t.Context(), agentenv.Filter{Run: ep.Run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[agentenv.Role]int{}
+	for _, rec := range recs {
+		roles[rec.Role]++
+		if rec.ID == a.Receipt.Items[0].Record && rec.Role != agentenv.TaskRole("box") {
+			t.Errorf("the span teardown took %s (%s), want box's sandbox", rec.ID, rec.Role)
+		}
+	}
+	if roles[agentenv.TaskRole("box")] != 2 || roles[agentenv.TaskRole("base")] != 1 {
+		t.Errorf("sandboxes by role = %v, want box twice (fresh after the retry), base once (kept)", roles)
+	}
+	if c := r.fake.Calls(agentenv.OpCreate); c != 3 {
+		t.Errorf("%d creates, want 3", c)
+	}
+	r.assertFakeClean(t)
+}
+
+// A step's retry that runs out, or an agent's error, is not retried again.
+func TestSpanRetryLimits(t *testing.T) {
+	r := faultRig(t, fault.NewPlan(fault.Rule{Op: agentenv.OpReadFile, Call: 0, Action: fault.Error}))
+	tk := mustParse(t, "span.yaml", `
+name: span
+steps:
+- {id: box, type: deploy_sandbox, provider: fake, image: busybox}
+- {id: check, type: file_contains, sandbox: box, path: /out.txt, contains: hello, retry: {max: 2, from: box}}
+`)
+	sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{Retries: -1})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	ep := sum.Episodes[0]
+	doc, _ := r.ledger.Runs().Get(t.Context(), ep.Run)
+	if ep.Outcome != task.OutcomeError || len(doc.Attempts) != 2 || r.fake.Calls(agentenv.OpCreate) != 3 {
+		t.Errorf("episode = %s, %d attempts, %d creates; want error after 2 span retries (3 creates)", ep.Outcome, len(doc.Attempts), r.fake.Calls(agentenv.OpCreate))
+	}
+	r.assertFakeClean(t)
+
+	if _, err := task.Parse("bad.yaml", []byte(`
+steps:
+- {id: a, type: deploy_sandbox, provider: fake, image: x, depends_on: []}
+- {id: b, type: deploy_sandbox, provider: fake, image: x, depends_on: [], retry: {from: a}}
+`)); err == nil || !strings.Contains(err.Error(), "bad.yaml:4: steps[1].retry.from") {
+		t.Errorf("retry from a step that is not a dependency: %v", err)
+	}
+}
