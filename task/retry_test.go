@@ -78,8 +78,8 @@ func TestEpisodeRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Attempts) != 1 {
-		t.Fatalf("attempts = %+v, want the one failed attempt", doc.Attempts)
+	if len(doc.Attempts) != 1 || len(ep.Attempts) != 1 {
+		t.Fatalf("attempts = %+v (summary %+v), want the one failed attempt", doc.Attempts, ep.Attempts)
 	}
 	a := doc.Attempts[0]
 	if a.Attempt != 1 || a.Step != "box" || a.ErrorKind != agentenv.StepErrorInfra || !strings.Contains(a.Error, "injected fault") || a.Receipt == nil {
