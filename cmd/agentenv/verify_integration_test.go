@@ -152,3 +152,36 @@ func writeTestFile(t *testing.T, path, data string) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunSpanRetry: a fault-injected create fails a step that has retry: {max: 1}; its span
+// (the step and what depends on it) runs again on the real engine and the episode passes,
+// with no episode retry (--retries 0) and nothing left.
+func TestRunSpanRetry(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "task.yaml"), `name: span
+steps:
+  - id: box
+    type: deploy_sandbox
+    provider: docker
+    image: agentenv-node:local
+    command: [sleep, "300"]
+    retry: {max: 1}
+  - id: suite
+    type: script
+    sandbox: box
+    command: [sh, -c, 'echo "{\"score\": 1, \"results\": []}"']
+`)
+	r := c.run(t.Context(), []string{"AGENTENV_FAULTS=docker/create:1:error"}, "run", filepath.Join(dir, "task.yaml"), "--retries", "0")
+	if r.code != 0 || !strings.Contains(r.stderr, "retry: span box..box attempt 1 failed") {
+		t.Fatalf("run: exit %d, want a pass after the span's retry\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	get := c.run(t.Context(), nil, "runs", "get", runLine(r.stdout))
+	if !strings.Contains(get.stdout, "retried: span box..box attempt 1") {
+		t.Errorf("runs get: no retried span\n%s", get.stdout)
+	}
+	if left := c.runLeftovers(runLine(r.stdout)); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
