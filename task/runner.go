@@ -51,6 +51,20 @@ type RunOptions struct {
 	Seeds           string // CSV file: a header of placeholder names, one task instance per row
 	Provider        string // provider (or comma chain) of steps that name none
 	Keep            bool   // leave what episodes made running; see Runner.Teardown
+	// Retries is how many times an episode that ended on an infrastructure error runs again
+	// from scratch: the task's retries.infra if 0, none if negative. Never with Keep.
+	Retries int
+}
+
+// infraRetries is the number of whole-episode retries of t under opts.
+func (opts RunOptions) infraRetries(t *Task) int {
+	switch {
+	case opts.Keep || opts.Retries < 0:
+		return 0
+	case opts.Retries > 0:
+		return opts.Retries
+	}
+	return t.InfraRetries
 }
 
 func (r *Runner) logger() *slog.Logger {
@@ -160,7 +174,7 @@ func (r *Runner) Run(ctx context.Context, t *Task, opts RunOptions) (Summary, er
 	if r.runs() == nil {
 		return sum, fmt.Errorf("run %s: no ledger: %w", t.Name, agentenv.ErrInvalid)
 	}
-	if err := t.preflight(opts); err != nil {
+	if err := errors.Join(t.preflight(opts), r.preflightJudges(t)); err != nil {
 		return sum, err
 	}
 	insts, err := r.instances(t, opts.Seeds)
@@ -204,7 +218,9 @@ func (r *Runner) Run(ctx context.Context, t *Task, opts RunOptions) (Summary, er
 		}()
 	}
 	wg.Wait()
-	sum.tally()
+	eps := sum.Episodes
+	sum = Summarize(t.Name, opts.K, eps)
+	sum.TaskDigest = t.Digest
 	sum.Elapsed = time.Since(start)
 	if err := ctx.Err(); err != nil {
 		return sum, fmt.Errorf("run %s: %w", t.Name, err)
@@ -235,7 +251,19 @@ func (e *episode) run(ctx context.Context) Episode {
 	start := time.Now()
 	e.emit(Event{Kind: EventEpisode, Time: start, Run: e.id, Episode: e.num, Episodes: e.total, Status: "started"})
 	e.save(ctx)
-	fatal := e.runDAG(ctx)
+	var fatal, infra error
+	for attempt := 1; ; attempt++ {
+		astart := time.Now()
+		fatal = e.runDAG(ctx)
+		infra = e.infraError(fatal)
+		if infra == nil || attempt > e.opts.infraRetries(e.t) || ctx.Err() != nil {
+			break
+		}
+		if err := e.retryEpisode(ctx, attempt, astart, infra); err != nil {
+			infra = err // what the failed attempt left could not be torn down: stop here
+			break
+		}
+	}
 
 	res := Episode{Run: e.id}
 	score := e.score()
@@ -243,6 +271,8 @@ func (e *episode) run(ctx context.Context) Episode {
 	switch {
 	case errors.Is(fatal, errCancelled) || ctx.Err() != nil:
 		res.Outcome, res.Error = OutcomeCancelled, "cancelled"
+	case infra != nil:
+		res.Outcome, res.Error = OutcomeError, infra.Error()
 	case fatal != nil:
 		res.Outcome, res.Error = OutcomeFailed, fatal.Error()
 	case score == nil:
@@ -271,7 +301,7 @@ func (e *episode) run(ctx context.Context) Episode {
 		if err != nil {
 			ev.Error = err.Error()
 			if res.Outcome != OutcomeCancelled {
-				res.Outcome = OutcomeFailed
+				res.Outcome = OutcomeError // a teardown that failed is the infrastructure's
 			}
 			res.Error = joinMsg(res.Error, err.Error())
 		}
@@ -286,6 +316,8 @@ func (e *episode) run(ctx context.Context) Episode {
 		e.doc.Status = agentenv.RunCancelled
 	case OutcomeFailed:
 		e.doc.Status = agentenv.RunFailed
+	case OutcomeError:
+		e.doc.Status = agentenv.RunError
 	default:
 		e.doc.Status = agentenv.RunCompleted
 	}
@@ -295,6 +327,7 @@ func (e *episode) run(ctx context.Context) Episode {
 	e.mu.Lock()
 	res.Error = e.redact(res.Error)
 	res.Warnings = append([]string(nil), e.warnings...)
+	res.Attempts = append([]agentenv.RunAttempt(nil), e.doc.Attempts...)
 	for _, s := range e.t.Steps {
 		res.Steps = append(res.Steps, e.states[s.ID].rec)
 	}

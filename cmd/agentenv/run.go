@@ -19,6 +19,7 @@ import (
 func newRunCmd(a *app) *cobra.Command {
 	var f struct {
 		k, concurrency  int
+		retries         int
 		seeds, provider string
 		keep, json      bool
 		passEnv         []string
@@ -30,7 +31,12 @@ func newRunCmd(a *app) *cobra.Command {
 and always ends by tearing down everything the episodes deployed, printing the receipt.
 'agentenv run hello' is built in: it needs no Docker, no model and no config.
 
-Exit codes: 0 every episode passed, 1 any failed or scored below 1, 2 bad input, 130 or 143
+An episode that ends on an infrastructure error (a deploy, a provider, a model endpoint, a
+verifier that could not run) has outcome error: it counts in neither the mean nor pass@k, and
+--retries N (or the task's retries: {infra: N}) runs it again from scratch, after tearing down
+what it made; every attempt is kept in the run record.
+
+Exit codes: 0 every episode passed, 1 any failed, scored below 1 or error, 2 bad input, 130 or 143
 when interrupted (what was made is torn down first).`,
 		Example: `  agentenv run hello
   agentenv run examples/notes-task --k 8 --concurrency 4`,
@@ -57,7 +63,11 @@ when interrupted (what was made is torn down first).`,
 			if err != nil {
 				return err
 			}
-			sum, err := r.Run(ctx, t, task.RunOptions{K: f.k, Concurrency: f.concurrency, Seeds: f.seeds, Provider: f.provider, Keep: f.keep})
+			retries := f.retries
+			if retries == 0 && cmd.Flags().Changed("retries") {
+				retries = -1 // --retries 0: none, whatever the task says
+			}
+			sum, err := r.Run(ctx, t, task.RunOptions{K: f.k, Concurrency: f.concurrency, Seeds: f.seeds, Provider: f.provider, Keep: f.keep, Retries: retries})
 			if err != nil && len(sum.Episodes) == 0 {
 				return err
 			}
@@ -92,6 +102,7 @@ when interrupted (what was made is torn down first).`,
 	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "let env files' env:NAME references read NAME from this environment (repeatable; adds to env.pass)")
 	fl.IntVar(&f.k, "k", 1, "episodes per task instance")
 	fl.IntVar(&f.concurrency, "concurrency", 1, "episodes at once")
+	fl.IntVar(&f.retries, "retries", 0, "run an episode that ended on an infrastructure error again from scratch, up to N times (default: the task's retries.infra)")
 	fl.StringVar(&f.seeds, "seeds", "", "CSV file whose rows fill the task's <placeholders>")
 	fl.StringVar(&f.provider, "provider", "", "provider of steps that name none (default: provider.default)")
 	fl.BoolVar(&f.keep, "keep", false, "keep what the episodes made until Ctrl-C")
@@ -115,8 +126,8 @@ func printSummary(a *app, sum task.Summary) {
 	if !sum.AllPassed() {
 		verdict = "not passed"
 	}
-	fmt.Fprintf(a.stdout, "%s: %d passed, %d scored below 1, %d failed, %d cancelled; mean score %.3g; pass@1 %.3g; %s\n",
-		verdict, sum.Passed, sum.ScoredBelow, sum.Failed, sum.Cancelled, sum.MeanScore, sum.PassAt["1"], sum.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(a.stdout, "%s: %d passed, %d scored below 1, %d failed, %d error, %d cancelled; mean score %.3g [%.3g, %.3g]; pass@1 %.3g; %s\n",
+		verdict, sum.Passed, sum.ScoredBelow, sum.Failed, sum.Errors, sum.Cancelled, sum.MeanScore, sum.MeanCI95[0], sum.MeanCI95[1], sum.PassAt["1"], sum.Elapsed.Round(time.Millisecond))
 }
 
 // taskDeployer lets task steps deploy env files through the deploy package. The deployment
@@ -215,9 +226,20 @@ func newRunsCmd(a *app) *cobra.Command {
 				if s.Score != nil {
 					sc = fmt.Sprintf("%.3g", *s.Score)
 				}
-				rows = append(rows, []string{s.ID, s.Type, string(s.Status), sc, s.Ended.Sub(s.Started).Round(time.Millisecond).String(), s.Error})
+				rows = append(rows, []string{s.ID, s.Type, string(s.Status), sc, s.Ended.Sub(s.Started).Round(time.Millisecond).String(), string(s.ErrorKind), s.Error})
 			}
-			table(a.stdout, []string{"STEP", "TYPE", "STATUS", "SCORE", "TIME", "ERROR"}, rows)
+			table(a.stdout, []string{"STEP", "TYPE", "STATUS", "SCORE", "TIME", "KIND", "ERROR"}, rows)
+			for _, at := range r.Attempts {
+				what := "episode"
+				if at.Span != "" {
+					what = "span " + at.Span
+				}
+				down := 0
+				if at.Receipt != nil {
+					down = at.Receipt.Count(agentenv.OutcomeTerminated) + at.Receipt.Count(agentenv.OutcomeAlreadyGone)
+				}
+				fmt.Fprintf(a.stdout, "retried: %s attempt %d (%s, %s error, %d torn down): %s\n", what, at.Attempt, at.Elapsed.Round(time.Millisecond), at.ErrorKind, down, at.Error)
+			}
 			for _, s := range r.Steps {
 				if p := s.Outputs["trajectory"]; p != "" {
 					fmt.Fprintf(a.stdout, "trajectory of %s: %s\n", s.ID, filepath.Clean(p))
