@@ -77,6 +77,7 @@ var Keys = []Key{
 	{Name: "lifecycle.call_timeout", Default: "60s", Doc: "bound on one other provider call (health, listing, files, logs)"},
 	{Name: "lifecycle.exec_timeout", Default: "10m", Doc: "bound on one command run in a sandbox or a VM's stack"},
 	{Name: "images.runtime", Default: "agentenv:dev", Doc: "image of agentenv's own components (gateway, example servers, db-mcp)"},
+	{Name: "state.store", Doc: "state store: a PostgreSQL server (postgres://…, a role that may create databases and roles) whose databases stand in for each deployment's service DB container; 'agentenv state up' starts one", Secret: true},
 	{Name: "images.postgres", Default: "agentenv-postgres:local", Doc: "image of the service DB"},
 	{Name: "images.db_web", Default: "agentenv-adminer:local", Doc: "image of the DB web UI"},
 	{Name: "model.base_url", Doc: "model endpoint of prompt_agent's built-in agent: an OpenAI-compatible base URL (…/v1) for agent: openai, Anthropic's root URL for agent: anthropic"},
