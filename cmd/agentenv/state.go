@@ -160,9 +160,12 @@ agentenv made in it are ever dropped. 'state up' starts a local store on the Doc
 }
 
 func newStateUpCmd(a *app) *cobra.Command {
-	var f struct{ json bool }
+	var f struct {
+		json bool
+		name string
+	}
 	cmd := &cobra.Command{
-		Use:   "up [--json]",
+		Use:   "up [--json] [--name NAME]",
 		Short: "Start a local state store on the Docker engine and print its DSN",
 		Long: `up starts one PostgreSQL container (images.postgres), recorded and labelled like any
 sandbox, named ` + stateRecord + `, which joins the private network of each docker deployment
@@ -176,7 +179,7 @@ that uses it. It stays until 'agentenv state down'. Use the DSN it prints as sta
 			if err != nil {
 				return err
 			}
-			dsn, err := stateUp(ctx, a, mgr)
+			dsn, err := stateUp(ctx, a, mgr, f.name)
 			if err != nil {
 				return err
 			}
@@ -188,17 +191,18 @@ that uses it. It stays until 'agentenv state down'. Use the DSN it prints as sta
 		},
 	}
 	cmd.Flags().BoolVar(&f.json, "json", false, `print {"dsn": ...}`)
+	cmd.Flags().StringVar(&f.name, "name", stateRecord, "the store's record id and container name")
 	return cmd
 }
 
 // stateUp starts the local store, or returns the DSN of the one running.
-func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager) (string, error) {
+func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager, name string) (string, error) {
 	ls, err := readLocalStore()
 	if err != nil {
 		return "", err
 	}
-	if rec, err := mgr.Ledger().Get(ctx, stateRecord); err == nil && rec.State == agentenv.StateLive && ls != nil {
-		if _, err := mgr.Get(ctx, stateRecord); err == nil {
+	if rec, err := mgr.Ledger().Get(ctx, name); err == nil && rec.State == agentenv.StateLive && ls != nil {
+		if _, err := mgr.Get(ctx, name); err == nil {
 			return ls.DSN, waitStore(ctx, ls.DSN)
 		}
 	}
@@ -214,7 +218,7 @@ func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager) (string, error
 		return "", fmt.Errorf("state up: %w", err)
 	}
 	rec, sb, err := mgr.Create(ctx, lifecycle.CreateRequest{
-		Provider: "docker", ID: stateRecord, Role: roleStateStore, TTL: stateTTL,
+		Provider: "docker", ID: name, Role: roleStateStore, TTL: stateTTL,
 		Spec: agentenv.SandboxSpec{
 			Image: image,
 			// Many deployments at once, each a few sessions; its data is episodes' state, so
@@ -289,9 +293,12 @@ func randomHex(n int) (string, error) {
 }
 
 func newStateDownCmd(a *app) *cobra.Command {
-	var f struct{ force bool }
+	var f struct {
+		force bool
+		name  string
+	}
 	cmd := &cobra.Command{
-		Use:   "down [--force]",
+		Use:   "down [--force] [--name NAME]",
 		Short: "Remove the local state store (refused while deployments use it, unless --force)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -334,7 +341,7 @@ func newStateDownCmd(a *app) *cobra.Command {
 					return terr
 				}
 			}
-			if rec, err := mgr.Ledger().Get(ctx, stateRecord); err == nil && rec.State != agentenv.StateGone {
+			if rec, err := mgr.Ledger().Get(ctx, f.name); err == nil && rec.State != agentenv.StateGone {
 				rc, terr := mgr.Teardown(ctx, []agentenv.Record{rec})
 				printReceipt(a.stderr, rc)
 				if terr != nil {
@@ -350,5 +357,6 @@ func newStateDownCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&f.force, "force", false, "drop the databases of deployments still using the store too")
+	cmd.Flags().StringVar(&f.name, "name", stateRecord, "the store's record id and container name")
 	return cmd
 }
