@@ -254,3 +254,89 @@ func TestStoreChainFirstMemberFailsKeepsOnlyTheWinnersDatabase(t *testing.T) {
 		t.Errorf("databases after teardown %v, want none", got)
 	}
 }
+
+// TestSnapshotDeployedTwiceExportsTheSame seeds a deployment through its server, snapshots its
+// database, and deploys the snapshot twice: both servers export the same data (data/get), the
+// seeded notes; a name the store lacks fails at the field, and rm-snapshot drops it.
+func TestSnapshotDeployedTwiceExportsTheSame(t *testing.T) {
+	t.Parallel()
+	s := newStoreRig(t, nil)
+	env := s.notesEnv(false)
+	src := s.name()
+	res, err := s.d.Deploy(t.Context(), env, deploy.Options{Provider: "docker", Name: src, Store: s.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := envtest.Connect(t, res.GatewayURL, res.Token)
+	envtest.Call(t, cs, "add_note", map[string]any{"title": "seeded", "body": "paid once", "tags": []string{"load"}})
+	envtest.Call(t, cs, "add_note", map[string]any{"title": "second", "body": "also seeded"})
+	cs.Close()
+	name := "seeded-" + strings.TrimPrefix(s.name(), "dep-")
+	if _, err := s.d.Snapshot(t.Context(), src, name, s.store); err != nil {
+		t.Fatal(err)
+	}
+	// The source keeps working after its sessions were closed for the copy.
+	cs = envtest.Connect(t, res.GatewayURL, res.Token)
+	envtest.Call(t, cs, "add_note", map[string]any{"title": "after", "body": "not in the snapshot"})
+	cs.Close()
+	assertReceiptClean(t, teardown(t, s.rig, src), false)
+
+	y := strings.Replace(string(mustMarshalEnv(t, s, env)), "service_db:\n", "service_db:\n  from_snapshot: "+name+"\n", 1)
+	snapEnv := s.parse("notes", y)
+	var exports []string
+	for range 2 {
+		id := s.name()
+		res, err := s.d.Deploy(t.Context(), snapEnv, deploy.Options{Provider: "docker", Name: id, Store: s.store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exports = append(exports, string(envtest.Data(t, "http://"+res.Endpoints["notes"], "data/get", nil)))
+		assertReceiptClean(t, teardown(t, s.rig, id), false)
+	}
+	if exports[0] != exports[1] {
+		t.Errorf("data/get of two deployments of one snapshot differ:\n%s\n%s", exports[0], exports[1])
+	}
+	if !strings.Contains(exports[0], "paid once") || strings.Contains(exports[0], "not in the snapshot") {
+		t.Errorf("data/get = %s, want the two seeded notes only", exports[0])
+	}
+
+	missing := s.parse("notes", strings.Replace(y, name, "no-such-snapshot", 1))
+	if _, err := s.d.Deploy(t.Context(), missing, deploy.Options{Provider: "docker", Name: s.name(), Store: s.store}); err == nil ||
+		!strings.Contains(err.Error(), "notes.yaml:") || !strings.Contains(err.Error(), "service_db.from_snapshot") {
+		t.Errorf("deploy of an unknown snapshot = %v, want an error at notes.yaml:LINE: service_db.from_snapshot", err)
+	}
+	if _, err := s.d.Deploy(t.Context(), snapEnv, deploy.Options{Provider: "docker", Name: s.name()}); err == nil || !strings.Contains(err.Error(), "service_db.from_snapshot") {
+		t.Errorf("deploy of a snapshot without a store = %v, want an error at service_db.from_snapshot", err)
+	}
+	rc, err := s.d.RemoveSnapshot(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertReceiptClean(t, rc, false)
+	if got := s.databases(t, pgstore.DatabasePrefix+"snap-"); len(got) != 0 {
+		t.Errorf("snapshots after rm-snapshot: %v", got)
+	}
+	if got := s.databases(t, pgstore.DatabasePrefix+"servicedb-"); len(got) != 0 {
+		t.Errorf("databases after the teardowns: %v", got)
+	}
+}
+
+// mustMarshalEnv returns the notes env's YAML as notesEnv writes it.
+func mustMarshalEnv(t *testing.T, s *storeRig, _ any) []byte {
+	t.Helper()
+	return []byte(fmt.Sprintf(`name: notes
+servers:
+  - name: notes
+    image: %[1]s
+    command: [/agentenv, serve, notes, --listen, ":8080"]
+    port: 8080
+    database: true
+service_db:
+  image: %[2]s
+  db_mcp:
+    enabled: true
+    image: %[1]s
+gateway:
+  image: %[1]s
+`, s.runtime, postgresImage))
+}

@@ -155,8 +155,65 @@ own login roles. Every database is a ledger record: torn down with the deploymen
 gone from pg_database) and collected by gc. A store you name is borrowed: only the databases
 agentenv made in it are ever dropped. 'state up' starts a local store on the Docker engine.`,
 	}
-	cmd.AddCommand(newStateUpCmd(a), newStateDownCmd(a))
+	cmd.AddCommand(newStateUpCmd(a), newStateDownCmd(a), newStateRmSnapshotCmd(a))
 	return cmd
+}
+
+// newEnvSnapshotCmd is `agentenv env snapshot`.
+func newEnvSnapshotCmd(a *app) *cobra.Command {
+	var f struct{ name, stateStore string }
+	cmd := &cobra.Command{
+		Use:   "snapshot DEPLOYMENT --name NAME",
+		Short: "Save a deployment's service DB (each server's schema) as a named snapshot in the state store",
+		Long: `snapshot copies the deployment's database in the state store into a template database
+named NAME, recorded in the ledger until 'agentenv state rm-snapshot NAME'. An env file's
+service_db.from_snapshot: NAME then deploys from it, so a long load_data is paid once. The
+deployment's open sessions are closed for the moment of the copy; its servers reconnect. A
+deployment whose service DB is a container cannot be snapshotted: deploy it with a store.`,
+		Example: `  agentenv env snapshot dep-0123456789ab --name seeded`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if f.name == "" {
+				return usageError{"env snapshot: --name is required"}
+			}
+			a.setStateStore(f.stateStore)
+			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			store, err := a.store(ctx)
+			if err != nil {
+				return err
+			}
+			rec, err := deploy.New(mgr, a.log).Snapshot(ctx, args[0], f.name, store)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "snapshot %s (record %s) of deployment %s\n", f.name, rec.ID, args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&f.name, "name", "", "the snapshot's name, 1-40 of [a-z0-9-]")
+	cmd.Flags().StringVar(&f.stateStore, "state-store", "", "the state store (overrides state.store)")
+	return cmd
+}
+
+func newStateRmSnapshotCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm-snapshot NAME",
+		Short: "Remove a snapshot of env state from the store, with a verified receipt",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mgr, err := a.manager(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rc, err := deploy.New(mgr, a.log).RemoveSnapshot(cmd.Context(), args[0])
+			printReceipt(a.stdout, rc)
+			return err
+		},
+	}
 }
 
 func newStateUpCmd(a *app) *cobra.Command {
