@@ -42,17 +42,17 @@ type localStore struct {
 	Container string `json:"container"`
 }
 
-func localStorePath() (string, error) {
+func localStorePath(name string) (string, error) {
 	sd, err := stateDir()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(sd, "state-store.json"), nil
+	return filepath.Join(sd, name+".json"), nil
 }
 
-// readLocalStore returns the local store, or nil if none was started.
-func readLocalStore() (*localStore, error) {
-	path, err := localStorePath()
+// readLocalStore returns the local store name, or nil if none was started.
+func readLocalStore(name string) (*localStore, error) {
+	path, err := localStorePath(name)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +254,7 @@ that uses it. It stays until 'agentenv state down'. Use the DSN it prints as sta
 
 // stateUp starts the local store, or returns the DSN of the one running.
 func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager, name string) (string, error) {
-	ls, err := readLocalStore()
+	ls, err := readLocalStore(name)
 	if err != nil {
 		return "", err
 	}
@@ -301,7 +301,7 @@ func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager, name string) (
 		printReceipt(a.stderr, rc)
 		return "", fmt.Errorf("state up: %w", err)
 	}
-	path, err := localStorePath()
+	path, err := localStorePath(name)
 	if err != nil {
 		return "", err
 	}
@@ -351,8 +351,8 @@ func randomHex(n int) (string, error) {
 
 func newStateDownCmd(a *app) *cobra.Command {
 	var f struct {
-		force bool
-		name  string
+		force            bool
+		name, stateStore string
 	}
 	cmd := &cobra.Command{
 		Use:   "down [--force] [--name NAME]",
@@ -360,11 +360,15 @@ func newStateDownCmd(a *app) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			mgr, err := a.manager(ctx)
+			a.setStateStore(f.stateStore)
+			ls, err := readLocalStore(f.name)
 			if err != nil {
 				return err
 			}
-			ls, err := readLocalStore()
+			if ls != nil && a.cfg.Raw("state.store") == "" {
+				a.setStateStore(ls.DSN) // its databases' records need the store's provider
+			}
+			mgr, err := a.manager(ctx)
 			if err != nil {
 				return err
 			}
@@ -405,7 +409,7 @@ func newStateDownCmd(a *app) *cobra.Command {
 					return terr
 				}
 			}
-			if path, err := localStorePath(); err == nil {
+			if path, err := localStorePath(f.name); err == nil {
 				if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return fmt.Errorf("state down: %w", err)
 				}
@@ -415,5 +419,6 @@ func newStateDownCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&f.force, "force", false, "drop the databases of deployments still using the store too")
 	cmd.Flags().StringVar(&f.name, "name", stateRecord, "the store's record id and container name")
+	cmd.Flags().StringVar(&f.stateStore, "state-store", "", "the store's DSN (default: state.store, else the one 'state up --name' printed)")
 	return cmd
 }
