@@ -281,7 +281,7 @@ func TestSnapshotDeployedTwiceExportsTheSame(t *testing.T) {
 	cs.Close()
 	assertReceiptClean(t, teardown(t, s.rig, src), false)
 
-	y := strings.Replace(string(mustMarshalEnv(t, s, env)), "service_db:\n", "service_db:\n  from_snapshot: "+name+"\n", 1)
+	y := strings.Replace(notesYAML(s), "service_db:\n", "service_db:\n  from_snapshot: "+name+"\n", 1)
 	snapEnv := s.parse("notes", y)
 	var exports []string
 	for range 2 {
@@ -321,10 +321,9 @@ func TestSnapshotDeployedTwiceExportsTheSame(t *testing.T) {
 	}
 }
 
-// mustMarshalEnv returns the notes env's YAML as notesEnv writes it.
-func mustMarshalEnv(t *testing.T, s *storeRig, _ any) []byte {
-	t.Helper()
-	return []byte(fmt.Sprintf(`name: notes
+// notesYAML is the notes env of notesEnv without the web UI, as a file.
+func notesYAML(s *storeRig) string {
+	return fmt.Sprintf(`name: notes
 servers:
   - name: notes
     image: %[1]s
@@ -338,5 +337,5 @@ service_db:
     image: %[1]s
 gateway:
   image: %[1]s
-`, s.runtime, postgresImage))
+`, s.runtime, postgresImage)
 }
