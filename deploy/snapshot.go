@@ -111,11 +111,28 @@ func (d *Deployer) sealSnapshot(ctx context.Context, st *stack, src, db string) 
 	if err == nil {
 		roles, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	}
+	// DROP OWNED also revokes the roles' rights on databases, the source's included: they
+	// are read first and given back after.
+	var grants []string
+	if err == nil {
+		rows, err = conn.Query(ctx, `SELECT format('GRANT %s ON DATABASE %I TO %I', a.privilege_type, d.datname, r.rolname)
+			FROM pg_database d, aclexplode(d.datacl) a JOIN pg_roles r ON r.oid = a.grantee
+			WHERE d.datname = $1 AND starts_with(r.rolname, $2)`, src, pgstore.RolePrefix(src))
+		if err == nil {
+			grants, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+	}
 	for _, r := range roles {
 		if err != nil {
 			break
 		}
 		_, err = conn.Exec(ctx, fmt.Sprintf("REASSIGN OWNED BY %[1]s TO CURRENT_USER; DROP OWNED BY %[1]s", r))
+	}
+	for _, g := range grants {
+		if err != nil {
+			break
+		}
+		_, err = conn.Exec(ctx, g)
 	}
 	cerr := cleanup.Do(ctx, closeTimeout, conn.Close)
 	if err != nil {
