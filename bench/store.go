@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"time"
 
 	"github.com/agentenv/agentenv/internal/cleanup"
@@ -47,11 +48,16 @@ func (b *bencher) storeDeploys(ctx context.Context) {
 		}
 	}()
 	deploy := func(store bool) (took, down time.Duration, ok bool) {
-		args := []string{"env", "deploy", b.cfg.EnvFile, "--json", "--ttl", "30m"}
+		// The store's deployments are torn down (and gc'd) with the store configured, as a
+		// user's config or AGENTENV_STATE_STORE would have it; the others never see it.
+		var env []string
 		if store {
-			args = append(args, "--state-store", up.DSN)
+			env = []string{"AGENTENV_STATE_STORE=" + up.DSN}
 		}
-		r, err := b.agentenv(ctx, deployTimeout, args...)
+		run := func(timeout time.Duration, args ...string) (result, error) {
+			return b.exec(ctx, timeout, env, b.cfg.Binary, append([]string{"--ledger", filepath.Join(b.cfg.Dir, "ledger.db")}, args...)...)
+		}
+		r, err := run(deployTimeout, "env", "deploy", b.cfg.EnvFile, "--json", "--ttl", "30m")
 		var dep struct{ ID string }
 		if err == nil {
 			err = json.Unmarshal([]byte(r.stdout), &dep)
@@ -60,7 +66,7 @@ func (b *bencher) storeDeploys(ctx context.Context) {
 			b.problem("agentenv env deploy (store %v): %v", store, err)
 			return 0, 0, false
 		}
-		td, err := b.agentenv(ctx, shortTimeout, "env", "teardown", dep.ID)
+		td, err := run(shortTimeout, "env", "teardown", dep.ID)
 		if err != nil {
 			b.problem("agentenv env teardown %s: %v", dep.ID, err)
 			return 0, 0, false

@@ -294,9 +294,11 @@ func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager, name string) (
 	}
 	u := url.URL{Scheme: "postgres", User: url.UserPassword("agentenv", password), Host: sb.Endpoints["5432"], Path: "/agentenv", RawQuery: "sslmode=disable"}
 	dsn := u.String()
-	if err := waitStore(ctx, dsn); err == nil {
+	err = waitStore(ctx, dsn)
+	if err == nil {
 		err = mgr.Release(ctx, rec.Expires, rec.ID)
-	} else {
+	}
+	if err != nil {
 		rc, _ := mgr.Teardown(ctx, []agentenv.Record{rec})
 		printReceipt(a.stderr, rc)
 		return "", fmt.Errorf("state up: %w", err)
