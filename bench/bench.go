@@ -92,7 +92,7 @@ const (
 )
 
 // Steps are the names of the measures, in the order Run takes them, for Config.Only.
-var Steps = []string{"deploy", "gateway", "hello", "sandbox", "gc"}
+var Steps = []string{"deploy", "store", "gateway", "hello", "sandbox", "gc"}
 
 func (c *Config) defaults() error {
 	if c.Binary == "" || c.Dir == "" || c.EnvFile == "" || c.Engine == nil {
@@ -142,6 +142,7 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 		fn        func(context.Context)
 	}{
 		{"deploy", "deploy and teardown, agentenv and docker compose", b.deploys},
+		{"store", "deploy and teardown with the service DB in a state store, and without", b.storeDeploys},
 		{"gateway", "gateway tools/call against direct calls (go test -bench)", b.gateway},
 		{"hello", "agentenv run hello", b.hello},
 		{"sandbox", "sandbox create and terminate, agentenv and docker", b.sandboxes},
@@ -161,6 +162,8 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 	b.res.Comparisons = []Comparison{
 		{"deploy to ready", DeployAgentenv, DeployCompose},
 		{"teardown", TeardownAgentenv, TeardownCompose},
+		{"deploy to ready, state store", DeployStore, DeployAgentenv + " (alternating with the store's)"},
+		{"deploy to ready, state store vs compose", DeployStore, DeployCompose},
 		{"sandbox create", CreateAgentenv, CreateDocker},
 		{"sandbox terminate", RemoveAgentenv, RemoveDocker},
 	}

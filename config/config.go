@@ -79,6 +79,7 @@ var Keys = []Key{
 	{Name: "gateway.max_conns", Doc: "connections open at once on every deployed gateway, over the env file's gateway.max_conns (empty: the env file's, else 4096)"},
 	{Name: "gateway.max_sessions", Doc: "MCP sessions open at once on every deployed gateway, over the env file's gateway.max_sessions (empty: the env file's, else 256)"},
 	{Name: "images.runtime", Default: "agentenv:dev", Doc: "image of agentenv's own components (gateway, example servers, db-mcp)"},
+	{Name: "state.store", Doc: "state store: a PostgreSQL server (postgres://…, a role that may create databases and roles) whose databases stand in for each deployment's service DB container; 'agentenv state up' starts one", Secret: true},
 	{Name: "images.postgres", Default: "agentenv-postgres:local", Doc: "image of the service DB"},
 	{Name: "images.db_web", Default: "agentenv-adminer:local", Doc: "image of the DB web UI"},
 	{Name: "model.base_url", Doc: "model endpoint of prompt_agent's built-in agent: an OpenAI-compatible base URL (…/v1) for agent: openai, Anthropic's root URL for agent: anthropic"},

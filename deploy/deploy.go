@@ -66,6 +66,9 @@ type Options struct {
 	// config keys gateway.max_conns and gateway.max_sessions).
 	GatewayMaxConns, GatewayMaxSessions int
 	Progress                            func(Event) // called as components are created, started and ready; may be nil
+	// Store, if set, is the state store the service DB is a database of (store.go), where the
+	// attempt's sandboxes can reach it; nil gives each deployment a service DB container.
+	Store *Store
 	// BridgeBinary is the static agentenv binary copied into stdio servers to run the bridge;
 	// this executable if empty.
 	BridgeBinary string
@@ -213,6 +216,11 @@ func (d *Deployer) attempt(ctx context.Context, env *spec.Env, member string, do
 			st.undo(ctx)
 		}
 	}()
+	st.useStore(mode)
+	if env.ServiceDB != nil && env.ServiceDB.FromSnapshot != "" && st.store == nil {
+		return nil, env.FieldError("service_db.from_snapshot", "snapshot %q is in a state store, which this deploy does not use on %s in %s mode: set state.store (or --state-store) to a store its sandboxes reach",
+			env.ServiceDB.FromSnapshot, member, mode)
+	}
 	if mode == ModeContainer {
 		err = st.upContainers(ctx)
 	} else {

@@ -22,6 +22,7 @@ func newEnvDeployCmd(a *app) *cobra.Command {
 		ttl, budget                time.Duration
 		json                       bool
 		passEnv                    []string
+		stateStore                 string
 	}
 	cmd := &cobra.Command{
 		Use:   "deploy FILE [--provider P|A,B] [--mode vm|container] [--ttl D] [--name ID]",
@@ -47,7 +48,12 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 					return err
 				}
 			}
+			a.setStateStore(f.stateStore)
 			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			store, err := a.store(ctx)
 			if err != nil {
 				return err
 			}
@@ -69,7 +75,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			d := deploy.New(mgr, a.log)
 			res, err := d.Deploy(ctx, env, deploy.Options{
 				Provider: a.providerFlag(f.provider), Mode: f.mode, TTL: f.ttl, Name: f.name,
-				Into: f.into, Budget: f.budget, Progress: progress, PassEnv: a.passEnv(f.passEnv),
+				Into: f.into, Budget: f.budget, Progress: progress, PassEnv: a.passEnv(f.passEnv), Store: store,
 				GatewayMaxConns: conns, GatewayMaxSessions: sessions,
 			})
 			if err != nil {
@@ -114,6 +120,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 	fl.BoolVar(&f.json, "json", false, "print one JSON object (id, gateway_url, token, tokens, ...)")
 	fl.StringVar(&f.maxConns, "max-conns", "", "cap on the gateway's open connections, over the env file's (config gateway.max_conns)")
 	fl.StringVar(&f.maxSessions, "max-sessions", "", "cap on the gateway's MCP sessions, over the env file's (config gateway.max_sessions)")
+	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server whose database is the service DB (overrides state.store; see 'agentenv state')")
 	return cmd
 }
 
