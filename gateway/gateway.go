@@ -263,6 +263,8 @@ type Gateway struct {
 	lists toolLists // the fast path's tools/list answers
 	traj  *trajectory
 	lanes *lanes
+	clock *virtualClock
+	trig  *triggerEngine
 
 	handler http.Handler
 	stop    context.CancelFunc
@@ -286,6 +288,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		roles:  newRoles(cfg.Roles),
 		traj:   newTrajectory(maxTrajectory, cfg.TrajectoryBytes),
 		stop:   stop,
+		clock:  newVirtualClock(nil),
 	}
 	for _, s := range cfg.Servers {
 		b := newBackend(s, g.log, g.backendChanged)
@@ -315,7 +318,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		stop()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.union = u
+	g.union = g.withLocal(u)
+	g.trig = newTriggerEngine(runCtx, g.clock, time.Now, gatewayEffects{g}, g.log)
+	g.wg.Go(func() { g.trig.drive(runCtx) })
 	g.mcp.sync()
 	g.handler = g.routes()
 	for _, b := range g.backends {
@@ -372,7 +377,7 @@ func (g *Gateway) backendChanged(b *backend) {
 		g.log.Warn("backend tools rejected", "component", b.name, "err", err)
 		return
 	}
-	g.union = u
+	g.union = g.withLocal(u)
 	g.mu.Unlock()
 	g.mcp.sync()
 	g.log.Info("tools changed", "component", b.name, "tools", len(u.tools))

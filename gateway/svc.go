@@ -1,0 +1,60 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+)
+
+// SvcPrefix is where the gateway proxies its servers' own HTTP routes: /svc/<server>/<path>
+// goes to <path> on the server's base URL (its MCP URL without /mcp), so a server's extension
+// routes (the anchor's /agentenv/ext/<method>, advertised in its card's extensions) are reached
+// through the gateway with the gateway's auth. Only the admin token opens it: an extension may
+// be a control path (fault injection, config) no agent should reach. The caller's
+// Authorization header is not passed on; AgentEnv-Role and, while the clock is armed,
+// AgentEnv-Virtual-Time are set.
+const SvcPrefix = "/svc/"
+
+func (g *Gateway) serveSvc(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, SvcPrefix)
+	name, path, _ := strings.Cut(rest, "/")
+	b := g.byName[name]
+	if b == nil {
+		writeError(w, http.StatusNotFound, "no server "+name)
+		return
+	}
+	base, err := cardURL(b.url)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(withRole(r.Context(), normRole(r.Header.Get(RoleHeader))), g.cfg.CallTimeout)
+	defer cancel()
+	if now, ok := g.clock.now(); ok {
+		ctx = withVirtualTime(ctx, formatVirtual(now))
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, maxDataBody)
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = base.Scheme, base.Host
+			pr.Out.URL.Path = strings.TrimSuffix(base.Path, "/") + "/" + path
+			pr.Out.URL.RawPath = ""
+			pr.Out.Host = base.Host
+			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Del("Cookie")
+		},
+		Transport: b.httpc.Transport,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			status := http.StatusBadGateway
+			if errors.Is(err, context.DeadlineExceeded) {
+				status = http.StatusGatewayTimeout
+			}
+			writeError(w, status, "server "+name+": "+ErrBackendUnavailable.Error()+": "+err.Error())
+		},
+	}
+	proxy.ServeHTTP(w, r.WithContext(ctx))
+}
