@@ -19,7 +19,7 @@ const (
 
 // CallRecord is one tool call as GET /trajectory reports it, one JSON object per line.
 type CallRecord struct {
-	ID         int64           `json:"id"`
+	ID int64 `json:"id"`
 	// Via is how the call came: "mcp", "step", "trigger" (a trigger's tool action) or
 	// "control" (a change made through the admin routes: tool gating, the clock, triggers;
 	// Tool names the route and Arguments its body).
@@ -34,8 +34,8 @@ type CallRecord struct {
 	Error      string          `json:"error,omitempty"`
 	// VirtualTime is the virtual clock's time at the call, while it is armed.
 	VirtualTime string    `json:"virtual_time,omitempty"`
-	Started    time.Time       `json:"started"`
-	DurationMS float64         `json:"duration_ms"`
+	Started     time.Time `json:"started"`
+	DurationMS  float64   `json:"duration_ms"`
 }
 
 // trajectory keeps the calls in order of completion, as NDJSON lines. A call is queued as it

@@ -751,7 +751,10 @@ func (e *triggerEngine) deliver(result json.RawMessage) json.RawMessage {
 	}
 	_ = json.Unmarshal(res["content"], &content)
 	for _, m := range msgs {
-		b, _ := json.Marshal(map[string]string{"type": "text", "text": m})
+		b, _ := json.Marshal(struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}{"text", m})
 		content = append(content, b)
 	}
 	res["content"], _ = json.Marshal(content)
@@ -899,7 +902,9 @@ func isEmptyList(v any) bool {
 type triggerKey struct{}
 
 // withTrigger marks ctx as a trigger's own call, which no trigger watches.
-func withTrigger(ctx context.Context) context.Context { return context.WithValue(ctx, triggerKey{}, true) }
+func withTrigger(ctx context.Context) context.Context {
+	return context.WithValue(ctx, triggerKey{}, true)
+}
 
 // fromTrigger reports whether ctx is a trigger's own call.
 func fromTrigger(ctx context.Context) bool { v, _ := ctx.Value(triggerKey{}).(bool); return v }
