@@ -79,6 +79,10 @@ func (g *Gateway) dispatch(ctx context.Context, ci *callInfo, forward forwardFun
 		g.traj.add(rec)
 	}()
 
+	if now, ok := g.clock.now(); ok {
+		rec.VirtualTime = formatVirtual(now)
+		ctx = withVirtualTime(ctx, rec.VirtualTime)
+	}
 	r := g.currentUnion().byName[ci.tool]
 	if r == nil {
 		return out, fmt.Errorf("%w: %q", ErrToolNotFound, ci.tool)
@@ -86,10 +90,6 @@ func (g *Gateway) dispatch(ctx context.Context, ci *callInfo, forward forwardFun
 	rec.Server, rec.ServerTool = r.backend.name, r.tool.Name
 	if g.roles.disabled(ci.role, r.public, r.qualified, r.tool.Name) {
 		return out, fmt.Errorf("%w: %q is disabled for role %q", ErrToolDisabled, ci.tool, ci.role)
-	}
-	if now, ok := g.clock.now(); ok {
-		rec.VirtualTime = formatVirtual(now)
-		ctx = withVirtualTime(ctx, rec.VirtualTime)
 	}
 	// The call timeout covers the wait for the lane in consistent mode too.
 	ctx, cancel := context.WithTimeout(withRole(ctx, ci.role), g.cfg.CallTimeout)

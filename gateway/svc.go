@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
+
+	"github.com/agentenv/agentenv/envproto"
 )
 
 // SvcPrefix is where the gateway proxies its servers' own HTTP routes: /svc/<server>/<path>
@@ -30,6 +32,7 @@ func (g *Gateway) serveSvc(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
+	base.Path = strings.TrimSuffix(base.Path, envproto.CardPath) // the server's base
 	ctx, cancel := context.WithTimeout(withRole(r.Context(), normRole(r.Header.Get(RoleHeader))), g.cfg.CallTimeout)
 	defer cancel()
 	if now, ok := g.clock.now(); ok {
