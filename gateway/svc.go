@@ -19,10 +19,17 @@ import (
 // AgentEnv-Virtual-Time are set.
 const SvcPrefix = "/svc/"
 
+// svcAnchorPrefix is the anchor's spelling of a server under /svc/: /svc/mcp-<server>/, also
+// accepted.
+const svcAnchorPrefix = "mcp-"
+
 func (g *Gateway) serveSvc(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, SvcPrefix)
 	name, path, _ := strings.Cut(rest, "/")
 	b := g.byName[name]
+	if b == nil && strings.HasPrefix(name, svcAnchorPrefix) { // the anchor's /svc/mcp-<server>
+		b = g.byName[strings.TrimPrefix(name, svcAnchorPrefix)]
+	}
 	if b == nil {
 		writeError(w, http.StatusNotFound, "no server "+name)
 		return

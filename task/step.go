@@ -147,6 +147,14 @@ func builtinKinds() map[string]kind {
 		TypeAggregate:       {new: func() Step { return &aggregate{} }, verifier: true, timeout: short},
 		TypeTeardownSandboxes: {new: func() Step { return &teardownSandboxes{} }, timeout: long, outputs: []Output{
 			{"receipt", OutputJSON}, {"terminated", OutputInt}}},
+		TypeSetClock: {new: func() Step { return &setClock{} }, timeout: short, outputs: []Output{
+			{"virtual_time", OutputString}, {"state", OutputJSON}}},
+		TypeRegisterTriggers: {new: func() Step { return &registerTriggers{} }, timeout: short, outputs: []Output{{"ids", OutputJSON}}},
+		TypeSetToolAccess:    {new: func() Step { return &setToolAccess{} }, timeout: short, outputs: []Output{{"rules", OutputJSON}}},
+		TypeCallExtension: {new: func() Step { return &callExtension{} }, timeout: short, outputs: []Output{
+			{"status", OutputInt}, {"body", OutputString}, {"json", OutputJSON}}},
+		TypeApplyServerConfig: {new: func() Step { return &applyServerConfig{} }, timeout: short, outputs: []Output{
+			{"applied", OutputJSON}, {"skipped", OutputJSON}}},
 	}
 }
 
