@@ -147,6 +147,7 @@ func builtinKinds() map[string]kind {
 		TypeAggregate:       {new: func() Step { return &aggregate{} }, verifier: true, timeout: short},
 		TypeTeardownSandboxes: {new: func() Step { return &teardownSandboxes{} }, timeout: long, outputs: []Output{
 			{"receipt", OutputJSON}, {"terminated", OutputInt}}},
+		TypeGatewayTrajectory: {new: func() Step { return &gatewayTrajectory{} }, verifier: true, timeout: short},
 		TypeSetClock: {new: func() Step { return &setClock{} }, timeout: short, outputs: []Output{
 			{"virtual_time", OutputString}, {"state", OutputJSON}}},
 		TypeRegisterTriggers: {new: func() Step { return &registerTriggers{} }, timeout: short, outputs: []Output{{"ids", OutputJSON}}},
