@@ -66,5 +66,13 @@ func (g *Gateway) serveSvc(w http.ResponseWriter, r *http.Request) {
 			writeError(w, status, "server "+name+": "+ErrBackendUnavailable.Error()+": "+err.Error())
 		},
 	}
-	proxy.ServeHTTP(w, r.WithContext(ctx))
+	sw := &svcWriter{statusWriter{ResponseWriter: w}}
+	proxy.ServeHTTP(sw, r.WithContext(ctx))
+	g.control("svc/"+b.name+"/"+path, normRole(r.Header.Get(RoleHeader)), map[string]any{"method": r.Method, "status": sw.status})
 }
+
+// svcWriter notes the status of a proxied answer and lets the proxy flush through it.
+type svcWriter struct{ statusWriter }
+
+// Unwrap gives http.ResponseController the connection's writer, to flush streamed answers.
+func (w *svcWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
