@@ -119,15 +119,6 @@ func status(e *triggerEngine, id string) TriggerStatus {
 	return TriggerStatus{}
 }
 
-// A barrier makes the provoking call wait, so the message its trigger adds is on that call's
-// own result and the tool action has landed when it returns.
-func barrier(t *testing.T, body string) string {
-	t.Helper()
-	e, _, _ := newTestEngine(t)
-	mustRegister(t, e, body)
-	return call(e, "default", "add_note", `{"title":"groceries"}`)
-}
-
 func TestTriggerActionPattern(t *testing.T) {
 	e, _, fx := newTestEngine(t)
 	mustRegister(t, e, `{"triggers":[{"id":"t1","when":{"type":"action","tool":"add_*","where":{"args.title":{"regex":"^groc"},"result.id":{"equals":"n1"}}},
