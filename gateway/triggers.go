@@ -35,6 +35,9 @@ import (
 // the next watched call that completes after it ran (so with a barrier, to the provoking call's
 // own); "tool" {tool, args, as} calls a tool through the gateway as role as (default
 // "default"), recorded in the trajectory with via "trigger" and never itself watched;
+// The args of a tool action and the params of a data action may hold ${args.<path>} and
+// ${result.<path>} placeholders (the provoking call's arguments and result; ? at the end makes
+// one optional), so an action can mirror what the agent wrote; time triggers have none.
 // "permission" {action: enable|disable, role, tools: [patterns] or "*"} changes tool gating as
 // /tools/enable|disable does; "data" {server, method, params} sends one data plane request to a
 // server. A barrier {at: "provoking_call", timeout_seconds} on an action or turn trigger holds
@@ -312,8 +315,116 @@ func checkSpec(s *TriggerSpec) error {
 		if err := checkAction(a); err != nil {
 			return fmt.Errorf("actions[%d]: %w", i, err)
 		}
+		for _, raw := range []json.RawMessage{a.Args, a.Params} {
+			if w.Type == "time" && placeholderRE.Match(raw) {
+				return fmt.Errorf("actions[%d]: ${args...} and ${result...} need a provoking call, which a time trigger has not", i)
+			}
+		}
 	}
 	return nil
+}
+
+// placeholderRE is a placeholder of a trigger's tool or data action: ${args.<path>} or
+// ${result.<path>} (the provoking call's arguments, its result's structured content or text
+// parsed as JSON); a trailing ? makes it optional (a missing value drops the key).
+var placeholderRE = regexp.MustCompile(`\$\{(args|result)((?:\.[A-Za-z0-9_]+(?:\[\d+\])*)*)(\??)\}`)
+
+// errDrop marks an optional placeholder with no value: its key (or list element) is left out.
+var errDrop = errors.New("drop")
+
+// fillPlaceholders replaces the placeholders in raw, a JSON value, from call: a string that is
+// one placeholder becomes the value itself, one inside a string its text (JSON for a non-string).
+// A required placeholder without a value is an error, so a tool never receives "${...}".
+func fillPlaceholders(raw json.RawMessage, call *callData) (json.RawMessage, error) {
+	if len(raw) == 0 || !placeholderRE.Match(raw) {
+		return raw, nil
+	}
+	if call == nil {
+		return nil, errors.New("placeholders need a provoking call")
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	out, err := fillValue(v, call)
+	if errors.Is(err, errDrop) {
+		return json.RawMessage("null"), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+func fillValue(v any, call *callData) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			f, err := fillValue(e, call)
+			if errors.Is(err, errDrop) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[k] = f
+		}
+		return out, nil
+	case []any:
+		out := make([]any, 0, len(x))
+		for _, e := range x {
+			f, err := fillValue(e, call)
+			if errors.Is(err, errDrop) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, f)
+		}
+		return out, nil
+	case string:
+		lookup := func(m []string) (any, bool, error) {
+			root := call.args
+			if m[1] == "result" {
+				root = call.result
+			}
+			got, ok := lookupPath(root, strings.TrimPrefix(m[2], "."))
+			if !ok && m[3] == "" {
+				return nil, false, fmt.Errorf("placeholder %s has no value in the provoking call", m[0])
+			}
+			return got, ok, nil
+		}
+		if m := placeholderRE.FindStringSubmatch(x); m != nil && m[0] == x {
+			got, ok, err := lookup(m)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, errDrop
+			}
+			return got, nil
+		}
+		var ferr error
+		filled := placeholderRE.ReplaceAllStringFunc(x, func(p string) string {
+			got, ok, err := lookup(placeholderRE.FindStringSubmatch(p))
+			switch {
+			case err != nil:
+				ferr = err
+				return p
+			case !ok:
+				return ""
+			}
+			if s, isStr := got.(string); isStr {
+				return s
+			}
+			b, _ := json.Marshal(got)
+			return string(b)
+		})
+		return filled, ferr
+	}
+	return v, nil
 }
 
 func checkPredicate(p Predicate) error {
@@ -585,9 +696,16 @@ func (e *triggerEngine) afterCall(ctx context.Context, c completedCall) json.Raw
 	}
 	due = append(due, e.dueByTimeLocked()...)
 	provoking := map[string]string{"tool": c.Tool, "role": c.Role}
+	if data.args == nil {
+		data = readCall(c)
+	}
 	var held []chan struct{}
 	for _, t := range due {
-		done := e.startLocked(t, provoking)
+		d := &data
+		if t.spec.When.Type == "time" {
+			d = nil // not caused by this call
+		}
+		done := e.startLocked(t, provoking, d)
 		if t.spec.Barrier != nil {
 			held = append(held, done)
 		}
@@ -611,7 +729,7 @@ func (e *triggerEngine) afterCall(ctx context.Context, c completedCall) json.Raw
 func (e *triggerEngine) tick() {
 	e.mu.Lock()
 	for _, t := range e.dueByTimeLocked() {
-		e.startLocked(t, map[string]string{"source": "clock"})
+		e.startLocked(t, map[string]string{"source": "clock"}, nil)
 	}
 	e.mu.Unlock()
 }
@@ -661,7 +779,7 @@ func (e *triggerEngine) dueByTimeLocked() []*trigger {
 
 // startLocked marks t firing and runs its actions in the background; the channel closes when
 // they are done.
-func (e *triggerEngine) startLocked(t *trigger, provoking map[string]string) chan struct{} {
+func (e *triggerEngine) startLocked(t *trigger, provoking map[string]string, call *callData) chan struct{} {
 	t.status = TriggerFiring
 	t.detectedAt = e.now().UTC().Format(time.RFC3339Nano)
 	e.emitLocked("detected", t.spec.ID, map[string]any{"provoking": provoking})
@@ -670,18 +788,19 @@ func (e *triggerEngine) startLocked(t *trigger, provoking map[string]string) cha
 	go func() {
 		defer e.inflight.Done()
 		defer close(done)
-		e.fire(t)
+		e.fire(t, call)
 	}()
 	return done
 }
 
-// fire runs t's actions in order and settles its status.
-func (e *triggerEngine) fire(t *trigger) {
+// fire runs t's actions in order, with the provoking call's arguments and result (nil for a
+// time trigger) for their placeholders, and settles its status.
+func (e *triggerEngine) fire(t *trigger, call *callData) {
 	ctx, cancel := context.WithTimeout(e.base, triggerActionTimeout)
 	defer cancel()
 	var ferr error
 	for i, a := range t.spec.Actions {
-		if err := e.act(ctx, a); err != nil {
+		if err := e.act(ctx, a, call); err != nil {
 			e.emit("action_failed", t.spec.ID, map[string]any{"action": i, "type": a.Type, "error": err.Error()})
 			ferr = err
 			break
@@ -706,7 +825,7 @@ func (e *triggerEngine) fire(t *trigger) {
 }
 
 // act runs one action.
-func (e *triggerEngine) act(ctx context.Context, a TriggerAction) error {
+func (e *triggerEngine) act(ctx context.Context, a TriggerAction, call *callData) error {
 	switch a.Type {
 	case "message":
 		e.mu.Lock()
@@ -717,7 +836,11 @@ func (e *triggerEngine) act(ctx context.Context, a TriggerAction) error {
 		e.messages = append(e.messages, a.Text)
 		return nil
 	case "tool":
-		res, err := e.fx.callTool(withTrigger(ctx), normRole(a.As), a.Tool, a.Args)
+		args, err := fillPlaceholders(a.Args, call)
+		if err != nil {
+			return err
+		}
+		res, err := e.fx.callTool(withTrigger(ctx), normRole(a.As), a.Tool, args)
 		if err != nil {
 			return err
 		}
@@ -729,7 +852,11 @@ func (e *triggerEngine) act(ctx context.Context, a TriggerAction) error {
 		pats, _ := toolPatterns(a.Tools) // checked at register
 		return e.fx.setAccess(normRole(a.Role), pats, a.Action == "disable")
 	case "data":
-		_, err := e.fx.dataCall(ctx, a.Server, a.Method, a.Params)
+		params, err := fillPlaceholders(a.Params, call)
+		if err != nil {
+			return err
+		}
+		_, err = e.fx.dataCall(ctx, a.Server, a.Method, params)
 		return err
 	}
 	return fmt.Errorf("unknown action %q", a.Type)

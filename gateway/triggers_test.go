@@ -355,3 +355,32 @@ func TestVirtualClock(t *testing.T) {
 		t.Errorf("cleared clock: %+v", st)
 	}
 }
+
+func TestTriggerPlaceholders(t *testing.T) {
+	e, _, fx := newTestEngine(t)
+	mustRegister(t, e, `{"triggers":[{"id":"mirror","when":{"type":"action","tool":"add_note"},"barrier":{"at":"provoking_call"},
+		"actions":[{"type":"tool","tool":"copy","args":{"key":"mirror/${args.title}","n":"${args.n}","id":"${result.id}","tags":["${args.tags[1]}","${args.none?}"],"opt":"${args.none?}"}}]}]}`)
+	call(e, "default", "add_note", `{"title":"groceries","n":3,"tags":["a","b"]}`)
+	calls, _, _ := fx.snapshot()
+	if len(calls) != 1 || calls[0] != `default:copy:{"id":"n1","key":"mirror/groceries","n":3,"tags":["b"]}` {
+		t.Errorf("filled args = %q", calls)
+	}
+
+	// A required placeholder without a value fails the action rather than sending "${...}".
+	e2, _, fx2 := newTestEngine(t)
+	mustRegister(t, e2, `{"triggers":[{"id":"m","when":{"type":"action","tool":"add_note"},"barrier":{"at":"provoking_call"},
+		"actions":[{"type":"tool","tool":"copy","args":{"k":"${args.missing}"}}]}]}`)
+	call(e2, "default", "add_note", `{}`)
+	if calls, _, _ := fx2.snapshot(); len(calls) != 0 {
+		t.Errorf("an unfilled placeholder was sent: %q", calls)
+	}
+	if st := status(e2, "m"); st.Status != TriggerFailed || st.FailureCount != 1 {
+		t.Errorf("status %+v, want failed", st)
+	}
+
+	var req TriggerRegister
+	_ = json.Unmarshal([]byte(`{"triggers":[{"id":"t","when":{"type":"time","at":"PT1H"},"actions":[{"type":"tool","tool":"x","args":{"k":"${args.a}"}}]}]}`), &req)
+	if _, err := e.register(req); err == nil || !strings.Contains(err.Error(), "provoking call") {
+		t.Errorf("a time trigger with placeholders: %v", err)
+	}
+}
