@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -167,5 +168,35 @@ func TestGateway_ClockTriggersAccess(t *testing.T) {
 	}
 	if got, _ := callText(t, cs, "stamp", nil); got != "|" {
 		t.Errorf("after clear the server was told %q", got)
+	}
+}
+
+// An HTTP service (the DB web UI) is proxied at /svc/<name>/ to its base URL, without the
+// caller's token, with the admin token only.
+func TestGateway_SvcService(t *testing.T) {
+	var gotAuth, gotPath, gotQuery string
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth, gotPath, gotQuery = r.Header.Get("Authorization"), r.URL.Path, r.URL.RawQuery
+		_, _ = w.Write([]byte("<html>adminer</html>"))
+	}))
+	t.Cleanup(web.Close)
+	b := newBackend(t, "kv", false, "echo")
+	_, srv := newGateway(t, gateway.Config{Services: []gateway.Backend{{Name: "db-web", URL: web.URL}},
+		RoleTokens: map[string]string{"agent": "agent-token"}}, b)
+	code, body, _ := do(t, "GET", srv.URL+"/svc/db-web/?server=servicedb&username=reader", testToken, nil, nil)
+	if code != http.StatusOK || string(body) != "<html>adminer</html>" {
+		t.Fatalf("/svc/db-web/: %d %s", code, body)
+	}
+	if gotAuth != "" || gotPath != "/" || gotQuery != "server=servicedb&username=reader" {
+		t.Errorf("the service got auth %q path %q query %q", gotAuth, gotPath, gotQuery)
+	}
+	if code, _, _ := do(t, "GET", srv.URL+"/svc/db-web/", "agent-token", nil, nil); code != http.StatusForbidden {
+		t.Errorf("a role token at /svc/db-web/: %d, want 403", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := gateway.New(ctx, gateway.Config{Token: "x", Servers: []gateway.Backend{{Name: "kv", URL: b.url}}, Services: []gateway.Backend{{Name: "kv", URL: web.URL}}})
+	if err == nil || !strings.Contains(err.Error(), "unique name") {
+		t.Errorf("a service named as a server: %v", err)
 	}
 }

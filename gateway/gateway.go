@@ -121,6 +121,9 @@ type Config struct {
 	// differ from Token.
 	RoleTokens map[string]string
 	Servers    []Backend // at least one
+	// Services are HTTP services that are not MCP servers (the DB web UI), proxied at
+	// /svc/<name>/ to their base URL with the admin token; names differ from the servers'.
+	Services []Backend
 	// ToolNames is the naming policy: "auto" (default), "prefix" or "never".
 	ToolNames string
 	// Mode is "performance" (default: tool calls run concurrently) or "consistent" (tool calls
@@ -198,6 +201,12 @@ func (cfg Config) withDefaults() (Config, error) {
 			return cfg, fmt.Errorf("server %q: empty url", s.Name)
 		}
 	}
+	for _, s := range cfg.Services {
+		if !serverNameRE.MatchString(s.Name) || seen[s.Name] || s.URL == "" {
+			return cfg, fmt.Errorf("service %q: want a unique name of 1-64 of [A-Za-z0-9_.-] and a URL", s.Name)
+		}
+		seen[s.Name] = true
+	}
 	switch cfg.ToolNames {
 	case "":
 		cfg.ToolNames = NamesAuto
@@ -265,6 +274,7 @@ type Gateway struct {
 	lanes *lanes
 	clock *virtualClock
 	trig  *triggerEngine
+	svcs  map[string]*backend // Config.Services, reached only through /svc/
 
 	handler http.Handler
 	stop    context.CancelFunc
@@ -289,6 +299,10 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		traj:   newTrajectory(maxTrajectory, cfg.TrajectoryBytes),
 		stop:   stop,
 		clock:  newVirtualClock(nil),
+	}
+	g.svcs = make(map[string]*backend, len(cfg.Services))
+	for _, s := range cfg.Services {
+		g.svcs[s.Name] = newBackend(s, g.log, nil)
 	}
 	for _, s := range cfg.Servers {
 		b := newBackend(s, g.log, g.backendChanged)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strings"
 
 	"github.com/agentenv/agentenv/envproto"
@@ -13,7 +14,8 @@ import (
 // SvcPrefix is where the gateway proxies its servers' own HTTP routes: /svc/<server>/<path>
 // goes to <path> on the server's base URL (its MCP URL without /mcp), so a server's extension
 // routes (the anchor's /agentenv/ext/<method>, advertised in its card's extensions) are reached
-// through the gateway with the gateway's auth. Only the admin token opens it: an extension may
+// through the gateway with the gateway's auth; so are the HTTP services of Config.Services (the
+// DB web UI) at /svc/<service>/<path>, to <path> under their base URL. Only the admin token opens it: an extension may
 // be a control path (fault injection, config) no agent should reach. The caller's
 // Authorization header is not passed on; AgentEnv-Role and, while the clock is armed,
 // AgentEnv-Virtual-Time are set.
@@ -30,16 +32,24 @@ func (g *Gateway) serveSvc(w http.ResponseWriter, r *http.Request) {
 	if b == nil && strings.HasPrefix(name, svcAnchorPrefix) { // the anchor's /svc/mcp-<server>
 		b = g.byName[strings.TrimPrefix(name, svcAnchorPrefix)]
 	}
-	if b == nil {
-		writeError(w, http.StatusNotFound, "no server "+name)
+	var base *url.URL
+	var err error
+	switch svc := g.svcs[name]; {
+	case b != nil:
+		if base, err = cardURL(b.url); err == nil {
+			base.Path = strings.TrimSuffix(base.Path, envproto.CardPath) // the server's base
+		}
+	case svc != nil:
+		b = svc
+		base, err = url.Parse(svc.url)
+	default:
+		writeError(w, http.StatusNotFound, "no server or service "+name)
 		return
 	}
-	base, err := cardURL(b.url)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	base.Path = strings.TrimSuffix(base.Path, envproto.CardPath) // the server's base
 	ctx, cancel := context.WithTimeout(withRole(r.Context(), normRole(r.Header.Get(RoleHeader))), g.cfg.CallTimeout)
 	defer cancel()
 	if now, ok := g.clock.now(); ok {
