@@ -18,7 +18,8 @@ import (
 // DB web UI) at /svc/<service>/<path>, to <path> under their base URL. Only the admin token opens it: an extension may
 // be a control path (fault injection, config) no agent should reach. The caller's
 // Authorization header is not passed on; AgentEnv-Role and, while the clock is armed,
-// AgentEnv-Virtual-Time are set.
+// AgentEnv-Virtual-Time are set. A call other than GET or HEAD is a trajectory record (via
+// "control", tool "svc/<name>/<path>").
 const SvcPrefix = "/svc/"
 
 // svcAnchorPrefix is the anchor's spelling of a server under /svc/: /svc/mcp-<server>/, also
@@ -78,7 +79,9 @@ func (g *Gateway) serveSvc(w http.ResponseWriter, r *http.Request) {
 	}
 	sw := &svcWriter{statusWriter{ResponseWriter: w}}
 	proxy.ServeHTTP(sw, r.WithContext(ctx))
-	g.control("svc/"+b.name+"/"+path, normRole(r.Header.Get(RoleHeader)), map[string]any{"method": r.Method, "status": sw.status})
+	if r.Method != http.MethodGet && r.Method != http.MethodHead { // a read changes nothing
+		g.control("svc/"+b.name+"/"+path, normRole(r.Header.Get(RoleHeader)), map[string]any{"method": r.Method, "status": sw.status})
+	}
 }
 
 // svcWriter notes the status of a proxied answer and lets the proxy flush through it.

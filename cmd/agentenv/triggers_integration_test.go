@@ -3,6 +3,10 @@
 package main_test
 
 import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,5 +42,58 @@ func TestRunTriggersTask(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("gateway trajectory lacks %s:\n%s", want, b)
 		}
+	}
+}
+
+// TestSvcThroughGateway deploys the notes env and reaches through its gateway's /svc/ the DB
+// web UI (adminer) and the notes server's own card, with the admin token only.
+func TestSvcThroughGateway(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.buildRuntimeImage()
+	r := c.run(t.Context(), nil, "env", "deploy", "../../examples/notes/env.yaml", "--json")
+	if r.code != 0 {
+		t.Fatalf("env deploy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var out struct {
+		ID         string `json:"id"`
+		GatewayURL string `json:"gateway_url"`
+		Token      string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Token == "" {
+		t.Fatalf("env deploy --json = %s: %v", r.stdout, err)
+	}
+	defer func() {
+		td := c.run(context.Background(), nil, "env", "teardown", out.ID)
+		if td.code != 0 {
+			t.Errorf("env teardown: exit %d\n%s%s", td.code, td.stdout, td.stderr)
+		}
+		if left := c.deployLeftovers(); len(left) != 0 {
+			t.Errorf("left %v", left)
+		}
+	}()
+	base := strings.TrimSuffix(out.GatewayURL, "/mcp")
+	get := func(path, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/svc/db-web/", out.Token); code != http.StatusOK || !strings.Contains(strings.ToLower(body), "adminer") {
+		t.Errorf("/svc/db-web/: %d %.300s", code, body)
+	}
+	if code, body := get("/svc/notes/.well-known/agent-env.json", out.Token); code != http.StatusOK || !strings.Contains(body, `"name":"notes"`) {
+		t.Errorf("/svc/notes/ card: %d %.300s", code, body)
+	}
+	if code, _ := get("/svc/db-web/", ""); code != http.StatusUnauthorized {
+		t.Errorf("/svc/db-web/ without a token: %d, want 401", code)
 	}
 }
