@@ -172,9 +172,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 		out = append(out, comp)
 		servers = append(servers, fmt.Sprintf("%s=http://%s%s", s.Name, net.JoinHostPort(host(s.Name), strconv.Itoa(s.Port)), s.Path))
 	}
-	var services []string // HTTP services the gateway proxies under /svc/
 	if db != nil && db.WebUI.Enabled {
-		services = append(services, fmt.Sprintf("%s=http://%s", nameDBWeb, net.JoinHostPort(host(nameDBWeb), strconv.Itoa(db.WebUI.Port))))
 		out = append(out, Component{
 			Role:         agentenv.RoleDBWeb,
 			Name:         nameDBWeb,
@@ -215,7 +213,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 		Role:         agentenv.RoleGateway,
 		Name:         nameGateway,
 		Image:        e.Gateway.Image,
-		Command:      e.gatewayCommand(opts.TokenFile, servers, services),
+		Command:      e.gatewayCommand(opts.TokenFile, servers),
 		Port:         e.Gateway.Port,
 		Path:         DefaultPath,
 		After:        serverNames,
@@ -273,9 +271,8 @@ func (e *Env) serviceDBComponent(pw DBPasswords) Component {
 	return comp
 }
 
-// gatewayCommand is the gateway's command line. servers (MCP) and services (HTTP, proxied
-// under /svc/) are NAME=URL pairs.
-func (e *Env) gatewayCommand(tokenFile string, servers, services []string) []string {
+// gatewayCommand is the gateway's command line. servers are NAME=URL pairs.
+func (e *Env) gatewayCommand(tokenFile string, servers []string) []string {
 	g := &e.Gateway
 	cmd := []string{BinaryPath, "gateway", "--listen", ":" + strconv.Itoa(g.Port), "--name", e.Name}
 	if tokenFile != "" {
@@ -293,8 +290,9 @@ func (e *Env) gatewayCommand(tokenFile string, servers, services []string) []str
 	for _, s := range servers {
 		cmd = append(cmd, "--server", s)
 	}
-	for _, s := range services {
-		cmd = append(cmd, "--service", s)
+	// The DB web UI is an HTTP service of the gateway's, at /svc/db-web/ with the admin token.
+	if db := e.ServiceDB; db != nil && db.WebUI.Enabled {
+		cmd = append(cmd, "--service", fmt.Sprintf("%s=http://%s", nameDBWeb, net.JoinHostPort(host(nameDBWeb), strconv.Itoa(db.WebUI.Port))))
 	}
 	for _, role := range sortedKeys(g.Roles) {
 		for _, pat := range g.Roles[role] {
