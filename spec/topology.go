@@ -226,6 +226,14 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	for i := range out {
 		out[i].NonRoot = !out[i].Bridge && len(out[i].Command) > 0 && out[i].Command[0] == BinaryPath
 	}
+	if db != nil && db.WebUI.Enabled { // the DB web UI is also the gateway's /svc/db-web/
+		web := fmt.Sprintf("%s=http://%s", nameDBWeb, net.JoinHostPort(host(nameDBWeb), strconv.Itoa(db.WebUI.Port)))
+		for i := range out {
+			if out[i].Role == agentenv.RoleGateway {
+				out[i].Command = append(out[i].Command, "--service", web)
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -289,10 +297,6 @@ func (e *Env) gatewayCommand(tokenFile string, servers []string) []string {
 	}
 	for _, s := range servers {
 		cmd = append(cmd, "--server", s)
-	}
-	// The DB web UI is an HTTP service of the gateway's, at /svc/db-web/ with the admin token.
-	if db := e.ServiceDB; db != nil && db.WebUI.Enabled {
-		cmd = append(cmd, "--service", fmt.Sprintf("%s=http://%s", nameDBWeb, net.JoinHostPort(host(nameDBWeb), strconv.Itoa(db.WebUI.Port))))
 	}
 	for _, role := range sortedKeys(g.Roles) {
 		for _, pat := range g.Roles[role] {
