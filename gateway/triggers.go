@@ -26,7 +26,8 @@ import (
 //     characters) succeeds and every when.where predicate holds ({regex}, {equals} or {exists}
 //     on "args.<path>", "result.<path>" (the result's text parsed as JSON) or a bare argument
 //     name); once, or on every match with when.repeat;
-//   - when.type "turn": the when.count-th call of the watched roles completes;
+//   - when.type "turn": the when.count-th call of the watched roles since the first
+//     registration (after a clear) completes;
 //   - when.type "time": the virtual clock reaches when.at (RFC 3339, or an ISO 8601 duration
 //     such as "PT30M" after the time the clock was armed at). Time triggers are evaluated on
 //     every watched call and once a second while the clock is armed.
@@ -135,7 +136,7 @@ type TriggerState struct {
 	Events          []TriggerEvent  `json:"events"`
 	EventsDropped   int64           `json:"events_dropped"`
 	PendingMessages int             `json:"pending_messages"`
-	Turns           int             `json:"turns"` // calls of the watched roles so far
+	Turns           int             `json:"turns"` // calls of the watched roles since the first register
 }
 
 // TriggerConfig is the engine's configuration in TriggerState.
@@ -658,7 +659,7 @@ func (e *triggerEngine) afterCall(ctx context.Context, c completedCall) json.Raw
 		return c.Result
 	}
 	e.mu.Lock()
-	if !slices.Contains(e.watch, c.Role) || (len(e.byID) == 0 && len(e.messages) == 0) {
+	if !e.configured || !slices.Contains(e.watch, c.Role) {
 		e.mu.Unlock()
 		return c.Result
 	}
