@@ -423,6 +423,10 @@ func (t stampTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
 		r.Header.Set(RoleHeader, role)
 	}
+	if vt := virtualTimeOf(r.Context()); vt != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set(VirtualTimeHeader, vt)
+	}
 	resp, err := t.base.RoundTrip(r)
 	if err == nil && r.Method == http.MethodPost {
 		resp.Body = &boundedBody{ReadCloser: resp.Body, left: maxBackendAnswer}

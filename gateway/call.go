@@ -27,9 +27,9 @@ type forwardFunc func(ctx context.Context, r *route) (json.RawMessage, error)
 // records it in the trajectory.
 func (g *Gateway) call(ctx context.Context, ci callInfo) (*mcp.CallToolResult, error) {
 	var res *mcp.CallToolResult
-	err := g.dispatch(ctx, &ci, func(ctx context.Context, r *route) (json.RawMessage, error) {
+	out, err := g.dispatch(ctx, &ci, func(ctx context.Context, r *route) (json.RawMessage, error) {
 		var err error
-		res, err = r.backend.call(ctx, r.tool.Name, rawArgs(ci.args), stampMeta(ci.meta, ci.role, ci.session))
+		res, err = r.backend.call(ctx, r.tool.Name, rawArgs(ci.args), stampMeta(ctx, ci.meta, ci.role, ci.session))
 		if err != nil {
 			return nil, err
 		}
@@ -41,19 +41,31 @@ func (g *Gateway) call(ctx context.Context, ci callInfo) (*mcp.CallToolResult, e
 	if err != nil {
 		return nil, err
 	}
+	if res == nil || out.rewritten { // a tool of the gateway's own, or a trigger's message added
+		res = new(mcp.CallToolResult)
+		if err := json.Unmarshal(out.raw, res); err != nil {
+			return nil, fmt.Errorf("decode result: %w", err)
+		}
+	}
 	return res, nil
+}
+
+// dispatched is what dispatch returns: the CallToolResult as JSON, and whether it differs from
+// what the forward func returned.
+type dispatched struct {
+	raw       json.RawMessage
+	rewritten bool
 }
 
 // dispatch is the one path of every tool call, SDK or fast: it resolves the tool, applies the
 // caller's role rules, waits for the call's lane in consistent mode, runs forward under the
 // call timeout and records the call in the trajectory.
-func (g *Gateway) dispatch(ctx context.Context, ci *callInfo, forward forwardFunc) (err error) {
+func (g *Gateway) dispatch(ctx context.Context, ci *callInfo, forward forwardFunc) (out dispatched, err error) {
 	ci.role = normRole(ci.role)
 	rec := CallRecord{
 		Via: ci.via, Session: ci.session, Role: ci.role, Tool: ci.tool,
 		Arguments: rawArgs(ci.args), Started: time.Now().UTC(),
 	}
-	var result json.RawMessage
 	defer func() {
 		if rec.Server == "" {
 			return // only calls to tools that exist are recorded
@@ -62,40 +74,60 @@ func (g *Gateway) dispatch(ctx context.Context, ci *callInfo, forward forwardFun
 		if err != nil {
 			rec.Error = err.Error()
 		} else {
-			rec.Result = result
+			rec.Result = out.raw
 		}
 		g.traj.add(rec)
 	}()
 
+	if now, ok := g.clock.now(); ok {
+		rec.VirtualTime = formatVirtual(now)
+		ctx = withVirtualTime(ctx, rec.VirtualTime)
+	}
 	r := g.currentUnion().byName[ci.tool]
 	if r == nil {
-		return fmt.Errorf("%w: %q", ErrToolNotFound, ci.tool)
+		return out, fmt.Errorf("%w: %q", ErrToolNotFound, ci.tool)
 	}
 	rec.Server, rec.ServerTool = r.backend.name, r.tool.Name
 	if g.roles.disabled(ci.role, r.public, r.qualified, r.tool.Name) {
-		return fmt.Errorf("%w: %q is disabled for role %q", ErrToolDisabled, ci.tool, ci.role)
+		return out, fmt.Errorf("%w: %q is disabled for role %q", ErrToolDisabled, ci.tool, ci.role)
 	}
 	// The call timeout covers the wait for the lane in consistent mode too.
 	ctx, cancel := context.WithTimeout(withRole(ctx, ci.role), g.cfg.CallTimeout)
 	defer cancel()
-	release, err := g.lanes.acquire(ctx, r.backend)
-	if err != nil {
-		return fmt.Errorf("wait for consistent mode: %w", err)
+	if r.local != nil {
+		out.raw, err = r.local(ctx, ci.args)
+	} else {
+		var release func()
+		release, err = g.lanes.acquire(ctx, r.backend)
+		if err != nil {
+			return out, fmt.Errorf("wait for consistent mode: %w", err)
+		}
+		out.raw, err = forward(ctx, r)
+		release() // before the triggers: their actions may call the same backend
 	}
-	defer release()
-	result, err = forward(ctx, r)
-	return err
+	if err != nil {
+		return out, err
+	}
+	if g.trig != nil {
+		raw := g.trig.afterCall(ctx, completedCall{Role: ci.role, Tool: ci.tool, Args: ci.args, Result: out.raw, Trigger: fromTrigger(ctx)})
+		out.rewritten = len(raw) != len(out.raw) || (len(raw) > 0 && &raw[0] != &out.raw[0])
+		out.raw = raw
+	}
+	return out, nil
 }
 
 // stampMeta copies the caller's _meta and adds the role and session. A progress token is left
 // out: progress notifications are not relayed through the shared backend session.
-func stampMeta(in mcp.Meta, role, session string) mcp.Meta {
-	out := make(mcp.Meta, len(in)+2)
+func stampMeta(ctx context.Context, in mcp.Meta, role, session string) mcp.Meta {
+	out := make(mcp.Meta, len(in)+3)
 	maps.Copy(out, in)
 	delete(out, "progressToken")
 	out[MetaRole] = role
 	if session != "" {
 		out[MetaSession] = session
+	}
+	if vt := virtualTimeOf(ctx); vt != "" {
+		out[MetaVirtualTime] = vt
 	}
 	return out
 }

@@ -270,12 +270,10 @@ func (g *Gateway) fastCall(w http.ResponseWriter, r *http.Request, s *session, i
 	defer cancel()
 	defer s.track(string(id), cancel)()
 	ci := callInfo{via: "mcp", role: s.role, session: s.id, tool: tool, args: args}
-	var result json.RawMessage
-	err := g.dispatch(ctx, &ci, func(ctx context.Context, rt *route) (json.RawMessage, error) {
-		res, err := rt.backend.forward(ctx, rt, ci.role, args, meta)
-		result = res
-		return res, err
+	out, err := g.dispatch(ctx, &ci, func(ctx context.Context, rt *route) (json.RawMessage, error) {
+		return rt.backend.forward(ctx, rt, ci.role, args, stampClock(ctx, meta))
 	})
+	result := out.raw
 	var berr *backendError
 	switch {
 	case err == nil:

@@ -211,6 +211,9 @@ func (b *backend) send(ctx context.Context, sid, version, role string, body []by
 	if role != "" {
 		req.Header[RoleHeader] = []string{role}
 	}
+	if vt := virtualTimeOf(ctx); vt != "" {
+		req.Header[VirtualTimeHeader] = []string{vt}
+	}
 	return b.rawc.Do(req)
 }
 

@@ -121,6 +121,9 @@ type Config struct {
 	// differ from Token.
 	RoleTokens map[string]string
 	Servers    []Backend // at least one
+	// Services are HTTP services that are not MCP servers (the DB web UI), proxied at
+	// /svc/<name>/ to their base URL with the admin token; names differ from the servers'.
+	Services []Backend
 	// ToolNames is the naming policy: "auto" (default), "prefix" or "never".
 	ToolNames string
 	// Mode is "performance" (default: tool calls run concurrently) or "consistent" (tool calls
@@ -198,6 +201,12 @@ func (cfg Config) withDefaults() (Config, error) {
 			return cfg, fmt.Errorf("server %q: empty url", s.Name)
 		}
 	}
+	for _, s := range cfg.Services {
+		if !serverNameRE.MatchString(s.Name) || seen[s.Name] || s.URL == "" {
+			return cfg, fmt.Errorf("service %q: want a unique name of 1-64 of [A-Za-z0-9_.-] and a URL", s.Name)
+		}
+		seen[s.Name] = true
+	}
 	switch cfg.ToolNames {
 	case "":
 		cfg.ToolNames = NamesAuto
@@ -263,6 +272,9 @@ type Gateway struct {
 	lists toolLists // the fast path's tools/list answers
 	traj  *trajectory
 	lanes *lanes
+	clock *virtualClock
+	trig  *triggerEngine
+	svcs  map[string]*backend // Config.Services, reached only through /svc/
 
 	handler http.Handler
 	stop    context.CancelFunc
@@ -286,6 +298,11 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		roles:  newRoles(cfg.Roles),
 		traj:   newTrajectory(maxTrajectory, cfg.TrajectoryBytes),
 		stop:   stop,
+		clock:  newVirtualClock(nil),
+	}
+	g.svcs = make(map[string]*backend, len(cfg.Services))
+	for _, s := range cfg.Services {
+		g.svcs[s.Name] = newBackend(s, g.log, nil)
 	}
 	for _, s := range cfg.Servers {
 		b := newBackend(s, g.log, g.backendChanged)
@@ -315,7 +332,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		stop()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.union = u
+	g.union = g.withLocal(u)
+	g.trig = newTriggerEngine(runCtx, g.clock, time.Now, gatewayEffects{g}, g.log)
+	g.wg.Go(func() { g.trig.drive(runCtx) })
 	g.mcp.sync()
 	g.handler = g.routes()
 	for _, b := range g.backends {
@@ -372,7 +391,7 @@ func (g *Gateway) backendChanged(b *backend) {
 		g.log.Warn("backend tools rejected", "component", b.name, "err", err)
 		return
 	}
-	g.union = u
+	g.union = g.withLocal(u)
 	g.mu.Unlock()
 	g.mcp.sync()
 	g.log.Info("tools changed", "component", b.name, "tools", len(u.tools))

@@ -31,6 +31,15 @@ func (g *Gateway) routes() http.Handler {
 	mux.HandleFunc("POST "+EnablePath, g.serveGate(false))
 	mux.HandleFunc("POST "+envproto.DataPath, g.serveData)
 	mux.HandleFunc("POST "+serverDataPrefix+"{name}"+envproto.DataPath, g.serveServerData)
+	mux.HandleFunc("PUT "+ClockSetPath, g.serveClockSet)
+	mux.HandleFunc("POST "+ClockClearPath, g.serveClockClear)
+	mux.HandleFunc("GET "+ClockTimePath, g.serveClockTime)
+	mux.HandleFunc("GET "+ClockStatePath, g.serveClockState)
+	mux.HandleFunc("POST "+TriggersRegisterPath, g.serveTriggersRegister)
+	mux.HandleFunc("POST "+TriggersRemovePath, g.serveTriggersRemove)
+	mux.HandleFunc("POST "+TriggersClearPath, g.serveTriggersClear)
+	mux.HandleFunc("GET "+TriggersStatePath, g.serveTriggersState)
+	mux.Handle(SvcPrefix, http.HandlerFunc(g.serveSvc))
 
 	toks := newTokenTable(g.cfg.Token, g.cfg.RoleTokens)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -187,8 +196,7 @@ func (g *Gateway) serveGate(disable bool) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		g.roles.set(role, req.Tools, disable)
-		g.mcp.sync()
+		g.setAccess(role, req.Tools, disable, "admin")
 		rules := g.roles.snapshot()[role]
 		if rules == nil {
 			rules = []Rule{}

@@ -19,8 +19,11 @@ const (
 
 // CallRecord is one tool call as GET /trajectory reports it, one JSON object per line.
 type CallRecord struct {
-	ID         int64           `json:"id"`
-	Via        string          `json:"via"` // "mcp" or "step"
+	ID int64 `json:"id"`
+	// Via is how the call came: "mcp", "step", "trigger" (a trigger's tool action) or
+	// "control" (a change made through the admin routes: tool gating, the clock, triggers;
+	// Tool names the route and Arguments its body).
+	Via        string          `json:"via"`
 	Session    string          `json:"session,omitempty"`
 	Role       string          `json:"role"`
 	Server     string          `json:"server,omitempty"`
@@ -29,8 +32,10 @@ type CallRecord struct {
 	Arguments  json.RawMessage `json:"arguments,omitempty"`
 	Result     json.RawMessage `json:"result,omitempty"` // the CallToolResult
 	Error      string          `json:"error,omitempty"`
-	Started    time.Time       `json:"started"`
-	DurationMS float64         `json:"duration_ms"`
+	// VirtualTime is the virtual clock's time at the call, while it is armed.
+	VirtualTime string    `json:"virtual_time,omitempty"`
+	Started     time.Time `json:"started"`
+	DurationMS  float64   `json:"duration_ms"`
 }
 
 // trajectory keeps the calls in order of completion, as NDJSON lines. A call is queued as it
@@ -143,6 +148,7 @@ func (r *CallRecord) appendLine(b []byte) []byte {
 	raw("arguments", r.Arguments)
 	raw("result", r.Result)
 	str("error", r.Error, true)
+	str("virtual_time", r.VirtualTime, true)
 	b = append(b, `,"started":"`...)
 	b = r.Started.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","duration_ms":`...)

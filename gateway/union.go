@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -21,6 +22,8 @@ type route struct {
 	exposed   *mcp.Tool // as the gateway lists it: tool renamed to public
 	print     string    // fingerprint of exposed, to tell a changed tool
 	toolJSON  []byte    // tool.Name as a JSON string, spliced into forwarded calls
+	// local serves a tool of the gateway's own (get_time) in place of a backend; nil for others.
+	local func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
 }
 
 // union is an immutable snapshot of the gateway's tools, in backend order.

@@ -238,6 +238,14 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	for i := range out {
 		out[i].NonRoot = !out[i].Bridge && len(out[i].Command) > 0 && out[i].Command[0] == BinaryPath
 	}
+	if db != nil && db.WebUI.Enabled { // the DB web UI is also the gateway's /svc/db-web/
+		web := fmt.Sprintf("%s=http://%s", nameDBWeb, net.JoinHostPort(host(nameDBWeb), strconv.Itoa(db.WebUI.Port)))
+		for i := range out {
+			if out[i].Role == agentenv.RoleGateway {
+				out[i].Command = append(out[i].Command, "--service", web)
+			}
+		}
+	}
 	return out, nil
 }
 

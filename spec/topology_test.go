@@ -108,6 +108,7 @@ func TestComponents(t *testing.T) {
 		"--tool-names", "prefix", "--mode", "performance", "--call-timeout", "1m30s",
 		"--server", "notes=http://dep-notes:9000/mcp", "--server", "files=http://dep-files:9001/mcp", "--server", "db-mcp=http://dep-db-mcp:8082/mcp",
 		"--disable", "guest=*", "--disable", "reader=*delete*", "--disable", "reader=notes__create_note",
+		"--service", "db-web=http://dep-db-web:8081",
 	}
 	if diff := cmp.Diff(wantGateway, byName["gateway"].Command); diff != "" {
 		t.Errorf("gateway Command (-want +got):\n%s", diff)

@@ -38,6 +38,15 @@
 // shell script, is refused when the task is loaded, naming the file, line and field. Argv
 // elements that no shell reads, and files written by write_file, take values as they are.
 //
+// Steps may drive a deployed env's gateway mid-episode with its admin token: set_clock arms
+// (or clears) the virtual clock, register_triggers registers triggers (a tool call pattern, a
+// turn count or a virtual time firing a message, a tool call, a tool access change or a data
+// plane call, with an optional barrier), set_tool_access disables and enables tools for a role,
+// call_extension calls a server's own route through /svc/<server>/ and checks its status and
+// JSON, and apply_server_config sends servers config through the extensions their cards
+// advertise. Every change is in the gateway's trajectory, which the gateway_trajectory
+// verifier grades record by record (examples/triggers-task).
+//
 // Verifiers score in [0,1] with rows of what they checked; an errored verifier, and every
 // verifier after a failed agent, scores 0. The task's score combines the verifiers no
 // aggregate step consumes. Two verifiers grade open-ended work: judge (a rubric or

@@ -152,6 +152,15 @@ func builtinKinds() map[string]kind {
 			{"exit_code", OutputInt}, {"stdout", OutputString}, {"stderr", OutputString}, {"results", OutputJSON}}},
 		TypeTeardownSandboxes: {new: func() Step { return &teardownSandboxes{} }, timeout: long, outputs: []Output{
 			{"receipt", OutputJSON}, {"terminated", OutputInt}}},
+		TypeGatewayTrajectory: {new: func() Step { return &gatewayTrajectory{} }, verifier: true, timeout: short},
+		TypeSetClock: {new: func() Step { return &setClock{} }, timeout: short, outputs: []Output{
+			{"virtual_time", OutputString}, {"state", OutputJSON}}},
+		TypeRegisterTriggers: {new: func() Step { return &registerTriggers{} }, timeout: short, outputs: []Output{{"ids", OutputJSON}}},
+		TypeSetToolAccess:    {new: func() Step { return &setToolAccess{} }, timeout: short, outputs: []Output{{"rules", OutputJSON}}},
+		TypeCallExtension: {new: func() Step { return &callExtension{} }, timeout: short, outputs: []Output{
+			{"status", OutputInt}, {"body", OutputString}, {"json", OutputJSON}}},
+		TypeApplyServerConfig: {new: func() Step { return &applyServerConfig{} }, timeout: short, outputs: []Output{
+			{"applied", OutputJSON}, {"skipped", OutputJSON}}},
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 func newGatewayCmd(a *app) *cobra.Command {
 	var f struct {
 		listen, tokenFile, name, toolNames, mode, serialize string
-		servers, disable, origins                           []string
+		servers, services, disable, origins                 []string
 		callTimeout, connectTimeout                         time.Duration
 		maxConns, maxSessions                               int
 	}
@@ -64,6 +64,13 @@ only. Tokens are never taken from the command line.`,
 				}
 				cfg.Servers = append(cfg.Servers, gateway.Backend{Name: name, URL: url})
 			}
+			for _, s := range f.services {
+				name, url, ok := strings.Cut(s, "=")
+				if !ok || name == "" || url == "" {
+					return usageError{fmt.Sprintf("--service %q: want NAME=URL", s)}
+				}
+				cfg.Services = append(cfg.Services, gateway.Backend{Name: name, URL: url})
+			}
 			if len(cfg.Servers) == 0 {
 				return usageError{"gateway needs at least one --server NAME=URL"}
 			}
@@ -84,6 +91,7 @@ only. Tokens are never taken from the command line.`,
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (default: $AGENTENV_GATEWAY_TOKEN)")
 	fl.StringVar(&f.name, "name", "env", "env name on the composed card")
 	fl.StringArrayVar(&f.servers, "server", nil, "backend MCP server NAME=URL (repeatable)")
+	fl.StringArrayVar(&f.services, "service", nil, "HTTP service NAME=BASE_URL proxied at /svc/NAME/ with the admin token, such as the DB web UI (repeatable)")
 	fl.StringVar(&f.toolNames, "tool-names", "auto", "auto, prefix or never")
 	fl.StringVar(&f.mode, "mode", "performance", "consistent (serialize tool calls) or performance")
 	fl.StringVar(&f.serialize, "serialize", gateway.SerializeServer, "scope of consistent mode: server (one call at a time per server) or env (one at a time across the gateway)")

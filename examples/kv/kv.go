@@ -28,11 +28,21 @@ type Config struct {
 
 // Run serves the kv env until ctx ends. A nil logger discards.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	s := New(logger)
+	s, exts := NewWithExtensions(logger)
 	if cfg.Stdio {
 		return s.ServeStdio(ctx)
 	}
-	return s.Serve(ctx, cfg.Listen)
+	return s.ServeWithExtensions(ctx, cfg.Listen, exts...)
+}
+
+// ConfigExtension is the URI of kv's config extension: set_config {read_only} (POST) and
+// get_config (GET) at /agentenv/ext/, for a harness (apply_server_config, call_extension),
+// never the agent. A read-only store refuses set and delete.
+const ConfigExtension = "urn:agentenv:kv-config/v1"
+
+// KVConfig is kv's configuration, as its config extension sets and reads it.
+type KVConfig struct {
+	ReadOnly bool `json:"read_only"`
 }
 
 // Entry is one key and its value, the shape of a data part.
@@ -43,12 +53,20 @@ type Entry struct {
 
 // store is the key/value state; safe for concurrent use.
 type store struct {
-	mu sync.Mutex
-	m  map[string]string
+	mu  sync.Mutex
+	m   map[string]string
+	cfg KVConfig
 }
 
 // New returns the kv env server with an empty store. A nil logger discards.
 func New(logger *slog.Logger) *envsdk.Server {
+	s, _ := NewWithExtensions(logger)
+	return s
+}
+
+// NewWithExtensions is [New] with the config extension's routes, to serve with
+// [envsdk.WithExtensions].
+func NewWithExtensions(logger *slog.Logger) (*envsdk.Server, []envsdk.Extension) {
 	st := &store{m: map[string]string{}}
 	s := envsdk.New(envsdk.Options{Name: "kv", Description: "An in-memory key/value store.", Logger: logger})
 
@@ -59,6 +77,9 @@ func New(logger *slog.Logger) *envsdk.Server {
 			}
 			st.mu.Lock()
 			defer st.mu.Unlock()
+			if st.cfg.ReadOnly {
+				return SetResult{}, errors.New("the store is read-only")
+			}
 			st.m[in.Key] = in.Value
 			return SetResult{OK: true}, nil
 		})
@@ -83,6 +104,9 @@ func New(logger *slog.Logger) *envsdk.Server {
 		}) (DeleteResult, error) {
 			st.mu.Lock()
 			defer st.mu.Unlock()
+			if st.cfg.ReadOnly {
+				return DeleteResult{}, errors.New("the store is read-only")
+			}
 			_, ok := st.m[in.Key]
 			delete(st.m, in.Key)
 			return DeleteResult{Deleted: ok}, nil
@@ -114,7 +138,36 @@ func New(logger *slog.Logger) *envsdk.Server {
 		}
 		return parts, nil
 	})
-	return s
+	return s, st.extensions()
+}
+
+// extensions are the config extension's methods.
+func (st *store) extensions() []envsdk.Extension {
+	schema := map[string]any{"type": "object", "properties": map[string]any{"read_only": map[string]any{"type": "boolean"}},
+		"additionalProperties": false}
+	return []envsdk.Extension{{
+		URI: ConfigExtension, Name: "set_config", Description: "Configure the store (read_only refuses set and delete).",
+		Request: schema,
+		Handle: func(ctx context.Context, body json.RawMessage) (any, error) {
+			var c KVConfig
+			dec := json.NewDecoder(strings.NewReader(string(body)))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&c); err != nil {
+				return nil, fmt.Errorf("config: %w", err)
+			}
+			st.mu.Lock()
+			st.cfg = c
+			st.mu.Unlock()
+			return c, nil
+		},
+	}, {
+		URI: ConfigExtension, Name: "get_config", HTTPMethod: "GET", Description: "Read the store's configuration.",
+		Handle: func(ctx context.Context, _ json.RawMessage) (any, error) {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			return st.cfg, nil
+		},
+	}}
 }
 
 // SetResult is the result of the set tool.

@@ -1,0 +1,202 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentenv/agentenv/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// addStamp adds a tool that answers what the gateway told it of the virtual time: the header
+// and the _meta key, as "header|meta".
+func (b *testBackend) addStamp() {
+	mcp.AddTool(b.mcp, &mcp.Tool{Name: "stamp", Description: "the virtual time it was sent"},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			var hdr string
+			if req.Extra != nil {
+				hdr = req.Extra.Header.Get(gateway.VirtualTimeHeader)
+			}
+			meta, _ := req.Params.Meta[gateway.MetaVirtualTime].(string)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: hdr + "|" + meta}}}, nil, nil
+		})
+}
+
+func callText(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("call %s: %v", tool, err)
+	}
+	return resultText(res), res.IsError
+}
+
+// The clock, triggers, tool access and /svc/ through real MCP sessions, on both the fast path
+// and the SDK path (/step).
+func TestGateway_ClockTriggersAccess(t *testing.T) {
+	const agentToken = "agent-token"
+	b := newBackend(t, "clk", true, "echo", "note")
+	b.addStamp()
+	_, srv := newGateway(t, gateway.Config{RoleTokens: map[string]string{"agent": agentToken}}, b)
+	cs := connect(t, srv.URL, "", nil)
+	if slices.Contains(listNames(t, cs), gateway.GetTimeTool) {
+		t.Fatal("get_time listed before the clock is armed")
+	}
+	if code, _, _ := do(t, "GET", srv.URL+gateway.ClockTimePath, testToken, nil, nil); code != http.StatusNotFound {
+		t.Errorf("GET /clock/time unarmed: %d, want 404", code)
+	}
+
+	// Only the admin token sets the clock; a bad time is 400 and arms nothing.
+	set := map[string]any{"virtual_time": "2026-01-05T09:00:00Z", "virtual_seconds_per_real_second": 0}
+	if code, _, _ := do(t, "PUT", srv.URL+gateway.ClockSetPath, agentToken, set, nil); code != http.StatusForbidden {
+		t.Errorf("set-time with a role token: %d, want 403", code)
+	}
+	if code, body, _ := do(t, "PUT", srv.URL+gateway.ClockSetPath, testToken, map[string]any{"virtual_time": "monday"}, nil); code != http.StatusBadRequest || !strings.Contains(string(body), "RFC 3339") {
+		t.Errorf("set-time with a bad time: %d %s", code, body)
+	}
+	code, body, _ := do(t, "PUT", srv.URL+gateway.ClockSetPath, testToken, set, nil)
+	if code != http.StatusOK || !strings.Contains(string(body), `"armed":true`) {
+		t.Fatalf("set-time: %d %s", code, body)
+	}
+	if !slices.Contains(listNames(t, cs), gateway.GetTimeTool) {
+		t.Fatal("get_time not listed while the clock is armed")
+	}
+	if got, _ := callText(t, cs, gateway.GetTimeTool, nil); got != `{"current_time":"2026-01-05T09:00:00Z"}` {
+		t.Errorf("get_time = %s", got)
+	}
+	if got, _ := callText(t, cs, "stamp", nil); got != "2026-01-05T09:00:00Z|2026-01-05T09:00:00Z" {
+		t.Errorf("the server was told header|meta = %q, want the virtual time twice", got)
+	}
+	code, body, _ = do(t, "POST", srv.URL+gateway.StepPath, testToken, map[string]any{"tool": "stamp"}, nil)
+	if code != http.StatusOK || !strings.Contains(string(body), "2026-01-05T09:00:00Z|2026-01-05T09:00:00Z") {
+		t.Errorf("/step stamp: %d %s", code, body)
+	}
+
+	// A trigger on a tool call: the barrier holds the call until the message is queued and
+	// the tool is disabled for the agent's role.
+	reg := `{"watch_roles":["default","agent"],"triggers":[{"id":"after-note","when":{"type":"action","tool":"no*","where":{"args.text":{"regex":"urgent"}}},
+		"actions":[{"type":"message","text":"A new email arrived from Dana."},{"type":"permission","action":"disable","role":"agent","tools":["stamp"]},{"type":"tool","tool":"echo","args":{"text":"mirrored"}}],
+		"barrier":{"at":"provoking_call","timeout_seconds":10}}]}`
+	if code, body, _ := do(t, "POST", srv.URL+gateway.TriggersRegisterPath, testToken, reg, nil); code != http.StatusOK {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	if code, _, _ := do(t, "POST", srv.URL+gateway.TriggersRegisterPath, agentToken, reg, nil); code != http.StatusForbidden {
+		t.Errorf("register with a role token: %d, want 403", code)
+	}
+	agent := connect(t, srv.URL, "agent", nil)
+	if got, _ := callText(t, agent, "note", map[string]any{"text": "calm"}); strings.Contains(got, "Dana") {
+		t.Errorf("fired on a call where does not hold: %s", got)
+	}
+	got, _ := callText(t, agent, "note", map[string]any{"text": "urgent!"})
+	if !strings.Contains(got, "clk/note:urgent!") || !strings.Contains(got, "A new email arrived from Dana.") {
+		t.Errorf("provoking call's result = %q, want its own text and the trigger's message", got)
+	}
+	if slices.Contains(listNames(t, agent), "stamp") {
+		t.Error("stamp still listed for the agent after the trigger disabled it")
+	}
+	if _, isErr := callText(t, agent, "stamp", nil); !isErr {
+		t.Error("stamp still callable by the agent")
+	}
+	if !slices.Contains(listNames(t, cs), "stamp") {
+		t.Error("the trigger disabled stamp for another role too")
+	}
+	code, body, _ = do(t, "GET", srv.URL+gateway.TriggersStatePath, testToken, nil, nil)
+	var st gateway.TriggerState
+	if code != http.StatusOK || json.Unmarshal(body, &st) != nil || len(st.Triggers) != 1 || st.Triggers[0].Status != gateway.TriggerFired {
+		t.Errorf("trigger state: %d %s", code, body)
+	}
+
+	// set_tool_access through the admin routes, then the trajectory has every change.
+	if code, body, _ := do(t, "POST", srv.URL+gateway.EnablePath, testToken, gateway.Gate{Role: "agent", Tools: []string{"stamp"}}, nil); code != http.StatusOK {
+		t.Fatalf("enable: %d %s", code, body)
+	}
+	if got, isErr := callText(t, agent, "stamp", nil); isErr {
+		t.Errorf("stamp re-enabled but: %s", got)
+	}
+	_, traj, _ := do(t, "GET", srv.URL+gateway.TrajectoryPath, testToken, nil, nil)
+	var recs []gateway.CallRecord
+	for line := range strings.SplitSeq(strings.TrimSpace(string(traj)), "\n") {
+		var r gateway.CallRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("trajectory line %q: %v", line, err)
+		}
+		recs = append(recs, r)
+	}
+	var seq []string
+	for _, r := range recs {
+		switch r.Via {
+		case "control":
+			seq = append(seq, r.Tool+"/"+r.Role)
+		case "trigger":
+			seq = append(seq, "trigger:"+r.Tool)
+		}
+		if r.Via != "control" && r.VirtualTime != "2026-01-05T09:00:00Z" {
+			t.Errorf("call %d (%s) has virtual_time %q", r.ID, r.Tool, r.VirtualTime)
+		}
+	}
+	want := []string{"clock/set-time/default", "triggers/register/default", "tools/disable/agent", "trigger:echo", "tools/enable/agent"}
+	if !slices.Equal(seq, want) {
+		t.Errorf("trajectory's control and trigger records = %q, want %q", seq, want)
+	}
+
+	// /svc/ reaches the server's own routes with the admin token only.
+	code, body, _ = do(t, "POST", srv.URL+gateway.SvcPrefix+"clk/agentenv", testToken, `{"jsonrpc":"2.0","id":1,"method":"ext/ping"}`, nil)
+	if code != http.StatusOK || !strings.Contains(string(body), `"server":"clk"`) || !strings.Contains(string(body), `ext/ping`) {
+		t.Errorf("/svc/clk/agentenv: %d %s", code, body)
+	}
+	if code, _, _ := do(t, "POST", srv.URL+gateway.SvcPrefix+"clk/agentenv", agentToken, `{}`, nil); code != http.StatusForbidden {
+		t.Errorf("/svc/ with a role token: %d, want 403", code)
+	}
+	if code, _, _ := do(t, "GET", srv.URL+gateway.SvcPrefix+"nope/x", testToken, nil, nil); code != http.StatusNotFound {
+		t.Errorf("/svc/ of an unknown server: %d, want 404", code)
+	}
+
+	// Clearing the clock removes get_time and the stamps.
+	if code, _, _ := do(t, "POST", srv.URL+gateway.ClockClearPath, testToken, nil, nil); code != http.StatusOK {
+		t.Fatalf("clear: %d", code)
+	}
+	if slices.Contains(listNames(t, cs), gateway.GetTimeTool) {
+		t.Error("get_time listed after clear")
+	}
+	if got, _ := callText(t, cs, "stamp", nil); got != "|" {
+		t.Errorf("after clear the server was told %q", got)
+	}
+}
+
+// An HTTP service (the DB web UI) is proxied at /svc/<name>/ to its base URL, without the
+// caller's token, with the admin token only.
+func TestGateway_SvcService(t *testing.T) {
+	var gotAuth, gotPath, gotQuery string
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth, gotPath, gotQuery = r.Header.Get("Authorization"), r.URL.Path, r.URL.RawQuery
+		_, _ = w.Write([]byte("<html>adminer</html>"))
+	}))
+	t.Cleanup(web.Close)
+	b := newBackend(t, "kv", false, "echo")
+	_, srv := newGateway(t, gateway.Config{Services: []gateway.Backend{{Name: "db-web", URL: web.URL}},
+		RoleTokens: map[string]string{"agent": "agent-token"}}, b)
+	code, body, _ := do(t, "GET", srv.URL+"/svc/db-web/?server=servicedb&username=reader", testToken, nil, nil)
+	if code != http.StatusOK || string(body) != "<html>adminer</html>" {
+		t.Fatalf("/svc/db-web/: %d %s", code, body)
+	}
+	if gotAuth != "" || gotPath != "/" || gotQuery != "server=servicedb&username=reader" {
+		t.Errorf("the service got auth %q path %q query %q", gotAuth, gotPath, gotQuery)
+	}
+	if code, _, _ := do(t, "GET", srv.URL+"/svc/db-web/", "agent-token", nil, nil); code != http.StatusForbidden {
+		t.Errorf("a role token at /svc/db-web/: %d, want 403", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := gateway.New(ctx, gateway.Config{Token: "x", Servers: []gateway.Backend{{Name: "kv", URL: b.url}}, Services: []gateway.Backend{{Name: "kv", URL: web.URL}}})
+	if err == nil || !strings.Contains(err.Error(), "unique name") {
+		t.Errorf("a service named as a server: %v", err)
+	}
+}
