@@ -349,24 +349,3 @@ func abs(x float64) float64 {
 	}
 	return x
 }
-
-func TestSummaryTally(t *testing.T) {
-	one, half := 1.0, 0.5
-	s := Summary{K: 2, Episodes: []Episode{
-		{Instance: 0, Outcome: OutcomePassed, Score: &one},
-		{Instance: 0, Outcome: OutcomeScoredBelow, Score: &half},
-		{Instance: 1, Outcome: OutcomeFailed},
-		{Instance: 1, Outcome: OutcomeCancelled},
-	}}
-	s.tally()
-	if s.Passed != 1 || s.ScoredBelow != 1 || s.Failed != 1 || s.Cancelled != 1 {
-		t.Errorf("counts = %+v", s)
-	}
-	if s.MeanScore != 0.375 {
-		t.Errorf("mean = %v, want 0.375", s.MeanScore)
-	}
-	// Instance 0: n=2, c=1: pass@1 = 0.5, pass@2 = 1. Instance 1: 0 and 0.
-	if s.PassAt["1"] != 0.25 || s.PassAt["2"] != 0.5 {
-		t.Errorf("pass@ = %v, want 1: 0.25, 2: 0.5", s.PassAt)
-	}
-}

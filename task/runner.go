@@ -260,7 +260,9 @@ func (r *Runner) Run(ctx context.Context, t *Task, opts RunOptions) (Summary, er
 		}()
 	}
 	wg.Wait()
-	sum.tally()
+	eps := sum.Episodes
+	sum = Summarize(t.Name, opts.K, eps)
+	sum.TaskDigest = t.Digest
 	sum.Elapsed = time.Since(start)
 	if err := ctx.Err(); err != nil {
 		return sum, fmt.Errorf("run %s: %w", t.Name, err)

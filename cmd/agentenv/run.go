@@ -115,8 +115,8 @@ func printSummary(a *app, sum task.Summary) {
 	if !sum.AllPassed() {
 		verdict = "not passed"
 	}
-	fmt.Fprintf(a.stdout, "%s: %d passed, %d scored below 1, %d failed, %d cancelled; mean score %.3g; pass@1 %.3g; %s\n",
-		verdict, sum.Passed, sum.ScoredBelow, sum.Failed, sum.Cancelled, sum.MeanScore, sum.PassAt["1"], sum.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(a.stdout, "%s: %d passed, %d scored below 1, %d failed, %d error, %d cancelled; mean score %.3g [%.3g, %.3g]; pass@1 %.3g; %s\n",
+		verdict, sum.Passed, sum.ScoredBelow, sum.Failed, sum.Errors, sum.Cancelled, sum.MeanScore, sum.MeanCI95[0], sum.MeanCI95[1], sum.PassAt["1"], sum.Elapsed.Round(time.Millisecond))
 }
 
 // taskDeployer lets task steps deploy env files through the deploy package. The deployment
