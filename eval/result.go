@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/agentenv/agentenv"
@@ -20,6 +21,33 @@ type Result struct {
 	Elapsed  time.Duration  `json:"elapsed_ns"`
 	NotRun   int            `json:"not_run"`  // slots without an episode (a cost cap, an interruption)
 	Replaced int            `json:"replaced"` // unfinished episodes a resume ran again
+	// Live holds, per task, what this Run or Resume ran as the task runner summarised it
+	// (receipts, warnings); the other fields are read back from the ledger.
+	Live []task.Summary `json:"-"`
+}
+
+// MarshalJSON writes r as `agentenv run EVAL --json` prints it: the group's id, name and
+// status, the totals, each task's summary and each slot's episode (run id and outcome).
+func (r Result) MarshalJSON() ([]byte, error) {
+	strip := func(s task.Summary) task.Summary { s.Episodes = nil; return s }
+	tasks := make([]task.Summary, len(r.Tasks))
+	for i, s := range r.Tasks {
+		tasks[i] = strip(s)
+	}
+	return json.Marshal(struct {
+		Group    string         `json:"group"`
+		Name     string         `json:"name"`
+		File     string         `json:"file"`
+		Status   string         `json:"status"`
+		Stopped  string         `json:"stopped,omitempty"`
+		Totals   task.Summary   `json:"totals"`
+		Tasks    []task.Summary `json:"tasks"`
+		Episodes []Line         `json:"episodes"`
+		NotRun   int            `json:"not_run"`
+		Replaced int            `json:"replaced"`
+		CostUSD  float64        `json:"cost_usd"`
+		Elapsed  time.Duration  `json:"elapsed_ns"`
+	}{r.Group.ID, r.Group.Name, r.Group.File, string(r.Group.Status), r.Stopped, strip(r.Overall), tasks, r.Lines, r.NotRun, r.Replaced, r.CostUSD, r.Elapsed})
 }
 
 // Line is one slot of a group: the episode that fills it now.

@@ -36,6 +36,7 @@ type Runner struct {
 type Options struct {
 	Concurrency int     // episodes at once over the group; the eval file's if 0
 	MaxCostUSD  float64 // stop starting episodes once the summed model cost passes it; no cap if 0
+	Keep        bool    // leave what the episodes made running (task.RunOptions.Keep)
 }
 
 func (r *Runner) ledger() agentenv.Ledger {
@@ -122,7 +123,7 @@ func (r *Runner) Run(ctx context.Context, f *File, opts Options) (Result, error)
 			}
 		}
 	}
-	return r.run(ctx, f, g, slots)
+	return r.run(ctx, f, g, slots, opts.Keep)
 }
 
 // Resume runs the slots of group id whose latest episode did not finish (see Pending), and
@@ -190,7 +191,7 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 	}
 	g.Error, g.Ended = "", time.Time{}
 	r.logger().Info("resuming group", "group", id, "pending", len(pending), "of", g.Slots())
-	return r.run(ctx, f, g, slots)
+	return r.run(ctx, f, g, slots, opts.Keep)
 }
 
 // reload loads the file group g ran and checks it is the same.
@@ -235,7 +236,7 @@ func checkTasks(g Group, f *File) error {
 }
 
 // run writes g as running, runs slots (per task) under one limit, and writes g's end.
-func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot) (Result, error) {
+func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot, keep bool) (Result, error) {
 	start := time.Now()
 	l := r.ledger()
 	st := Store{Ledger: l}
@@ -251,11 +252,13 @@ func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot)
 	admit := tr.admitter(ctx, max(g.Concurrency, 1), g.MaxCostUSD)
 	var wg sync.WaitGroup
 	runErrs := make([]error, len(f.Tasks))
+	live := make([]task.Summary, len(f.Tasks))
 	for ti, e := range f.Tasks {
 		if len(slots[ti]) == 0 {
 			continue
 		}
 		opts := e.options(slots[ti])
+		opts.Keep = keep
 		opts.Attrs = map[string]string{AttrGroup: g.ID, AttrGroupTask: strconv.Itoa(ti)}
 		opts.Admit = admit
 		opts.Done = func(ep task.Episode) { tr.done(ti, ep) }
@@ -263,7 +266,7 @@ func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, runErrs[ti] = r.runnerFor(e, tr.event).Run(ctx, e.Task, opts)
+			live[ti], runErrs[ti] = r.runnerFor(e, tr.event).Run(ctx, e.Task, opts)
 		}()
 	}
 	wg.Wait()
@@ -283,6 +286,7 @@ func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot)
 	werr := st.Put(wctx, g)
 	res, rerr := Collect(wctx, l, g)
 	res.Elapsed = time.Since(start)
+	res.Live = live
 	res.CostUSD = tr.cost()
 	if g.Status == agentenv.RunCancelled && g.Error == ErrCostCap.Error() {
 		res.Stopped = g.Error
