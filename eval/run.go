@@ -37,6 +37,7 @@ type Options struct {
 	Concurrency int     // episodes at once over the group; the eval file's if 0
 	MaxCostUSD  float64 // stop starting episodes once the summed model cost passes it; no cap if 0
 	Keep        bool    // leave what the episodes made running (task.RunOptions.Keep)
+	Retries     int     // whole-episode retries after an infrastructure error (task.RunOptions.Retries)
 }
 
 func (r *Runner) ledger() agentenv.Ledger {
@@ -123,7 +124,7 @@ func (r *Runner) Run(ctx context.Context, f *File, opts Options) (Result, error)
 			}
 		}
 	}
-	return r.run(ctx, f, g, slots, opts.Keep)
+	return r.run(ctx, f, g, slots, opts)
 }
 
 // Resume runs the slots of group id whose latest episode did not finish (see Pending), and
@@ -191,7 +192,7 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 	}
 	g.Error, g.Ended = "", time.Time{}
 	r.logger().Info("resuming group", "group", id, "pending", len(pending), "of", g.Slots())
-	return r.run(ctx, f, g, slots, opts.Keep)
+	return r.run(ctx, f, g, slots, opts)
 }
 
 // reload loads the file group g ran and checks it is the same.
@@ -236,7 +237,7 @@ func checkTasks(g Group, f *File) error {
 }
 
 // run writes g as running, runs slots (per task) under one limit, and writes g's end.
-func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot, keep bool) (Result, error) {
+func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot, o Options) (Result, error) {
 	start := time.Now()
 	l := r.ledger()
 	st := Store{Ledger: l}
@@ -258,7 +259,7 @@ func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot,
 			continue
 		}
 		opts := e.options(slots[ti])
-		opts.Keep = keep
+		opts.Keep, opts.Retries = o.Keep, o.Retries
 		opts.Attrs = map[string]string{AttrGroup: g.ID, AttrGroupTask: strconv.Itoa(ti)}
 		opts.Admit = admit
 		opts.Done = func(ep task.Episode) { tr.done(ti, ep) }

@@ -32,7 +32,7 @@ func outcomeOf(r agentenv.Run) string {
 		return OutcomeRunning
 	case string(agentenv.RunCancelled):
 		return OutcomeCancelled
-	case string(agentenv.RunFailed):
+	case string(agentenv.RunFailed), string(agentenv.RunError):
 		return OutcomeError
 	}
 	switch {

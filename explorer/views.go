@@ -55,7 +55,7 @@ func statusesOf(outcome string) []string {
 	case OutcomePassed, OutcomeBelow, OutcomeFailed, OutcomeUnscored:
 		return []string{string(agentenv.RunCompleted)}
 	case OutcomeError:
-		return []string{string(agentenv.RunFailed)}
+		return []string{string(agentenv.RunFailed), string(agentenv.RunError)}
 	case OutcomeCancelled:
 		return []string{string(agentenv.RunCancelled)}
 	case OutcomeRunning:

@@ -103,7 +103,7 @@ func (e *episode) runDAG(ctx context.Context) error {
 			st := e.finish(ctx, dctx, s, d.res, d.err)
 			status[d.i] = st
 			if st == agentenv.StepFailed && s.FailTaskOnError {
-				stop(fmt.Errorf("step %s: %w", s.ID, d.err))
+				stop(withKind(classify(s.Type, d.err), fmt.Errorf("step %s: %w", s.ID, d.err)))
 			}
 		case <-cancelled:
 			cancelled = nil
@@ -162,6 +162,9 @@ func (e *episode) finish(ctx, dctx context.Context, s *StepSpec, res Result, err
 		if err != nil {
 			st.rec.Error = err.Error()
 		}
+		if status == agentenv.StepFailed {
+			st.rec.ErrorKind = classify(s.Type, err)
+		}
 	})
 	return status
 }
@@ -209,7 +212,11 @@ func (e *episode) failedAgent(s *StepSpec) error {
 			continue
 		}
 		if st := e.states[dep.ID]; st.rec.Status != agentenv.StepPassed {
-			return fmt.Errorf("agent step %s %s: %s", dep.ID, st.rec.Status, st.rec.Error)
+			kind := st.rec.ErrorKind
+			if kind == "" {
+				kind = agentenv.StepErrorInfra // it did not run: nothing the agent did
+			}
+			return withKind(kind, fmt.Errorf("agent step %s %s: %s", dep.ID, st.rec.Status, st.rec.Error))
 		}
 	}
 	return nil

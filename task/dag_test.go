@@ -162,7 +162,7 @@ func TestDAG(t *testing.T) {
 - {id: bad, type: probe, depends_on: [a], sleep: 20ms, fail: true}
 - {id: after, type: probe, depends_on: [bad]}
 - {id: v, type: check, score: "1", depends_on: [slow]}`,
-		want: want{outcome: OutcomeFailed, errorHas: "step bad: probe failed",
+		want: want{outcome: OutcomeError, errorHas: "step bad: probe failed",
 			status: map[string]agentenv.StepStatus{"a": agentenv.StepPassed, "slow": agentenv.StepCancelled, "bad": agentenv.StepFailed, "after": agentenv.StepSkipped, "v": agentenv.StepSkipped},
 			before: [][2]string{{"end slow", "episode end"}}},
 	}, {
@@ -179,7 +179,7 @@ func TestDAG(t *testing.T) {
 		name: "step timeout",
 		src: `steps:
 - {id: a, type: probe, block: true, timeout: 30ms}`,
-		want: want{outcome: OutcomeFailed, errorHas: "timed out after 30ms", status: map[string]agentenv.StepStatus{"a": agentenv.StepFailed}},
+		want: want{outcome: OutcomeError, errorHas: "timed out after 30ms", status: map[string]agentenv.StepStatus{"a": agentenv.StepFailed}},
 	}, {
 		name: "output references",
 		src: `steps:
@@ -192,7 +192,8 @@ func TestDAG(t *testing.T) {
 		src: `steps:
 - {id: a, type: probe, fail: true, fail_task_on_error: false}
 - {id: v, type: check, score: "1", value: "${steps.a.outputs.value}", fail_task_on_error: false}`,
-		want: want{outcome: OutcomeScoredBelow, status: map[string]agentenv.StepStatus{"v": agentenv.StepFailed}, outputs: map[string]string{"v.score": "0"}},
+		// v could not run: an infrastructure error, so the episode is no sample.
+		want: want{outcome: OutcomeError, status: map[string]agentenv.StepStatus{"v": agentenv.StepFailed}, outputs: map[string]string{"v.score": "0"}},
 	}, {
 		name:  "placeholders",
 		seeds: "who,n\nada,1\nbob,2\n",
@@ -275,7 +276,7 @@ func TestDAG(t *testing.T) {
 			if err != nil {
 				t.Fatalf("run record: %v", err)
 			}
-			wantStatus := map[Outcome]agentenv.RunStatus{OutcomeCancelled: agentenv.RunCancelled, OutcomeFailed: agentenv.RunFailed}[tc.want.outcome]
+			wantStatus := map[Outcome]agentenv.RunStatus{OutcomeCancelled: agentenv.RunCancelled, OutcomeFailed: agentenv.RunFailed, OutcomeError: agentenv.RunError}[tc.want.outcome]
 			if wantStatus == "" {
 				wantStatus = agentenv.RunCompleted
 			}

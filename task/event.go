@@ -13,6 +13,7 @@ type EventKind string
 const (
 	EventStep     EventKind = "step"     // a step changed status
 	EventEpisode  EventKind = "episode"  // an episode started or ended
+	EventRetry    EventKind = "retry"    // an episode or a span of its steps runs again after an infrastructure error
 	EventTeardown EventKind = "teardown" // an episode's final teardown ended
 )
 
@@ -42,6 +43,8 @@ func (e Event) String() string {
 		fmt.Fprintf(&b, " %s (%s) %s", e.Step, e.Type, e.Status)
 	case EventTeardown:
 		fmt.Fprintf(&b, " teardown %s", e.Status)
+	case EventRetry:
+		fmt.Fprintf(&b, " retry: %s", e.Status)
 	default:
 		fmt.Fprintf(&b, " episode %s", e.Status)
 	}

@@ -67,6 +67,14 @@ func (t *Task) preflight(opts RunOptions) error {
 		switch s.Type {
 		case "write_file":
 			check(s, "from", field(s.fields, "from"))
+		case TypeJudge:
+			check(s, "rubric_file", field(s.fields, "rubric_file"))
+		case TypeScript:
+			if files := field(s.fields, "files"); files != nil && files.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(files.Content); i += 2 {
+					check(s, "files."+files.Content[i].Value, files.Content[i+1])
+				}
+			}
 		case "deploy_sandbox":
 			if n := field(s.fields, "provider"); n != nil {
 				if err := switchesToProcess(opts.Provider, n.Value); err != nil {

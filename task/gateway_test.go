@@ -296,9 +296,10 @@ steps:
 	if steps["env"].Outputs["database_url"] != "[redacted]" {
 		t.Errorf("database_url output recorded as %q, want redacted", steps["env"].Outputs["database_url"])
 	}
-	// The task score combines the verifiers no aggregate consumes: all, avg and db.
-	if ep.Score == nil || *ep.Score != 0 || ep.Outcome != task.OutcomeScoredBelow {
-		t.Errorf("episode: %s score %v, want scored below 1 with 0 (all_pass of 1, 0.5, 0)", ep.Outcome, ep.Score)
+	// The task score combines the verifiers no aggregate consumes: all, avg and db. db could
+	// not reach its DB: an infrastructure error, so the episode is an error, no sample.
+	if ep.Score == nil || *ep.Score != 0 || ep.Outcome != task.OutcomeError || steps["db"].ErrorKind != agentenv.StepErrorInfra {
+		t.Errorf("episode: %s score %v (db %s), want error with 0 (all_pass of 1, 0.5, 0)", ep.Outcome, ep.Score, steps["db"].ErrorKind)
 	}
 	if open := dep.open(); len(open) != 0 || len(dep.tornDown) != 1 {
 		t.Errorf("deployments left %v, torn down %v; want the one torn down", open, dep.tornDown)

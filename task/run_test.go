@@ -50,8 +50,8 @@ func TestNotesTaskWithoutDeployer(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 	ep := sum.Episodes[0]
-	if ep.Outcome != task.OutcomeFailed || !strings.Contains(ep.Error, "none is configured") || *ep.Score != 0 {
-		t.Errorf("episode = %s %q score %v, want failed naming the missing deployer, score 0", ep.Outcome, ep.Error, *ep.Score)
+	if ep.Outcome != task.OutcomeError || !strings.Contains(ep.Error, "none is configured") || *ep.Score != 0 {
+		t.Errorf("episode = %s %q score %v, want error naming the missing deployer, score 0", ep.Outcome, ep.Error, *ep.Score)
 	}
 }
 
@@ -93,8 +93,8 @@ func TestRunRecordFaults(t *testing.T) {
 			t.Fatalf("Run = %v", err)
 		}
 		ep := sum.Episodes[0]
-		if ep.Outcome != task.OutcomeFailed || !strings.Contains(ep.Error, "injected fault") {
-			t.Errorf("episode = %s %q, want failed with the injected fault", ep.Outcome, ep.Error)
+		if ep.Outcome != task.OutcomeError || !strings.Contains(ep.Error, "injected fault") {
+			t.Errorf("episode = %s %q, want error with the injected fault", ep.Outcome, ep.Error)
 		}
 		r.assertClean(t)
 	})

@@ -53,6 +53,10 @@ type RunOptions struct {
 	Provider        string // provider (or comma chain) of steps that name none
 	Keep            bool   // leave what episodes made running; see Runner.Teardown
 
+	// Retries is how many times an episode that ended on an infrastructure error runs again
+	// from scratch: the task's retries.infra if 0, none if negative. Never with Keep.
+	Retries int
+
 	// Group fields, for a caller running several Run calls as one group (package eval).
 	Slots        []Slot            // the episodes to run; every instance × K if empty
 	Attrs        map[string]string // added to every run document's attrs (such as "group")
@@ -70,6 +74,17 @@ type RunOptions struct {
 type Slot struct {
 	Instance int `json:"instance"`
 	Attempt  int `json:"attempt"`
+}
+
+// infraRetries is the number of whole-episode retries of t under opts.
+func (opts RunOptions) infraRetries(t *Task) int {
+	switch {
+	case opts.Keep || opts.Retries < 0:
+		return 0
+	case opts.Retries > 0:
+		return opts.Retries
+	}
+	return t.InfraRetries
 }
 
 func (r *Runner) logger() *slog.Logger {
@@ -279,7 +294,7 @@ func (r *Runner) Check(t *Task, opts RunOptions) (instances int, err error) {
 }
 
 func (r *Runner) check(t *Task, opts RunOptions) ([]instance, error) {
-	if err := t.preflight(opts); err != nil {
+	if err := errors.Join(t.preflight(opts), r.preflightJudges(t)); err != nil {
 		return nil, err
 	}
 	return r.instances(t, opts.Seeds, opts.Placeholders)
@@ -309,7 +324,19 @@ func (e *episode) run(ctx context.Context) Episode {
 	start := time.Now()
 	e.emit(Event{Kind: EventEpisode, Time: start, Run: e.id, Episode: e.num, Episodes: e.total, Status: "started"})
 	e.save(ctx)
-	fatal := e.runDAG(ctx)
+	var fatal, infra error
+	for attempt := 1; ; attempt++ {
+		astart := time.Now()
+		fatal = e.runDAG(ctx)
+		infra = e.infraError(fatal)
+		if infra == nil || attempt > e.opts.infraRetries(e.t) || ctx.Err() != nil {
+			break
+		}
+		if err := e.retryEpisode(ctx, attempt, astart, infra); err != nil {
+			infra = err // what the failed attempt left could not be torn down: stop here
+			break
+		}
+	}
 
 	res := Episode{Run: e.id}
 	score := e.score()
@@ -317,6 +344,8 @@ func (e *episode) run(ctx context.Context) Episode {
 	switch {
 	case errors.Is(fatal, errCancelled) || ctx.Err() != nil:
 		res.Outcome, res.Error = OutcomeCancelled, "cancelled"
+	case infra != nil:
+		res.Outcome, res.Error = OutcomeError, infra.Error()
 	case fatal != nil:
 		res.Outcome, res.Error = OutcomeFailed, fatal.Error()
 	case score == nil:
@@ -345,7 +374,7 @@ func (e *episode) run(ctx context.Context) Episode {
 		if err != nil {
 			ev.Error = err.Error()
 			if res.Outcome != OutcomeCancelled {
-				res.Outcome = OutcomeFailed
+				res.Outcome = OutcomeError // a teardown that failed is the infrastructure's
 			}
 			res.Error = joinMsg(res.Error, err.Error())
 		}
@@ -361,6 +390,8 @@ func (e *episode) run(ctx context.Context) Episode {
 		e.doc.Status = agentenv.RunCancelled
 	case OutcomeFailed:
 		e.doc.Status = agentenv.RunFailed
+	case OutcomeError:
+		e.doc.Status = agentenv.RunError
 	default:
 		e.doc.Status = agentenv.RunCompleted
 	}

@@ -37,6 +37,12 @@ func genSchema() map[string]any {
 		props["fail_task_on_error"] = map[string]any{"type": "boolean", "default": true,
 			"description": "a failure stops the task (true) or is recorded and the task goes on (false)"}
 		props["timeout"] = map[string]any{"type": "string", "description": "Go duration, such as 30s or 5m"}
+		props["retry"] = map[string]any{"type": "object", "additionalProperties": false,
+			"description": "on an infrastructure error of this step, tear down and re-run the span from..this step",
+			"properties": map[string]any{
+				"max":  map[string]any{"type": "integer", "minimum": 1, "default": 1},
+				"from": map[string]any{"type": "string", "description": "first step of the span: this step or a dependency; this step if absent"},
+			}}
 		if k.verifier {
 			props["weight"] = map[string]any{"type": "number", "exclusiveMinimum": 0, "default": 1,
 				"description": "weight in a weighted_average task score"}
@@ -67,6 +73,9 @@ func genSchema() map[string]any {
 			"description": map[string]any{"type": "string"},
 			"score":       map[string]any{"enum": []string{string(AllPass), string(AnyPass), string(WeightedAverage), string(Min)}, "default": string(AllPass)},
 			"steps":       map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"$ref": "#/$defs/step"}},
+			"retries": map[string]any{"type": "object", "additionalProperties": false,
+				"description": "an episode that ends on an infrastructure error runs again from scratch, up to infra times",
+				"properties":  map[string]any{"infra": map[string]any{"type": "integer", "minimum": 0}}},
 		},
 		"$defs": defs,
 	}

@@ -145,6 +145,11 @@ func builtinKinds() map[string]kind {
 		TypeSQL:             {new: func() Step { return &sqlCheck{} }, verifier: true, timeout: short},
 		TypeDataGet:         {new: func() Step { return &dataGet{} }, verifier: true, timeout: short},
 		TypeAggregate:       {new: func() Step { return &aggregate{} }, verifier: true, timeout: short},
+		TypeJudge: {new: func() Step { return &judge{} }, verifier: true, timeout: short, outputs: []Output{
+			{"prompt", OutputString}, {"answer", OutputString}, {"reasons", OutputString}, {"model", OutputString},
+			{"input_tokens", OutputInt}, {"output_tokens", OutputInt}}},
+		TypeScript: {new: func() Step { return &script{} }, verifier: true, timeout: long, outputs: []Output{
+			{"exit_code", OutputInt}, {"stdout", OutputString}, {"stderr", OutputString}, {"results", OutputJSON}}},
 		TypeTeardownSandboxes: {new: func() Step { return &teardownSandboxes{} }, timeout: long, outputs: []Output{
 			{"receipt", OutputJSON}, {"terminated", OutputInt}}},
 	}

@@ -42,6 +42,9 @@ type Task struct {
 	File        string // the path (or name) it was parsed from
 	Dir         string // base of the relative paths in it
 	Digest      string // "sha256:" and the hex digest of the file's bytes
+	// InfraRetries is how many times an episode that ended on an infrastructure error is run
+	// again from scratch (retries: {infra: N}); 0 if the file names none.
+	InfraRetries int
 
 	kinds        map[string]kind
 	placeholders []string                   // every <name> used, sorted by first use
@@ -58,13 +61,23 @@ type StepSpec struct {
 	Timeout         time.Duration // the type's default if the file has none
 	Weight          float64       // a verifier's weight in weighted_average; 1 by default
 	Line            int           // where the step starts in the file
+	Retry           *StepRetry    // re-run a span when this step fails on an infrastructure error; nil if none
 
 	fields *yaml.Node // the type-specific fields, a mapping
 	path   string     // "steps[2]", for messages
 }
 
+// StepRetry is a step's retry: {max: N, from: STEP_ID}. When the step fails with an
+// infrastructure error, the span of From and every step depending on it (this one included)
+// is torn down and run again, up to Max times. From is the step itself if the file names none.
+type StepRetry struct {
+	Max  int
+	From string
+	line int
+}
+
 // commonFields are the fields every step has.
-var commonFields = []string{"id", "type", "depends_on", "fail_task_on_error", "timeout"}
+var commonFields = []string{"id", "type", "depends_on", "fail_task_on_error", "timeout", "retry"}
 
 // The task file of `agentenv run hello`.
 //
@@ -143,7 +156,7 @@ func parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
 
 // decode reads the top level and each step's common fields.
 func (t *Task) decode(d *decoder, root *yaml.Node) {
-	known := []string{"name", "description", "score", "steps"}
+	known := []string{"name", "description", "score", "retries", "steps"}
 	pairs, ok := d.Pairs(root, "", "field")
 	if !ok {
 		return
@@ -164,6 +177,12 @@ func (t *Task) decode(d *decoder, root *yaml.Node) {
 			}
 		case "steps":
 			steps = v
+		case "retries":
+			d.Fields(v, "retries", []string{"infra"}, func(key string, v *yaml.Node, p string) {
+				if t.InfraRetries = d.Integer(v, p); t.InfraRetries < 0 {
+					d.Errorf(v.Line, p, "want 0 or more, got %d", t.InfraRetries)
+				}
+			})
 		default:
 			d.Unknown(k, "", known)
 		}
@@ -212,6 +231,18 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 			}
 		case "timeout":
 			s.Timeout = d.DurationText(v, p)
+		case "retry":
+			s.Retry = &StepRetry{Max: 1, line: v.Line}
+			d.Fields(v, p, []string{"max", "from"}, func(key string, v *yaml.Node, fp string) {
+				switch key {
+				case "max":
+					if s.Retry.Max = d.Integer(v, fp); s.Retry.Max < 1 {
+						d.Errorf(v.Line, fp, "want 1 or more, got %d", s.Retry.Max)
+					}
+				case "from":
+					s.Retry.From = d.Str(v, fp)
+				}
+			})
 		case "weight":
 			weight = v
 			if err := v.Decode(&s.Weight); err != nil || s.Weight <= 0 {

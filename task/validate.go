@@ -65,6 +65,14 @@ func (t *Task) validate(d *decoder) {
 	seen := map[string]bool{}
 	for _, s := range t.Steps {
 		t.validateStep(d, s, anc[s.ID])
+		if r := s.Retry; r != nil {
+			if r.From == "" {
+				r.From = s.ID
+			}
+			if r.From != s.ID && !anc[s.ID][r.From] {
+				d.Errorf(r.line, yamlfile.Join(s.path, "retry.from"), "step %q is not %q or a dependency of it%s", r.From, s.ID, suggest.DidYouMean(r.From, t.stepIDs()))
+			}
+		}
 		eachString(s.fields, func(n *yaml.Node) {
 			for _, name := range placeholdersIn(n.Value) {
 				if !seen[name] {

@@ -85,7 +85,7 @@ func (s *aggregate) Refs() []Ref {
 }
 
 // verifierTypes are the step types that write a score.
-var verifierTypes = []string{TypeFileContains, TypeCommandSucceeds, TypeResponseMatches, TypeToolResult, TypeSQL, TypeDataGet, TypeAggregate}
+var verifierTypes = []string{TypeFileContains, TypeCommandSucceeds, TypeResponseMatches, TypeToolResult, TypeSQL, TypeDataGet, TypeAggregate, TypeJudge, TypeScript}
 
 func (s *aggregate) Run(ctx context.Context, sc *scope) (Result, error) {
 	mode := s.Mode

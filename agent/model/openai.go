@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -18,13 +19,54 @@ type openaiConv struct {
 	params openai.ChatCompletionNewParams
 }
 
-func newOpenAI(cfg Config, model string, p agent.Prompt, ts tools) *openaiConv {
-	c := &openaiConv{client: openai.NewClient(
+// openaiClient is the client of cfg's OpenAI-compatible endpoint.
+func openaiClient(cfg Config) openai.Client {
+	return openai.NewClient(
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithAPIKey(cfg.APIKey),
 		option.WithHTTPClient(cfg.HTTP),
 		option.WithMaxRetries(0), // the step fails plainly; its caps bound it
-	)}
+	)
+}
+
+// Completion is the answer of one chat completion without tools.
+type Completion struct {
+	Text         string
+	Refusal      string // the model's refusal, if it refused
+	FinishReason string
+	Model        string // as the endpoint names it
+	InputTokens  int64
+	OutputTokens int64
+}
+
+// Complete asks cfg's OpenAI-compatible endpoint (cfg.Provider is not consulted) for one chat
+// completion of system and user, with cfg.Model, within ctx. An error is the endpoint's (a
+// transport error, a non-2xx status, an answer without a choice); what the model said,
+// refusals included, is in the Completion.
+func Complete(ctx context.Context, cfg Config, system, user string) (Completion, error) {
+	if cfg.HTTP == nil {
+		cfg.HTTP = http.DefaultClient
+	}
+	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(cfg.Model)}
+	if system != "" {
+		params.Messages = append(params.Messages, openai.SystemMessage(system))
+	}
+	params.Messages = append(params.Messages, openai.UserMessage(user))
+	client := openaiClient(cfg)
+	resp, err := client.Chat.Completions.New(ctx, params)
+	if err != nil {
+		return Completion{}, err
+	}
+	if len(resp.Choices) == 0 {
+		return Completion{}, errors.New("chat completion without a choice")
+	}
+	ch := resp.Choices[0]
+	return Completion{Text: ch.Message.Content, Refusal: ch.Message.Refusal, FinishReason: ch.FinishReason,
+		Model: resp.Model, InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}, nil
+}
+
+func newOpenAI(cfg Config, model string, p agent.Prompt, ts tools) *openaiConv {
+	c := &openaiConv{client: openaiClient(cfg)}
 	c.params.Model = shared.ChatModel(model)
 	if p.SystemPrompt != "" {
 		c.params.Messages = append(c.params.Messages, openai.SystemMessage(p.SystemPrompt))

@@ -19,6 +19,7 @@ import (
 // runFlags are agentenv run's flags.
 type runFlags struct {
 	k, concurrency  int
+	retries         int
 	seeds, provider string
 	keep, json      bool
 	passEnv         []string
@@ -43,7 +44,12 @@ a group in the ledger ('agentenv runs ls --group'); '--resume GROUP' runs only t
 of a group that did not finish (cancelled, interrupted, infrastructure errors), after a
 crash and 'agentenv gc' too.
 
-Exit codes: 0 every episode passed, 1 any failed or scored below 1, 2 bad input, 130 or 143
+An episode that ends on an infrastructure error (a deploy, a provider, a model endpoint, a
+verifier that could not run) has outcome error: it counts in neither the mean nor pass@k, and
+--retries N (or the task's retries: {infra: N}) runs it again from scratch, after tearing down
+what it made; every attempt is kept in the run record.
+
+Exit codes: 0 every episode passed, 1 any failed, scored below 1 or error, 2 bad input, 130 or 143
 when interrupted (what was made is torn down first).`,
 		Example: `  agentenv run hello
   agentenv run examples/notes-task --k 8 --concurrency 4
@@ -77,6 +83,9 @@ when interrupted (what was made is torn down first).`,
 				}
 				ef, single = eval.ForTask(t, f.k, f.concurrency, f.seeds, eval.Overrides{Provider: f.provider}), true
 			}
+			if f.retries == 0 && cmd.Flags().Changed("retries") {
+				f.retries = -1 // --retries 0: none, whatever the task says
+			}
 			return a.runGroup(ctx, f, ef, single)
 		},
 	}
@@ -88,6 +97,7 @@ when interrupted (what was made is torn down first).`,
 	fl.StringVar(&f.provider, "provider", "", "provider of steps that name none (default: provider.default)")
 	fl.BoolVar(&f.keep, "keep", false, "keep what the episodes made until Ctrl-C")
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
+	fl.IntVar(&f.retries, "retries", 0, "run an episode that ended on an infrastructure error again from scratch, up to N times (default: the task's retries.infra)")
 	fl.StringVar(&f.resume, "resume", "", "run the unfinished episodes of this run group")
 	fl.Float64Var(&f.maxCost, "max-cost-usd", 0, "stop starting episodes once the group's model cost (prompt_agent cost_usd) passes this")
 	return cmd
@@ -132,7 +142,7 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 	if !single && !f.json {
 		er.Progress = newProgressPrinter(a.stderr)
 	}
-	opts := eval.Options{Concurrency: f.concurrency, MaxCostUSD: f.maxCost, Keep: f.keep}
+	opts := eval.Options{Concurrency: f.concurrency, MaxCostUSD: f.maxCost, Keep: f.keep, Retries: f.retries}
 	var res eval.Result
 	if f.resume != "" {
 		res, err = er.Resume(ctx, f.resume, opts)
