@@ -29,7 +29,7 @@ steps:
     type: deploy_sandbox
     provider: docker
     image: ` + image + `
-    command: [/agentenv, sleep]
+    command: [sleep]
 `
 	if pause != "" {
 		src += `  - id: host
@@ -117,7 +117,11 @@ func TestEvalRetriesFaultedCreates(t *testing.T) {
 	evalFile := filepath.Join(dir, "eval.yaml")
 	os.WriteFile(evalFile, []byte("name: faults\nconcurrency: 1\ntasks:\n  - task: alpha.yaml\n    k: 4\n  - task: beta.yaml\n    k: 4\n"), 0o600)
 
-	clean := decodeGroup(t, c.run(t.Context(), nil, "run", evalFile, "--json"))
+	cr := c.run(t.Context(), nil, "run", evalFile, "--json")
+	clean := decodeGroup(t, cr)
+	if cr.code != 0 || clean.Totals.Passed != 8 {
+		t.Fatalf("run without faults: exit %d, totals %+v\n%s", cr.code, clean.Totals, cr.stderr)
+	}
 	faulted := c.run(t.Context(), []string{"AGENTENV_FAULTS=docker/create:1:error,docker/create:5:error"}, "run", evalFile, "--json", "--retries", "1")
 	g := decodeGroup(t, faulted)
 	if faulted.code != 0 || g.Totals.Passed != 8 || g.Totals.Errors != 0 {
@@ -335,7 +339,7 @@ func TestEvalBadInputDeploysNothing(t *testing.T) {
 		t.Errorf("missing task: exit %d\n%s", r.code, r.stderr)
 	}
 	judged := filepath.Join(dir, "judged.yaml")
-	os.WriteFile(judged, []byte("name: judged\nsteps:\n  - id: box\n    type: deploy_sandbox\n    provider: docker\n    image: "+c.image+"\n    command: [/agentenv, sleep]\n  - id: grade\n    type: judge\n    rubric: the answer is polite\n    inputs: {answer: thank you}\n"), 0o600)
+	os.WriteFile(judged, []byte("name: judged\nsteps:\n  - id: box\n    type: deploy_sandbox\n    provider: docker\n    image: "+c.image+"\n    command: [sleep]\n  - id: grade\n    type: judge\n    rubric: the answer is polite\n    inputs: {answer: thank you}\n"), 0o600)
 	ev := filepath.Join(dir, "judge-eval.yaml")
 	os.WriteFile(ev, []byte("name: j\ntasks:\n  - task: box.yaml\n  - task: judged.yaml\n"), 0o600)
 	r = c.run(t.Context(), nil, "run", ev)
