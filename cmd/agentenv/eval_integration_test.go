@@ -251,6 +251,9 @@ func TestEvalKilledThenGCThenResume(t *testing.T) {
 			kept++
 		}
 	}
+	if kept == len(g.Episodes) {
+		t.Errorf("SIGKILL came after every episode had ended: nothing was resumed")
+	}
 	if kept != len(before) || len(before) < 2 {
 		t.Errorf("resume kept %d of the %d episodes that had passed", kept, len(before))
 	}
