@@ -412,3 +412,33 @@ func equalMap(a, b map[string]float64) bool {
 	}
 	return true
 }
+
+type mapSource map[string]string
+
+func (m mapSource) Get(k string) (string, error) {
+	if v, ok := m[k]; ok {
+		return v, nil
+	}
+	return "", errors.New("unset")
+}
+
+func TestOverrides(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Parse(filepath.Join(dir, "e.yaml"), []byte("name: x\ntasks:\n  - task: "+helloTask+"\n    overrides:\n      placeholders: {who: ada}\n      provider: docker\n      model: {name: small, input_price: 0.5}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := f.Tasks[0].Overrides
+	if o.Placeholders["who"] != "ada" || o.Provider != "docker" || o.Model["name"] != "small" || o.Model["input_price"] != "0.5" {
+		t.Fatalf("overrides = %+v", o)
+	}
+	ms := modelSource{base: mapSource{"model.name": "big", "model.base_url": "http://m/v1", "model.judge.name": "judge"}, over: o.Model}
+	for key, want := range map[string]string{"model.name": "small", "model.base_url": "http://m/v1", "model.input_price": "0.5", "model.judge.name": "judge"} {
+		if got, err := ms.Get(key); err != nil || got != want {
+			t.Errorf("Get(%s) = %q, %v; want %q", key, got, err, want)
+		}
+	}
+	if _, err := Parse(filepath.Join(dir, "e.yaml"), []byte("name: x\ntasks:\n  - task: "+helloTask+"\n    overrides: {model: {input_price: cheap}}\n")); err == nil || !strings.Contains(err.Error(), "e.yaml:4: tasks[0].overrides.model.input_price: want a number") {
+		t.Errorf("bad price: %v", err)
+	}
+}

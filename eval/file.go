@@ -197,12 +197,10 @@ func decodeOverrides(d *yamlfile.Decoder, n *yaml.Node, path string) Overrides {
 		case "model":
 			o.Model = map[string]string{}
 			d.Fields(v, p, ModelKeys, func(key string, v *yaml.Node, p string) {
-				if v.Kind == yaml.ScalarNode && v.ShortTag() != "!!str" && key != "input_price" && key != "output_price" {
-					d.Errorf(v.Line, p, "want a string, got %s", yamlfile.Describe(v))
-					return
-				}
-				if v.Kind != yaml.ScalarNode {
-					d.Errorf(v.Line, p, "want a scalar, got %s", yamlfile.Describe(v))
+				if v = d.Resolve(v, p); v == nil || v.Kind != yaml.ScalarNode || yamlfile.IsNull(v) {
+					if v != nil {
+						d.Errorf(v.Line, p, "want a value, got %s", yamlfile.Describe(v))
+					}
 					return
 				}
 				if key == "input_price" || key == "output_price" {
