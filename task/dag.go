@@ -51,6 +51,9 @@ func (e *episode) runDAG(ctx context.Context) error {
 	running := 0
 	cancelled := ctx.Done()
 	var drain <-chan time.Time
+	cancels := make([]context.CancelFunc, len(steps))
+	retried := map[string]int{} // span retries used, by the retrying step
+	var retry *spanRetry        // a span waiting for its steps in flight before it runs again
 
 	stop := func(err error) {
 		if fatal == nil {
@@ -60,7 +63,19 @@ func (e *episode) runDAG(ctx context.Context) error {
 		}
 	}
 	for {
-		if fatal == nil {
+		if retry != nil && fatal == nil && !retry.inFlight(steps, status) {
+			if err := e.resetSpan(ctx, retry, retried[retry.step.ID]); err != nil {
+				stop(err)
+			} else {
+				for i, s := range steps {
+					if retry.span[s.ID] {
+						status[i] = agentenv.StepPending
+					}
+				}
+			}
+			retry = nil
+		}
+		if fatal == nil && retry == nil {
 			for i, s := range steps {
 				if status[i] != agentenv.StepPending || running >= limit {
 					continue
@@ -87,8 +102,11 @@ func (e *episode) runDAG(ctx context.Context) error {
 				e.transition(ctx, s, func(st *stepState) {
 					st.rec.Status, st.rec.Started = agentenv.StepRunning, time.Now().UTC()
 				})
+				sctx, scancel := context.WithCancel(dctx)
+				cancels[i] = scancel
 				go func() {
-					res, err := e.runStep(dctx, s)
+					defer scancel()
+					res, err := e.runStep(sctx, s)
 					doneCh <- done{i, res, err}
 				}()
 			}
@@ -100,8 +118,26 @@ func (e *episode) runDAG(ctx context.Context) error {
 		case d := <-doneCh:
 			running--
 			s := steps[d.i]
+			if retry != nil && retry.span[s.ID] {
+				status[d.i] = agentenv.StepCancelled // stopped for its span's retry; reset with it
+				e.transition(ctx, s, func(st *stepState) {
+					st.rec.Status, st.rec.Ended, st.rec.Error = agentenv.StepCancelled, time.Now().UTC(), "stopped: its span runs again"
+				})
+				continue
+			}
 			st := e.finish(ctx, dctx, s, d.res, d.err)
 			status[d.i] = st
+			if st == agentenv.StepFailed && fatal == nil && retry == nil && ctx.Err() == nil && s.Retry != nil &&
+				retried[s.ID] < s.Retry.Max && classify(s.Type, d.err) == agentenv.StepErrorInfra {
+				retried[s.ID]++
+				retry = e.newSpanRetry(s, d.err)
+				for j, o := range steps {
+					if retry.span[o.ID] && status[j] == agentenv.StepRunning {
+						cancels[j]()
+					}
+				}
+				continue
+			}
 			if st == agentenv.StepFailed && s.FailTaskOnError {
 				stop(withKind(classify(s.Type, d.err), fmt.Errorf("step %s: %w", s.ID, d.err)))
 			}

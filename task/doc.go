@@ -40,6 +40,26 @@
 //
 // Verifiers score in [0,1] with rows of what they checked; an errored verifier, and every
 // verifier after a failed agent, scores 0. The task's score combines the verifiers no
-// aggregate step consumes. [Runner.Run] runs K episodes per seeds row and summarises them with
-// the mean score and pass@k.
+// aggregate step consumes. Two verifiers grade open-ended work: judge (a rubric or
+// rubric_file graded by the model of [model.judge], inputs filled from step outputs; its
+// answer is read as a score in [0,1] with reasons, from JSON in a code block, bare JSON or a
+// bare number, and its prompt, raw answer and usage are outputs) and script (a command run in
+// a deploy_sandbox step's sandbox, with files of the task's folder copied in first; a stdout
+// {"score": x, "results": [...]} decides, else the exit code; stdout and stderr are kept to
+// their last 64 KiB). A task with a judge and no [model.judge] is refused before anything runs.
+//
+// Every failed step records whose failure it is (error_kind): agent (agent.ErrAgent, an A2A
+// task failed with agentenv.error_kind=agent, a prompt step out of its timeout, an SQL check
+// the service DB refused) or infra (everything else: deploys, providers, ports, a model
+// endpoint's 5xx or timeout, a verifier that could not run, a judge that gave no score). An
+// episode whose fatal error is infra, or with a verifier that failed on one, has outcome
+// error: no sample, left out of the mean and pass@k. retries: {infra: N} on the task (or
+// RunOptions.Retries, `agentenv run --retries N`) runs such an episode again from scratch,
+// after tearing down what it made; a step's retry: {max: N, from: STEP_ID} re-runs only the
+// span of STEP_ID and every step that depends on it, after tearing down what the span made,
+// when that step fails on an infra error. Every retried attempt is kept in the run document
+// (Run.Attempts) with its error and receipt.
+//
+// [Runner.Run] runs K episodes per seeds row and summarises them ([Summarize]) with the mean
+// score, its 95% interval and pass@k for k = 1..K, over the finished episodes.
 package task

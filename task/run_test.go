@@ -14,7 +14,7 @@ import (
 )
 
 func TestExamples(t *testing.T) {
-	for _, path := range []string{"../examples/notes-task", "../examples/notes-task/agent-task.yaml", "../examples/hello"} {
+	for _, path := range []string{"../examples/notes-task", "../examples/notes-task/agent-task.yaml", "../examples/hello", "../examples/graded-task"} {
 		tk, err := task.LoadPath(path)
 		if err != nil {
 			t.Errorf("LoadPath(%s) = %v", path, err)

@@ -401,6 +401,7 @@ func (e *episode) run(ctx context.Context) Episode {
 	e.mu.Lock()
 	res.Error = e.redact(res.Error)
 	res.Warnings = append([]string(nil), e.warnings...)
+	res.Attempts = append([]agentenv.RunAttempt(nil), e.doc.Attempts...)
 	for _, s := range e.t.Steps {
 		res.Steps = append(res.Steps, e.states[s.ID].rec)
 	}

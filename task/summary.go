@@ -48,6 +48,8 @@ type Episode struct {
 	Kept     bool                  `json:"kept,omitempty"`
 	Warnings []string              `json:"warnings,omitempty"` // such as run records not written
 	Steps    []agentenv.StepRecord `json:"steps,omitempty"`
+	// Attempts are the attempts retried after an infrastructure error, as in the run document.
+	Attempts []agentenv.RunAttempt `json:"attempts,omitempty"`
 }
 
 // Summary is what a Run call did (or, from Summarize, any set of episodes).

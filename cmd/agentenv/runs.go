@@ -106,9 +106,20 @@ func newRunsCmd(a *app) *cobra.Command {
 				if s.Score != nil {
 					sc = fmt.Sprintf("%.3g", *s.Score)
 				}
-				rows = append(rows, []string{s.ID, s.Type, string(s.Status), sc, s.Ended.Sub(s.Started).Round(time.Millisecond).String(), s.Error})
+				rows = append(rows, []string{s.ID, s.Type, string(s.Status), sc, s.Ended.Sub(s.Started).Round(time.Millisecond).String(), string(s.ErrorKind), s.Error})
 			}
-			table(a.stdout, []string{"STEP", "TYPE", "STATUS", "SCORE", "TIME", "ERROR"}, rows)
+			table(a.stdout, []string{"STEP", "TYPE", "STATUS", "SCORE", "TIME", "KIND", "ERROR"}, rows)
+			for _, at := range r.Attempts {
+				what := "episode"
+				if at.Span != "" {
+					what = "span " + at.Span
+				}
+				down := 0
+				if at.Receipt != nil {
+					down = at.Receipt.Count(agentenv.OutcomeTerminated) + at.Receipt.Count(agentenv.OutcomeAlreadyGone)
+				}
+				fmt.Fprintf(a.stdout, "retried: %s attempt %d (%s, %s error, %d torn down): %s\n", what, at.Attempt, at.Elapsed.Round(time.Millisecond), at.ErrorKind, down, at.Error)
+			}
 			for _, s := range r.Steps {
 				if p := s.Outputs["trajectory"]; p != "" {
 					fmt.Fprintf(a.stdout, "trajectory of %s: %s\n", s.ID, filepath.Clean(p))
