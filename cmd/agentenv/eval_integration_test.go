@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/internal/modeltest"
 )
 
 // boxTask is a task of one Docker sandbox of the test image and a check run in it; with a
@@ -360,5 +361,68 @@ func TestEvalBadInputDeploysNothing(t *testing.T) {
 	recs := c.run(t.Context(), nil, "ledger", "ls", "--all", "--json")
 	if out := strings.TrimSpace(recs.stdout); out != "[]" && out != "null" {
 		t.Errorf("bad input wrote records: %s", recs.stdout)
+	}
+}
+
+// TestEvalCostCapThenResume: the built-in model agent on the scripted model server (a test
+// double for a model endpoint) costs $1 an episode at the configured price; with
+// --max-cost-usd 1.5 and one episode at a time the group stops starting episodes after the
+// second; --resume runs the two it never started, and the group ends with all four.
+func TestEvalCostCapThenResume(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	env := c.kvEnvFile()
+	replies := make([]modeltest.Reply, 4)
+	for i := range replies {
+		replies[i] = modeltest.Reply{Text: "ok", InputTokens: 1_000_000, OutputTokens: 10}
+	}
+	srv := modeltest.New(t, replies...)
+	os.WriteFile(filepath.Join(dir, "priced.yaml"), []byte(`name: priced
+steps:
+  - id: env
+    type: deploy_env
+    file: `+env+`
+  - id: agent
+    type: prompt_agent
+    env: env
+    agent: openai
+    prompt: say ok
+  - id: said
+    type: response_matches
+    step: agent
+    contains: ok
+`), 0o600)
+	evalFile := filepath.Join(dir, "eval.yaml")
+	os.WriteFile(evalFile, []byte("name: capped\nconcurrency: 1\ntasks:\n  - task: priced.yaml\n    k: 4\n"), 0o600)
+	model := []string{"AGENTENV_MODEL_BASE_URL=" + srv.OpenAIURL(), "AGENTENV_MODEL_NAME=m", "AGENTENV_MODEL_API_KEY=sk-test-secret-1234", "AGENTENV_MODEL_INPUT_PRICE=1"}
+
+	r := c.run(t.Context(), model, "run", evalFile, "--json", "--max-cost-usd", "1.5")
+	var g struct {
+		groupJSON
+		Stopped string  `json:"stopped"`
+		NotRun  int     `json:"not_run"`
+		Cost    float64 `json:"cost_usd"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &g); err != nil {
+		t.Fatalf("run: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	if g.Totals.Passed != 2 || g.NotRun != 2 || g.Stopped == "" || g.Cost < 2 || g.Status != "cancelled" {
+		t.Fatalf("capped run: exit %d, passed %d, not run %d, stopped %q, cost %v, status %s\n%s", r.code, g.Totals.Passed, g.NotRun, g.Stopped, g.Cost, g.Status, r.stderr)
+	}
+	res := c.run(t.Context(), model, "run", "--resume", g.Group, "--json")
+	rg := decodeGroup(t, res)
+	if res.code != 0 || rg.Totals.Passed != 4 || rg.Status != "completed" {
+		t.Fatalf("resume: exit %d, totals %+v, status %s\n%s", res.code, rg.Totals, rg.Status, res.stderr)
+	}
+	if n := len(srv.Requests()); n != 4 {
+		t.Errorf("the model was asked %d times, want 4", n)
+	}
+	exp := c.run(t.Context(), nil, "runs", "export", g.Group)
+	if strings.Count(exp.stdout, "\n") != 4 || strings.Contains(exp.stdout, "sk-test-secret-1234") || !strings.Contains(exp.stdout, `"model":"`) {
+		t.Errorf("export:\n%s", exp.stdout)
+	}
+	if left := c.sandboxLeftovers(); len(left) != 0 {
+		t.Errorf("left %v", left)
 	}
 }
