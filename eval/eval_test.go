@@ -207,7 +207,7 @@ func TestResumeRunsOnlyUnfinished(t *testing.T) {
 		case 2:
 			doc.Status, doc.Attrs["outcome"] = agentenv.RunCancelled, string(task.OutcomeCancelled)
 		case 4:
-			doc.Status, doc.Attrs["outcome"] = agentenv.RunFailed, string(task.OutcomeError)
+			doc.Status, doc.Attrs["outcome"] = agentenv.RunError, string(task.OutcomeError)
 		default:
 			keep[l.Run] = true
 			continue

@@ -206,15 +206,9 @@ func Latest(runs []agentenv.Run) map[SlotKey]agentenv.Run {
 
 // Finished reports whether an episode's run document is a sample that a resume keeps: it
 // completed, or failed on the agent's account. Cancelled, still running (the group's owner
-// is dead by then), and ended on an infrastructure error after its retries are not.
+// is dead by then) and error (an infrastructure error after its retries) are not.
 func Finished(r agentenv.Run) bool {
-	switch r.Status {
-	case agentenv.RunCompleted:
-		return r.Attrs["outcome"] != string(task.OutcomeError)
-	case agentenv.RunFailed:
-		return r.Attrs["outcome"] != string(task.OutcomeError) && r.Attrs["error_class"] != "infra"
-	}
-	return false
+	return r.Status == agentenv.RunCompleted || r.Status == agentenv.RunFailed
 }
 
 // Pending returns the slots of g that a resume runs: those without an episode, or whose latest

@@ -12,18 +12,18 @@ import (
 // Result is what a group holds: for each slot its latest episode, summarised per task and
 // over all of them.
 type Result struct {
-	Group    Group          `json:"-"`
-	Tasks    []task.Summary `json:"tasks"`    // one per eval task, Episodes left out of JSON by Lines
-	Overall  task.Summary   `json:"totals"`   // every task's episodes pooled, instances apart
-	Lines    []Line         `json:"episodes"` // every slot, in slot order
-	CostUSD  float64        `json:"cost_usd"` // of this Run or Resume's episodes
-	Stopped  string         `json:"stopped,omitempty"`
-	Elapsed  time.Duration  `json:"elapsed_ns"`
-	NotRun   int            `json:"not_run"`  // slots without an episode (a cost cap, an interruption)
-	Replaced int            `json:"replaced"` // unfinished episodes a resume ran again
+	Group    Group
+	Tasks    []task.Summary // one per eval task
+	Overall  task.Summary   // every task's episodes pooled, instances apart
+	Lines    []Line         // every slot, in slot order
+	CostUSD  float64        // model cost of this Run or Resume's episodes
+	Stopped  string         // why it stopped starting episodes early (the cost cap), if it did
+	Elapsed  time.Duration
+	NotRun   int // slots without an episode (a cost cap, an interruption)
+	Replaced int // unfinished episodes a resume ran again
 	// Live holds, per task, what this Run or Resume ran as the task runner summarised it
 	// (receipts, warnings); the other fields are read back from the ledger.
-	Live []task.Summary `json:"-"`
+	Live []task.Summary
 }
 
 // MarshalJSON writes r as `agentenv run EVAL --json` prints it: the group's id, name and
