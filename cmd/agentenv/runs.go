@@ -279,8 +279,13 @@ func printGroup(w io.Writer, res eval.Result, episodes bool) {
 }
 
 func summaryRow(name string, k int, s task.Summary) []string {
+	// pass@k for k = 1, 2, 4, … below K, and K (--json has every k).
 	var pk []string
-	for i := 1; i <= k; i++ {
+	ks := []int{}
+	for i := 1; i < k; i *= 2 {
+		ks = append(ks, i)
+	}
+	for _, i := range append(ks, k) {
 		if v, ok := s.PassAt[strconv.Itoa(i)]; ok {
 			pk = append(pk, fmt.Sprintf("@%d %.3g", i, v))
 		}
