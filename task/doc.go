@@ -44,7 +44,8 @@
 // rubric_file graded by the model of [model.judge], inputs filled from step outputs; its
 // answer is read as a score in [0,1] with reasons, from JSON in a code block, bare JSON or a
 // bare number, and its prompt, raw answer and usage are outputs) and script (a command run in
-// a deploy_sandbox step's sandbox, with files of the task's folder copied in first; a stdout
+// a deploy_sandbox step's sandbox, or in a component of a deploy_env step's env in container
+// mode (env, component), with files of the task's folder copied in first; a stdout
 // {"score": x, "results": [...]} decides, else the exit code; stdout and stderr are kept to
 // their last 64 KiB). A task with a judge and no [model.judge] is refused before anything runs.
 //

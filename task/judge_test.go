@@ -72,3 +72,12 @@ func TestScriptReport(t *testing.T) {
 		t.Errorf("tailBytes = %q", got)
 	}
 }
+
+func TestComponentRecord(t *testing.T) {
+	recs := []string{"net-0123456789ab", "servicedb-a1b2c3d4e5f6", "notes-ffffffffffff", "notes-db-000000000000"}
+	for name, want := range map[string]string{"servicedb": "servicedb-a1b2c3d4e5f6", "notes": "notes-ffffffffffff", "notes-db": "notes-db-000000000000", "gateway": ""} {
+		if got := componentRecord(recs, name); got != want {
+			t.Errorf("componentRecord(%s) = %q, want %q", name, got, want)
+		}
+	}
+}

@@ -269,3 +269,63 @@ steps:
 		t.Errorf("retry from a step that is not a dependency: %v", err)
 	}
 }
+
+// TestJudgeEndpointError: a judge endpoint's 5xx is an infra error; with retries the episode
+// runs again and the second answer decides.
+func TestJudgeEndpointError(t *testing.T) {
+	srv := modeltest.New(t) // an empty script: every request is answered 500
+	r := newRig(t, nil)
+	r.runner.Model = modelSettings{"model.judge.base_url": srv.OpenAIURL(), "model.judge.name": "judge-1"}
+	tk := mustParse(t, "judged.yaml", judgeTask)
+	sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{Retries: 1})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	ep := sum.Episodes[0]
+	if ep.Outcome != task.OutcomeError || len(ep.Attempts) != 1 || !strings.Contains(ep.Error, "500") || len(srv.Requests()) != 2 {
+		t.Errorf("episode = %s %q, %d attempts, %d requests; want error after one retry", ep.Outcome, ep.Error, len(ep.Attempts), len(srv.Requests()))
+	}
+}
+
+// TestScriptVerifier runs script verifiers on the process provider (real commands on this
+// host): a report with results, and a command without one scored by its exit code.
+func TestScriptVerifier(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "verify.sh"), `echo collecting; echo '{"score": 0.5, "results": [{"name": "a", "passed": true}, {"name": "b", "passed": false}]}'`)
+	writeFile(t, filepath.Join(dir, "task.yaml"), `
+name: scripted
+score: min
+steps:
+- {id: box, type: deploy_sandbox, provider: process}
+- {id: suite, type: script, sandbox: box, files: {verify.sh: verify.sh}, command: [sh, verify.sh]}
+- {id: exits, type: script, sandbox: box, command: [sh, -c, "echo oops >&2; exit 3"]}
+`)
+	tk, err := task.Load(filepath.Join(dir, "task.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, nil)
+	sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	ep := sum.Episodes[0]
+	steps := map[string]agentenv.StepRecord{}
+	for _, s := range ep.Steps {
+		steps[s.ID] = s
+	}
+	if s := steps["suite"]; s.Score == nil || *s.Score != 0.5 || !strings.Contains(s.Outputs["rows"], `"check":"b"`) || !strings.Contains(s.Outputs["stdout"], "collecting") {
+		t.Errorf("suite = %+v", s)
+	}
+	if s := steps["exits"]; s.Score == nil || *s.Score != 0 || s.Outputs["exit_code"] != "3" || s.Outputs["stderr"] != "oops\n" || s.Status != agentenv.StepPassed {
+		t.Errorf("exits = %+v", s)
+	}
+	if ep.Outcome != task.OutcomeScoredBelow || *ep.Score != 0 {
+		t.Errorf("episode = %s %v", ep.Outcome, *ep.Score)
+	}
+	r.assertClean(t)
+
+	if _, err := task.Parse("bad.yaml", []byte("steps:\n- {id: s, type: script, command: [true]}\n")); err == nil || !strings.Contains(err.Error(), "set sandbox") {
+		t.Errorf("script without a sandbox: %v", err)
+	}
+}

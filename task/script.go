@@ -18,19 +18,30 @@ const TypeScript = "script"
 // last 64 KiB of each (the whole stdout is read for the score first).
 const scriptOutputLimit = 64 << 10
 
-// script runs a command in a sandbox of the episode, such as a test suite or a verify.py the
-// task ships (files, copied in first). A stdout that is, or ends with a line that is, a JSON
+// script runs a command in a sandbox of the episode (a deploy_sandbox step's, or a component
+// of a deploy_env step's env in container mode, such as its servicedb), such as a test suite or
+// a verify.py the task ships (files, copied in first). A stdout that is, or ends with a line that is, a JSON
 // object {"score": x, "results": [...]} gives the score; otherwise exit code 0 scores 1 and
 // any other 0. A command that could not run, or a score outside [0,1], is an error.
 type script struct {
-	Sandbox string            `yaml:"sandbox" task:"required"` // the deploy_sandbox step
-	Command []string          `yaml:"command" task:"required"` // argv
-	Files   map[string]string `yaml:"files"`                   // path in the sandbox → file of the task's folder
+	Sandbox   string            `yaml:"sandbox"`                 // the deploy_sandbox step
+	Env       string            `yaml:"env"`                     // or the deploy_env step
+	Component string            `yaml:"component"`               // and its component
+	Command   []string          `yaml:"command" task:"required"` // argv
+	Files     map[string]string `yaml:"files"`                   // path in the sandbox → file of the task's folder
 }
 
 func (s *script) Check() error {
 	if len(s.Command) == 0 {
 		return errors.New("command: want a non-empty argv list")
+	}
+	switch {
+	case (s.Sandbox == "") == (s.Env == ""):
+		return errors.New("set sandbox (a deploy_sandbox step) or env and component (a deploy_env step's component), one of them")
+	case s.Env != "" && s.Component == "":
+		return errors.New("component: name the env's component to run in, such as servicedb")
+	case s.Sandbox != "" && s.Component != "":
+		return errors.New("component: only with env")
 	}
 	for to, from := range s.Files {
 		if to == "" || from == "" {
@@ -40,10 +51,44 @@ func (s *script) Check() error {
 	return checkBinding("command", "", s.Command)
 }
 
-func (s *script) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
+func (s *script) Refs() []Ref {
+	if s.Env != "" {
+		return []Ref{{"env", s.Env, envTypes}}
+	}
+	return []Ref{{"sandbox", s.Sandbox, sandboxTypes}}
+}
+
+// record returns the ledger record of the sandbox the script runs in.
+func (s *script) record(sc *scope) (string, error) {
+	if s.Sandbox != "" {
+		ref, err := sc.sandbox(s.Sandbox)
+		return ref.Record, err
+	}
+	env, err := sc.env(s.Env)
+	if err != nil {
+		return "", err
+	}
+	if id := componentRecord(env.Records, s.Component); id != "" {
+		return id, nil
+	}
+	return "", fmt.Errorf("env of step %s has no sandbox of its own for component %q (its records: %s; a VM-mode env's components have none)",
+		s.Env, s.Component, strings.Join(env.Records, ", "))
+}
+
+// componentRecord finds the record of component name among a container-mode deployment's
+// records, which deploy names name-<12 hex digits> (lifecycle.NewID); "" if none.
+func componentRecord(records []string, name string) string {
+	for _, id := range records {
+		rest, ok := strings.CutPrefix(id, name+"-")
+		if ok && len(rest) == 12 && strings.Trim(rest, "0123456789abcdef") == "" {
+			return id
+		}
+	}
+	return ""
+}
 
 func (s *script) Run(ctx context.Context, sc *scope) (Result, error) {
-	ref, err := sc.sandbox(s.Sandbox)
+	record, err := s.record(sc)
 	if err != nil {
 		return Result{}, err
 	}
@@ -62,11 +107,11 @@ func (s *script) Run(ctx context.Context, sc *scope) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("files.%s: %w", to, err)
 		}
-		if err := m.WriteFile(ctx, ref.Record, to, data); err != nil {
+		if err := m.WriteFile(ctx, record, to, data); err != nil {
 			return Result{}, fmt.Errorf("copy %s into the sandbox: %w", s.Files[to], err)
 		}
 	}
-	res, err := m.Exec(ctx, ref.Record, s.Command)
+	res, err := m.Exec(ctx, record, s.Command)
 	if err != nil {
 		return Result{}, fmt.Errorf("run %s: %w", s.Command[0], err)
 	}

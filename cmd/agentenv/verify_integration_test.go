@@ -5,6 +5,8 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -98,4 +100,88 @@ func (c *cli) runLeftovers(id string) []string {
 		c.t.Fatal(err)
 	}
 	return left
+}
+
+// TestRunScriptInEnvComponent runs a script verifier's test suite in a component of a deployed
+// env (the notes env's servicedb, in container mode) on the real engine.
+func TestRunScriptInEnvComponent(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.buildRuntimeImage()
+	dir := t.TempDir()
+	envFile, err := filepath.Abs("../../examples/notes/env.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	suite := `#!/bin/sh
+# Two checks of the service DB, from inside its container.
+r1=false; pg_isready -q && r1=true
+r2=false; [ -f "$PGDATA/PG_VERSION" ] && r2=true
+n=0; [ $r1 = true ] && n=$((n + 1)); [ $r2 = true ] && n=$((n + 1))
+echo "{\"score\": $(awk "BEGIN { print $n / 2 }"), \"results\": [{\"name\": \"accepts connections\", \"passed\": $r1}, {\"name\": \"has a data folder\", \"passed\": $r2}]}"
+`
+	writeTestFile(t, filepath.Join(dir, "suite.sh"), suite)
+	writeTestFile(t, filepath.Join(dir, "task.yaml"), `name: db-suite
+steps:
+  - id: env
+    type: deploy_env
+    file: `+envFile+`
+  - id: suite
+    type: script
+    env: env
+    component: servicedb
+    files: {/tmp/suite.sh: suite.sh}
+    command: [sh, /tmp/suite.sh]
+`)
+	r := c.run(t.Context(), nil, "run", filepath.Join(dir, "task.yaml"))
+	if r.code != 0 || !strings.Contains(r.stderr, "suite (script) passed score=1") {
+		t.Fatalf("run db-suite: exit %d, want the suite passed\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	get := c.run(t.Context(), nil, "runs", "get", runLine(r.stdout), "--json")
+	if !strings.Contains(get.stdout, `\"name\": \"has a data folder\", \"passed\": true`) {
+		t.Errorf("runs get: no results of the suite\n%s", get.stdout)
+	}
+	if left := c.deployLeftovers(); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
+
+func writeTestFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunSpanRetry: a fault-injected create fails a step that has retry: {max: 1}; its span
+// (the step and what depends on it) runs again on the real engine and the episode passes,
+// with no episode retry (--retries 0) and nothing left.
+func TestRunSpanRetry(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "task.yaml"), `name: span
+steps:
+  - id: box
+    type: deploy_sandbox
+    provider: docker
+    image: agentenv-node:local
+    command: [sleep, "300"]
+    retry: {max: 1}
+  - id: suite
+    type: script
+    sandbox: box
+    command: [sh, -c, 'echo "{\"score\": 1, \"results\": []}"']
+`)
+	r := c.run(t.Context(), []string{"AGENTENV_FAULTS=docker/create:1:error"}, "run", filepath.Join(dir, "task.yaml"), "--retries", "0")
+	if r.code != 0 || !strings.Contains(r.stderr, "retry: span box..box attempt 1 failed") {
+		t.Fatalf("run: exit %d, want a pass after the span's retry\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	get := c.run(t.Context(), nil, "runs", "get", runLine(r.stdout))
+	if !strings.Contains(get.stdout, "retried: span box..box attempt 1") {
+		t.Errorf("runs get: no retried span\n%s", get.stdout)
+	}
+	if left := c.runLeftovers(runLine(r.stdout)); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
 }
