@@ -442,3 +442,15 @@ func TestOverrides(t *testing.T) {
 		t.Errorf("bad price: %v", err)
 	}
 }
+
+func TestExampleEvalsLoad(t *testing.T) {
+	paths, _ := filepath.Glob("../examples/evals/*.yaml")
+	if len(paths) < 3 {
+		t.Fatalf("examples/evals has %d files", len(paths))
+	}
+	for _, p := range paths {
+		if f, err := Load(p); err != nil || len(f.Tasks) == 0 {
+			t.Errorf("Load(%s) = %v", p, err)
+		}
+	}
+}
