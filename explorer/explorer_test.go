@@ -1,6 +1,7 @@
 package explorer_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/explorer"
 )
 
@@ -130,5 +132,56 @@ func TestRunsPagination(t *testing.T) {
 	}
 	if code, _ := r.get(t, "/api/v1/runs?cursor=bogus"); code != http.StatusBadRequest {
 		t.Errorf("GET runs with a bogus cursor = %d, want 400", code)
+	}
+}
+
+// TestExactGroups: runs carrying attrs.group form exactly their group (its own document's id),
+// whatever the task files, without the runs a resume replaced, listed once.
+func TestExactGroups(t *testing.T) {
+	r := newRig(t, explorer.Config{})
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour)
+	doc := agentenv.Run{ID: "group-1", Task: "sweep", TaskDigest: "sha256:sweep", Status: "completed",
+		Attrs: map[string]string{"kind": "group", "file": "sweep.yaml"}, Created: t0}
+	if err := r.ledger.Runs().Put(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	one := 1.0
+	put := func(id, task, ep string, created time.Time, extra map[string]string) {
+		attrs := map[string]string{"episode": ep, "file": task + ".yaml", "group": "group-1"}
+		for k, v := range extra {
+			attrs[k] = v
+		}
+		if err := r.ledger.Runs().Put(ctx, agentenv.Run{ID: id, Task: task, TaskDigest: "sha256:" + task, Status: "completed", Score: &one,
+			Attrs: attrs, Created: created, Ended: created.Add(time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("run-a1", "a", "1", t0.Add(time.Millisecond), map[string]string{"resumed_by": "group-1"})
+	put("run-a2", "a", "2", t0.Add(2*time.Millisecond), nil)
+	put("run-b1", "b", "1", t0.Add(3*time.Millisecond), nil)
+	put("run-a1b", "a", "1", t0.Add(4*time.Millisecond), nil) // the resume's run of slot a/1
+	// An unrelated older-style run of task a just after: not in the group.
+	if err := r.ledger.Runs().Put(ctx, agentenv.Run{ID: "run-x", Task: "a", TaskDigest: "sha256:a", Status: "completed",
+		Attrs: map[string]string{"episode": "1", "file": "a.yaml"}, Created: t0.Add(5 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	var g explorer.Group
+	r.getJSON(t, "/api/v1/groups/group-1", &g)
+	if g.ID != "group-1" || g.Episodes != 3 || g.Counts["passed"] != 3 || g.Task != "sweep" {
+		t.Errorf("group = %+v, want group-1 with 3 passed episodes", g)
+	}
+	r.getJSON(t, "/api/v1/groups/run-b1", &g)
+	if g.ID != "group-1" {
+		t.Errorf("GET /api/v1/groups/<a member> = %s, want redirected to group-1", g.ID)
+	}
+	var page explorer.GroupsPage
+	r.getJSON(t, "/api/v1/groups", &page)
+	var got []string
+	for _, g := range page.Groups {
+		got = append(got, g.ID+":"+strconv.Itoa(g.Episodes))
+	}
+	if want := "run-x:1 group-1:3"; strings.Join(got, " ") != want {
+		t.Errorf("groups = %v, want %s", got, want)
 	}
 }

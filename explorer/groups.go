@@ -12,13 +12,66 @@ import (
 	"github.com/agentenv/agentenv"
 )
 
-// A group is the runs of one `agentenv run` invocation (one task, k episodes of each of its
-// instances). Run documents do not yet carry a group id, so a group is found from what they
-// do carry: its id is the run id of its episode 1 (attrs.episode = "1"), and its members are
-// the runs of the same task file and digest created from then on, up to the next episode 1 of
-// that task or a repeated episode number. Two invocations of the same task file that overlap
-// in time cannot be told apart this way; an attrs.group written by the runner will make it
-// exact (see README.md).
+// A group is the runs of one `agentenv run` invocation (an eval's tasks, or one task, k
+// episodes of each instance). Runs since run groups carry attrs.group, the id of the group's
+// own document (package eval: a document of the run store with attrs.kind = "group"), and a
+// group is exactly its runs, the latest of each slot (runs a resume replaced carry
+// attrs.resumed_by and are left out). Older runs carry no group id, so their group is found
+// from what they do carry: its id is the run id of its episode 1 (attrs.episode = "1"), and
+// its members are the runs of the same task file and digest created from then on, up to the
+// next episode 1 of that task or a repeated episode number. Two such invocations of the same
+// task file that overlap in time cannot be told apart.
+
+// Attributes of the run groups package eval writes.
+const (
+	attrGroup     = "group"
+	attrKind      = "kind"
+	kindGroup     = "group"
+	attrResumedBy = "resumed_by"
+)
+
+// isGroupDoc reports whether r is a run group's own document, not an episode.
+func isGroupDoc(r agentenv.Run) bool { return r.Attrs[attrKind] == kindGroup }
+
+// groupMembers returns the episodes of the group whose document is doc, oldest first, without
+// those a resume replaced.
+func (x *Explorer) groupMembers(ctx context.Context, doc agentenv.Run) ([]agentenv.Run, error) {
+	q := agentenv.DocQuery{Fields: map[string]string{"attrs." + attrGroup: doc.ID}, Oldest: true, Limit: firstGroupPage}
+	var out []agentenv.Run
+	for len(out) < maxGroup {
+		p, err := x.cfg.Ledger.Runs().Page(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("group %s: %w", doc.ID, err)
+		}
+		for _, r := range p.Docs {
+			if r.Attrs[attrResumedBy] == "" {
+				out = append(out, r)
+			}
+		}
+		if p.Next == "" {
+			break
+		}
+		q.Cursor, q.Limit = p.Next, min(q.Limit*4, lastGroupPage)
+	}
+	return out, nil
+}
+
+// exactGroup returns the group whose document is doc, with its runs when withRuns.
+func (x *Explorer) exactGroup(ctx context.Context, doc agentenv.Run, now time.Time, withRuns bool) (Group, error) {
+	runs, err := x.groupMembers(ctx, doc)
+	if err != nil {
+		return Group{}, err
+	}
+	if len(runs) == 0 {
+		g := Group{ID: doc.ID, Task: doc.Task, TaskDigest: doc.TaskDigest, File: doc.Attrs["file"], Created: doc.Created,
+			Ended: doc.Ended, Running: doc.Status == agentenv.RunRunning, Counts: map[string]int{}, Stats: statsOf(nil, now)}
+		return g, nil
+	}
+	g := x.groupFrom(runs, now, withRuns)
+	g.ID, g.Task, g.TaskDigest, g.File, g.Created = doc.ID, doc.Task, doc.TaskDigest, doc.Attrs["file"], doc.Created
+	g.Live = x.live.progress(doc.ID)
+	return g, nil
+}
 
 // slack is how much earlier than its episode 1 another episode of the same invocation may
 // have been created (episodes start concurrently).
@@ -38,6 +91,9 @@ const maxGroup = 100_000
 
 // groupOf returns the id of the group run r belongs to: the run of its episode 1.
 func (x *Explorer) groupOf(ctx context.Context, r agentenv.Run) (string, error) {
+	if g := r.Attrs[attrGroup]; g != "" {
+		return g, nil
+	}
 	if r.Attrs["episode"] == "1" || r.Attrs["episode"] == "" {
 		return r.ID, nil
 	}
@@ -71,6 +127,9 @@ func (x *Explorer) members(ctx context.Context, head agentenv.Run) ([]agentenv.R
 			return nil, fmt.Errorf("group %s: %w", head.ID, err)
 		}
 		for _, r := range p.Docs {
+			if r.Attrs[attrGroup] != "" {
+				continue // a run of an exact group
+			}
 			n, err := strconv.Atoi(r.Attrs["episode"])
 			if err != nil || n < 1 {
 				continue
@@ -181,6 +240,9 @@ func (x *Explorer) group(ctx context.Context, id string) (Group, error) {
 	if err != nil {
 		return Group{}, err
 	}
+	if isGroupDoc(head) {
+		return x.exactGroup(ctx, head, time.Now(), true)
+	}
 	if gid, err := x.groupOf(ctx, head); err != nil {
 		return Group{}, err
 	} else if gid != id {
@@ -201,7 +263,25 @@ func (x *Explorer) groups(ctx context.Context, cursor string, limit int) ([]Grou
 	}
 	now := time.Now()
 	out := make([]Group, 0, len(p.Docs))
+	seen := map[string]bool{}
 	for _, head := range p.Docs {
+		if gid := head.Attrs[attrGroup]; gid != "" {
+			// An exact group: listed once, at its newest episode 1 on this page.
+			if seen[gid] || head.Attrs[attrResumedBy] != "" {
+				continue
+			}
+			seen[gid] = true
+			doc, err := x.cfg.Ledger.Runs().Get(ctx, gid)
+			if err != nil {
+				continue // its document is not written (yet): not a group to show
+			}
+			g, err := x.exactGroup(ctx, doc, now, false)
+			if err != nil {
+				return nil, "", err
+			}
+			out = append(out, g)
+			continue
+		}
 		runs, err := x.members(ctx, head)
 		if err != nil {
 			return nil, "", err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -51,9 +52,28 @@ type RunOptions struct {
 	Seeds           string // CSV file: a header of placeholder names, one task instance per row
 	Provider        string // provider (or comma chain) of steps that name none
 	Keep            bool   // leave what episodes made running; see Runner.Teardown
+
 	// Retries is how many times an episode that ended on an infrastructure error runs again
 	// from scratch: the task's retries.infra if 0, none if negative. Never with Keep.
 	Retries int
+
+	// Group fields, for a caller running several Run calls as one group (package eval).
+	Slots        []Slot            // the episodes to run; every instance × K if empty
+	Attrs        map[string]string // added to every run document's attrs (such as "group")
+	Placeholders map[string]string // fill these placeholders in every instance, over the seeds row
+	// Admit, when set, replaces Concurrency: it is called before each episode starts and
+	// returns once the episode may start, with the release to call when it has ended; an
+	// error leaves the episode (and every later one) not started, outcome cancelled.
+	Admit func(ctx context.Context) (release func(), err error)
+	// Done, when set, receives each episode's line as it ends (from the episode's goroutine).
+	Done func(Episode)
+}
+
+// Slot names one episode of a Run call: the 0-based task instance (seeds row) and the 1-based
+// attempt within it (1..K). Each run document carries both as attrs.instance and attrs.attempt.
+type Slot struct {
+	Instance int `json:"instance"`
+	Attempt  int `json:"attempt"`
 }
 
 // infraRetries is the number of whole-episode retries of t under opts.
@@ -120,12 +140,22 @@ type instance struct {
 
 // instances fills the task's placeholders from each seeds row and checks every step again, so
 // that a missing placeholder or a bad value is an error before anything runs.
-func (r *Runner) instances(t *Task, seeds string) ([]instance, error) {
+func (r *Runner) instances(t *Task, seeds string, fixed map[string]string) ([]instance, error) {
 	rows := []map[string]string{nil}
 	if seeds != "" {
 		var err error
 		if rows, err = readSeeds(seeds); err != nil {
 			return nil, fmt.Errorf("%w: %w", err, agentenv.ErrInvalid)
+		}
+	}
+	if len(fixed) > 0 {
+		for i, row := range rows {
+			merged := maps.Clone(row)
+			if merged == nil {
+				merged = map[string]string{}
+			}
+			maps.Copy(merged, fixed)
+			rows[i] = merged
 		}
 	}
 	var out []instance
@@ -174,16 +204,36 @@ func (r *Runner) Run(ctx context.Context, t *Task, opts RunOptions) (Summary, er
 	if r.runs() == nil {
 		return sum, fmt.Errorf("run %s: no ledger: %w", t.Name, agentenv.ErrInvalid)
 	}
-	if err := errors.Join(t.preflight(opts), r.preflightJudges(t)); err != nil {
-		return sum, err
-	}
-	insts, err := r.instances(t, opts.Seeds)
+	insts, err := r.check(t, opts)
 	if err != nil {
 		return sum, err
 	}
 	sum.Instances = len(insts)
 	total := len(insts) * opts.K
-	sum.Episodes = make([]Episode, total)
+	slots := opts.Slots
+	if len(slots) == 0 {
+		for n := range total {
+			slots = append(slots, Slot{Instance: n / opts.K, Attempt: n%opts.K + 1})
+		}
+	}
+	for _, sl := range slots {
+		if sl.Instance < 0 || sl.Instance >= len(insts) || sl.Attempt < 1 || sl.Attempt > opts.K {
+			return sum, fmt.Errorf("run %s: slot instance %d attempt %d: outside %d instances × k=%d: %w", t.Name, sl.Instance, sl.Attempt, len(insts), opts.K, agentenv.ErrInvalid)
+		}
+	}
+	sum.Episodes = make([]Episode, len(slots))
+	admit := opts.Admit
+	if admit == nil {
+		sem := make(chan struct{}, opts.Concurrency)
+		admit = func(ctx context.Context) (func(), error) {
+			select {
+			case sem <- struct{}{}:
+				return func() { <-sem }, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
 
 	var progressMu sync.Mutex
 	emit := func(ev Event) {
@@ -193,28 +243,35 @@ func (r *Runner) Run(ctx context.Context, t *Task, opts RunOptions) (Summary, er
 			r.Progress(ev)
 		}
 	}
-	sem := make(chan struct{}, opts.Concurrency)
 	var wg sync.WaitGroup
-	for n := range total {
-		in := insts[n/opts.K]
-		sum.Episodes[n] = Episode{Instance: n / opts.K, Attempt: n%opts.K + 1, Seed: in.seed, Outcome: OutcomeCancelled}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
+	stopped := false
+	for n, sl := range slots {
+		in := insts[sl.Instance]
+		sum.Episodes[n] = Episode{Instance: sl.Instance, Attempt: sl.Attempt, Seed: in.seed, Outcome: OutcomeCancelled}
+		if stopped {
+			continue
+		}
+		release, err := admit(ctx)
+		if err != nil {
+			stopped = true
 			continue
 		}
 		if ctx.Err() != nil {
-			<-sem
+			release()
+			stopped = true
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			e := r.newEpisode(t, opts, in, n+1, total, emit)
+			defer release()
+			e := r.newEpisode(t, opts, in, sl, sl.Instance*opts.K+sl.Attempt, total, emit)
 			res := e.run(ctx)
-			res.Instance, res.Attempt, res.Seed = sum.Episodes[n].Instance, sum.Episodes[n].Attempt, in.seed
+			res.Instance, res.Attempt, res.Seed = sl.Instance, sl.Attempt, in.seed
 			sum.Episodes[n] = res
+			if opts.Done != nil {
+				opts.Done(res)
+			}
 		}()
 	}
 	wg.Wait()
@@ -228,7 +285,22 @@ func (r *Runner) Run(ctx context.Context, t *Task, opts RunOptions) (Summary, er
 	return sum, nil
 }
 
-func (r *Runner) newEpisode(t *Task, opts RunOptions, in instance, num, total int, emit func(Event)) *episode {
+// Check reports what Run would refuse before anything is deployed (options, seeds,
+// placeholders, files the task names), without running t, and how many instances (seeds
+// rows) Run would run.
+func (r *Runner) Check(t *Task, opts RunOptions) (instances int, err error) {
+	insts, err := r.check(t, opts)
+	return len(insts), err
+}
+
+func (r *Runner) check(t *Task, opts RunOptions) ([]instance, error) {
+	if err := errors.Join(t.preflight(opts), r.preflightJudges(t)); err != nil {
+		return nil, err
+	}
+	return r.instances(t, opts.Seeds, opts.Placeholders)
+}
+
+func (r *Runner) newEpisode(t *Task, opts RunOptions, in instance, sl Slot, num, total int, emit func(Event)) *episode {
 	id := lifecycle.NewID("run")
 	e := &episode{
 		r: r, t: t, opts: opts, id: id, num: num, total: total, seed: in.seed, fields: in.fields,
@@ -238,7 +310,8 @@ func (r *Runner) newEpisode(t *Task, opts RunOptions, in instance, num, total in
 	for _, s := range t.Steps {
 		e.states[s.ID] = &stepState{rec: agentenv.StepRecord{ID: s.ID, Type: s.Type, Status: agentenv.StepPending}}
 	}
-	attrs := map[string]string{"episode": fmt.Sprint(num), "file": t.File}
+	attrs := map[string]string{"episode": fmt.Sprint(num), "file": t.File, "instance": fmt.Sprint(sl.Instance), "attempt": fmt.Sprint(sl.Attempt)}
+	maps.Copy(attrs, opts.Attrs)
 	for k, v := range in.seed {
 		attrs["seed."+k] = v
 	}
@@ -311,6 +384,7 @@ func (e *episode) run(ctx context.Context) Episode {
 	e.mu.Lock()
 	e.doc.Score, e.doc.Receipt, e.doc.Ended = score, res.Receipt, time.Now().UTC()
 	e.doc.Error = res.Error
+	e.doc.Attrs["outcome"] = string(res.Outcome)
 	switch res.Outcome {
 	case OutcomeCancelled:
 		e.doc.Status = agentenv.RunCancelled

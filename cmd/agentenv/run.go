@@ -4,33 +4,46 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/eval"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/spec"
 	"github.com/agentenv/agentenv/task"
 )
 
+// runFlags are agentenv run's flags.
+type runFlags struct {
+	k, concurrency  int
+	retries         int
+	seeds, provider string
+	keep, json      bool
+	passEnv         []string
+	resume          string
+	maxCost         float64
+	stateStore      string
+}
+
 func newRunCmd(a *app) *cobra.Command {
-	var f struct {
-		k, concurrency  int
-		retries         int
-		seeds, provider string
-		keep, json      bool
-		passEnv         []string
-		stateStore      string
-	}
+	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run TASK_OR_FOLDER|hello [--k N] [--concurrency C] [--seeds FILE] [--provider P] [--keep]",
-		Short: "Run graded episodes of a task, then tear down everything they made",
+		Use:   "run TASK_OR_FOLDER|EVAL.yaml|hello [--k N] [--concurrency C] [--seeds FILE] [--provider P] [--keep] | --resume GROUP",
+		Short: "Run graded episodes of a task or an eval, then tear down everything they made",
 		Long: `run executes a task's steps as a DAG, K times (episodes), scores each with its verifiers,
 and always ends by tearing down everything the episodes deployed, printing the receipt.
 'agentenv run hello' is built in: it needs no Docker, no model and no config.
+
+An eval file (a top-level 'tasks:' list: name, concurrency, tasks: [{task, k, seeds,
+overrides}]) runs all its tasks' episodes as one run group under one concurrency limit, with
+a progress line (done, running, queued, pass rate, ETA) and a summary per task and overall
+(mean with its 95% interval, pass@k for each k, counts). Every run, of a task or an eval, is
+a group in the ledger ('agentenv runs ls --group'); '--resume GROUP' runs only the episodes
+of a group that did not finish (cancelled, interrupted, infrastructure errors), after a
+crash and 'agentenv gc' too.
 
 An episode that ends on an infrastructure error (a deploy, a provider, a model endpoint, a
 verifier that could not run) has outcome error: it counts in neither the mean nor pass@k, and
@@ -40,77 +53,169 @@ what it made; every attempt is kept in the run record.
 Exit codes: 0 every episode passed, 1 any failed, scored below 1 or error, 2 bad input, 130 or 143
 when interrupted (what was made is torn down first).`,
 		Example: `  agentenv run hello
-  agentenv run examples/notes-task --k 8 --concurrency 4`,
-		Args: cobra.ExactArgs(1),
+  agentenv run examples/notes-task --k 8 --concurrency 4
+  agentenv run examples/evals/hello-100.yaml --max-cost-usd 5
+  agentenv run --resume group-3f2a…`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			t, err := loadTask(args[0])
-			if err != nil {
-				return err
-			}
 			a.setStateStore(f.stateStore)
-			mgr, err := a.manager(ctx)
-			if err != nil {
-				return err
-			}
-			sd, err := stateDir()
-			if err != nil {
-				return err
-			}
-			r, err := a.taskRunner(ctx, mgr, sd, f.provider, f.passEnv, func(e task.Event) {
-				if !f.json {
-					fmt.Fprintln(a.stderr, e)
-				}
-			})
-			if err != nil {
-				return err
-			}
-			retries := f.retries
-			if retries == 0 && cmd.Flags().Changed("retries") {
-				retries = -1 // --retries 0: none, whatever the task says
-			}
-			sum, err := r.Run(ctx, t, task.RunOptions{K: f.k, Concurrency: f.concurrency, Seeds: f.seeds, Provider: f.provider, Keep: f.keep, Retries: retries})
-			if err != nil && len(sum.Episodes) == 0 {
-				return err
-			}
-			if f.keep && ctx.Err() == nil {
-				fmt.Fprintln(a.stderr, "kept: the episodes' sandboxes stay up until you press Ctrl-C")
-				for _, ep := range sum.Episodes {
-					fmt.Fprintf(a.stderr, "  run %s\n", ep.Run)
-				}
-				<-ctx.Done()
-				for _, ep := range sum.Episodes {
-					rc, _ := r.Teardown(ctx, ep.Run)
-					ep.Receipt = &rc
-				}
-			}
-			if f.json {
-				if err := printJSON(a.stdout, sum); err != nil {
+			var (
+				ef     *eval.File
+				single bool
+			)
+			switch {
+			case f.resume != "" && len(args) > 0:
+				return usageError{msg: "--resume takes a group id and no task or eval file"}
+			case f.resume != "":
+			case len(args) == 0:
+				return usageError{msg: "run needs a task, a folder, an eval file or hello (or --resume GROUP)"}
+			case isEvalFile(args[0]):
+				var err error
+				if ef, err = eval.Load(args[0]); err != nil {
 					return err
 				}
-			} else {
-				printSummary(a, sum)
+				if f.seeds != "" || f.k != 1 {
+					return usageError{msg: "--k and --seeds are the eval file's (tasks[].k, tasks[].seeds)"}
+				}
+			default:
+				t, err := loadTask(args[0])
+				if err != nil {
+					return err
+				}
+				ef, single = eval.ForTask(t, f.k, f.concurrency, f.seeds, eval.Overrides{Provider: f.provider}), true
 			}
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
+			if f.retries == 0 && cmd.Flags().Changed("retries") {
+				f.retries = -1 // --retries 0: none, whatever the task says
 			}
-			if !sum.AllPassed() {
-				return exitError{code: exitFailed}
-			}
-			return nil
+			return a.runGroup(ctx, f, ef, single)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "let env files' env:NAME references read NAME from this environment (repeatable; adds to env.pass)")
 	fl.IntVar(&f.k, "k", 1, "episodes per task instance")
-	fl.IntVar(&f.concurrency, "concurrency", 1, "episodes at once")
-	fl.IntVar(&f.retries, "retries", 0, "run an episode that ended on an infrastructure error again from scratch, up to N times (default: the task's retries.infra)")
+	fl.IntVar(&f.concurrency, "concurrency", 0, "episodes at once (default: the eval file's concurrency, or 1)")
 	fl.StringVar(&f.seeds, "seeds", "", "CSV file whose rows fill the task's <placeholders>")
 	fl.StringVar(&f.provider, "provider", "", "provider of steps that name none (default: provider.default)")
 	fl.BoolVar(&f.keep, "keep", false, "keep what the episodes made until Ctrl-C")
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server whose databases are the episodes' service DBs (overrides state.store; see 'agentenv state')")
+	fl.IntVar(&f.retries, "retries", 0, "run an episode that ended on an infrastructure error again from scratch, up to N times (default: the task's retries.infra)")
+	fl.StringVar(&f.resume, "resume", "", "run the unfinished episodes of this run group")
+	fl.Float64Var(&f.maxCost, "max-cost-usd", 0, "stop starting episodes once the group's model cost (prompt_agent cost_usd) passes this")
 	return cmd
+}
+
+// isEvalFile reports whether path is an eval file (a top-level tasks: list), not a task.
+func isEvalFile(path string) bool {
+	if fi, err := os.Stat(path); err != nil || fi.IsDir() {
+		return false
+	}
+	data, err := os.ReadFile(path)
+	return err == nil && eval.IsEval(data)
+}
+
+// runGroup runs ef (or, with f.resume, the group's unfinished episodes) as one run group and
+// prints its summary; single says ef is one task from the command line, printed as before.
+func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bool) error {
+	mgr, err := a.manager(ctx)
+	if err != nil {
+		return err
+	}
+	sd, err := stateDir()
+	if err != nil {
+		return err
+	}
+	if f.resume != "" {
+		g, err := eval.Store{Ledger: mgr.Ledger()}.Get(ctx, f.resume)
+		if err != nil {
+			return err
+		}
+		single = g.Digest == "" && len(g.Tasks) == 1
+	}
+	var taskEvents func(task.Event)
+	if single && !f.json {
+		taskEvents = func(e task.Event) { fmt.Fprintln(a.stderr, e) }
+	}
+	tr, err := a.taskRunner(ctx, mgr, sd, f.provider, f.passEnv, taskEvents)
+	if err != nil {
+		return err
+	}
+	er := &eval.Runner{Tasks: tr, Logger: a.log, LoadTask: loadTask}
+	if !single && !f.json {
+		er.Progress = newProgressPrinter(a.stderr)
+	}
+	opts := eval.Options{Concurrency: f.concurrency, MaxCostUSD: f.maxCost, Keep: f.keep, Retries: f.retries}
+	var res eval.Result
+	if f.resume != "" {
+		res, err = er.Resume(ctx, f.resume, opts)
+	} else {
+		res, err = er.Run(ctx, ef, opts)
+	}
+	if err != nil && res.Group.ID == "" {
+		return err
+	}
+	if err != nil && ctx.Err() == nil {
+		a.log.Warn("run group", "group", res.Group.ID, "err", err)
+	}
+	if f.keep && ctx.Err() == nil {
+		fmt.Fprintln(a.stderr, "kept: the episodes' sandboxes stay up until you press Ctrl-C")
+		for _, sum := range res.Live {
+			for _, ep := range sum.Episodes {
+				fmt.Fprintf(a.stderr, "  run %s\n", ep.Run)
+			}
+		}
+		<-ctx.Done()
+		for _, sum := range res.Live {
+			for i, ep := range sum.Episodes {
+				rc, _ := tr.Teardown(ctx, ep.Run)
+				sum.Episodes[i].Receipt = &rc
+			}
+		}
+	}
+	if single && f.resume == "" && len(res.Live) == 1 {
+		sum := res.Live[0]
+		if f.json {
+			if err := printJSON(a.stdout, struct {
+				Group string `json:"group"`
+				task.Summary
+			}{res.Group.ID, sum}); err != nil {
+				return err
+			}
+		} else {
+			printSummary(a, sum)
+			fmt.Fprintf(a.stdout, "group %s\n", res.Group.ID)
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if !sum.AllPassed() {
+			return exitError{code: exitFailed}
+		}
+		return nil
+	}
+	if f.json {
+		if err := printJSON(a.stdout, res); err != nil {
+			return err
+		}
+	} else {
+		for _, sum := range res.Live {
+			for _, ep := range sum.Episodes {
+				if ep.Receipt != nil && !ep.Receipt.Clean() {
+					fmt.Fprintf(a.stdout, "run %s ", ep.Run)
+					printReceipt(a.stdout, *ep.Receipt)
+				}
+			}
+		}
+		printGroup(a.stdout, res, false)
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if !res.Passed() {
+		return exitError{code: exitFailed}
+	}
+	return nil
 }
 
 func printSummary(a *app, sum task.Summary) {
@@ -166,101 +271,6 @@ func (t taskDeployer) Deploy(ctx context.Context, envFile string, o task.DeployO
 
 func (t taskDeployer) Teardown(ctx context.Context, id string) (agentenv.Receipt, error) {
 	return t.d.Teardown(ctx, id)
-}
-
-func newRunsCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "runs", Short: "Inspect recorded runs"}
-	var f struct {
-		json  bool
-		limit int
-	}
-	ls := &cobra.Command{
-		Use:   "ls [--json]",
-		Short: "List runs, newest first",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			mgr, err := a.manager(ctx)
-			if err != nil {
-				return err
-			}
-			runs, err := mgr.Ledger().Runs().List(ctx, nil, f.limit)
-			if err != nil {
-				return err
-			}
-			if f.json {
-				if runs == nil {
-					runs = []agentenv.Run{}
-				}
-				return printJSON(a.stdout, runs)
-			}
-			rows := make([][]string, 0, len(runs))
-			for _, r := range runs {
-				rows = append(rows, []string{r.ID, r.Task, string(r.Status), score(r.Score), ago(r.Created), r.Error})
-			}
-			table(a.stdout, []string{"RUN", "TASK", "STATUS", "SCORE", "STARTED", "ERROR"}, rows)
-			return nil
-		},
-	}
-	ls.Flags().BoolVar(&f.json, "json", false, "print JSON")
-	ls.Flags().IntVar(&f.limit, "limit", 50, "at most this many (0: all)")
-	get := &cobra.Command{
-		Use:   "get RUN_ID [--json]",
-		Short: "Show a run: its steps, score, trajectory files and teardown receipt",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			mgr, err := a.manager(ctx)
-			if err != nil {
-				return err
-			}
-			r, err := mgr.Ledger().Runs().Get(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if f.json {
-				return printJSON(a.stdout, r)
-			}
-			fmt.Fprintf(a.stdout, "run %s  task %s  status %s  score %s  started %s\n", r.ID, r.Task, r.Status, score(r.Score), r.Created.Format(time.RFC3339))
-			if r.Error != "" {
-				fmt.Fprintf(a.stdout, "error: %s\n", r.Error)
-			}
-			rows := make([][]string, 0, len(r.Steps))
-			for _, s := range r.Steps {
-				sc := ""
-				if s.Score != nil {
-					sc = fmt.Sprintf("%.3g", *s.Score)
-				}
-				rows = append(rows, []string{s.ID, s.Type, string(s.Status), sc, s.Ended.Sub(s.Started).Round(time.Millisecond).String(), string(s.ErrorKind), s.Error})
-			}
-			table(a.stdout, []string{"STEP", "TYPE", "STATUS", "SCORE", "TIME", "KIND", "ERROR"}, rows)
-			for _, at := range r.Attempts {
-				what := "episode"
-				if at.Span != "" {
-					what = "span " + at.Span
-				}
-				down := 0
-				if at.Receipt != nil {
-					down = at.Receipt.Count(agentenv.OutcomeTerminated) + at.Receipt.Count(agentenv.OutcomeAlreadyGone)
-				}
-				fmt.Fprintf(a.stdout, "retried: %s attempt %d (%s, %s error, %d torn down): %s\n", what, at.Attempt, at.Elapsed.Round(time.Millisecond), at.ErrorKind, down, at.Error)
-			}
-			for _, s := range r.Steps {
-				if p := s.Outputs["trajectory"]; p != "" {
-					fmt.Fprintf(a.stdout, "trajectory of %s: %s\n", s.ID, filepath.Clean(p))
-					if _, err := os.Stat(p); err != nil {
-						fmt.Fprintf(a.stdout, "  (%v)\n", err)
-					}
-				}
-			}
-			if r.Receipt != nil {
-				printReceipt(a.stdout, *r.Receipt)
-			}
-			return nil
-		},
-	}
-	get.Flags().BoolVar(&f.json, "json", false, "print JSON")
-	cmd.AddCommand(ls, get)
-	return cmd
 }
 
 // loadTask returns the task named on a command line: "hello", a task file or a folder with one.

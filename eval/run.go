@@ -1,0 +1,310 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/task"
+)
+
+// ErrCostCap is why a group stopped starting episodes: its model cost passed Options.MaxCostUSD.
+var ErrCostCap = errors.New("model cost passed --max-cost-usd")
+
+// groupWriteTimeout bounds the last write of a group's document once its context is done.
+const groupWriteTimeout = 10 * time.Second
+
+// Runner runs evals as run groups, each task's episodes through a copy of Tasks.
+type Runner struct {
+	Tasks    *task.Runner    // runs the episodes; its Ledger (or its Manager's) holds the group
+	Ledger   agentenv.Ledger // where group documents go; Tasks' ledger if nil
+	Logger   *slog.Logger
+	Progress func(Status) // receives the group's counts after every change; may be nil
+	// LoadTask loads a task named in a group document for Resume (a path, or a built-in name
+	// such as "hello"); task.LoadPath if nil.
+	LoadTask func(name string) (*task.Task, error)
+}
+
+// Options tune one Run or Resume.
+type Options struct {
+	Concurrency int     // episodes at once over the group; the eval file's if 0
+	MaxCostUSD  float64 // stop starting episodes once the summed model cost passes it; no cap if 0
+	Keep        bool    // leave what the episodes made running (task.RunOptions.Keep)
+	Retries     int     // whole-episode retries after an infrastructure error (task.RunOptions.Retries)
+}
+
+func (r *Runner) ledger() agentenv.Ledger {
+	if r.Ledger != nil {
+		return r.Ledger
+	}
+	if r.Tasks != nil && r.Tasks.Ledger != nil {
+		return r.Tasks.Ledger
+	}
+	if r.Tasks != nil && r.Tasks.Manager != nil {
+		return r.Tasks.Manager.Ledger()
+	}
+	return nil
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Logger
+}
+
+// runnerFor returns the task runner of entry e: Tasks with e's model overrides and the
+// group's progress.
+func (r *Runner) runnerFor(e Entry, progress func(task.Event)) *task.Runner {
+	tr := *r.Tasks
+	if len(e.Overrides.Model) > 0 {
+		tr.Model = modelSource{base: r.Tasks.Model, over: e.Overrides.Model}
+	}
+	base := r.Tasks.Progress
+	tr.Progress = func(ev task.Event) {
+		if base != nil {
+			base(ev)
+		}
+		if progress != nil {
+			progress(ev)
+		}
+	}
+	return &tr
+}
+
+// check asks each task's runner whether it would refuse the task and returns the group's
+// tasks with their instance counts, or every refusal at once, before anything is deployed.
+func (r *Runner) check(f *File) ([]GroupTask, error) {
+	var errs []error
+	out := make([]GroupTask, len(f.Tasks))
+	for i, e := range f.Tasks {
+		n, err := r.runnerFor(e, nil).Check(e.Task, e.options(nil))
+		if err != nil {
+			if e.Line > 0 {
+				err = fmt.Errorf("%s:%d: tasks[%d]: %w", f.Path, e.Line, i, err)
+			}
+			errs = append(errs, err)
+			continue
+		}
+		out[i] = GroupTask{Task: e.Task.Name, File: e.Task.File, Digest: e.Task.Digest, K: e.K, Instances: n, Seeds: e.Seeds, Overrides: e.Overrides}
+	}
+	return out, errors.Join(errs...)
+}
+
+// Run runs every episode of f as a new group. Bad input (any task's) is an error wrapping
+// agentenv.ErrInvalid before the group is written or anything deployed. The group's document
+// is written before its first episode and updated at its end. The error is non-nil for bad
+// input, a ledger that cannot take the group, or when ctx was cancelled; how the episodes went
+// is in the Result.
+func (r *Runner) Run(ctx context.Context, f *File, opts Options) (Result, error) {
+	if r.ledger() == nil {
+		return Result{}, fmt.Errorf("eval %s: no ledger: %w", f.Name, agentenv.ErrInvalid)
+	}
+	tasks, err := r.check(f)
+	if err != nil {
+		return Result{}, err
+	}
+	g := Group{ID: lifecycle.NewID("group"), Name: f.Name, File: f.Path, Digest: f.Digest, Tasks: tasks,
+		Concurrency: f.Concurrency, MaxCostUSD: opts.MaxCostUSD, Created: time.Now().UTC()}
+	if opts.Concurrency > 0 {
+		g.Concurrency = opts.Concurrency
+	}
+	slots := make([][]task.Slot, len(tasks))
+	for ti, t := range tasks {
+		for i := range t.Instances {
+			for a := 1; a <= t.K; a++ {
+				slots[ti] = append(slots[ti], task.Slot{Instance: i, Attempt: a})
+			}
+		}
+	}
+	return r.run(ctx, f, g, slots, opts)
+}
+
+// Resume runs the slots of group id whose latest episode did not finish (see Pending), and
+// leaves the finished ones and their records alone. The eval (or task) file must be the one
+// the group ran, by digest. A group whose process still runs is refused. Each unfinished
+// episode it replaces is marked cancelled (if it was still running) with attrs.resumed_by.
+func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, error) {
+	l := r.ledger()
+	if l == nil {
+		return Result{}, fmt.Errorf("resume %s: no ledger: %w", id, agentenv.ErrInvalid)
+	}
+	st := Store{Ledger: l}
+	g, err := st.Get(ctx, id)
+	if err != nil {
+		return Result{}, fmt.Errorf("resume: %w", err)
+	}
+	if Alive(g) {
+		return Result{}, fmt.Errorf("resume %s: the group is still running (process %d): %w", id, g.Owner.PID, agentenv.ErrConflict)
+	}
+	f, err := r.reload(g)
+	if err != nil {
+		return Result{}, fmt.Errorf("resume %s: %w", id, err)
+	}
+	tasks, err := r.check(f)
+	if err != nil {
+		return Result{}, fmt.Errorf("resume %s: %w", id, err)
+	}
+	for i := range tasks {
+		if tasks[i].Instances != g.Tasks[i].Instances {
+			return Result{}, fmt.Errorf("resume %s: task %s has %d instances now, the group ran %d: %w", id, tasks[i].Task, tasks[i].Instances, g.Tasks[i].Instances, agentenv.ErrInvalid)
+		}
+	}
+	runs, err := st.Episodes(ctx, id)
+	if err != nil {
+		return Result{}, fmt.Errorf("resume: %w", err)
+	}
+	pending := Pending(g, runs)
+	latest := Latest(runs)
+	for _, k := range pending {
+		old, ok := latest[k]
+		if !ok {
+			continue
+		}
+		if old.Attrs == nil {
+			old.Attrs = map[string]string{}
+		}
+		old.Attrs[AttrResumedBy] = id
+		if old.Status == agentenv.RunRunning {
+			old.Status, old.Error = agentenv.RunCancelled, "interrupted: its process died"
+			old.Attrs["outcome"] = string(task.OutcomeCancelled)
+		}
+		if err := l.Runs().Put(ctx, old); err != nil {
+			return Result{}, fmt.Errorf("resume %s: mark run %s: %w", id, old.ID, err)
+		}
+	}
+	slots := make([][]task.Slot, len(g.Tasks))
+	for _, k := range pending {
+		slots[k.Task] = append(slots[k.Task], task.Slot{Instance: k.Instance, Attempt: k.Attempt})
+	}
+	if opts.Concurrency > 0 {
+		g.Concurrency = opts.Concurrency
+	}
+	if opts.MaxCostUSD > 0 {
+		g.MaxCostUSD = opts.MaxCostUSD
+	}
+	g.Error, g.Ended = "", time.Time{}
+	r.logger().Info("resuming group", "group", id, "pending", len(pending), "of", g.Slots())
+	return r.run(ctx, f, g, slots, opts)
+}
+
+// reload loads the file group g ran and checks it is the same.
+func (r *Runner) reload(g Group) (*File, error) {
+	if g.Digest != "" {
+		f, err := Load(g.File)
+		if err != nil {
+			return nil, err
+		}
+		if f.Digest != g.Digest {
+			return nil, fmt.Errorf("eval file %s changed since the group ran (digest %s, now %s): %w", g.File, g.Digest, f.Digest, agentenv.ErrInvalid)
+		}
+		return f, checkTasks(g, f)
+	}
+	if len(g.Tasks) != 1 {
+		return nil, fmt.Errorf("group has %d tasks and no eval file: %w", len(g.Tasks), agentenv.ErrInvalid)
+	}
+	load := r.LoadTask
+	if load == nil {
+		load = task.LoadPath
+	}
+	gt := g.Tasks[0]
+	t, err := load(gt.File)
+	if err != nil {
+		return nil, err
+	}
+	f := ForTask(t, gt.K, g.Concurrency, gt.Seeds, gt.Overrides)
+	f.Path = g.File
+	return f, checkTasks(g, f)
+}
+
+func checkTasks(g Group, f *File) error {
+	if len(f.Tasks) != len(g.Tasks) {
+		return fmt.Errorf("%s has %d tasks, the group ran %d: %w", f.Path, len(f.Tasks), len(g.Tasks), agentenv.ErrInvalid)
+	}
+	for i, e := range f.Tasks {
+		if e.Task.Digest != g.Tasks[i].Digest {
+			return fmt.Errorf("task file %s changed since the group ran: %w", e.Task.File, agentenv.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// run writes g as running, runs slots (per task) under one limit, and writes g's end.
+func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot, o Options) (Result, error) {
+	start := time.Now()
+	l := r.ledger()
+	st := Store{Ledger: l}
+	owner, err := lifecycle.CurrentOwner()
+	if err != nil {
+		return Result{}, err
+	}
+	g.Owner, g.Status = owner, agentenv.RunRunning
+	if err := st.Put(ctx, g); err != nil {
+		return Result{}, err
+	}
+	tr := newTracker(g, slots, r.Progress)
+	admit := tr.admitter(ctx, max(g.Concurrency, 1), g.MaxCostUSD)
+	var wg sync.WaitGroup
+	runErrs := make([]error, len(f.Tasks))
+	live := make([]task.Summary, len(f.Tasks))
+	for ti, e := range f.Tasks {
+		if len(slots[ti]) == 0 {
+			continue
+		}
+		opts := e.options(slots[ti])
+		opts.Keep, opts.Retries = o.Keep, o.Retries
+		opts.Attrs = map[string]string{AttrGroup: g.ID, AttrGroupTask: strconv.Itoa(ti)}
+		opts.Admit = admit
+		opts.Done = func(ep task.Episode) { tr.done(ti, ep) }
+		tr.tick()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			live[ti], runErrs[ti] = r.runnerFor(e, tr.event).Run(ctx, e.Task, opts)
+		}()
+	}
+	wg.Wait()
+
+	g.Ended = time.Now().UTC()
+	g.Owner = agentenv.Owner{}
+	switch {
+	case ctx.Err() != nil:
+		g.Status, g.Error = agentenv.RunCancelled, "cancelled"
+	case tr.capped():
+		g.Status, g.Error = agentenv.RunCancelled, ErrCostCap.Error()
+	default:
+		g.Status = agentenv.RunCompleted
+	}
+	wctx, cancel := cleanup.Context(ctx, groupWriteTimeout)
+	defer cancel()
+	werr := st.Put(wctx, g)
+	res, rerr := Collect(wctx, l, g)
+	res.Elapsed = time.Since(start)
+	res.Live = live
+	res.CostUSD = tr.cost()
+	if g.Status == agentenv.RunCancelled && g.Error == ErrCostCap.Error() {
+		res.Stopped = g.Error
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("group %s: %w", g.ID, err)
+	}
+	return res, errors.Join(werr, rerr, errors.Join(runErrs...))
+}
+
+// episodeCost is the model cost an episode's prompt_agent steps report (output cost_usd).
+func episodeCost(ep task.Episode) float64 {
+	var c float64
+	for _, s := range ep.Steps {
+		if v, err := strconv.ParseFloat(s.Outputs["cost_usd"], 64); err == nil && v > 0 {
+			c += v
+		}
+	}
+	return c
+}
