@@ -149,8 +149,8 @@ func (s *Server) dispatch(ctx context.Context, method string, params json.RawMes
 			return nil, e
 		}
 		log.Warn("data plane handler failed", "err", err)
-		reason, _ := json.Marshal(map[string]string{"reason": failReason(method)})
-		return nil, &envproto.Error{Code: envproto.CodeInternalError, Message: fmt.Sprintf("%s: %v", method, err), Data: reason}
+		reason, _ := json.Marshal(map[string]string{"code": failReason(method)})
+		return nil, &envproto.Error{Code: envproto.CodeServerError, Message: fmt.Sprintf("%s: %v", method, err), Data: reason}
 	}
 	log.Debug("data plane request served")
 	return result, nil
@@ -160,11 +160,11 @@ func (s *Server) dispatch(ctx context.Context, method string, params json.RawMes
 func failReason(method string) string {
 	switch method {
 	case envproto.MethodReset:
-		return "reset_failed"
+		return envproto.FailReset
 	case envproto.MethodAdd:
-		return "add_failed"
+		return envproto.FailAdd
 	}
-	return "get_failed"
+	return envproto.FailGet
 }
 
 // decodeParams decodes params into v; absent or null params leave v zero. Only objects fit.
@@ -182,7 +182,9 @@ func decodeParams(params json.RawMessage, v any) *envproto.Error {
 	return nil
 }
 
-// validateParts checks that there is at least one part and that each is well formed.
+// validateParts checks that there is at least one part and that each is well formed: it has
+// exactly the field its kind names, and a file has inline bytes or a file://, http:// or
+// https:// URI, not both.
 func validateParts(parts []envproto.Part) *envproto.Error {
 	if len(parts) == 0 {
 		return &envproto.Error{Code: envproto.CodeInvalidParams, Message: "parts: at least one part is required"}
@@ -190,11 +192,16 @@ func validateParts(parts []envproto.Part) *envproto.Error {
 	for i, p := range parts {
 		var ok bool
 		switch p.Kind {
-		case "text":
+		case envproto.KindText:
 			ok = p.File == nil && len(p.Data) == 0
-		case "file":
+		case envproto.KindFile:
 			ok = p.File != nil && p.Text == "" && len(p.Data) == 0
-		case "data":
+			if ok {
+				if e := validateFile(p.File); e != "" {
+					return &envproto.Error{Code: envproto.CodeInvalidParams, Message: fmt.Sprintf("parts[%d].file: %s", i, e)}
+				}
+			}
+		case envproto.KindData:
 			ok = len(p.Data) > 0 && !bytes.Equal(p.Data, []byte("null")) && p.Text == "" && p.File == nil
 		default:
 			return &envproto.Error{Code: envproto.CodeInvalidParams, Message: fmt.Sprintf("parts[%d]: unknown kind %q", i, p.Kind)}
@@ -204,6 +211,21 @@ func validateParts(parts []envproto.Part) *envproto.Error {
 		}
 	}
 	return nil
+}
+
+// validateFile says what is wrong with a file part's file, or "".
+func validateFile(f *envproto.FilePart) string {
+	if f.URI == "" {
+		return ""
+	}
+	if len(f.Bytes) > 0 {
+		return "bytes and uri are both set"
+	}
+	switch f.URIScheme() {
+	case "file", "http", "https":
+		return ""
+	}
+	return fmt.Sprintf("uri %q: want file://, http:// or https://", f.URI)
 }
 
 // validID reports whether raw is a JSON-RPC id: a string, a number or null.
