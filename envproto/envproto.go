@@ -15,7 +15,9 @@
 package envproto
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -407,4 +409,35 @@ type GetParams struct {
 // GetResult is the result of data/get.
 type GetResult struct {
 	Parts []Part `json:"parts"`
+}
+
+// Validate reports what is wrong with the part, or nil: it has exactly the field its kind
+// names, and a file has inline bytes or a file://, http:// or https:// URI, not both.
+func (p *Part) Validate() error {
+	var ok bool
+	switch p.Kind {
+	case KindText:
+		ok = p.File == nil && len(p.Data) == 0
+	case KindFile:
+		ok = p.File != nil && p.Text == "" && len(p.Data) == 0
+		if ok && p.File.URI != "" {
+			if len(p.File.Bytes) > 0 {
+				return fmt.Errorf("file: bytes and uri are both set")
+			}
+			switch p.File.URIScheme() {
+			case "file", "http", "https":
+			default:
+				return fmt.Errorf("file: uri %q: want file://, http:// or https://", p.File.URI)
+			}
+		}
+	case KindData:
+		d := bytes.TrimSpace(p.Data)
+		ok = len(d) > 0 && !bytes.Equal(d, []byte("null")) && p.Text == "" && p.File == nil
+	default:
+		return fmt.Errorf("unknown kind %q", p.Kind)
+	}
+	if !ok {
+		return fmt.Errorf("a %s part needs exactly its %s field", p.Kind, p.Kind)
+	}
+	return nil
 }

@@ -182,50 +182,18 @@ func decodeParams(params json.RawMessage, v any) *envproto.Error {
 	return nil
 }
 
-// validateParts checks that there is at least one part and that each is well formed: it has
-// exactly the field its kind names, and a file has inline bytes or a file://, http:// or
-// https:// URI, not both.
+// validateParts checks that there is at least one part and that each is well formed
+// ([envproto.Part.Validate]).
 func validateParts(parts []envproto.Part) *envproto.Error {
 	if len(parts) == 0 {
 		return &envproto.Error{Code: envproto.CodeInvalidParams, Message: "parts: at least one part is required"}
 	}
-	for i, p := range parts {
-		var ok bool
-		switch p.Kind {
-		case envproto.KindText:
-			ok = p.File == nil && len(p.Data) == 0
-		case envproto.KindFile:
-			ok = p.File != nil && p.Text == "" && len(p.Data) == 0
-			if ok {
-				if e := validateFile(p.File); e != "" {
-					return &envproto.Error{Code: envproto.CodeInvalidParams, Message: fmt.Sprintf("parts[%d].file: %s", i, e)}
-				}
-			}
-		case envproto.KindData:
-			ok = len(p.Data) > 0 && !bytes.Equal(p.Data, []byte("null")) && p.Text == "" && p.File == nil
-		default:
-			return &envproto.Error{Code: envproto.CodeInvalidParams, Message: fmt.Sprintf("parts[%d]: unknown kind %q", i, p.Kind)}
-		}
-		if !ok {
-			return &envproto.Error{Code: envproto.CodeInvalidParams, Message: fmt.Sprintf("parts[%d]: a %s part needs exactly its %s field", i, p.Kind, p.Kind)}
+	for i := range parts {
+		if err := parts[i].Validate(); err != nil {
+			return &envproto.Error{Code: envproto.CodeInvalidParams, Message: fmt.Sprintf("parts[%d]: %v", i, err)}
 		}
 	}
 	return nil
-}
-
-// validateFile says what is wrong with a file part's file, or "".
-func validateFile(f *envproto.FilePart) string {
-	if f.URI == "" {
-		return ""
-	}
-	if len(f.Bytes) > 0 {
-		return "bytes and uri are both set"
-	}
-	switch f.URIScheme() {
-	case "file", "http", "https":
-		return ""
-	}
-	return fmt.Sprintf("uri %q: want file://, http:// or https://", f.URI)
 }
 
 // validID reports whether raw is a JSON-RPC id: a string, a number or null.
