@@ -360,25 +360,39 @@ func (r *run) data(card envproto.Card) {
 			before = len(parts)
 		}
 	}
-	probe := envproto.Part{Kind: envproto.KindText, Text: "agentenv env validate probe"}
-	if r.opts.Part != nil {
-		probe = *r.opts.Part
+	probes := []envproto.Part{
+		{Kind: envproto.KindText, Text: "agentenv env validate probe"},
+		{Kind: envproto.KindData, Data: json.RawMessage(`{"agentenv_validate":"probe"}`)},
 	}
-	if _, rpcErr, err := r.call(target, envproto.MethodAdd, envproto.AddParams{Parts: []envproto.Part{probe}}); err != nil || rpcErr != nil {
-		hint := ""
-		if rpcErr != nil && rpcErr.Code == envproto.CodeInvalidParams {
-			hint = " (the server refused the probe part: pass one it takes with --part FILE)"
+	if r.opts.Part != nil {
+		probes = []envproto.Part{*r.opts.Part}
+	}
+	var refused []string
+	added := false
+	for _, probe := range probes {
+		_, rpcErr, err := r.call(target, envproto.MethodAdd, envproto.AddParams{Parts: []envproto.Part{probe}})
+		if err == nil && rpcErr == nil {
+			r.add("data.add", Pass, "a %s part", probe.Kind)
+			added = true
+			break
 		}
-		r.add("data.add", Fail, "a %s part: %s%s", probe.Kind, failText(err, rpcErr), hint)
-	} else {
-		r.add("data.add", Pass, "a %s part", probe.Kind)
-		if has(envproto.MethodGet) {
-			if parts, ok := r.get("data.roundtrip", target); ok && before >= 0 {
-				if len(parts) <= before {
-					r.add("data.roundtrip", Fail, "data/get returned %d part(s) after data/add, %d before it", len(parts), before)
-				} else {
-					r.add("data.roundtrip", Pass, "data/get returned %d part(s) after data/add, %d before it", len(parts), before)
-				}
+		if err == nil && rpcErr.Code == envproto.CodeInvalidParams && r.opts.Part == nil {
+			refused = append(refused, fmt.Sprintf("a %s part (%s)", probe.Kind, rpcErr.Message))
+			continue
+		}
+		r.add("data.add", Fail, "a %s part: %s", probe.Kind, failText(err, rpcErr))
+		break
+	}
+	if !added && len(refused) == len(probes) {
+		r.add("data.add", Warn, "refused, as invalid params, %s: pass a part the server takes with --part FILE", strings.Join(refused, " and "))
+		r.add("data.roundtrip", Skip, "no probe part was taken")
+	}
+	if added && has(envproto.MethodGet) {
+		if parts, ok := r.get("data.roundtrip", target); ok && before >= 0 {
+			if len(parts) <= before {
+				r.add("data.roundtrip", Fail, "data/get returned %d part(s) after data/add, %d before it", len(parts), before)
+			} else {
+				r.add("data.roundtrip", Pass, "data/get returned %d part(s) after data/add, %d before it", len(parts), before)
 			}
 		}
 	}
