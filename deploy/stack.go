@@ -84,7 +84,38 @@ func (st *stack) components(ctx context.Context) ([]spec.Component, error) {
 			errs = append(errs, fmt.Errorf("%s %s: %w", c.Role, c.Name, err))
 		}
 	}
-	return comps, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return comps, err
+	}
+	return comps, st.live(ctx)
+}
+
+// live waits for the env's live endpoints (servers with url) to answer MCP initialize and
+// tools/list, each within its ready_timeout, before anything is created: nothing is created
+// or torn down for them, and the gateway joins them like any other server.
+func (st *stack) live(ctx context.Context) error {
+	for _, s := range st.env.Servers {
+		if s.URL == "" {
+			continue
+		}
+		c := spec.Component{Role: agentenv.RoleMCPServer, Name: s.Name}
+		wctx, cancel := context.WithTimeout(ctx, s.ReadyTimeout)
+		tools, err := waitMCP(wctx, s.URL, "")
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			err = fmt.Errorf("server %s at %s (url) not ready within %s: %w", s.Name, s.URL, s.ReadyTimeout, err)
+			st.emit(c, "failed", err.Error())
+			return err
+		}
+		st.mu.Lock()
+		st.tools[s.Name] = tools
+		st.mu.Unlock()
+		st.emit(c, "ready", "live endpoint "+s.URL)
+	}
+	return nil
 }
 
 // upContainers runs container mode: a private network, then the components in dependency order,

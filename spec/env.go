@@ -113,8 +113,13 @@ type Env struct {
 type Server struct {
 	// Name is unique in the env, a DNS label, and the server's host name on the env's network.
 	Name string `yaml:"name"`
-	// Image is the container image; required.
+	// Image is the container image; required unless URL is set.
 	Image string `yaml:"image"`
+	// URL makes the server a live endpoint: the MCP URL of a server already running somewhere,
+	// which joins the gateway like any other (readiness checked) while nothing is created or
+	// torn down for it. Such a server has only a name, a URL and a ready_timeout; the gateway
+	// must reach the URL from where it runs.
+	URL string `yaml:"url"`
 	// Command replaces the image's command. For a stdio server it is the stdio program.
 	Command []string `yaml:"command"`
 	// Env is the server's environment. A value "env:NAME" is taken from the deployer's
@@ -199,6 +204,12 @@ type Gateway struct {
 func (e *Env) Defaults() {
 	for i := range e.Servers {
 		s := &e.Servers[i]
+		if s.URL != "" {
+			if s.ReadyTimeout == 0 {
+				s.ReadyTimeout = DefaultReadyTimeout
+			}
+			continue
+		}
 		if s.Transport == "" {
 			s.Transport = TransportHTTP
 		}

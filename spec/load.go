@@ -78,13 +78,15 @@ func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
 }
 
 func (d *decoder) decodeServer(n *yaml.Node, path string, s *Server) {
-	known := []string{"name", "image", "command", "env", "port", "transport", "path", "database", "ready_timeout", "resources"}
+	known := []string{"name", "image", "url", "command", "env", "port", "transport", "path", "database", "ready_timeout", "resources"}
 	d.Fields(n, path, known, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "name":
 			s.Name = d.Str(v, p)
 		case "image":
 			s.Image = d.Str(v, p)
+		case "url":
+			s.URL = d.Str(v, p)
 		case "command":
 			s.Command = d.Strings(v, p)
 		case "env":

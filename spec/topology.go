@@ -133,6 +133,11 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	for i := range e.Servers {
 		s := &e.Servers[i]
 		p := yamlfile.Index("servers", i)
+		if s.URL != "" {
+			// A live endpoint: no component, the gateway reaches it where it runs.
+			servers = append(servers, s.Name+"="+s.URL)
+			continue
+		}
 		comp := Component{
 			Role:         agentenv.RoleMCPServer,
 			Name:         s.Name,

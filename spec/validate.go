@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -147,6 +148,10 @@ func (c *checker) server(p string, s *Server) {
 		case slices.Contains([]string{nameServiceDB, nameDBWeb, nameDBMCP, nameGateway}, s.Name):
 			c.errorf(p+".name", "name %q is reserved for a built-in component", s.Name)
 		}
+	}
+	if s.URL != "" {
+		c.liveServer(p, s)
+		return
 	}
 	c.required(p+".image", s.Image)
 	enum(c, p+".transport", s.Transport, TransportHTTP, TransportStdio)
@@ -296,4 +301,27 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// liveServer checks a server given by url: an absolute http(s) URL, and none of the fields of a
+// server agentenv starts.
+func (c *checker) liveServer(p string, s *Server) {
+	u, err := url.Parse(s.URL)
+	switch {
+	case err != nil:
+		c.errorf(p+".url", "invalid url %q: %v", s.URL, err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		c.errorf(p+".url", "invalid url %q: want the server's MCP URL, http(s)://HOST[:PORT]/PATH", s.URL)
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"image", s.Image != ""}, {"command", len(s.Command) > 0}, {"env", len(s.Env) > 0}, {"port", s.Port != 0},
+		{"transport", s.Transport != ""}, {"path", s.Path != ""}, {"database", s.Database}, {"resources", s.Resources != (Resources{})},
+	} {
+		if f.set {
+			c.errorf(p+"."+f.name, "a server with url is already running: %s is for servers agentenv starts", f.name)
+		}
+	}
 }
