@@ -284,3 +284,80 @@ func TestEnvValidateURL(t *testing.T) {
 		t.Errorf("env validate --json: exit %d %v\n%s", j.code, err, j.stdout)
 	}
 }
+
+// TestLiveEndpointJoinsTheGateway: a server given by url (an MCP server already running, here
+// kv on the host, reached by the gateway at the host's address on the Docker bridge) joins the
+// gateway beside a started one; nothing is created for it and teardown leaves it running.
+func TestLiveEndpointJoinsTheGateway(t *testing.T) {
+	c := newCLI(t)
+	out, err := exec.Command("docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}}").Output()
+	hostIP := strings.TrimSpace(string(out))
+	if err != nil || net.ParseIP(hostIP) == nil {
+		t.Fatalf("the host's address on the Docker bridge: %q %v", out, err)
+	}
+	port := freePort(t)
+	live := fmt.Sprintf("http://%s:%d", hostIP, port)
+	startServer(t, c.cmd(t.Context(), nil, "serve", "kv", "--listen", fmt.Sprintf("0.0.0.0:%d", port)), live+"/healthz")
+
+	runtime, _ := dockertest.RuntimeImage(t)
+	envFile := filepath.Join(t.TempDir(), "env.yaml")
+	y := fmt.Sprintf("name: mix\nservers:\n  - name: notes\n    image: %[1]s\n    command: [/agentenv, serve, kv, --listen, \":8080\"]\n    port: 8080\n  - name: remote\n    url: %[2]s/mcp\n    ready_timeout: 20s\ngateway:\n  image: %[1]s\n  tool_names: prefixed\n", runtime, live)
+	if err := os.WriteFile(envFile, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := c.run(t.Context(), nil, "env", "deploy", envFile, "--json")
+	if r.code != 0 {
+		t.Fatalf("env deploy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var dep struct {
+		ID         string `json:"id"`
+		GatewayURL string `json:"gateway_url"`
+		Token      string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &dep); err != nil || dep.GatewayURL == "" {
+		t.Fatalf("env deploy --json: %v\n%s", err, r.stdout)
+	}
+	get := c.run(t.Context(), nil, "env", "get", dep.ID)
+	if strings.Count(get.stdout, "running") != 3 {
+		t.Errorf("env get: want network, the started server and gateway running, nothing for the live endpoint:\n%s", get.stdout)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cs, err := mcpclient.Client{}.Connect(ctx, dep.GatewayURL, dep.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	set, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "remote__set", Arguments: map[string]any{"key": "k", "value": "through the gateway"}})
+	if err != nil || set.IsError {
+		t.Fatalf("remote__set through the gateway: %v %+v", err, set)
+	}
+	cs.Close()
+
+	td := c.run(context.Background(), nil, "env", "teardown", dep.ID)
+	if td.code != 0 || !strings.Contains(td.stdout, "3 terminated") {
+		t.Errorf("env teardown: exit %d\n%s%s", td.code, td.stdout, td.stderr)
+	}
+	if left := c.deployLeftovers(); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+	// The live endpoint is still up, with what the episode wrote.
+	v := c.run(t.Context(), nil, "env", "validate", "--url", live, "--read-only")
+	if v.code != 0 || !strings.Contains(v.stdout, "1 well-formed part(s)") {
+		t.Errorf("the live endpoint after teardown: exit %d\n%s%s", v.code, v.stdout, v.stderr)
+	}
+
+	// One that does not answer fails the deploy before anything is created.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	y = fmt.Sprintf("name: gone\nservers:\n  - name: remote\n    url: http://127.0.0.1:%d/mcp\n    ready_timeout: 2s\ngateway:\n  image: %s\n", freePort(t), runtime)
+	if err := os.WriteFile(bad, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = c.run(t.Context(), nil, "env", "deploy", bad)
+	if r.code == 0 || !strings.Contains(r.stderr, "server remote at http://127.0.0.1:") {
+		t.Errorf("env deploy of a dead live endpoint: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if left := c.deployLeftovers(); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
