@@ -501,6 +501,9 @@ func (st *stack) binary() ([]byte, error) {
 // probe lists the gateway's tools and compares them with what each server listed. It is bounded
 // and never fails the deploy, except by the caller's cancellation.
 func (st *stack) probe(ctx context.Context) error {
+	if !st.env.Gateway.On() {
+		return nil
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	gw := st.endpoints["gateway"]
@@ -549,7 +552,10 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 		}
 		doc.Owner = agentenv.Owner{}
 	}
-	doc.GatewayURL = baseURL(st.endpoints["gateway"]) + "/mcp"
+	doc.GatewayURL = ""
+	if st.env.Gateway.On() {
+		doc.GatewayURL = baseURL(st.endpoints["gateway"]) + "/mcp"
+	}
 	doc.TokenHash = TokenHash(st.token)
 	doc.TokenHashes = map[string]string{}
 	for role, tok := range st.tokens {
@@ -559,6 +565,11 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	for name, addr := range st.endpoints {
 		if name != "servicedb" { // its URL carries a password; Result.DatabaseURL has the verifier's
 			doc.URLs[name] = baseURL(addr)
+		}
+	}
+	for _, s := range st.env.Servers {
+		if s.URL != "" {
+			doc.URLs[s.Name] = s.URL
 		}
 	}
 	for name, ts := range st.tools {

@@ -181,6 +181,10 @@ type Sidecar struct {
 
 // Gateway configures the deployment's gateway.
 type Gateway struct {
+	// Enabled puts a gateway in front of the servers (true unless set false). Without one the
+	// servers are deployed with their own ports published, and the deployment lists their
+	// direct endpoints: no tokens, roles or trajectory stand in front of them.
+	Enabled *bool `yaml:"enabled"`
 	// Image is the image that runs "agentenv gateway" (DefaultImage).
 	Image string `yaml:"image"`
 	// Port is where the gateway listens (DefaultPort).
@@ -273,6 +277,9 @@ func setDefault(s *string, v string) {
 // Digest returns "sha256:" and the hex SHA-256 of the file's bytes, or "" for an Env that was
 // not parsed. The ledger records it to tell whether a deployment's file has changed.
 func (e *Env) Digest() string { return e.digest }
+
+// On reports whether the env has a gateway (Enabled unset or true).
+func (g *Gateway) On() bool { return g.Enabled == nil || *g.Enabled }
 
 // Server returns the server named name, or nil.
 func (e *Env) Server(name string) *Server {

@@ -151,9 +151,12 @@ func (d *decoder) decodeSidecar(n *yaml.Node, path string, s *Sidecar) {
 }
 
 func (d *decoder) decodeGateway(n *yaml.Node, path string, g *Gateway) {
-	known := []string{"image", "port", "tool_names", "mode", "serialize", "roles", "call_timeout", "resources"}
+	known := []string{"enabled", "image", "port", "tool_names", "mode", "serialize", "roles", "call_timeout", "resources"}
 	d.Fields(n, path, known, func(key string, v *yaml.Node, p string) {
 		switch key {
+		case "enabled":
+			on := d.Boolean(v, p)
+			g.Enabled = &on
 		case "image":
 			g.Image = d.Str(v, p)
 		case "port":

@@ -148,6 +148,9 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			ReadyTimeout: s.ReadyTimeout,
 			Resources:    s.Resources,
 		}
+		if !e.Gateway.On() {
+			comp.Private = false // no gateway: the server's own port is its door
+		}
 		if s.Database {
 			// Only a server that uses the service DB waits for it; the others start beside it.
 			comp.After = dbAfter
@@ -214,17 +217,19 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 		servers = append(servers, fmt.Sprintf("%s=http://%s%s", nameDBMCP, net.JoinHostPort(host(nameDBMCP), strconv.Itoa(db.DBMCP.Port)), DefaultPath))
 		serverNames = append(serverNames, nameDBMCP)
 	}
-	out = append(out, Component{
-		Role:         agentenv.RoleGateway,
-		Name:         nameGateway,
-		Image:        e.Gateway.Image,
-		Command:      e.gatewayCommand(opts.TokenFile, servers),
-		Port:         e.Gateway.Port,
-		Path:         DefaultPath,
-		After:        serverNames,
-		ReadyTimeout: DefaultReadyTimeout,
-		Resources:    e.Gateway.Resources,
-	})
+	if e.Gateway.On() {
+		out = append(out, Component{
+			Role:         agentenv.RoleGateway,
+			Name:         nameGateway,
+			Image:        e.Gateway.Image,
+			Command:      e.gatewayCommand(opts.TokenFile, servers),
+			Port:         e.Gateway.Port,
+			Path:         DefaultPath,
+			After:        serverNames,
+			ReadyTimeout: DefaultReadyTimeout,
+			Resources:    e.Gateway.Resources,
+		})
+	}
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}

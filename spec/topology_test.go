@@ -168,6 +168,26 @@ func TestComponents_liveEndpoint(t *testing.T) {
 	}
 }
 
+// Without a gateway, the servers are the deployment's doors: no gateway component, and every
+// server publishes its port.
+func TestComponents_noGateway(t *testing.T) {
+	env, err := spec.Parse("env.yaml", []byte("name: direct\nservers:\n  - name: kv\n    image: agentenv:dev\n    port: 8080\ngateway:\n  enabled: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comps, err := env.Components(spec.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comps) != 1 || comps[0].Name != "kv" || comps[0].Private {
+		t.Errorf("Components = %+v, want kv alone, published", comps)
+	}
+	_, err = spec.Parse("env.yaml", []byte("name: direct\nservers:\n  - name: r\n    url: http://x:1/mcp\ngateway:\n  enabled: false\n"))
+	if err == nil || !strings.Contains(err.Error(), "gateway.enabled: without a gateway, an env of live endpoints (url) only deploys nothing") {
+		t.Errorf("live endpoints only without a gateway: %v", err)
+	}
+}
+
 // The gateway gets --serialize only for a scope that is not its default, in consistent mode.
 func TestComponents_serialize(t *testing.T) {
 	for _, tt := range []struct {

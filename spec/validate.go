@@ -241,6 +241,18 @@ func (c *checker) files(p string, paths []string) {
 }
 
 func (c *checker) gateway(p string, g *Gateway) {
+	if !g.On() {
+		if db := c.e.ServiceDB; db != nil && db.DBMCP.Enabled {
+			c.errorf(p+".enabled", "db-mcp is reached only through the gateway: disable service_db.db_mcp, or keep the gateway")
+		}
+		started := false
+		for _, s := range c.e.Servers {
+			started = started || s.URL == ""
+		}
+		if !started && len(c.e.Servers) > 0 {
+			c.errorf(p+".enabled", "without a gateway, an env of live endpoints (url) only deploys nothing")
+		}
+	}
 	c.required(p+".image", g.Image)
 	c.port(p+".port", g.Port)
 	enum(c, p+".tool_names", g.ToolNames, ToolNamesAuto, ToolNamesPrefix, ToolNamesNever)

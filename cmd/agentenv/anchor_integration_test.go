@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -301,7 +302,7 @@ func TestLiveEndpointJoinsTheGateway(t *testing.T) {
 
 	runtime, _ := dockertest.RuntimeImage(t)
 	envFile := filepath.Join(t.TempDir(), "env.yaml")
-	y := fmt.Sprintf("name: mix\nservers:\n  - name: notes\n    image: %[1]s\n    command: [/agentenv, serve, kv, --listen, \":8080\"]\n    port: 8080\n  - name: remote\n    url: %[2]s/mcp\n    ready_timeout: 20s\ngateway:\n  image: %[1]s\n  tool_names: prefixed\n", runtime, live)
+	y := fmt.Sprintf("name: mix\nservers:\n  - name: notes\n    image: %[1]s\n    command: [/agentenv, serve, kv, --listen, \":8080\"]\n    port: 8080\n  - name: remote\n    url: %[2]s/mcp\n    ready_timeout: 20s\ngateway:\n  image: %[1]s\n  tool_names: prefix\n", runtime, live)
 	if err := os.WriteFile(envFile, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -356,6 +357,50 @@ func TestLiveEndpointJoinsTheGateway(t *testing.T) {
 	r = c.run(t.Context(), nil, "env", "deploy", bad)
 	if r.code == 0 || !strings.Contains(r.stderr, "server remote at http://127.0.0.1:") {
 		t.Errorf("env deploy of a dead live endpoint: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if left := c.deployLeftovers(); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+}
+
+// TestNoGatewayPrintsDirectEndpoints: gateway.enabled false deploys the servers alone, each
+// with its port published, and env deploy prints their endpoints; a real MCP client calls a
+// tool there, and teardown leaves nothing.
+func TestNoGatewayPrintsDirectEndpoints(t *testing.T) {
+	c := newCLI(t)
+	runtime, _ := dockertest.RuntimeImage(t)
+	envFile := filepath.Join(t.TempDir(), "env.yaml")
+	y := fmt.Sprintf("name: direct\nservers:\n  - name: kv\n    image: %s\n    command: [/agentenv, serve, kv, --listen, \":8080\"]\n    port: 8080\ngateway:\n  enabled: false\n", runtime)
+	if err := os.WriteFile(envFile, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := c.run(t.Context(), nil, "env", "deploy", envFile)
+	if r.code != 0 {
+		t.Fatalf("env deploy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	m := regexp.MustCompile(`(?m)^server\s+kv (http://127\.0\.0\.1:\d+/mcp)$`).FindStringSubmatch(r.stdout)
+	id := deploymentLine.FindStringSubmatch(r.stdout)
+	if m == nil || id == nil || !strings.Contains(r.stdout, "gateway     none") {
+		t.Fatalf("env deploy without a gateway printed:\n%s", r.stdout)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cs, err := mcpclient.Client{}.Connect(ctx, m[1], "")
+	if err != nil {
+		t.Fatalf("connect to %s: %v", m[1], err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "set", Arguments: map[string]any{"key": "k", "value": "v"}})
+	if err != nil || res.IsError {
+		t.Errorf("set at %s: %v %+v", m[1], err, res)
+	}
+	cs.Close()
+	get := c.run(t.Context(), nil, "env", "get", id[1])
+	if strings.Count(get.stdout, "running") != 2 || strings.Contains(get.stdout, "gateway") {
+		t.Errorf("env get: want the network and kv running, no gateway:\n%s", get.stdout)
+	}
+	td := c.run(context.Background(), nil, "env", "teardown", id[1])
+	if td.code != 0 || !strings.Contains(td.stdout, "2 terminated") {
+		t.Errorf("env teardown: exit %d\n%s%s", td.code, td.stdout, td.stderr)
 	}
 	if left := c.deployLeftovers(); len(left) != 0 {
 		t.Errorf("left %v", left)
