@@ -209,7 +209,9 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	}
 	var serverNames []string
 	for _, s := range e.Servers {
-		serverNames = append(serverNames, s.Name)
+		if s.URL == "" { // a live endpoint is no component to wait for
+			serverNames = append(serverNames, s.Name)
+		}
 	}
 	if db != nil && db.DBMCP.Enabled {
 		// db-mcp is one more backend of the gateway: its tools join the union, behind the

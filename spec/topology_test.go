@@ -162,6 +162,9 @@ func TestComponents_liveEndpoint(t *testing.T) {
 	if len(comps) != 2 || comps[0].Name != "kv" || comps[1].Role != agentenv.RoleGateway {
 		t.Fatalf("Components = %+v, want kv then gateway", comps)
 	}
+	if !slices.Equal(comps[1].After, []string{"kv"}) {
+		t.Errorf("gateway after %v, want [kv]: a live endpoint is no component", comps[1].After)
+	}
 	cmd := strings.Join(comps[1].Command, " ")
 	if !strings.Contains(cmd, "--server kv=http://kv:8080/mcp") || !strings.Contains(cmd, "--server remote=https://mcp.example/v1/mcp") {
 		t.Errorf("gateway command = %s", cmd)

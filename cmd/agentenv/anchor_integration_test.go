@@ -286,16 +286,32 @@ func TestEnvValidateURL(t *testing.T) {
 	}
 }
 
+// hostAddress returns an address of this host that containers reach it at: docker0's, else
+// the one it routes outwards from.
+func hostAddress(t *testing.T) string {
+	t.Helper()
+	if ifc, err := net.InterfaceByName("docker0"); err == nil {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				return ipn.IP.String()
+			}
+		}
+	}
+	conn, err := net.Dial("udp", "192.0.2.1:9")
+	if err != nil {
+		t.Fatalf("no address of this host for containers: %v", err)
+	}
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String()
+}
+
 // TestLiveEndpointJoinsTheGateway: a server given by url (an MCP server already running, here
 // kv on the host, reached by the gateway at the host's address on the Docker bridge) joins the
 // gateway beside a started one; nothing is created for it and teardown leaves it running.
 func TestLiveEndpointJoinsTheGateway(t *testing.T) {
 	c := newCLI(t)
-	out, err := exec.Command("docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}}").Output()
-	hostIP := strings.TrimSpace(string(out))
-	if err != nil || net.ParseIP(hostIP) == nil {
-		t.Fatalf("the host's address on the Docker bridge: %q %v", out, err)
-	}
+	hostIP := hostAddress(t)
 	port := freePort(t)
 	live := fmt.Sprintf("http://%s:%d", hostIP, port)
 	startServer(t, c.cmd(t.Context(), nil, "serve", "kv", "--listen", fmt.Sprintf("0.0.0.0:%d", port)), live+"/healthz")
