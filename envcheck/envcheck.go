@@ -108,6 +108,7 @@ func Run(ctx context.Context, base string, opts Options) (Report, error) {
 }
 
 type run struct {
+	prefix string // names the child whose data plane is being checked: "NAME/"
 	ctx    context.Context
 	base   string
 	opts   Options
@@ -116,7 +117,7 @@ type run struct {
 }
 
 func (r *run) add(name, status, format string, args ...any) {
-	r.report.Checks = append(r.report.Checks, Check{Name: name, Status: status, Detail: fmt.Sprintf(format, args...)})
+	r.report.Checks = append(r.report.Checks, Check{Name: r.prefix + name, Status: status, Detail: fmt.Sprintf(format, args...)})
 }
 
 func (r *run) all() {
@@ -305,12 +306,29 @@ func (r *run) cardTools(card envproto.Card, served []string) {
 	}
 }
 
-// data checks the data plane: JSON-RPC errors, then the round trip.
+// data checks the card's data plane; a composed card (a gateway's) without one of its own has
+// each child's with a data plane checked at the child's url, the checks named "CHILD/data...".
 func (r *run) data(card envproto.Card) {
-	if !card.HasDataPlane() {
-		r.add("data", Skip, "the card advertises no data plane")
+	if card.HasDataPlane() {
+		r.dataPlane(card)
 		return
 	}
+	checked := false
+	for _, child := range card.Children {
+		if child.HasDataPlane() && child.Name != "" {
+			r.prefix = child.Name + "/"
+			r.dataPlane(child)
+			r.prefix = ""
+			checked = true
+		}
+	}
+	if !checked {
+		r.add("data", Skip, "the card advertises no data plane")
+	}
+}
+
+// dataPlane checks one data plane: JSON-RPC errors, then the round trip.
+func (r *run) dataPlane(card envproto.Card) {
 	target := r.resolve(card.URL)
 	ops := card.Methods()
 

@@ -10,10 +10,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentenv/agentenv/envcheck"
 	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/envsdk"
+	"github.com/agentenv/agentenv/gateway"
 )
 
 // memEnv is an envsdk server keeping its data in memory.
@@ -161,5 +163,35 @@ func TestBaseURL(t *testing.T) {
 	}
 	if _, err := envcheck.BaseURL("h:1"); err == nil {
 		t.Error("BaseURL(h:1): want an error")
+	}
+}
+
+// TestGatewayWithTwoDataPlanes: a gateway fronting two servers with a data plane has none of
+// its own; each is checked at its child's url on the gateway.
+func TestGatewayWithTwoDataPlanes(t *testing.T) {
+	a, dataA := memEnv(t, envproto.Part{Kind: "text", Text: "a's"})
+	b, _ := memEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	g, err := gateway.New(ctx, gateway.Config{Name: "two", Token: "tok", ConnectTimeout: 10 * time.Second, ToolNames: "prefix",
+		Servers: []gateway.Backend{{Name: "a", URL: a.URL + "/mcp"}, {Name: "b", URL: b.URL + "/mcp"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(g.Handler())
+	t.Cleanup(func() { gw.Close(); _ = g.Close() })
+
+	rep, _ := envcheck.Run(t.Context(), gw.URL+"/mcp", envcheck.Options{Token: "tok"})
+	got := statuses(rep)
+	for _, name := range []string{"card", "mcp", "card.tools", "a/data.roundtrip", "a/data.restore", "b/data.roundtrip", "b/data.restore"} {
+		if got[name] != envcheck.Pass {
+			t.Errorf("%s = %q, want pass\n%+v", name, got[name], rep.Checks)
+		}
+	}
+	if !rep.OK {
+		t.Errorf("failed %v", rep.Failed())
+	}
+	if d := dataA(); len(d) != 1 || d[0].Text != "a's" {
+		t.Errorf("a's data after validate = %+v, want it loaded back", d)
 	}
 }
