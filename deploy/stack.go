@@ -88,7 +88,38 @@ func (st *stack) components(ctx context.Context) ([]spec.Component, error) {
 			errs = append(errs, fmt.Errorf("%s %s: %w", c.Role, c.Name, err))
 		}
 	}
-	return comps, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return comps, err
+	}
+	return comps, st.live(ctx)
+}
+
+// live waits for the env's live endpoints (servers with url) to answer MCP initialize and
+// tools/list, each within its ready_timeout, before anything is created: nothing is created
+// or torn down for them, and the gateway joins them like any other server.
+func (st *stack) live(ctx context.Context) error {
+	for _, s := range st.env.Servers {
+		if s.URL == "" {
+			continue
+		}
+		c := spec.Component{Role: agentenv.RoleMCPServer, Name: s.Name}
+		wctx, cancel := context.WithTimeout(ctx, s.ReadyTimeout)
+		tools, err := waitMCP(wctx, s.URL, "")
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			err = fmt.Errorf("server %s at %s (url) not ready within %s: %w", s.Name, s.URL, s.ReadyTimeout, err)
+			st.emit(c, "failed", err.Error())
+			return err
+		}
+		st.mu.Lock()
+		st.tools[s.Name] = tools
+		st.mu.Unlock()
+		st.emit(c, "ready", "live endpoint "+s.URL)
+	}
+	return nil
 }
 
 // upContainers runs container mode: a private network, then the components in dependency order,
@@ -507,6 +538,9 @@ func (st *stack) binary() ([]byte, error) {
 // probe lists the gateway's tools and compares them with what each server listed. It is bounded
 // and never fails the deploy, except by the caller's cancellation.
 func (st *stack) probe(ctx context.Context) error {
+	if !st.env.Gateway.On() {
+		return nil
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	gw := st.endpoints["gateway"]
@@ -559,7 +593,10 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 		}
 		doc.Owner = agentenv.Owner{}
 	}
-	doc.GatewayURL = baseURL(st.endpoints["gateway"]) + "/mcp"
+	doc.GatewayURL = ""
+	if st.env.Gateway.On() {
+		doc.GatewayURL = baseURL(st.endpoints["gateway"]) + "/mcp"
+	}
 	doc.TokenHash = TokenHash(st.token)
 	doc.TokenHashes = map[string]string{}
 	for role, tok := range st.tokens {
@@ -573,6 +610,9 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	}
 	for _, srv := range st.env.Servers {
 		doc.Servers = append(doc.Servers, srv.Name)
+		if srv.URL != "" {
+			doc.URLs[srv.Name] = srv.URL
+		}
 	}
 	for _, ts := range st.tools {
 		doc.Tools += len(ts)

@@ -149,8 +149,8 @@ func (s *Server) dispatch(ctx context.Context, method string, params json.RawMes
 			return nil, e
 		}
 		log.Warn("data plane handler failed", "err", err)
-		reason, _ := json.Marshal(map[string]string{"reason": failReason(method)})
-		return nil, &envproto.Error{Code: envproto.CodeInternalError, Message: fmt.Sprintf("%s: %v", method, err), Data: reason}
+		reason, _ := json.Marshal(map[string]string{"code": failReason(method)})
+		return nil, &envproto.Error{Code: envproto.CodeServerError, Message: fmt.Sprintf("%s: %v", method, err), Data: reason}
 	}
 	log.Debug("data plane request served")
 	return result, nil
@@ -160,11 +160,11 @@ func (s *Server) dispatch(ctx context.Context, method string, params json.RawMes
 func failReason(method string) string {
 	switch method {
 	case envproto.MethodReset:
-		return "reset_failed"
+		return envproto.FailReset
 	case envproto.MethodAdd:
-		return "add_failed"
+		return envproto.FailAdd
 	}
-	return "get_failed"
+	return envproto.FailGet
 }
 
 // decodeParams decodes params into v; absent or null params leave v zero. Only objects fit.
@@ -182,25 +182,15 @@ func decodeParams(params json.RawMessage, v any) *envproto.Error {
 	return nil
 }
 
-// validateParts checks that there is at least one part and that each is well formed.
+// validateParts checks that there is at least one part and that each is well formed
+// ([envproto.Part.Validate]).
 func validateParts(parts []envproto.Part) *envproto.Error {
 	if len(parts) == 0 {
 		return &envproto.Error{Code: envproto.CodeInvalidParams, Message: "parts: at least one part is required"}
 	}
-	for i, p := range parts {
-		var ok bool
-		switch p.Kind {
-		case "text":
-			ok = p.File == nil && len(p.Data) == 0
-		case "file":
-			ok = p.File != nil && p.Text == "" && len(p.Data) == 0
-		case "data":
-			ok = len(p.Data) > 0 && !bytes.Equal(p.Data, []byte("null")) && p.Text == "" && p.File == nil
-		default:
-			return &envproto.Error{Code: envproto.CodeInvalidParams, Message: fmt.Sprintf("parts[%d]: unknown kind %q", i, p.Kind)}
-		}
-		if !ok {
-			return &envproto.Error{Code: envproto.CodeInvalidParams, Message: fmt.Sprintf("parts[%d]: a %s part needs exactly its %s field", i, p.Kind, p.Kind)}
+	for i := range parts {
+		if err := parts[i].Validate(); err != nil {
+			return &envproto.Error{Code: envproto.CodeInvalidParams, Message: fmt.Sprintf("parts[%d]: %v", i, err)}
 		}
 	}
 	return nil

@@ -89,7 +89,7 @@ func TestServer_Card(t *testing.T) {
 		t.Errorf("card header = %q %q %q, want test, a test env, %s", card.Name, card.Description, card.ProtocolVersion, envproto.Version)
 	}
 	var names []string
-	for _, tool := range card.Tools {
+	for _, tool := range card.Capabilities.Tools {
 		names = append(names, tool.Name)
 	}
 	if !slices.Equal(names, []string{"echo", "fail"}) {
@@ -100,30 +100,29 @@ func TestServer_Card(t *testing.T) {
 		Properties map[string]json.RawMessage `json:"properties"`
 		Required   []string                   `json:"required"`
 	}
-	if err := json.Unmarshal(card.Tools[0].InputSchema, &schema); err != nil {
-		t.Fatalf("echo input schema %s: %v", card.Tools[0].InputSchema, err)
+	if err := json.Unmarshal(card.Capabilities.Tools[0].InputSchema, &schema); err != nil {
+		t.Fatalf("echo input schema %s: %v", card.Capabilities.Tools[0].InputSchema, err)
 	}
 	if schema.Type != "object" || schema.Properties["text"] == nil || !slices.Equal(schema.Required, []string{"text"}) {
-		t.Errorf("echo input schema = %s, want object with text required", card.Tools[0].InputSchema)
+		t.Errorf("echo input schema = %s, want object with text required", card.Capabilities.Tools[0].InputSchema)
 	}
-	var dp struct {
-		Methods []string `json:"methods"`
+	if want := []string{envproto.MethodReset, envproto.MethodAdd, envproto.MethodGet}; !slices.Equal(card.Capabilities.Operations, want) {
+		t.Errorf("operations = %v, want %v", card.Capabilities.Operations, want)
 	}
-	if err := json.Unmarshal(card.Extensions[envsdk.DataPlaneExtension], &dp); err != nil {
-		t.Fatalf("data_plane extension: %v", err)
-	}
-	if want := []string{envproto.MethodReset, envproto.MethodAdd, envproto.MethodGet}; !slices.Equal(dp.Methods, want) {
-		t.Errorf("data_plane methods = %v, want %v", dp.Methods, want)
-	}
-	for name, path := range map[string]string{"mcp": envproto.MCPPath, "data": envproto.DataPath, "card": envproto.CardPath} {
-		if card.Endpoints[name] != path {
-			t.Errorf("endpoint %s = %q, want %q", name, card.Endpoints[name], path)
-		}
+	if card.URL != envproto.DataPath || card.MCPURL() != envproto.MCPPath || card.ProtocolVersion != envproto.Version || card.PreferredTransport != "JSONRPC" {
+		t.Errorf("card url %q, mcp %q, version %q, transport %q", card.URL, card.MCPURL(), card.ProtocolVersion, card.PreferredTransport)
 	}
 
 	bare := envsdk.New(envsdk.Options{Name: "bare"}).Card()
-	if _, ok := bare.Extensions[envsdk.DataPlaneExtension]; ok || bare.Endpoints["data"] != "" || bare.Tools == nil {
-		t.Errorf("bare card: extensions %v, endpoints %v, tools %v; want no data plane and an empty tool list", bare.Extensions, bare.Endpoints, bare.Tools)
+	if bare.HasDataPlane() || bare.Capabilities.Operations == nil || bare.Capabilities.Tools == nil {
+		t.Errorf("bare card: operations %v, tools %v; want an empty operations list (no data plane) and an empty tool list", bare.Capabilities.Operations, bare.Capabilities.Tools)
+	}
+	raw, err := json.Marshal(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"operations":[]`) {
+		t.Errorf("bare card %s: want operations [] on the wire (absent means all three)", raw)
 	}
 }
 
@@ -182,7 +181,7 @@ func TestServer_DataPlaneErrors(t *testing.T) {
 		{"add data part without data", ts.URL, `{"jsonrpc":"2.0","id":3,"method":"data/add","params":{"parts":[{"kind":"data"}]}}`, envproto.CodeInvalidParams, "3"},
 		{"add bad base64", ts.URL, `{"jsonrpc":"2.0","id":3,"method":"data/add","params":{"parts":[{"kind":"file","file":{"name":"a","bytes":"!!"}}]}}`, envproto.CodeInvalidParams, "3"},
 		{"handler refuses", ts.URL, `{"jsonrpc":"2.0","id":4,"method":"data/add","params":{"parts":[{"kind":"text","text":"refuse"}]}}`, envproto.CodeInvalidParams, "4"},
-		{"handler error", ts.URL, `{"jsonrpc":"2.0","id":4,"method":"data/add","params":{"parts":[{"kind":"text","text":"explode"}]}}`, envproto.CodeInternalError, "4"},
+		{"handler error", ts.URL, `{"jsonrpc":"2.0","id":4,"method":"data/add","params":{"parts":[{"kind":"text","text":"explode"}]}}`, envproto.CodeServerError, "4"},
 		{"handler panic", ts.URL, `{"jsonrpc":"2.0","id":4,"method":"data/add","params":{"parts":[{"kind":"text","text":"panic"}]}}`, envproto.CodeInternalError, "4"},
 		{"get bad params", ts.URL, `{"jsonrpc":"2.0","id":5,"method":"data/get","params":{"query":}`, envproto.CodeParseError, "null"},
 		{"reset", ts.URL, `{"jsonrpc":"2.0","id":6,"method":"data/reset"}`, 0, "6"},

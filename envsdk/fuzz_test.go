@@ -19,7 +19,7 @@ func FuzzDataPlane(f *testing.F) {
 	h := s.Handler()
 	codes := map[int]bool{
 		envproto.CodeParseError: true, envproto.CodeInvalidRequest: true, envproto.CodeMethodNotFound: true,
-		envproto.CodeInvalidParams: true, envproto.CodeInternalError: true,
+		envproto.CodeInvalidParams: true, envproto.CodeInternalError: true, envproto.CodeServerError: true,
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()

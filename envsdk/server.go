@@ -1,6 +1,7 @@
-// Package envsdk makes a Go env server a few lines. A [Server] serves typed MCP tools at /mcp
-// (streamable HTTP), the env card at /.well-known/agent-env.json, the JSON-RPC 2.0 data plane at
-// POST /agentenv and a liveness probe at /healthz:
+// Package envsdk makes a Go env server a few lines. A [Server] speaks the anchor's env protocol
+// (see package envproto): typed MCP tools at /mcp (streamable HTTP), the env card at
+// /.well-known/agent-env.json, the JSON-RPC 2.0 data plane at POST /agentenv and a liveness
+// probe at /healthz:
 //
 //	s := envsdk.New(envsdk.Options{Name: "echo"})
 //	envsdk.AddTool(s, "echo", "Echo the text back.",
@@ -37,10 +38,6 @@ import (
 
 // HealthPath is where a [Server] answers liveness probes.
 const HealthPath = "/healthz"
-
-// DataPlaneExtension is the card extension key listing the data plane methods a server supports,
-// as {"methods": ["data/reset", ...]}.
-const DataPlaneExtension = "data_plane"
 
 // Options configure a [Server]. Zero values are defaults.
 type Options struct {
@@ -169,10 +166,11 @@ func (s *Server) Methods() []string {
 	return methods
 }
 
-// Card returns the env card: name, tools with their input schemas, and the endpoints (mcp,
-// card) as paths; a server with data plane methods also lists the data endpoint and the data
-// plane extension naming the methods. A server without any (db-mcp) advertises no data plane,
-// so that a gateway in front of it and one env server still has exactly one.
+// Card returns the env card in the anchor's shape: name, protocolVersion, the data plane's url,
+// the MCP endpoint as an additionalInterfaces entry, and capabilities: tools with their input
+// schemas and operations, the data plane methods that have a handler. A server without any
+// (db-mcp) advertises operations [], no data plane, so that a gateway in front of it and one
+// env server still has exactly one.
 func (s *Server) Card() envproto.Card {
 	s.mu.Lock()
 	tools := slices.Clone(s.tools)
@@ -180,24 +178,15 @@ func (s *Server) Card() envproto.Card {
 	if tools == nil {
 		tools = []envproto.Tool{}
 	}
-	card := envproto.Card{
-		Name:            s.name,
-		Description:     s.desc,
-		ProtocolVersion: envproto.Version,
-		Tools:           tools,
-		Endpoints:       map[string]string{"mcp": envproto.MCPPath, "card": envproto.CardPath},
+	return envproto.Card{
+		Name:                 s.name,
+		Description:          s.desc,
+		ProtocolVersion:      envproto.Version,
+		URL:                  envproto.DataPath,
+		PreferredTransport:   envproto.TransportJSONRPC,
+		AdditionalInterfaces: []envproto.Interface{{URL: envproto.MCPPath, Transport: envproto.TransportMCP}},
+		Capabilities:         envproto.Capabilities{Tools: tools, Operations: s.Methods()},
 	}
-	if methods := s.Methods(); len(methods) > 0 {
-		ext, err := json.Marshal(struct {
-			Methods []string `json:"methods"`
-		}{methods})
-		if err != nil {
-			panic(fmt.Sprintf("envsdk: marshal data plane extension: %v", err)) // a []string always marshals
-		}
-		card.Extensions = map[string]json.RawMessage{DataPlaneExtension: ext}
-		card.Endpoints["data"] = envproto.DataPath
-	}
-	return card
 }
 
 // Handler returns the HTTP handler serving the card, /mcp, the data plane and /healthz.

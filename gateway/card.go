@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,24 +90,29 @@ func (b *backend) getCard(ctx context.Context) (envproto.Card, string, error) {
 		return card, "", fmt.Errorf("card without a name")
 	}
 	var dataURL string
-	if p := card.Endpoints["data"]; p != "" {
-		ref, err := url.Parse(p)
+	if card.HasDataPlane() {
+		ref, err := url.Parse(card.URL)
 		if err != nil {
-			return card, "", fmt.Errorf("card data endpoint %q: %w", p, err)
+			return card, "", fmt.Errorf("card url %q: %w", card.URL, err)
 		}
 		dataURL = u.ResolveReference(ref).String()
 	}
 	return card, dataURL, nil
 }
 
-// synthesizeCard describes a plain MCP server from its tools.
+// synthesizeCard describes a plain MCP server from its tools: no data plane.
 func synthesizeCard(name string, tools []*mcp.Tool) envproto.Card {
 	return envproto.Card{
-		Name:            name,
-		ProtocolVersion: envproto.Version,
-		Tools:           cardTools(tools, ""),
-		Endpoints:       map[string]string{"mcp": envproto.MCPPath},
+		Name:                 name,
+		ProtocolVersion:      envproto.Version,
+		PreferredTransport:   envproto.TransportJSONRPC,
+		AdditionalInterfaces: mcpInterface(),
+		Capabilities:         envproto.Capabilities{Tools: cardTools(tools, ""), Operations: []string{}},
 	}
+}
+
+func mcpInterface() []envproto.Interface {
+	return []envproto.Interface{{URL: envproto.MCPPath, Transport: envproto.TransportMCP}}
 }
 
 func cardTools(tools []*mcp.Tool, server string) []envproto.Tool {
@@ -122,39 +128,72 @@ func cardTool(t *mcp.Tool, name, server string) envproto.Tool {
 	return envproto.Tool{Name: name, Description: t.Description, InputSchema: schema, Server: server}
 }
 
-// Card returns the composed card: the union of tools with the backend serving each, every
-// backend's card with its endpoints rewritten to the gateway's, and the gateway's endpoints.
+// GatewayExtension is the card extension through which a gateway advertises its control
+// routes, each a method of its params with its own endpoint and HTTP verb.
+const GatewayExtension = "urn:agentenv:gateway/v1"
+
+// gatewayExtension advertises the control routes in the anchor's invocable-extension shape.
+func gatewayExtension() envproto.Extension {
+	type method struct {
+		Method   string `json:"method"`
+		Endpoint string `json:"endpoint"`
+	}
+	params, _ := json.Marshal(struct {
+		Endpoint string            `json:"endpoint"`
+		Methods  map[string]method `json:"methods"`
+	}{StatePath, map[string]method{
+		"state":      {http.MethodGet, StatePath},
+		"step":       {http.MethodPost, StepPath},
+		"trajectory": {http.MethodGet, TrajectoryPath},
+		"disable":    {http.MethodPost, DisablePath},
+		"enable":     {http.MethodPost, EnablePath},
+	}})
+	return envproto.Extension{URI: GatewayExtension, Description: "The gateway's control routes.", Params: params}
+}
+
+// Card returns the composed card in the anchor's shape: the union of tools with the backend
+// serving each; the data plane at /agentenv with the operations of the one backend that has
+// one (none when no backend or several have: each is reached at its child's url); the
+// gateway's control routes as the GatewayExtension; and each backend's card among the
+// children, its url rewritten to the gateway's /servers/NAME/agentenv and its MCP endpoint to
+// the gateway's.
 func (g *Gateway) Card() envproto.Card {
 	u := g.currentUnion()
 	card := envproto.Card{
-		Name:            g.cfg.Name,
-		ProtocolVersion: envproto.Version,
-		Tools:           make([]envproto.Tool, 0, len(u.tools)),
-		Endpoints: map[string]string{
-			"mcp":        envproto.MCPPath,
-			"card":       envproto.CardPath,
-			"state":      StatePath,
-			"step":       StepPath,
-			"trajectory": TrajectoryPath,
+		Name:                 g.cfg.Name,
+		ProtocolVersion:      envproto.Version,
+		URL:                  envproto.DataPath,
+		PreferredTransport:   envproto.TransportJSONRPC,
+		AdditionalInterfaces: mcpInterface(),
+		Capabilities: envproto.Capabilities{
+			Tools:      make([]envproto.Tool, 0, len(u.tools)),
+			Operations: []string{},
+			Extensions: []envproto.Extension{gatewayExtension()},
 		},
-		Servers: make(map[string]envproto.Card, len(g.backends)),
+		Children: make([]envproto.Card, 0, len(g.backends)),
 	}
 	for _, r := range u.tools {
-		card.Tools = append(card.Tools, cardTool(r.tool, r.public, r.backend.name))
+		card.Capabilities.Tools = append(card.Capabilities.Tools, cardTool(r.tool, r.public, r.backend.name))
 	}
-	if _, err := g.dataBackend(); err == nil {
-		card.Endpoints["data"] = envproto.DataPath
+	if b, err := g.dataBackend(); err == nil {
+		b.mu.Lock()
+		card.Capabilities.Operations = slices.Clone(b.card.Methods())
+		b.mu.Unlock()
 	}
 	for _, b := range g.backends {
 		b.mu.Lock()
 		sc := b.card
 		hasData := b.dataURL != ""
 		b.mu.Unlock()
-		sc.Endpoints = map[string]string{"mcp": envproto.MCPPath}
+		sc.Name = b.name
+		sc.AdditionalInterfaces = mcpInterface()
+		sc.Capabilities.Operations = slices.Clone(sc.Methods())
+		sc.URL = ""
 		if hasData {
-			sc.Endpoints["data"] = serverDataPrefix + b.name + envproto.DataPath
+			sc.URL = serverDataPrefix + b.name + envproto.DataPath
 		}
-		card.Servers[b.name] = sc
+		sc.Deprecated = nil
+		card.Children = append(card.Children, sc)
 	}
 	return card
 }

@@ -41,17 +41,23 @@ func TestGateway_ListAndCallOverMCP(t *testing.T) {
 	if code != 200 || json.Unmarshal(body, &card) != nil {
 		t.Fatalf("card: %d %s", code, body)
 	}
-	if card.Name != "testenv" || len(card.Tools) != 3 || card.Tools[2].Server != "search" {
+	if card.Name != "testenv" || len(card.Capabilities.Tools) != 3 || card.Capabilities.Tools[2].Server != "search" {
 		t.Errorf("card = %+v", card)
 	}
-	if card.Servers["notes"].Description != "card of notes" || card.Servers["notes"].Endpoints["data"] != "/servers/notes/agentenv" {
-		t.Errorf("notes card = %+v", card.Servers["notes"])
+	if notes := card.Child("notes"); notes == nil || notes.Description != "card of notes" || notes.URL != "/servers/notes/agentenv" || !notes.HasDataPlane() {
+		t.Errorf("notes card = %+v", notes)
 	}
-	if card.Servers["search"].Name != "search" || len(card.Servers["search"].Tools) != 1 {
-		t.Errorf("synthesized search card = %+v", card.Servers["search"])
+	if search := card.Child("search"); search == nil || len(search.Capabilities.Tools) != 1 || search.HasDataPlane() {
+		t.Errorf("synthesized search card = %+v", search)
 	}
-	if card.Endpoints["data"] != envproto.DataPath || card.Endpoints["trajectory"] != gateway.TrajectoryPath {
-		t.Errorf("endpoints = %v", card.Endpoints)
+	if card.URL != envproto.DataPath || !slices.Equal(card.Capabilities.Operations, []string{"data/reset", "data/add", "data/get"}) || card.MCPURL() != envproto.MCPPath {
+		t.Errorf("card url %q, operations %v, mcp %q", card.URL, card.Capabilities.Operations, card.MCPURL())
+	}
+	if ext := card.Extension(gateway.GatewayExtension); ext == nil || !strings.Contains(string(ext.Params), `"endpoint":"/trajectory"`) {
+		t.Errorf("gateway extension = %+v", ext)
+	}
+	if len(card.Deprecated) != 0 {
+		t.Errorf("the gateway's card uses deprecated fields %v", card.Deprecated)
 	}
 
 	code, body, _ = do(t, "POST", gw.URL+envproto.DataPath, testToken,

@@ -64,6 +64,9 @@ type backendOpts struct {
 	card  bool // serve an env card and a data plane
 	sse   bool // answer every POST with an event stream, as the streamable transport allows
 	count bool // count tools/call requests in forwarded and sdk (costs a copy of each body)
+	// anchor serves the card as the anchor's protocol package writes it (nulls and all), its
+	// data plane at /rpc with operations data/reset and data/get.
+	anchor bool
 }
 
 // startBackend is newBackend with every option.
@@ -92,19 +95,40 @@ func startBackend(tb testing.TB, name string, o backendOpts, tools ...string) *t
 	}))
 	if withCard {
 		mux.HandleFunc("GET "+envproto.CardPath, func(w http.ResponseWriter, r *http.Request) {
-			var ct []envproto.Tool
+			// agentenv's pre-1.0 card shape, which the gateway still reads (deprecated).
+			var ct []map[string]string
 			for _, t := range tools {
-				ct = append(ct, envproto.Tool{Name: t})
+				ct = append(ct, map[string]string{"name": t})
 			}
-			_ = json.NewEncoder(w).Encode(envproto.Card{
-				Name: name, Description: "card of " + name, ProtocolVersion: envproto.Version, Tools: ct,
-				Endpoints: map[string]string{"mcp": "/mcp", "data": "/agentenv", "card": envproto.CardPath},
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"name": name, "description": "card of " + name, "protocol_version": envproto.LegacyVersion, "tools": ct,
+				"endpoints": map[string]string{"mcp": "/mcp", "data": "/agentenv", "card": envproto.CardPath},
 			})
 		})
 		mux.HandleFunc("POST /agentenv", func(w http.ResponseWriter, r *http.Request) {
 			var req envproto.Request
 			_ = json.NewDecoder(r.Body).Decode(&req)
 			res, _ := json.Marshal(map[string]string{"server": name, "method": req.Method, "role": r.Header.Get(gateway.RoleHeader)})
+			_ = json.NewEncoder(w).Encode(envproto.Response{JSONRPC: "2.0", ID: req.ID, Result: res})
+		})
+	}
+	if o.anchor {
+		mux.HandleFunc("GET "+envproto.CardPath, func(w http.ResponseWriter, r *http.Request) {
+			var ct []map[string]any
+			for _, t := range tools {
+				ct = append(ct, map[string]any{"name": t, "description": nil, "inputSchema": map[string]any{"type": "object"}})
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"name": name, "protocolVersion": "1.0", "url": "/rpc", "preferredTransport": "JSONRPC",
+				"additionalInterfaces":  []map[string]string{{"url": "/mcp", "transport": "mcp"}},
+				"capabilities":          map[string]any{"extensions": nil, "tools": ct, "operations": []string{"data/reset", "data/get"}},
+				"children_environments": nil,
+			})
+		})
+		mux.HandleFunc("POST /rpc", func(w http.ResponseWriter, r *http.Request) {
+			var req envproto.Request
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			res, _ := json.Marshal(map[string]any{"parts": []map[string]any{{"kind": "data", "data": map[string]string{"server": name, "method": req.Method}}}})
 			_ = json.NewEncoder(w).Encode(envproto.Response{JSONRPC: "2.0", ID: req.ID, Result: res})
 		})
 	}

@@ -117,8 +117,13 @@ type Env struct {
 type Server struct {
 	// Name is unique in the env, a DNS label, and the server's host name on the env's network.
 	Name string `yaml:"name"`
-	// Image is the container image; required.
+	// Image is the container image; required unless URL is set.
 	Image string `yaml:"image"`
+	// URL makes the server a live endpoint: the MCP URL of a server already running somewhere,
+	// which joins the gateway like any other (readiness checked) while nothing is created or
+	// torn down for it. Such a server has only a name, a URL and a ready_timeout; the gateway
+	// must reach the URL from where it runs.
+	URL string `yaml:"url"`
 	// Command replaces the image's command. For a stdio server it is the stdio program.
 	Command []string `yaml:"command"`
 	// Env is the server's environment. A value "env:NAME" is taken from the deployer's
@@ -188,6 +193,10 @@ type Sidecar struct {
 
 // Gateway configures the deployment's gateway.
 type Gateway struct {
+	// Enabled puts a gateway in front of the servers (true unless set false). Without one the
+	// servers are deployed with their own ports published, and the deployment lists their
+	// direct endpoints: no tokens, roles or trajectory stand in front of them.
+	Enabled *bool `yaml:"enabled"`
 	// Image is the image that runs "agentenv gateway" (DefaultImage).
 	Image string `yaml:"image"`
 	// Port is where the gateway listens (DefaultPort).
@@ -221,6 +230,12 @@ const MaxGatewayCap = 1 << 20
 func (e *Env) Defaults() {
 	for i := range e.Servers {
 		s := &e.Servers[i]
+		if s.URL != "" {
+			if s.ReadyTimeout == 0 {
+				s.ReadyTimeout = DefaultReadyTimeout
+			}
+			continue
+		}
 		if s.Transport == "" {
 			s.Transport = TransportHTTP
 		}
@@ -284,6 +299,9 @@ func setDefault(s *string, v string) {
 // Digest returns "sha256:" and the hex SHA-256 of the file's bytes, or "" for an Env that was
 // not parsed. The ledger records it to tell whether a deployment's file has changed.
 func (e *Env) Digest() string { return e.digest }
+
+// On reports whether the env has a gateway (Enabled unset or true).
+func (g *Gateway) On() bool { return g.Enabled == nil || *g.Enabled }
 
 // Server returns the server named name, or nil.
 func (e *Env) Server(name string) *Server {

@@ -80,13 +80,15 @@ func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
 }
 
 func (d *decoder) decodeServer(n *yaml.Node, path string, s *Server) {
-	known := []string{"name", "image", "command", "env", "port", "transport", "path", "database", "ready_timeout", "resources", "expose"}
+	known := []string{"name", "image", "url", "command", "env", "port", "transport", "path", "database", "ready_timeout", "resources", "expose"}
 	d.Fields(n, path, known, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "name":
 			s.Name = d.Str(v, p)
 		case "image":
 			s.Image = d.Str(v, p)
+		case "url":
+			s.URL = d.Str(v, p)
 		case "command":
 			s.Command = d.Strings(v, p)
 		case "env":
@@ -155,9 +157,12 @@ func (d *decoder) decodeSidecar(n *yaml.Node, path string, s *Sidecar) {
 }
 
 func (d *decoder) decodeGateway(n *yaml.Node, path string, g *Gateway) {
-	known := []string{"image", "port", "tool_names", "mode", "serialize", "roles", "call_timeout", "resources", "max_conns", "max_sessions"}
+	known := []string{"enabled", "image", "port", "tool_names", "mode", "serialize", "roles", "call_timeout", "resources", "max_conns", "max_sessions"}
 	d.Fields(n, path, known, func(key string, v *yaml.Node, p string) {
 		switch key {
+		case "enabled":
+			on := d.Boolean(v, p)
+			g.Enabled = &on
 		case "image":
 			g.Image = d.Str(v, p)
 		case "port":

@@ -46,6 +46,29 @@ servers:
 			},
 		},
 		{
+			name: "a live endpoint takes none of a started server's fields",
+			in: `name: ok
+servers:
+  - name: remote
+    url: http://mcp.example:9000/mcp
+    image: agentenv:dev
+    port: 8080
+`,
+			want: []string{
+				`testdata/env.yaml:5: servers[0].image: a server with url is already running: image is for servers agentenv starts`,
+				`testdata/env.yaml:6: servers[0].port: a server with url is already running: port is for servers agentenv starts`,
+			},
+		},
+		{
+			name: "a live endpoint's url is an http(s) URL",
+			in: `name: ok
+servers:
+  - name: remote
+    url: mcp.example:9000
+`,
+			want: []string{`testdata/env.yaml:4: servers[0].url: invalid url "mcp.example:9000": want the server's MCP URL, http(s)://HOST[:PORT]/PATH`},
+		},
+		{
 			name: "unknown top-level field without a close match",
 			in:   minimal + "flavour: vanilla\n",
 			want: []string{`testdata/env.yaml:6: flavour: unknown field`},

@@ -142,6 +142,11 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	for i := range e.Servers {
 		s := &e.Servers[i]
 		p := yamlfile.Index("servers", i)
+		if s.URL != "" {
+			// A live endpoint: no component, the gateway reaches it where it runs.
+			servers = append(servers, s.Name+"="+s.URL)
+			continue
+		}
 		comp := Component{
 			Role:         agentenv.RoleMCPServer,
 			Name:         s.Name,
@@ -154,6 +159,9 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			// The gateway is the server's door, with its tokens and roles; a port on the host
 			// would be a second one, open to anyone there, unless the env asks for it.
 			Private: !s.Expose,
+		}
+		if !e.Gateway.On() {
+			comp.Private = false // no gateway: the server's own port is its door
 		}
 		if s.Database {
 			// Only a server that uses the service DB waits for it; the others start beside it.
@@ -213,7 +221,9 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	}
 	var serverNames []string
 	for _, s := range e.Servers {
-		serverNames = append(serverNames, s.Name)
+		if s.URL == "" { // a live endpoint is no component to wait for
+			serverNames = append(serverNames, s.Name)
+		}
 	}
 	if db != nil && db.DBMCP.Enabled {
 		// db-mcp is one more backend of the gateway: its tools join the union, behind the
@@ -221,17 +231,19 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 		servers = append(servers, fmt.Sprintf("%s=http://%s%s", nameDBMCP, net.JoinHostPort(host(nameDBMCP), strconv.Itoa(db.DBMCP.Port)), DefaultPath))
 		serverNames = append(serverNames, nameDBMCP)
 	}
-	out = append(out, Component{
-		Role:         agentenv.RoleGateway,
-		Name:         nameGateway,
-		Image:        e.Gateway.Image,
-		Command:      e.gatewayCommand(opts.TokenFile, servers),
-		Port:         e.Gateway.Port,
-		Path:         DefaultPath,
-		After:        serverNames,
-		ReadyTimeout: e.gatewayReadyTimeout(),
-		Resources:    e.Gateway.Resources,
-	})
+	if e.Gateway.On() {
+		out = append(out, Component{
+			Role:         agentenv.RoleGateway,
+			Name:         nameGateway,
+			Image:        e.Gateway.Image,
+			Command:      e.gatewayCommand(opts.TokenFile, servers),
+			Port:         e.Gateway.Port,
+			Path:         DefaultPath,
+			After:        serverNames,
+			ReadyTimeout: e.gatewayReadyTimeout(),
+			Resources:    e.Gateway.Resources,
+		})
+	}
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}

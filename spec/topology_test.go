@@ -147,6 +147,51 @@ func TestComponents_noDB(t *testing.T) {
 	}
 }
 
+// A live endpoint is no component: the gateway gets its URL.
+func TestComponents_liveEndpoint(t *testing.T) {
+	env, err := spec.Parse("env.yaml", []byte("name: mix\nservers:\n  - name: kv\n    image: agentenv:dev\n    port: 8080\n  - name: remote\n    url: https://mcp.example/v1/mcp\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := env.Server("remote"); s == nil || s.ReadyTimeout != spec.DefaultReadyTimeout || s.Path != "" || s.Transport != "" {
+		t.Errorf("remote after defaults = %+v, want only a ready_timeout", s)
+	}
+	comps, err := env.Components(spec.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comps) != 2 || comps[0].Name != "kv" || comps[1].Role != agentenv.RoleGateway {
+		t.Fatalf("Components = %+v, want kv then gateway", comps)
+	}
+	if !slices.Equal(comps[1].After, []string{"kv"}) {
+		t.Errorf("gateway after %v, want [kv]: a live endpoint is no component", comps[1].After)
+	}
+	cmd := strings.Join(comps[1].Command, " ")
+	if !strings.Contains(cmd, "--server kv=http://kv:8080/mcp") || !strings.Contains(cmd, "--server remote=https://mcp.example/v1/mcp") {
+		t.Errorf("gateway command = %s", cmd)
+	}
+}
+
+// Without a gateway, the servers are the deployment's doors: no gateway component, and every
+// server publishes its port.
+func TestComponents_noGateway(t *testing.T) {
+	env, err := spec.Parse("env.yaml", []byte("name: direct\nservers:\n  - name: kv\n    image: agentenv:dev\n    port: 8080\ngateway:\n  enabled: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comps, err := env.Components(spec.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comps) != 1 || comps[0].Name != "kv" || comps[0].Private {
+		t.Errorf("Components = %+v, want kv alone, published", comps)
+	}
+	_, err = spec.Parse("env.yaml", []byte("name: direct\nservers:\n  - name: r\n    url: http://x:1/mcp\ngateway:\n  enabled: false\n"))
+	if err == nil || !strings.Contains(err.Error(), "gateway.enabled: without a gateway, an env of live endpoints (url) only deploys nothing") {
+		t.Errorf("live endpoints only without a gateway: %v", err)
+	}
+}
+
 // The gateway gets --serialize only for a scope that is not its default, in consistent mode.
 func TestComponents_serialize(t *testing.T) {
 	for _, tt := range []struct {

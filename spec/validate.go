@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -163,6 +164,10 @@ func (c *checker) server(p string, s *Server) {
 			c.errorf(p+".name", "name %q is reserved for a built-in component", s.Name)
 		}
 	}
+	if s.URL != "" {
+		c.liveServer(p, s)
+		return
+	}
 	c.required(p+".image", s.Image)
 	enum(c, p+".transport", s.Transport, TransportHTTP, TransportStdio)
 	switch {
@@ -254,6 +259,18 @@ func (c *checker) files(p string, paths []string) {
 }
 
 func (c *checker) gateway(p string, g *Gateway) {
+	if !g.On() {
+		if db := c.e.ServiceDB; db != nil && db.DBMCP.Enabled {
+			c.errorf(p+".enabled", "db-mcp is reached only through the gateway: disable service_db.db_mcp, or keep the gateway")
+		}
+		started := false
+		for _, s := range c.e.Servers {
+			started = started || s.URL == ""
+		}
+		if !started && len(c.e.Servers) > 0 {
+			c.errorf(p+".enabled", "without a gateway, an env of live endpoints (url) only deploys nothing")
+		}
+	}
 	c.required(p+".image", g.Image)
 	c.port(p+".port", g.Port)
 	enum(c, p+".tool_names", g.ToolNames, ToolNamesAuto, ToolNamesPrefix, ToolNamesNever)
@@ -322,4 +339,27 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// liveServer checks a server given by url: an absolute http(s) URL, and none of the fields of a
+// server agentenv starts.
+func (c *checker) liveServer(p string, s *Server) {
+	u, err := url.Parse(s.URL)
+	switch {
+	case err != nil:
+		c.errorf(p+".url", "invalid url %q: %v", s.URL, err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		c.errorf(p+".url", "invalid url %q: want the server's MCP URL, http(s)://HOST[:PORT]/PATH", s.URL)
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"image", s.Image != ""}, {"command", len(s.Command) > 0}, {"env", len(s.Env) > 0}, {"port", s.Port != 0},
+		{"transport", s.Transport != ""}, {"path", s.Path != ""}, {"database", s.Database}, {"resources", s.Resources != (Resources{})},
+	} {
+		if f.set {
+			c.errorf(p+"."+f.name, "a server with url is already running: %s is for servers agentenv starts", f.name)
+		}
+	}
 }

@@ -319,10 +319,11 @@ func (b *bridge) card() envproto.Card {
 		name = res.ServerInfo.Name
 	}
 	return envproto.Card{
-		Name:            name,
-		ProtocolVersion: envproto.Version,
-		Tools:           tools,
-		Extensions:      map[string]json.RawMessage{envsdk.DataPlaneExtension: json.RawMessage(`{"methods":[]}`)},
-		Endpoints:       map[string]string{"mcp": envproto.MCPPath, "card": envproto.CardPath},
+		Name:                 name,
+		ProtocolVersion:      envproto.Version,
+		URL:                  envproto.DataPath,
+		PreferredTransport:   envproto.TransportJSONRPC,
+		AdditionalInterfaces: []envproto.Interface{{URL: envproto.MCPPath, Transport: envproto.TransportMCP}},
+		Capabilities:         envproto.Capabilities{Tools: tools, Operations: []string{}},
 	}
 }

@@ -212,8 +212,8 @@ func TestRun_KV(t *testing.T) {
 	var card envproto.Card
 	err = json.NewDecoder(resp.Body).Decode(&card)
 	resp.Body.Close()
-	if err != nil || card.Name != "kv" || len(card.Tools) != 4 || len(card.Tools[0].InputSchema) == 0 {
-		t.Errorf("card = %+v (err %v), want kv with 4 tools and their schemas", card, err)
+	if err != nil || card.Name != "kv" || len(card.Capabilities.Tools) != 4 || len(card.Capabilities.Tools[0].InputSchema) == 0 || card.HasDataPlane() {
+		t.Errorf("card = %+v (err %v), want kv with 4 tools and their schemas, no data plane", card, err)
 	}
 
 	t.Run("concurrent clients", func(t *testing.T) {

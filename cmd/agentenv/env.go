@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentenv/agentenv/envcheck"
+	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/spec"
 )
 
@@ -18,11 +21,29 @@ func newEnvCmd(a *app) *cobra.Command {
 }
 
 func newEnvValidateCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "validate FILE",
-		Short: "Check an env file; errors name the file, line and field",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+	var f struct {
+		url, token, part string
+		json, readOnly   bool
+	}
+	cmd := &cobra.Command{
+		Use:   "validate FILE | --url URL",
+		Short: "Check an env file (errors name the file, line and field), or probe a running env server",
+		Long: `validate FILE checks an env file. validate --url URL probes a running env server (or a
+gateway) for the env protocol: its card at /.well-known/agent-env.json, its MCP tools, and a
+data plane round trip (data/reset, data/add, data/get at the card's url; the data read first is
+loaded back at the end; --read-only skips reset and add). Each check prints pass, warn, fail or
+skip; any failure exits non-zero.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.url != "" {
+				if len(args) > 0 {
+					return usageError{"validate takes FILE or --url, not both"}
+				}
+				return validateURL(cmd, a, f.url, f.token, f.part, f.json, f.readOnly)
+			}
+			if len(args) != 1 {
+				return usageError{"validate needs FILE or --url URL"}
+			}
 			env, err := spec.Load(args[0])
 			if err != nil {
 				return err
@@ -32,6 +53,47 @@ func newEnvValidateCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&f.url, "url", "", "probe the env server (or gateway) at this URL")
+	cmd.Flags().StringVar(&f.token, "token", "", "bearer token for --url (a gateway's admin token)")
+	cmd.Flags().StringVar(&f.part, "part", "", "a JSON file holding the part data/add is probed with (default a text part)")
+	cmd.Flags().BoolVar(&f.readOnly, "read-only", false, "with --url: skip data/reset and data/add")
+	cmd.Flags().BoolVar(&f.json, "json", false, "with --url: print the report as JSON")
+	return cmd
+}
+
+// validateURL runs envcheck on a running server and prints its report.
+func validateURL(cmd *cobra.Command, a *app, url, token, partFile string, asJSON, readOnly bool) error {
+	opts := envcheck.Options{Token: token, ReadOnly: readOnly}
+	if partFile != "" {
+		raw, err := os.ReadFile(partFile)
+		if err != nil {
+			return usageError{fmt.Sprintf("--part: %v", err)}
+		}
+		var p envproto.Part
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return usageError{fmt.Sprintf("--part %s: %v", partFile, err)}
+		}
+		if err := p.Validate(); err != nil {
+			return usageError{fmt.Sprintf("--part %s: %v", partFile, err)}
+		}
+		opts.Part = &p
+	}
+	rep, err := envcheck.Run(cmd.Context(), url, opts)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if asJSON {
+		err = printJSON(a.stdout, rep)
+	} else {
+		err = rep.Text(a.stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		return exitError{code: exitFailed}
+	}
+	return nil
 }
 
 func newEnvRenderCmd(a *app) *cobra.Command {

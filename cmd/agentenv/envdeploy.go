@@ -96,6 +96,22 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 					"database_url": res.DatabaseURL, "expires": res.Doc.Expires, "records": res.Records,
 				})
 			}
+			if res.GatewayURL == "" {
+				// gateway.enabled: false: the servers are reached directly, without a token.
+				fmt.Fprintf(a.stdout, "deployment  %s\ngateway     none (gateway.enabled: false)\n", res.Doc.ID)
+				for _, name := range slices.Sorted(maps.Keys(res.Doc.URLs)) {
+					if s := env.Server(name); s != nil {
+						path := s.Path
+						if s.URL != "" {
+							path = ""
+						}
+						fmt.Fprintf(a.stdout, "server      %s %s%s\n", name, res.Doc.URLs[name], path)
+					}
+				}
+				fmt.Fprintf(a.stdout, "provider    %s, %s mode\nexpires     %s\ntear down:  agentenv env teardown %s\n",
+					res.Doc.Winner, res.Doc.Mode, res.Doc.Expires.Format(time.RFC3339), res.Doc.ID)
+				return nil
+			}
 			fmt.Fprintf(a.stdout, "deployment  %s\ngateway     %s\ntoken       %s\nservers     %s (%d tools)\nprovider    %s, %s mode\nexpires     %s\n",
 				res.Doc.ID, res.GatewayURL, res.Token, strings.Join(res.Doc.Servers, ", "), res.Doc.Tools,
 				res.Doc.Winner, res.Doc.Mode, res.Doc.Expires.Format(time.RFC3339))

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/envsdk"
 	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
@@ -28,6 +29,15 @@ func (st *store) reset(ctx context.Context) error {
 func (st *store) add(ctx context.Context, parts []envproto.Part) error {
 	notes := make([]NoteInput, 0, len(parts))
 	for i, p := range parts {
+		if p.Kind == envproto.KindFile && p.File != nil && p.File.URI != "" {
+			b, err := envsdk.ReadFile(ctx, nil, p.File)
+			if err != nil {
+				return &envproto.Error{Code: envproto.CodeInvalidParams, Message: fmt.Sprintf("parts[%d]: %v", i, err)}
+			}
+			f := *p.File
+			f.Bytes, f.URI = b, ""
+			p.File = &f
+		}
 		n, err := partNote(p)
 		if err != nil {
 			return &envproto.Error{Code: envproto.CodeInvalidParams, Message: fmt.Sprintf("parts[%d]: %v", i, err)}
