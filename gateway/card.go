@@ -147,6 +147,15 @@ func gatewayExtension() envproto.Extension {
 		"trajectory": {http.MethodGet, TrajectoryPath},
 		"disable":    {http.MethodPost, DisablePath},
 		"enable":     {http.MethodPost, EnablePath},
+		// the virtual clock (clock.go) and triggers (triggers.go)
+		"clock_set":         {http.MethodPut, ClockSetPath},
+		"clock_clear":       {http.MethodPost, ClockClearPath},
+		"clock_time":        {http.MethodGet, ClockTimePath},
+		"clock_state":       {http.MethodGet, ClockStatePath},
+		"triggers_register": {http.MethodPost, TriggersRegisterPath},
+		"triggers_remove":   {http.MethodPost, TriggersRemovePath},
+		"triggers_clear":    {http.MethodPost, TriggersClearPath},
+		"triggers_state":    {http.MethodGet, TriggersStatePath},
 	}})
 	return envproto.Extension{URI: GatewayExtension, Description: "The gateway's control routes.", Params: params}
 }
@@ -156,7 +165,7 @@ func gatewayExtension() envproto.Extension {
 // one (none when no backend or several have: each is reached at its child's url); the
 // gateway's control routes as the GatewayExtension; and each backend's card among the
 // children, its url rewritten to the gateway's /servers/NAME/agentenv and its MCP endpoint to
-// the gateway's.
+// the gateway's, and the endpoints of its extensions to the gateway's /svc/NAME/ proxy (svc.go).
 func (g *Gateway) Card() envproto.Card {
 	u := g.currentUnion()
 	card := envproto.Card{
@@ -193,7 +202,43 @@ func (g *Gateway) Card() envproto.Card {
 			sc.URL = serverDataPrefix + b.name + envproto.DataPath
 		}
 		sc.Deprecated = nil
+		sc.Capabilities.Extensions = rebaseExtensions(sc.Capabilities.Extensions, SvcPrefix+b.name)
 		card.Children = append(card.Children, sc)
 	}
 	return card
+}
+
+// rebaseExtensions returns exts with every "endpoint" in their params that is an absolute path
+// prefixed by prefix, so that a child's extension routes name where the gateway serves them.
+// Params that are not JSON objects are kept as they are.
+func rebaseExtensions(exts []envproto.Extension, prefix string) []envproto.Extension {
+	out := make([]envproto.Extension, 0, len(exts))
+	for _, e := range exts {
+		var params any
+		if len(e.Params) > 0 && json.Unmarshal(e.Params, &params) == nil {
+			if raw, err := json.Marshal(rebaseEndpoints(params, prefix)); err == nil {
+				e.Params = raw
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func rebaseEndpoints(v any, prefix string) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if s, ok := x.(string); ok && k == "endpoint" && strings.HasPrefix(s, "/") {
+				v[k] = prefix + s
+				continue
+			}
+			v[k] = rebaseEndpoints(x, prefix)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = rebaseEndpoints(x, prefix)
+		}
+	}
+	return v
 }
