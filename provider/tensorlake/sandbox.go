@@ -142,7 +142,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	}
 	req := createRequest{Name: spec.Name, Image: image, Entrypoint: ep, TimeoutSecs: p.timeout(spec),
 		Resources: p.resources(spec), ExposedPorts: spec.Ports, AllowUnauthenticatedAccess: len(spec.Ports) > 0}
-	si, err := p.create(ctx, spec.Name, req)
+	si, err := p.create(ctx, spec.Name, req, true)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
@@ -221,8 +221,10 @@ func (p *Provider) check(spec agentenv.SandboxSpec) error {
 }
 
 // create sends req, waits for the sandbox to run and returns its info; see Create for what it
-// guarantees.
-func (p *Provider) create(ctx context.Context, record string, req createRequest) (sandboxInfo, error) {
+// guarantees. With exitedOK a sandbox whose entrypoint ended as it started (terminated during
+// the wait, once created) is returned as it is, exited, as a container whose command exits at
+// once would be; else it is an error.
+func (p *Provider) create(ctx context.Context, record string, req createRequest, exitedOK bool) (sandboxInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return sandboxInfo{}, fmt.Errorf("tensorlake: create %s: %w", record, err)
 	}
@@ -262,6 +264,10 @@ func (p *Provider) create(ctx context.Context, record string, req createRequest)
 	}
 	id := created.SandboxID
 	si, err := p.awaitRunning(cctx, id)
+	if exitedOK && errors.Is(err, agentenv.ErrGone) && si.ID != "" && ctx.Err() == nil {
+		log.Debug("sandbox ended as it started", "sandbox_id", id, "outcome", si.Outcome, "reason", si.TerminationReason)
+		return si, nil
+	}
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -347,14 +353,18 @@ func unixAny(v int64) time.Time {
 }
 
 // Get returns a live handle to sandbox id, with its endpoints. A terminated (or timed-out)
-// sandbox is ErrGone, a suspended one too; one Tensorlake does not know is ErrNotFound.
+// sandbox is both ErrGone and ErrNotFound (Tensorlake keeps it only as history, and it cannot
+// be reattached), a suspended one ErrGone; one Tensorlake does not know is ErrNotFound.
 func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error) {
 	si, err := p.info(ctx, id)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: get %s: %w", id, err)
 	}
 	sb := p.sandbox(si)
-	if sb.State != agentenv.SandboxRunning {
+	switch {
+	case finished(si.Status):
+		return sb, fmt.Errorf("tensorlake: get %s: %s (%s): %w: %w", id, si.Status, si.TerminationReason, agentenv.ErrGone, agentenv.ErrNotFound)
+	case sb.State != agentenv.SandboxRunning:
 		return sb, fmt.Errorf("tensorlake: get %s: %s: %w", id, si.Status, agentenv.ErrGone)
 	}
 	return sb, nil

@@ -54,7 +54,7 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	}
 	req := createRequest{Name: spec.Name, Image: p.cfg.VMImage, Entrypoint: ep, TimeoutSecs: p.timeout(spec),
 		Resources: p.resources(spec), AllowUnauthenticatedAccess: true}
-	si, err := p.create(ctx, spec.Name, req)
+	si, err := p.create(ctx, spec.Name, req, false)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
