@@ -47,7 +47,9 @@ type outputResponse struct {
 }
 
 // api is the base URL of sandbox id's own API.
-func (p *Provider) api(id string) string { return strings.TrimRight(p.cfg.ProxyURL(id), "/") + "/api/v1" }
+func (p *Provider) api(id string) string {
+	return strings.TrimRight(p.cfg.ProxyURL(id), "/") + "/api/v1"
+}
 
 // sandboxErr maps an error of sandbox id's own API: a sandbox the API does not know (404 with
 // no process or file in question, 502/503 from the proxy of an ended one) is told apart by

@@ -308,6 +308,13 @@ func (s *Server) Sandbox(id string) (Sandbox, bool) {
 	return out, true
 }
 
+// Made returns the ids of every sandbox created so far, in order.
+func (s *Server) Made() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.order)
+}
+
 // Commands returns the processes started through the sandbox API, in order.
 func (s *Server) Commands() []Command {
 	s.mu.Lock()
