@@ -14,9 +14,9 @@ import (
 	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/provider/fake"
 	"github.com/agentenv/agentenv/provider/tensorlake"
 	"github.com/agentenv/agentenv/provider/tensorlake/tensorlakeemu"
-	"github.com/agentenv/agentenv/provider/fake"
 )
 
 // rig is a lifecycle manager over a SQLite ledger with two tensorlake providers on one emulator
