@@ -23,6 +23,7 @@ var providerTable = []struct {
 	{"modal_vm", newModalVM},
 	{"kubernetes", newKubernetes},
 	{"e2b", newE2B},
+	{"tensorlake", newTensorlake},
 }
 
 func newDocker(a *app) (agentenv.Provider, error) {
