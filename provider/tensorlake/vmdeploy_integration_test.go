@@ -24,9 +24,9 @@ import (
 	"github.com/agentenv/agentenv/internal/envtest"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/provider/providertest"
 	"github.com/agentenv/agentenv/provider/tensorlake"
 	"github.com/agentenv/agentenv/provider/tensorlake/tensorlakeemu"
-	"github.com/agentenv/agentenv/provider/providertest"
 	envspec "github.com/agentenv/agentenv/spec"
 )
 
