@@ -256,3 +256,44 @@ func TestListReadsEveryPageAndFilters(t *testing.T) {
 		t.Errorf("List(deployment) = %d, %v; want 53", len(even), err)
 	}
 }
+
+func TestCreateVMWaitsForDockerAndCarriesTheLabels(t *testing.T) {
+	emu := emulator(t)
+	emu.AddImage("agentenv-docker")
+	p := newProvider(t, emu, tensorlake.Config{VMImage: "agentenv-docker"}, nil)
+	vm, err := p.CreateVM(t.Context(), spec("vm-one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := emu.Sandbox(vm.ID)
+	if got.Image != "agentenv-docker" || got.Labels[agentenv.LabelRecord] != "vm-one" || got.Labels["agentenv.tensorlake.mode"] != "vm" {
+		t.Errorf("vm sandbox %+v, want the VM image, the record label and the vm mode", got)
+	}
+	var sawDocker bool
+	for _, c := range emu.Commands() {
+		if c.Sandbox == vm.ID && strings.Contains(strings.Join(c.Argv, " "), "docker info") {
+			sawDocker = true
+		}
+	}
+	if !sawDocker {
+		t.Errorf("CreateVM did not wait for the VM's docker engine: %v", emu.Commands())
+	}
+	if _, ok := vm.Labels["agentenv.tensorlake.mode"]; ok {
+		t.Errorf("the provider's own mode label leaked into the sandbox's labels: %v", vm.Labels)
+	}
+	if sbs, err := p.List(t.Context(), map[string]string{agentenv.LabelRecord: "vm-one"}); err != nil || len(sbs) != 1 || sbs[0].ID != vm.ID {
+		t.Errorf("List(vm record) = %v, %v; want the VM", sbs, err)
+	}
+	if err := p.Terminate(t.Context(), vm.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RemoveFromVM(t.Context(), vm.ID, "gateway"); err != nil {
+		t.Errorf("RemoveFromVM of a VM that is gone = %v, want nil", err)
+	}
+	if _, err := p.ExecInVM(t.Context(), vm.ID, "gateway", []string{"true"}, nil, nil); !errors.Is(err, agentenv.ErrGone) {
+		t.Errorf("ExecInVM in a VM that is gone = %v, want ErrGone", err)
+	}
+	if _, err := p.RunInVM(t.Context(), vm.ID, agentenv.SandboxSpec{Name: "x", Image: "img"}); !errors.Is(err, agentenv.ErrGone) {
+		t.Errorf("RunInVM in a VM that is gone = %v, want ErrGone", err)
+	}
+}
