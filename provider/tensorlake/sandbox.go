@@ -113,7 +113,9 @@ func entrypoint(labels map[string]string, wrapper, command []string) ([]string, 
 // ctx ends meanwhile, or anything after the request fails, the sandbox is terminated before
 // Create returns. A request refused for rate, capacity or credentials is ErrUnavailable; a bad
 // spec is ErrInvalid and nothing is created. spec.Env and spec.WorkDir are set by the wrapper
-// (Tensorlake's create request has neither); a key of spec.Env must be a shell variable name.
+// (Tensorlake's create request has neither): the environment is written into the sandbox once
+// it runs, never sent in the create request, and the command starts after it is there; a key of
+// spec.Env must be a shell variable name.
 func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	if err := p.check(spec); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create %s: %w", spec.Name, err)
@@ -136,7 +138,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 		}
 		labels[labelPort] = strings.Join(ports, ",")
 	}
-	ep, err := entrypoint(labels, wrapper(spec.Env, spec.WorkDir), spec.Command)
+	ep, err := entrypoint(labels, wrapper(len(spec.Env) > 0, spec.WorkDir), spec.Command)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create %s: %w: %w", spec.Name, err, agentenv.ErrInvalid)
 	}
@@ -146,27 +148,56 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
+	if len(spec.Env) > 0 && si.Status == statusRunning {
+		err := p.put(ctx, si.ID, envFile, strings.NewReader(string(envScript(spec.Env))))
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			p.release(ctx, si.ID, spec.Name)
+			return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create %s: write its environment: %w", spec.Name, err)
+		}
+	}
 	return p.sandbox(si), nil
 }
 
-// wrapper is the /bin/sh -c script that runs "$@" in place of the shell, after exporting env and
-// changing to dir (Tensorlake's create request carries neither), so that the $0 before the
-// command (the labels) is dropped.
-func wrapper(env map[string]string, dir string) []string {
+// envFile is where Create writes a spec's environment in the sandbox, for the wrapper to read.
+const envFile = "/tmp/.agentenv-env"
+
+// envWait bounds the wrapper's wait for envFile, in tenths of a second (Create writes it as soon
+// as the sandbox runs).
+const envWait = 3000
+
+// wrapper is the /bin/sh -c script that runs "$@" in place of the shell (so that the $0 before
+// the command, the labels, is dropped), in dir if set. With env it first waits for envFile,
+// which Create writes once the sandbox runs, sources it and removes it: the environment (which
+// may hold secrets) never travels in the create request, which Tensorlake returns to anyone who
+// lists the project's sandboxes.
+func wrapper(withEnv bool, dir string) []string {
 	var script strings.Builder
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		script.WriteString("export " + shellquote.Join([]string{k + "=" + env[k]}) + "; ")
+	if withEnv {
+		f := shellquote.Join([]string{envFile})
+		fmt.Fprintf(&script, "i=0; while [ ! -f %s ]; do i=$((i+1)); [ $i -gt %d ] && { echo 'agentenv: no environment file' >&2; exit 97; }; sleep 0.1; done; . %s; rm -f %s; ", f, envWait, f, f)
 	}
 	if dir != "" {
 		script.WriteString("cd " + shellquote.Join([]string{dir}) + " && ")
 	}
 	script.WriteString(`exec "$@"`)
 	return []string{"/bin/sh", "-c", script.String()}
+}
+
+// envScript is envFile's content: an export of each variable, in key order.
+func envScript(env map[string]string) []byte {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString("export " + shellquote.Join([]string{k + "=" + env[k]}) + "\n")
+	}
+	return []byte(b.String())
 }
 
 // labelsOf returns spec's labels with the expiry, a fresh map.

@@ -70,7 +70,7 @@ func TestCreateSendsNameLabelsTimeoutAndPorts(t *testing.T) {
 	emu := emulator(t)
 	p := newProvider(t, emu, tensorlake.Config{}, nil)
 	s := spec("sb-wire")
-	s.Env = map[string]string{"GREETING": "hello world"}
+	s.Env = map[string]string{"GREETING": "hello world", "TOKEN": "s3cret-value"}
 	s.WorkDir = "/srv"
 	s.Timeout = 90 * time.Minute
 	sb, err := p.Create(t.Context(), s)
@@ -89,8 +89,15 @@ func TestCreateSendsNameLabelsTimeoutAndPorts(t *testing.T) {
 		t.Errorf("timeout %s, exposed %v public %v; want 1h30m1s and 8080 exposed publicly", got.Timeout, got.ExposedPorts, got.Public)
 	}
 	ep := strings.Join(got.Entrypoint, " ")
-	if !strings.HasPrefix(ep, "/bin/sh -c export 'GREETING=hello world'; cd '/srv' && exec \"$@\" agentenv.labels=") || !strings.HasSuffix(ep, strings.Join(serve, " ")) {
-		t.Errorf("entrypoint %q, want the wrapper exporting the env, the labels, then the command", ep)
+	if !strings.Contains(ep, "cd '/srv' && exec \"$@\" agentenv.labels=") || !strings.HasSuffix(ep, strings.Join(serve, " ")) {
+		t.Errorf("entrypoint %q, want the wrapper, the labels, then the command", ep)
+	}
+	if strings.Contains(ep, "s3cret-value") || strings.Contains(ep, "hello world") {
+		t.Errorf("entrypoint %q carries the environment, which Tensorlake lists to the whole project", ep)
+	}
+	env, err := p.ReadFile(t.Context(), sb.ID, "/tmp/.agentenv-env")
+	if err != nil || string(env) != "export 'GREETING=hello world'\nexport 'TOKEN=s3cret-value'\n" {
+		t.Errorf("environment file = %q, %v; want an export of each variable", env, err)
 	}
 	if sb.Labels[agentenv.LabelRun] != "r1" || sb.Endpoints["8080"] != emu.PortURL(sb.ID, 8080) {
 		t.Errorf("sandbox %+v, want the labels and the port's URL", sb)
