@@ -24,6 +24,7 @@ var providerTable = []struct {
 	{"kubernetes", newKubernetes},
 	{"e2b", newE2B},
 	{stateProvider, newStateStore},
+	{"tensorlake", newTensorlake},
 }
 
 func newDocker(a *app) (agentenv.Provider, error) {

@@ -1,0 +1,391 @@
+// Package tensorlake is the agentenv provider for Tensorlake sandboxes (Firecracker microVMs),
+// written with net/http and no SDK against Tensorlake's sandbox API as its public SDKs speak it
+// (the Python SDK's models, tensorlake/sandbox/models.py; the Go SDK github.com/Sixt/tensorlake-go):
+// the management API at https://api.tensorlake.ai/sandboxes (create, get, list, update, delete)
+// and each sandbox's own API at https://ID.sandbox.tensorlake.ai/api/v1 (processes and files),
+// both with the API key as a bearer token.
+//
+// The record id is the sandbox's name, sent in the create request itself, so a create whose
+// answer was lost, or whose process was killed, is found by List (every page of GET
+// /sandboxes, filtered here by name). Tensorlake's API has no labels, so the record's labels
+// travel in the create request too, in the one field Tensorlake keeps and returns as sent: the
+// sandbox's entrypoint, as the $0 of a /bin/sh -c wrapper (`/bin/sh -c 'exec "$@"'
+// agentenv.labels={...} COMMAND...`), which the shell discards before it execs the command.
+// Every image therefore needs /bin/sh, as every Tensorlake sandbox image has. Terminate is a
+// DELETE by id with no connect; a sandbox Tensorlake does not know (404, the SDKs'
+// SandboxNotFoundError) or one already terminated counts as terminated.
+//
+// A lifetime backstop, Tensorlake's timeout_secs, is always sent: the spec's Timeout, else the
+// time to its expiry plus Margin, else Timeout; never none, at most MaxTimeout. Tensorlake
+// counts it as an idle timeout (a sandbox in use lives on past it), so gc, not the backstop, is
+// what bounds a sandbox that is still served.
+//
+// Port P of sandbox ID is https://P-ID.sandbox.tensorlake.ai (Config.PortURL overrides the
+// mapping, which is how tests reach the emulator, package tensorlakeemu); Create exposes the
+// spec's ports (exposed_ports) without Tensorlake authentication (allow_unauthenticated_access),
+// since agentenv's gateway has its bearer token of its own. Port 9501 is the sandbox's API.
+//
+// Tensorlake has no private network between sandboxes, so there is no container mode of a
+// whole env: an env deploys in VM mode (vm.go: one sandbox from a Docker-capable image,
+// Config.VMImage, hosts the stack with its own Docker engine, through internal/vmdocker), and
+// bare sandboxes (a task's deploy_sandbox) are single sandboxes with exec, files and ports.
+//
+// Verified only against the in-repo emulator; no Tensorlake account was reachable from where
+// this was written.
+package tensorlake
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultName           = "tensorlake"
+	DefaultAPIURL         = "https://api.tensorlake.ai"
+	DefaultDomain         = "sandbox.tensorlake.ai"
+	DefaultTimeout        = 3*time.Hour + 10*time.Minute
+	DefaultMargin         = 10 * time.Minute
+	DefaultMaxTimeout     = 24 * time.Hour
+	DefaultRate           = 5.0 // creates per second
+	DefaultConcurrency    = 50  // creates in flight
+	DefaultCreateTimeout  = 3 * time.Minute
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultDockerWait     = 2 * time.Minute
+	DefaultCPUs           = 1.0
+	DefaultMemoryMB       = 1024
+
+	// APIPort is the sandbox's own API (processes, files); it cannot be exposed.
+	APIPort = 9501
+)
+
+// Config configures a Provider. Zero values mean the documented defaults.
+type Config struct {
+	Name   string // provider name as configured; default "tensorlake"
+	APIKey string // Tensorlake API key, resolved from a config reference; required, never logged
+	// CredentialHint says what to set when the key is missing, for the error; default names
+	// provider.tensorlake.api_key.
+	CredentialHint string
+	APIURL         string // management API base; default https://api.tensorlake.ai (it serves /sandboxes)
+	// ProxyURL maps sandbox ID to the base of its own API; default https://ID.sandbox.tensorlake.ai.
+	ProxyURL func(id string) string
+	// PortURL maps port P of sandbox ID to its base URL; default https://P-ID.sandbox.tensorlake.ai.
+	PortURL func(id string, port int) string
+	Image   string // image of a Create whose spec names none; default Tensorlake's default image
+	// VMImage is the Docker-capable Tensorlake sandbox image of CreateVM (VM mode): an image with
+	// dockerd and the docker CLI, registered in the account. Required for VM mode; no default.
+	VMImage string
+	// VMImageHint names the setting of VMImage, for errors; default provider.tensorlake.vm_image.
+	VMImageHint string
+	// DockerHost is the local Docker engine RunInVM uploads an image from when the VM lacks it;
+	// default $DOCKER_HOST, else the local socket.
+	DockerHost string
+
+	Timeout        time.Duration // backstop when a spec has neither Timeout nor Expires; default 3h10m
+	Margin         time.Duration // added to a spec's time to expiry; default 10m
+	MaxTimeout     time.Duration // longest timeout_secs sent; default 24h
+	Rate           float64       // creates per second; default 5
+	Concurrency    int           // creates in flight; default 50
+	CreateTimeout  time.Duration // bound on a create and its wait for "running"; default 3m
+	RequestTimeout time.Duration // bound on cleanup requests; default 30s
+	DockerWait     time.Duration // bound on a VM's Docker engine start; default 2m
+	HTTPClient     *http.Client  // default a client with no overall timeout (requests are bounded by context)
+}
+
+// Provider creates, finds and terminates Tensorlake sandboxes. It is safe for concurrent use.
+type Provider struct {
+	cfg     Config
+	log     *slog.Logger
+	http    *http.Client
+	limiter *rate.Limiter
+	slots   chan struct{}
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // VM mode: one per VM, held while its exposed ports change
+}
+
+var (
+	_ agentenv.Provider = (*Provider)(nil)
+	_ agentenv.Execer   = (*Provider)(nil)
+	_ agentenv.Files    = (*Provider)(nil)
+	_ agentenv.VMHost   = (*Provider)(nil)
+	_ agentenv.VMExecer = (*Provider)(nil)
+	_ agentenv.Locator  = (*Provider)(nil)
+)
+
+// New returns a Provider for cfg. It does no I/O and never fails for a missing API key: every
+// call then fails, before anything is created, with ErrInvalid and ErrUnavailable and a message
+// naming what to set (so a chain moves on). A nil logger discards; the key is never logged.
+func New(cfg Config, logger *slog.Logger) (*Provider, error) {
+	if cfg.Name == "" {
+		cfg.Name = DefaultName
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
+	if cfg.ProxyURL == nil {
+		cfg.ProxyURL = func(id string) string { return "https://" + id + "." + DefaultDomain }
+	}
+	if cfg.PortURL == nil {
+		cfg.PortURL = func(id string, port int) string { return fmt.Sprintf("https://%d-%s.%s", port, id, DefaultDomain) }
+	}
+	if cfg.CredentialHint == "" {
+		cfg.CredentialHint = "set provider.tensorlake.api_key (for example env:TENSORLAKE_API_KEY)"
+	}
+	if cfg.VMImageHint == "" {
+		cfg.VMImageHint = "provider.tensorlake.vm_image"
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Timeout, DefaultTimeout)
+	def(&cfg.Margin, DefaultMargin)
+	def(&cfg.MaxTimeout, DefaultMaxTimeout)
+	def(&cfg.CreateTimeout, DefaultCreateTimeout)
+	def(&cfg.RequestTimeout, DefaultRequestTimeout)
+	def(&cfg.DockerWait, DefaultDockerWait)
+	if cfg.Rate == 0 {
+		cfg.Rate = DefaultRate
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.Rate < 0 || cfg.Concurrency < 0 {
+		return nil, fmt.Errorf("tensorlake: rate %g, concurrency %d: %w", cfg.Rate, cfg.Concurrency, agentenv.ErrInvalid)
+	}
+	for _, img := range []string{cfg.Image, cfg.VMImage} {
+		if img != "" && !imageName.MatchString(img) {
+			return nil, fmt.Errorf("tensorlake: image %q: want an image name: %w", img, agentenv.ErrInvalid)
+		}
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Provider{
+		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
+		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate))),
+		slots:   make(chan struct{}, cfg.Concurrency),
+		locks:   map[string]*sync.Mutex{},
+	}, nil
+}
+
+// Name returns the configured name, "tensorlake" by default.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// Capabilities reports sandboxes found by name after a lost answer, with a backstop lifetime
+// (an idle timeout; see the package doc).
+func (p *Provider) Capabilities() agentenv.Capabilities {
+	return agentenv.Capabilities{ListByLabel: true, BackstopLifetime: true}
+}
+
+// Location implements agentenv.Locator: the Tensorlake API (and so the account's project) the
+// sandboxes were created through.
+func (p *Provider) Location() string { return "Tensorlake at " + p.cfg.APIURL }
+
+// Endpoint returns the base URL of port of sandbox id, as Tensorlake exposes it.
+func (p *Provider) Endpoint(id string, port int) string { return p.cfg.PortURL(id, port) }
+
+// recordName is what a record id must look like to be a sandbox name (and a container name).
+var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// imageName is what a Tensorlake image name looks like (registered names, registry references).
+var imageName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
+
+// apiError is a non-2xx answer of either API: the management API answers plain text, the
+// sandbox API {"error": "...", "code": "..."}.
+type apiError struct {
+	Status  int
+	Message string
+}
+
+func (e *apiError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.Status)
+	}
+	return fmt.Sprintf("%d: %s", e.Status, msg)
+}
+
+// kind maps an HTTP outcome to an agentenv error kind, keeping the original. 401, 403, 429 and
+// 502-504 (auth, rate, capacity, Tensorlake down) are ErrUnavailable, so a chain moves on; 404
+// is ErrNotFound; 409 ErrConflict; other 4xx ErrInvalid.
+func kind(err error) error {
+	var ae *apiError
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &ae):
+		switch {
+		case ae.Status == http.StatusUnauthorized, ae.Status == http.StatusForbidden,
+			ae.Status == http.StatusTooManyRequests, ae.Status >= 502 && ae.Status <= 504:
+			return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
+		case ae.Status == http.StatusNotFound:
+			return fmt.Errorf("%w: %w", agentenv.ErrNotFound, err)
+		case ae.Status == http.StatusConflict:
+			return fmt.Errorf("%w: %w", agentenv.ErrConflict, err)
+		case ae.Status >= 400 && ae.Status < 500:
+			return fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
+		}
+	case errors.As(err, &oe) && oe.Op == "dial", errors.As(err, &ne) && ne.Timeout():
+		return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
+	}
+	return err
+}
+
+// checkKey fails when no API key is configured: a configuration error (ErrInvalid: nothing is
+// made) that also makes the provider unavailable, so that a chain moves on.
+func (p *Provider) checkKey() error {
+	if p.cfg.APIKey == "" {
+		return fmt.Errorf("tensorlake: no API key: %s: %w: %w", p.cfg.CredentialHint, agentenv.ErrInvalid, agentenv.ErrUnavailable)
+	}
+	return nil
+}
+
+// maxAnswer bounds a JSON answer read into memory.
+const maxAnswer = 16 << 20
+
+// do sends one request with the key as a bearer token and returns the 2xx answer's body open
+// (the caller closes it); a non-2xx answer is an *apiError.
+func (p *Provider) do(ctx context.Context, method, url string, body io.Reader, contentType string) (*http.Response, error) {
+	if err := p.checkKey(); err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return nil, fmt.Errorf("request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
+	req.Header.Set("Accept", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	ae := &apiError{Status: resp.StatusCode}
+	var pe struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}
+	if json.Unmarshal(b, &pe) == nil && pe.Error != "" {
+		ae.Message = pe.Error
+		if pe.Code != "" {
+			ae.Message += " (" + pe.Code + ")"
+		}
+	} else {
+		ae.Message = strings.TrimSpace(string(b[:min(len(b), 300)]))
+	}
+	return nil, ae
+}
+
+// call sends a JSON request (in may be nil) and decodes a 2xx JSON answer into out (if not nil).
+func (p *Provider) call(ctx context.Context, method, url string, in, out any) error {
+	var body io.Reader
+	ct := ""
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body, ct = bytes.NewReader(b), "application/json"
+	}
+	resp, err := p.do(ctx, method, url, body, ct)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return fmt.Errorf("%s: read answer: %w", method, err)
+	}
+	if out != nil && len(bytes.TrimSpace(b)) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s: decode answer: %w", method, err)
+		}
+	}
+	return nil
+}
+
+// timeout is the backstop lifetime of spec, in whole seconds, never zero.
+func (p *Provider) timeout(spec agentenv.SandboxSpec) int64 {
+	t := spec.Timeout
+	if t <= 0 && !spec.Expires.IsZero() {
+		t = time.Until(spec.Expires) + p.cfg.Margin
+	}
+	if t <= 0 {
+		t = p.cfg.Timeout
+	}
+	t = min(t.Round(time.Second)+time.Second, p.cfg.MaxTimeout)
+	return max(1, int64(t/time.Second))
+}
+
+// release terminates sandbox id after a create that will not be used, on a detached bounded
+// context; a failure is logged naming the sandbox (gc finds it by name).
+func (p *Provider) release(ctx context.Context, id, record string) {
+	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
+	defer cancel()
+	if err := p.Terminate(cctx, id); err != nil {
+		p.log.Warn("sandbox was not terminated after a failed or cancelled create; it runs until its idle timeout unless gc removes it",
+			"sandbox_id", id, "record_id", record, "err", err)
+	}
+}
+
+// releaseRecord terminates whatever runs under the name record, after a create whose outcome is
+// unknown.
+func (p *Provider) releaseRecord(ctx context.Context, record string) {
+	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
+	defer cancel()
+	sbs, err := p.List(cctx, map[string]string{agentenv.LabelRecord: record})
+	if err != nil {
+		p.log.Warn("list after a failed create; gc will find the sandbox by name", "record_id", record, "err", err)
+		return
+	}
+	for _, sb := range sbs {
+		p.release(ctx, sb.ID, record)
+	}
+}
+
+// vmLock returns the lock of VM id.
+func (p *Provider) vmLock(id string) *sync.Mutex {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l, ok := p.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		p.locks[id] = l
+	}
+	return l
+}

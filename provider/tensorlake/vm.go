@@ -1,0 +1,311 @@
+package tensorlake
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/engine"
+	"github.com/agentenv/agentenv/internal/filetar"
+	"github.com/agentenv/agentenv/internal/shellquote"
+	"github.com/agentenv/agentenv/internal/vmdocker"
+)
+
+// vmEntrypoint is a VM's entrypoint script: it starts dockerd unless the image's own init has
+// (a Docker-capable image may start it itself), then stays up, as the sandbox's main process.
+const vmEntrypoint = `if ! docker info >/dev/null 2>&1; then (dockerd >/var/log/agentenv-dockerd.log 2>&1 &); fi; while :; do sleep 3600; done`
+
+// Abilities reports exec, files, VM mode (with commands in a VM's containers) and a location;
+// no private networks, so no container mode of a whole env.
+func (p *Provider) Abilities() agentenv.Abilities {
+	return agentenv.Abilities{Execer: p, Files: p, VMHost: p, VMExecer: p, Locator: p}
+}
+
+// CreateVM implements agentenv.VMHost: a sandbox from the Docker-capable image
+// (Config.VMImage), named, labelled and timed out as Create's, whose entrypoint starts dockerd
+// and stays up; it returns once the VM's engine answers (bounded by DockerWait), and terminates
+// the VM if it does not. No VM image configured is ErrInvalid naming the setting, before
+// anything is made.
+func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	vm := spec
+	vm.Ports, vm.Files, vm.Command, vm.Image = nil, nil, nil, p.cfg.VMImage
+	if err := p.check(vm); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create vm %s: %w", spec.Name, err)
+	}
+	if p.cfg.VMImage == "" {
+		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create vm %s: no VM image: set %s to a Tensorlake sandbox image with dockerd and the docker CLI: %w", spec.Name, p.cfg.VMImageHint, agentenv.ErrInvalid)
+	}
+	labels := p.labelsOf(spec)
+	labels[labelMode] = modeVM
+	ep, err := entrypoint(labels, []string{"/bin/sh", "-c", vmEntrypoint}, nil)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create vm %s: %w: %w", spec.Name, err, agentenv.ErrInvalid)
+	}
+	req := createRequest{Name: spec.Name, Image: p.cfg.VMImage, Entrypoint: ep, TimeoutSecs: p.timeout(spec),
+		Resources: p.resources(spec), AllowUnauthenticatedAccess: true}
+	si, err := p.create(ctx, spec.Name, req, false)
+	if err != nil {
+		return agentenv.Sandbox{}, err
+	}
+	if err := p.awaitDocker(ctx, si.ID); err != nil {
+		p.release(ctx, si.ID, spec.Name)
+		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create vm %s: %w", spec.Name, err)
+	}
+	return p.sandbox(si), nil
+}
+
+// awaitDocker waits until `docker info` answers in vm, bounded by DockerWait.
+func (p *Provider) awaitDocker(ctx context.Context, vm string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.DockerWait)
+	defer cancel()
+	for {
+		res, err := p.run(ctx, vm, []string{"/bin/sh", "-c", "docker info >/dev/null"})
+		if err == nil && res.ExitCode == 0 {
+			return nil
+		}
+		if err != nil && (errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrUnavailable)) {
+			return fmt.Errorf("docker engine: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker engine did not answer within %s (%v): %w", p.cfg.DockerWait, err, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// vmInfo returns the VM's info and its labels; a VM that has ended is ErrGone.
+func (p *Provider) vmInfo(ctx context.Context, vm string) (sandboxInfo, map[string]string, error) {
+	si, err := p.info(ctx, vm)
+	if errors.Is(err, agentenv.ErrNotFound) {
+		return sandboxInfo{}, nil, fmt.Errorf("%w: %w", err, agentenv.ErrGone)
+	}
+	if err != nil {
+		return sandboxInfo{}, nil, err
+	}
+	if si.Status != statusRunning {
+		return si, nil, fmt.Errorf("vm %s is %s: %w", vm, si.Status, agentenv.ErrGone)
+	}
+	labels := si.labels()
+	if labels[labelMode] != modeVM {
+		return si, nil, fmt.Errorf("sandbox %s is not a VM made by CreateVM: %w", vm, agentenv.ErrInvalid)
+	}
+	delete(labels, labelMode)
+	delete(labels, labelPort)
+	return si, labels, nil
+}
+
+// RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with
+// `docker create` and `docker start` through the process API, on the stack's network under
+// spec.Name and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine
+// picks, which is then added to the sandbox's exposed ports (PATCH /sandboxes/{id}, under a
+// lock per VM) and reached at Tensorlake's URL of that port. An image the VM lacks is uploaded
+// from this host's Docker engine (Config.DockerHost) through the files API, and one missing
+// from both is ErrInvalid naming it (nothing is pulled). spec.Files are packed in a tar,
+// uploaded into the VM and copied into the container before it starts. On error it removes the
+// container it made.
+func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	if !recordName.MatchString(spec.Name) || spec.Image == "" {
+		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
+	}
+	var archive []byte
+	if len(spec.Files) > 0 {
+		var err error
+		if archive, err = filetar.Pack("/", spec.Files); err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: files: %w: %w", spec.Name, vm, err, agentenv.ErrInvalid)
+		}
+	}
+	for _, port := range spec.Ports {
+		if port <= 0 || port > 65535 {
+			return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: port %d: want 1-65535: %w", spec.Name, vm, port, agentenv.ErrInvalid)
+		}
+	}
+	_, vmLabels, err := p.vmInfo(ctx, vm)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: %w", spec.Name, vm, err)
+	}
+	labels := maps.Clone(vmLabels)
+	maps.Copy(labels, spec.Labels)
+	run := vmdocker.Run{Spec: spec, Labels: labels}
+	var res agentenv.ExecResult
+	for uploaded := false; ; uploaded = true {
+		if res, err = p.runScript(ctx, vm, run, archive); err != nil || res.ExitCode != vmdocker.ExitNoImage || uploaded {
+			break
+		}
+		if err = p.uploadImage(ctx, vm, spec.Image); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = vmdocker.RunError(run, res.ExitCode, res.Stderr, p.imageHint())
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	var st vmdocker.Started
+	if err == nil {
+		st, err = vmdocker.ParseRun(string(res.Stdout), run)
+	}
+	if err == nil && len(spec.Ports) > 0 {
+		err = p.expose(ctx, vm, st.Ports)
+	}
+	if err != nil {
+		cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
+		defer cancel()
+		if rerr := p.RemoveFromVM(cctx, vm, spec.Name); rerr != nil {
+			p.log.Warn("remove a container that failed to start; it goes with the vm", "vm", vm, "container", spec.Name, "err", rerr)
+		}
+		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: %w", spec.Name, vm, err)
+	}
+	sb := agentenv.Sandbox{ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning, Labels: labels}
+	if !st.Running {
+		sb.State, sb.ExitCode = agentenv.SandboxExited, st.ExitCode
+	}
+	for _, port := range spec.Ports {
+		if sb.Endpoints == nil {
+			sb.Endpoints = map[string]string{}
+		}
+		sb.Endpoints[strconv.Itoa(port)] = p.cfg.PortURL(vm, st.Ports[port])
+	}
+	return sb, nil
+}
+
+// expose adds the VM ports of published to vm's exposed ports, reachable without Tensorlake
+// authentication (the gateway has its own token), keeping those already exposed.
+func (p *Provider) expose(ctx context.Context, vm string, published map[int]int) error {
+	l := p.vmLock(vm)
+	l.Lock()
+	defer l.Unlock()
+	si, err := p.info(ctx, vm)
+	if err != nil {
+		return fmt.Errorf("expose ports: %w", err)
+	}
+	ports := slices.Clone(si.ExposedPorts)
+	for _, vp := range published {
+		if !slices.Contains(ports, vp) {
+			ports = append(ports, vp)
+		}
+	}
+	slices.Sort(ports)
+	body := map[string]any{"exposed_ports": ports, "allow_unauthenticated_access": true}
+	if err := p.call(ctx, http.MethodPatch, p.cfg.APIURL+"/sandboxes/"+url.PathEscape(vm), body, nil); err != nil {
+		return fmt.Errorf("expose ports %v: %w", ports, kind(err))
+	}
+	return nil
+}
+
+// runScript runs run's RunScript in vm, first uploading archive (the spec's files, nil for
+// none) into the VM for it to copy in; the script removes the upload when it ends.
+func (p *Provider) runScript(ctx context.Context, vm string, run vmdocker.Run, archive []byte) (agentenv.ExecResult, error) {
+	script := vmdocker.RunScript(run)
+	if archive != nil {
+		run.Files = "/tmp/agentenv-files-" + rand.Text() + ".tar"
+		if err := p.put(ctx, vm, run.Files, strings.NewReader(string(archive))); err != nil {
+			return agentenv.ExecResult{}, err
+		}
+		script = "trap " + shellquote.Join([]string{"rm -f " + shellquote.Join([]string{run.Files})}) + " EXIT\n" + vmdocker.RunScript(run)
+	}
+	return p.run(ctx, vm, []string{"/bin/sh", "-c", script})
+}
+
+// uploadImage supplies vm with image from this host's Docker engine (Config.DockerHost): the
+// `docker save` archive streamed into a file in the VM through the files API, then `docker load`.
+func (p *Provider) uploadImage(ctx context.Context, vm, image string) error {
+	host, _, err := engine.Client(p.cfg.DockerHost)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", vmdocker.MissingImage(image, p.imageHint()), err)
+	}
+	defer host.Close()
+	start := time.Now()
+	err = vmdocker.Upload(ctx, host, image, func(ctx context.Context, saved io.Reader) error {
+		file := "/tmp/agentenv-image-" + rand.Text() + ".tar"
+		if err := p.put(ctx, vm, file, saved); err != nil {
+			return err
+		}
+		res, err := p.run(ctx, vm, []string{"/bin/sh", "-c", vmdocker.LoadScript(file)})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("docker load exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
+		return err
+	}, p.imageHint())
+	if err == nil {
+		p.log.Debug("image uploaded into the vm", "vm", vm, "image", image, "took", time.Since(start))
+	}
+	return err
+}
+
+// imageHint says, in a missing image's error, where tensorlake gets its images.
+func (p *Provider) imageHint() string {
+	return fmt.Sprintf("tensorlake uploads images from this host's Docker engine ($DOCKER_HOST), or build the vm image (%s) with the env's images", p.cfg.VMImage)
+}
+
+// RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
+// gone counts as removed.
+func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
+	if !recordName.MatchString(name) {
+		return fmt.Errorf("tensorlake: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
+	}
+	_, _, err := p.vmInfo(ctx, vm)
+	if errors.Is(err, agentenv.ErrGone) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("tensorlake: remove %s from %s: %w", name, vm, err)
+	}
+	res, err := p.run(ctx, vm, []string{"/bin/sh", "-c", vmdocker.RemoveScript(name)})
+	switch {
+	case errors.Is(err, agentenv.ErrGone):
+		return nil
+	case err == nil:
+		err = vmdocker.Removed(res.ExitCode, res.Stderr)
+	}
+	if err != nil {
+		return fmt.Errorf("tensorlake: remove %s from %s: %w", name, vm, err)
+	}
+	return nil
+}
+
+// ExecInVM implements agentenv.VMExecer with `docker exec` through the process API. The process
+// API takes no stdin, so stdin is written to a file in the VM first (one streamed PUT) and
+// removed afterwards. A container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
+func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
+	if !recordName.MatchString(name) || len(argv) == 0 {
+		return agentenv.ExecResult{}, fmt.Errorf("tensorlake: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
+	}
+	if _, _, err := p.vmInfo(ctx, vm); err != nil {
+		return agentenv.ExecResult{}, fmt.Errorf("tensorlake: exec in %s of %s: %w", vm, name, err)
+	}
+	file := ""
+	if stdin != nil {
+		file = "/tmp/agentenv-stdin-" + rand.Text()
+		if err := p.put(ctx, vm, file, strings.NewReader(string(stdin))); err != nil {
+			return agentenv.ExecResult{}, fmt.Errorf("tensorlake: exec in %s of %s: stdin: %w", vm, name, err)
+		}
+		defer func() {
+			cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
+			defer cancel()
+			if _, err := p.run(cctx, vm, []string{"rm", "-f", file}); err != nil && !errors.Is(err, agentenv.ErrGone) {
+				p.log.Warn("remove a command's stdin file in the vm; it goes with the vm", "vm", vm, "file", file, "err", err)
+			}
+		}()
+	}
+	res, err := p.run(ctx, vm, []string{"/bin/sh", "-c", vmdocker.ExecScript(name, argv, env, file)})
+	if err != nil {
+		return agentenv.ExecResult{}, fmt.Errorf("tensorlake: exec in %s of %s: %w", vm, name, err)
+	}
+	if res.ExitCode != 0 && vmdocker.NoSuchContainer(res.Stderr) {
+		return res, fmt.Errorf("tensorlake: exec in %s: no container %s: %w", vm, name, agentenv.ErrNotFound)
+	}
+	return res, nil
+}
