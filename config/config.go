@@ -76,6 +76,8 @@ var Keys = []Key{
 	{Name: "env.pass", Default: "", Doc: "variables env files' env:NAME references may read, a list (pass = [\"A\", \"B\"]) or A,B; --pass-env adds to it"},
 	{Name: "lifecycle.call_timeout", Default: "60s", Doc: "bound on one other provider call (health, listing, files, logs)"},
 	{Name: "lifecycle.exec_timeout", Default: "10m", Doc: "bound on one command run in a sandbox or a VM's stack"},
+	{Name: "lifecycle.max_parallel_creates", Default: "0", Doc: "deploys (and creates outside one) each provider starts at once, the rest wait in a queue; 0: sized from the provider (docker: 2 per engine CPU, 512 MiB each, fewer while container starts are slow), unlimited where it cannot say"},
+	{Name: "lifecycle.admit_wait", Default: "30m", Doc: "bound on how long a deploy or create waits in the admission queue"},
 	{Name: "images.runtime", Default: "agentenv:dev", Doc: "image of agentenv's own components (gateway, example servers, db-mcp)"},
 	{Name: "images.postgres", Default: "agentenv-postgres:local", Doc: "image of the service DB"},
 	{Name: "images.db_web", Default: "agentenv-adminer:local", Doc: "image of the DB web UI"},
