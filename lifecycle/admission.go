@@ -251,3 +251,17 @@ func (l *limiter) state() Admitted {
 	defer l.mu.Unlock()
 	return Admitted{Slots: l.slots(), Waiting: len(l.queue), Start: l.start}
 }
+
+// Queue reports how provider's admission stands now: its open slots (0: no limit, or none
+// made yet) and how many callers wait.
+func (m *Manager) Queue(provider string) Admitted {
+	m.adm.Lock()
+	l := m.limiters[provider]
+	m.adm.Unlock()
+	if l == nil {
+		return Admitted{Provider: provider}
+	}
+	a := l.state()
+	a.Provider = provider
+	return a
+}
