@@ -123,6 +123,7 @@ func (s *soaker) round(ctx context.Context, n int, kind Kind) (r Round) {
 		return r
 	}
 	r.Owner = c.owner
+	mem := StartMemPeak(250 * time.Millisecond)
 	labels := map[string]string{agentenv.LabelOwner: c.owner}
 	w := newWatcher(s.cfg.Engine, labels)
 	go w.run(c.exited)
@@ -133,6 +134,8 @@ func (s *soaker) round(ctx context.Context, n int, kind Kind) (r Round) {
 	}
 	s.await(ctx, &r, c, deadline)
 	<-w.done
+	r.Load.MachinePeak, r.Load.MachineBase = mem.Stop(), mem.Base
+	r.Load.RunnerPeak = MaxRSS(c.cmd.ProcessState)
 	r.ExitCode = c.code()
 	if err := w.failure(); err != nil {
 		problem("engine: %v", err)
@@ -251,6 +254,7 @@ func (s *soaker) tally(r *Round, stdout []byte, w *watcher) {
 		}
 		return
 	}
+	r.Load.deployFigures(sum)
 	hit := map[string]bool{}
 	for _, h := range r.Hit {
 		hit[h] = true
