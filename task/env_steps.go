@@ -109,7 +109,7 @@ func (s *deployEnv) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	return Result{Outputs: map[string]string{
 		"deployment_id": env.ID, "gateway_url": env.GatewayURL, "database_url": env.DatabaseURL,
-		"records": marshal(env.Records), "queue_wait": env.Queued.String(), "ready_after": env.Ready.String()}}, nil
+		"records": marshal(env.Records), "queue_wait": env.Queued.Round(time.Millisecond).String(), "ready_after": env.Ready.Round(time.Millisecond).String()}}, nil
 }
 
 // loadData resets an env's data and adds parts, through the gateway's data plane.
