@@ -79,6 +79,7 @@ var Keys = []Key{
 	{Name: "lifecycle.max_parallel_creates", Default: "0", Doc: "deploys (and creates outside one) each provider starts at once, the rest wait in a queue; 0: sized from the provider (docker: 2 per engine CPU, 512 MiB each, fewer while container starts are slow), unlimited where it cannot say"},
 	{Name: "lifecycle.admit_wait", Default: "30m", Doc: "bound on how long a deploy or create waits in the admission queue"},
 	{Name: "images.runtime", Default: "agentenv:dev", Doc: "image of agentenv's own components (gateway, example servers, db-mcp)"},
+	{Name: "state.store", Doc: "state store: a PostgreSQL server (postgres://…, a role that may create databases and roles) whose databases stand in for each deployment's service DB container; 'agentenv state up' starts one", Secret: true},
 	{Name: "images.postgres", Default: "agentenv-postgres:local", Doc: "image of the service DB"},
 	{Name: "images.db_web", Default: "agentenv-adminer:local", Doc: "image of the DB web UI"},
 	{Name: "model.base_url", Doc: "model endpoint of prompt_agent's built-in agent: an OpenAI-compatible base URL (…/v1) for agent: openai, Anthropic's root URL for agent: anthropic"},

@@ -63,6 +63,9 @@ type Options struct {
 	// references may read; every other reference is refused before anything is created.
 	PassEnv  []string
 	Progress func(Event) // called as components are created, started and ready; may be nil
+	// Store, if set, is the state store the service DB is a database of (store.go), where the
+	// attempt's sandboxes can reach it; nil gives each deployment a service DB container.
+	Store *Store
 	// BridgeBinary is the static agentenv binary copied into stdio servers to run the bridge;
 	// this executable if empty.
 	BridgeBinary string
@@ -228,6 +231,7 @@ func (d *Deployer) attempt(ctx context.Context, env *spec.Env, member string, do
 			st.undo(ctx)
 		}
 	}()
+	st.useStore(mode)
 	if mode == ModeContainer {
 		err = st.upContainers(ctx)
 	} else {

@@ -43,6 +43,10 @@ type stack struct {
 	db        spec.DBPasswords // the service DB's passwords, drawn for this attempt
 	dbURL     string           // the service DB as the read-only verifier role, from this host
 	bin       []byte           // this binary, for stdio servers behind the bridge
+
+	store       *spec.StoreDB // the service DB is a database of the state store (store.go), if set
+	storeRec    string        // that database's record id
+	storeAttach bool          // the store's server joins the private network
 }
 
 func (st *stack) emit(c spec.Component, phase, detail string) {
@@ -69,7 +73,7 @@ func (st *stack) components(ctx context.Context) ([]spec.Component, error) {
 		return nil, err
 	}
 	st.db = db
-	comps, err := st.env.Components(spec.TopologyOptions{DB: &st.db, Pass: st.pass()})
+	comps, err := st.env.Components(st.topology(nil))
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +104,11 @@ func (st *stack) upContainers(ctx context.Context) error {
 	}
 	st.network = nsb.ID
 	st.emit(spec.Component{Name: "network", Role: agentenv.RoleNetwork}, "created", nsb.ID)
+	if st.store != nil {
+		if err := st.upStore(ctx); err != nil {
+			return err
+		}
+	}
 	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (string, agentenv.Sandbox, error) {
 		if err := st.rewire(c, &sp); err != nil {
 			return "", agentenv.Sandbox{}, err
@@ -132,16 +141,12 @@ func (st *stack) rewire(c spec.Component, sp *agentenv.SandboxSpec) error {
 	if len(private) == 0 {
 		return nil
 	}
-	comps, err := st.env.Components(spec.TopologyOptions{
-		DB:   &st.db,
-		Pass: st.pass(),
-		Host: func(name string) string {
-			if h, ok := private[name]; ok {
-				return h
-			}
-			return name
-		},
-	})
+	comps, err := st.env.Components(st.topology(func(name string) string {
+		if h, ok := private[name]; ok {
+			return h
+		}
+		return name
+	}))
 	if err != nil {
 		return err
 	}
@@ -185,6 +190,11 @@ func (st *stack) upVM(ctx context.Context) error {
 		st.emit(spec.Component{Name: "vm", Role: agentenv.RoleVM}, "created", vsb.ID)
 		for _, c := range comps {
 			st.doc.InVM = append(st.doc.InVM, c.Name) // what a later deploy --into this VM must not reuse
+		}
+	}
+	if st.store != nil {
+		if err := st.upStore(ctx); err != nil {
+			return err
 		}
 	}
 	return st.inOrder(ctx, comps, func(ctx context.Context, c spec.Component, sp agentenv.SandboxSpec) (string, agentenv.Sandbox, error) {

@@ -116,18 +116,29 @@ func (db *ServiceDB) URL(hostport, user, password, schema string) string {
 // refuse. Passwords are sent as SCRAM-SHA-256 verifiers, so the statement text (which the
 // server may log on an error) holds none.
 func (e *Env) rolesSQL(pw DBPasswords) []byte {
-	db := e.ServiceDB
+	return e.rolesSQLFor(pw, e.ServiceDB.Database, func(name string) string { return name })
+}
+
+// StoreRolesSQL makes the login roles of a deployment's database in a state store, the same
+// rights as in a service DB container, on database, with each role's name mapped by name
+// (the store's roles are shared by every database on it). It runs in database, as a role that
+// may create roles, once the schemas, init_sql and seed exist there.
+func (e *Env) StoreRolesSQL(pw DBPasswords, database string, name func(string) string) []byte {
+	return e.rolesSQLFor(pw, database, name)
+}
+
+func (e *Env) rolesSQLFor(pw DBPasswords, dbName string, roleName func(string) string) []byte {
 	roles := e.DBRoles()
 	var b strings.Builder
-	database := quoteIdent(db.Database)
+	database := quoteIdent(dbName)
 	fmt.Fprintf(&b, "REVOKE ALL ON DATABASE %s FROM PUBLIC;\nREVOKE ALL ON SCHEMA public FROM PUBLIC;\n", database)
 	var readers []string
 	for _, r := range roles {
-		role := quoteIdent(r.Name)
+		role := quoteIdent(roleName(r.Name))
 		fmt.Fprintf(&b, "CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS PASSWORD %s;\n",
 			role, quoteLiteral(scramVerifier(pw.Roles[r.Name], r.Name)))
 		if r.Owns == "" {
-			readers = append(readers, r.Name)
+			readers = append(readers, roleName(r.Name))
 			fmt.Fprintf(&b, "GRANT CONNECT ON DATABASE %s TO %s;\n", database, role)
 			fmt.Fprintf(&b, "ALTER ROLE %s SET default_transaction_read_only = on;\n", role)
 			continue
@@ -135,7 +146,7 @@ func (e *Env) rolesSQL(pw DBPasswords) []byte {
 		schema := quoteIdent(r.Owns)
 		fmt.Fprintf(&b, "GRANT CONNECT, TEMPORARY ON DATABASE %s TO %s;\n", database, role)
 		fmt.Fprintf(&b, "ALTER SCHEMA %s OWNER TO %s;\n", schema, role)
-		fmt.Fprintf(&b, ownSchemaSQL, quoteLiteral(r.Owns), quoteLiteral(r.Name))
+		fmt.Fprintf(&b, ownSchemaSQL, quoteLiteral(r.Owns), quoteLiteral(roleName(r.Name)))
 	}
 	if len(readers) > 0 {
 		quoted := make([]string, len(readers))
@@ -147,7 +158,7 @@ func (e *Env) rolesSQL(pw DBPasswords) []byte {
 		for _, r := range roles {
 			if r.Owns != "" {
 				fmt.Fprintf(&b, "ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA %s GRANT SELECT ON TABLES TO %s;\n",
-					quoteIdent(r.Name), quoteIdent(r.Owns), list)
+					quoteIdent(roleName(r.Name)), quoteIdent(r.Owns), list)
 			}
 		}
 	}

@@ -87,6 +87,10 @@ type TopologyOptions struct {
 	// out of the deployer's shell unless its user says so. Nil allows every name (a rendered
 	// compose file, which resolves nothing itself).
 	Pass []string
+	// Store, if set, is the deployment's database in a state store, which stands in for the
+	// service DB component: no servicedb component is returned, and DATABASE_URL and db-mcp's
+	// URL name Store's server, database and login roles.
+	Store *StoreDB
 	// TokenFile, if set, is passed to the gateway as --token-file. Otherwise the deployer gives
 	// the gateway its token in AGENTENV_GATEWAY_TOKEN.
 	TokenFile string
@@ -121,12 +125,17 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 				c.errorf("service_db", "no password for role %s", r.Name)
 			}
 		}
-		out = append(out, e.serviceDBComponent(pw))
-		dbAfter = []string{nameServiceDB}
+		if opts.Store == nil {
+			out = append(out, e.serviceDBComponent(pw))
+			dbAfter = []string{nameServiceDB}
+		}
 	}
 	// dbURL is the DSN a component uses as role, which is also the name of the schema it
 	// sets search_path to ("" for none).
 	dbURL := func(role, schema string) string {
+		if st := opts.Store; st != nil {
+			return st.URL(db, role, pw.Roles[role], schema)
+		}
 		return db.URL(net.JoinHostPort(host(nameServiceDB), strconv.Itoa(DBPort)), role, pw.Roles[role], schema)
 	}
 	var servers []string
@@ -177,7 +186,7 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			Role:         agentenv.RoleDBWeb,
 			Name:         nameDBWeb,
 			Image:        db.WebUI.Image,
-			Env:          map[string]string{"ADMINER_DEFAULT_SERVER": host(nameServiceDB)},
+			Env:          map[string]string{"ADMINER_DEFAULT_SERVER": opts.Store.adminerServer(host(nameServiceDB))},
 			Port:         db.WebUI.Port,
 			After:        dbAfter,
 			ReadyTimeout: DefaultReadyTimeout,
@@ -241,6 +250,46 @@ var EphemeralPostgres = []string{"postgres",
 // passwordAuth is the authentication method the service DB asks of every connection, local
 // ones inside its container included.
 const passwordAuth = "scram-sha-256"
+
+// StoreDB is a deployment's database in a state store, as its components reach it.
+type StoreDB struct {
+	// HostPort is where the components reach the store's server.
+	HostPort string
+	// Database is the deployment's database on it.
+	Database string
+	// Role returns the cluster-wide name of the deployment's login role name ([Env.DBRoles]):
+	// roles belong to the server, not to a database, so each deployment's are its own.
+	Role func(name string) string
+}
+
+// URL is the DSN of the store's database as role name (mapped by Role), with search_path set
+// to schema if it is not "".
+func (s *StoreDB) URL(db *ServiceDB, role, password, schema string) string {
+	in := *db
+	in.Database = s.Database
+	return in.URL(s.HostPort, s.Role(role), password, schema)
+}
+
+// adminerServer is the server the DB web UI offers: the store's, else the service DB's host.
+func (s *StoreDB) adminerServer(serviceDB string) string {
+	if s == nil {
+		return serviceDB
+	}
+	return s.HostPort
+}
+
+// ServiceDBInit returns the service DB's init files in the order they run: the servers'
+// schemas, init_sql, then seed; without the roles, which a state store makes per deployment
+// ([Env.StoreRolesSQL]) on a copy of a database these files made once.
+func (e *Env) ServiceDBInit() []File {
+	var out []File
+	for _, f := range e.serviceDBComponent(e.derivedDBPasswords()).Files {
+		if f.Target != rolesFile {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 func (e *Env) serviceDBComponent(pw DBPasswords) Component {
 	db := e.ServiceDB

@@ -21,6 +21,7 @@ func newEnvDeployCmd(a *app) *cobra.Command {
 		ttl, budget                time.Duration
 		json                       bool
 		passEnv                    []string
+		stateStore                 string
 	}
 	cmd := &cobra.Command{
 		Use:   "deploy FILE [--provider P|A,B] [--mode vm|container] [--ttl D] [--name ID]",
@@ -46,7 +47,12 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 					return err
 				}
 			}
+			a.setStateStore(f.stateStore)
 			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			store, err := a.store(ctx)
 			if err != nil {
 				return err
 			}
@@ -58,7 +64,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			d := deploy.New(mgr, a.log)
 			res, err := d.Deploy(ctx, env, deploy.Options{
 				Provider: a.providerFlag(f.provider), Mode: f.mode, TTL: f.ttl, Name: f.name,
-				Into: f.into, Budget: f.budget, Progress: progress, PassEnv: a.passEnv(f.passEnv),
+				Into: f.into, Budget: f.budget, Progress: progress, PassEnv: a.passEnv(f.passEnv), Store: store,
 			})
 			if err != nil {
 				return err
@@ -100,6 +106,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 	fl.StringVar(&f.into, "into", "", "VM mode: deploy into this existing VM record (it is never torn down by the deploy)")
 	fl.DurationVar(&f.budget, "budget", 0, "wall-clock bound on the whole deploy (default 5m)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object (id, gateway_url, token, tokens, ...)")
+	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server whose database is the service DB (overrides state.store; see 'agentenv state')")
 	return cmd
 }
 

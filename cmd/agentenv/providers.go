@@ -23,6 +23,7 @@ var providerTable = []struct {
 	{"modal_vm", newModalVM},
 	{"kubernetes", newKubernetes},
 	{"e2b", newE2B},
+	{stateProvider, newStateStore},
 }
 
 func newDocker(a *app) (agentenv.Provider, error) {

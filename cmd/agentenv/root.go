@@ -55,6 +55,7 @@ timeout), panic or lost (the call succeeds but its answer is lost). For example
 		newSoakCmd(a),
 		newBenchCmd(a),
 		newUICmd(a),
+		newStateCmd(a),
 	)
 	return root, a.close
 }

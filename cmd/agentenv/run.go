@@ -22,6 +22,7 @@ func newRunCmd(a *app) *cobra.Command {
 		seeds, provider string
 		keep, json      bool
 		passEnv         []string
+		stateStore      string
 	}
 	cmd := &cobra.Command{
 		Use:   "run TASK_OR_FOLDER|hello [--k N] [--concurrency C] [--seeds FILE] [--provider P] [--keep]",
@@ -41,6 +42,7 @@ when interrupted (what was made is torn down first).`,
 			if err != nil {
 				return err
 			}
+			a.setStateStore(f.stateStore)
 			mgr, err := a.manager(ctx)
 			if err != nil {
 				return err
@@ -49,7 +51,7 @@ when interrupted (what was made is torn down first).`,
 			if err != nil {
 				return err
 			}
-			r, err := a.taskRunner(mgr, sd, f.provider, f.passEnv, func(e task.Event) {
+			r, err := a.taskRunner(ctx, mgr, sd, f.provider, f.passEnv, func(e task.Event) {
 				if !f.json {
 					fmt.Fprintln(a.stderr, e)
 				}
@@ -96,6 +98,7 @@ when interrupted (what was made is torn down first).`,
 	fl.StringVar(&f.provider, "provider", "", "provider of steps that name none (default: provider.default)")
 	fl.BoolVar(&f.keep, "keep", false, "keep what the episodes made until Ctrl-C")
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
+	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server whose databases are the episodes' service DBs (overrides state.store; see 'agentenv state')")
 	return cmd
 }
 
@@ -126,6 +129,7 @@ type taskDeployer struct {
 	provider string
 	ttl      time.Duration
 	passEnv  []string // env:NAME references env files may resolve
+	store    *deploy.Store
 }
 
 func (t taskDeployer) Deploy(ctx context.Context, envFile string, o task.DeployOptions) (task.DeployedEnv, error) {
@@ -139,7 +143,7 @@ func (t taskDeployer) Deploy(ctx context.Context, envFile string, o task.DeployO
 	if o.TTL == 0 {
 		o.TTL = t.ttl
 	}
-	res, err := t.d.Deploy(ctx, env, deploy.Options{Provider: o.Provider, Run: o.Run, TTL: o.TTL, Own: true, PassEnv: t.passEnv})
+	res, err := t.d.Deploy(ctx, env, deploy.Options{Provider: o.Provider, Run: o.Run, TTL: o.TTL, Own: true, PassEnv: t.passEnv, Store: t.store})
 	if err != nil {
 		return task.DeployedEnv{}, err
 	}
@@ -245,13 +249,17 @@ func loadTask(name string) (*task.Task, error) {
 // taskRunner returns the runner that 'agentenv run' (and the explorer's start button) runs
 // tasks with: deploys through mgr on provider (the configured default if empty), records in
 // workdir, progress to progress.
-func (a *app) taskRunner(mgr *lifecycle.Manager, workdir, provider string, passEnv []string, progress func(task.Event)) (*task.Runner, error) {
+func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, provider string, passEnv []string, progress func(task.Event)) (*task.Runner, error) {
 	ttl, err := a.cfg.Duration("lifecycle.ttl")
+	if err != nil {
+		return nil, err
+	}
+	store, err := a.store(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return &task.Runner{
 		Manager: mgr, Logger: a.log, Workdir: workdir, Model: a.cfg, Progress: progress,
-		Deployer: taskDeployer{d: deploy.New(mgr, a.log), provider: a.providerFlag(provider), ttl: ttl, passEnv: a.passEnv(passEnv)},
+		Deployer: taskDeployer{d: deploy.New(mgr, a.log), provider: a.providerFlag(provider), ttl: ttl, passEnv: a.passEnv(passEnv), store: store},
 	}, nil
 }

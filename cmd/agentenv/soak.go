@@ -19,6 +19,7 @@ func newSoakCmd(a *app) *cobra.Command {
 		roundTimeout        time.Duration
 		seed                uint64
 		json, keepLeftovers bool
+		stateStore          string
 	}
 	cmd := &cobra.Command{
 		Use:   "soak [--episodes N] [--rounds R] [--round-kinds steady,kill,interrupt,crash] [--provider P] [--json]",
@@ -72,7 +73,13 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 			}
 			defer eng.Close()
 			fmt.Fprintf(a.stderr, "soak: %d rounds of %d episodes; logs, ledger and state in %s\n", f.rounds, f.episodes, f.dir)
+			var childEnv []string
+			if f.stateStore != "" {
+				// The runner is a child process: the store reaches it as its environment.
+				childEnv = append(os.Environ(), "AGENTENV_STATE_STORE="+f.stateStore)
+			}
 			rep, err := soak.Run(cmd.Context(), soak.Config{
+				Env: childEnv,
 				Binary: f.binary, Dir: f.dir, Engine: eng, Episodes: f.episodes, Rounds: f.rounds,
 				Kinds: kinds, Provider: a.providerFlag(f.provider), Image: f.image,
 				RoundTimeout: f.roundTimeout, Seed: f.seed, KeepLeftovers: f.keepLeftovers, Logger: a.log,
@@ -111,6 +118,7 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the kill rounds' choice of victims (default: drawn)")
 	fl.BoolVar(&f.keepLeftovers, "keep-leftovers", false, "leave what a round left, for inspection")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
+	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server whose databases are the episodes' service DBs (see 'agentenv state'); default: none, or AGENTENV_STATE_STORE")
 	return cmd
 }
 

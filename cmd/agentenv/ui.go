@@ -127,7 +127,7 @@ func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress fun
 	if err != nil {
 		return err
 	}
-	r, err := u.a.taskRunner(u.mgr, u.workdir, req.Provider, nil, progress)
+	r, err := u.a.taskRunner(ctx, u.mgr, u.workdir, req.Provider, nil, progress)
 	if err != nil {
 		return err
 	}

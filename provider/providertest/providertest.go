@@ -50,6 +50,12 @@ type Options struct {
 	// nothing for it, instead of one exited sandbox. Get must still report ErrGone.
 	FinishedUnlisted bool
 
+	// NotProcesses says a sandbox is not a process (a database of a state store): nothing in
+	// it serves HTTP and nothing ends on its own. The suite then checks that Endpoints name
+	// Port but does not call them, and skips the Exited subtest; Command and ExitCommand are
+	// still required, and ignored.
+	NotProcesses bool
+
 	// ExecCommand, run with Exec in a sandbox running Command, exits with ExitCode; default
 	// ExitCommand. Used when the provider has agentenv.Execer.
 	ExecCommand []string
@@ -182,7 +188,7 @@ func (s *suite) lifecycle(t *testing.T, p agentenv.Provider) {
 			t.Errorf("%s: Endpoints = %v, want one for port %s", name, m, port)
 		}
 	}
-	if ep := sb.Endpoints[port]; ep != "" {
+	if ep := sb.Endpoints[port]; ep != "" && !s.opts.NotProcesses {
 		s.checkServes(t, ep)
 	}
 
@@ -241,6 +247,9 @@ func (s *suite) terminateUnknown(t *testing.T, p agentenv.Provider) {
 }
 
 func (s *suite) exited(t *testing.T, p agentenv.Provider) {
+	if s.opts.NotProcesses {
+		t.Skipf("%s: a sandbox is not a process and does not finish on its own", p.Name())
+	}
 	ctx := t.Context()
 	id := NewID()
 	terminateAtEnd(t, p, id)

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/provider/pgstore"
+)
+
+// stateProvider is the name records of state store databases carry; stateRecord is the record
+// id (and container name) of the local store `agentenv state up` starts.
+const (
+	stateProvider = "state"
+	stateRecord   = "agentenv-state"
+	// roleStateStore is the role of the local store's container.
+	roleStateStore = pgstore.RoleStore
+	// stateTTL is the local store's lifetime: it stays until `agentenv state down`.
+	stateTTL = 10 * 365 * 24 * time.Hour
+)
+
+// localStore is what `agentenv state up` writes of the store it started, in the state folder
+// (mode 0600: the DSN carries the password).
+type localStore struct {
+	DSN       string `json:"dsn"`
+	Container string `json:"container"`
+}
+
+func localStorePath() (string, error) {
+	sd, err := stateDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(sd, "state-store.json"), nil
+}
+
+// readLocalStore returns the local store, or nil if none was started.
+func readLocalStore() (*localStore, error) {
+	path, err := localStorePath()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local state store: %w", err)
+	}
+	var ls localStore
+	if err := json.Unmarshal(b, &ls); err != nil {
+		return nil, fmt.Errorf("local state store %s: %w", path, err)
+	}
+	return &ls, nil
+}
+
+// setStateStore makes a command's --state-store flag win over state.store.
+func (a *app) setStateStore(flag string) {
+	if flag != "" {
+		_ = a.cfg.Set("state.store", flag, "--state-store")
+	}
+}
+
+// newStateStore builds the state store's provider from state.store; nil when it is unset. A
+// store that is the local one joins the docker provider's private networks.
+func newStateStore(a *app) (agentenv.Provider, error) {
+	dsn, err := a.cfg.Get("state.store")
+	if err != nil || dsn == "" {
+		return nil, err
+	}
+	cfg := pgstore.Config{Name: stateProvider, DSN: dsn}
+	if att, err := a.storeAttacher(dsn); err != nil {
+		return nil, err
+	} else if att != nil {
+		cfg.Attach = att
+	}
+	return pgstore.New(cfg, a.log)
+}
+
+// storeAttacher returns the attacher of a store on this host's loopback, which may be a
+// store container on the docker engine; nil for a store elsewhere.
+func (a *app) storeAttacher(dsn string) (*pgstore.DockerAttacher, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("state.store: %w: %w", err, agentenv.ErrInvalid)
+	}
+	if !loopback(cfg.Host) {
+		return nil, nil
+	}
+	host, err := a.cfg.Get("provider.docker.host")
+	if err != nil {
+		return nil, err
+	}
+	return pgstore.NewDockerAttacher(host, cfg.Port)
+}
+
+func loopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || strings.HasPrefix(host, "/") || ip != nil && ip.IsLoopback()
+}
+
+// store returns the deploys' state store, nil if state.store is unset. A store on this host's
+// loopback is reached by docker's container-mode deploys if it is a store container on the
+// engine (it joins their networks); by nothing else.
+func (a *app) store(ctx context.Context) (*deploy.Store, error) {
+	dsn, err := a.cfg.Get("state.store")
+	if err != nil || dsn == "" {
+		return nil, err
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("state.store: %w: %w", err, agentenv.ErrInvalid)
+	}
+	s := &deploy.Store{Provider: stateProvider, DSN: dsn}
+	if !loopback(cfg.Host) {
+		s.Reach = net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
+		return s, nil
+	}
+	att, err := a.storeAttacher(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := att.Find(ctx); err == nil {
+		s.Networks = []string{"docker"}
+	} else if !errors.Is(err, agentenv.ErrNotFound) {
+		a.log.Warn("state store: cannot ask the docker engine for its container; deploys use service DB containers", "err", err)
+	}
+	return s, nil
+}
+
+func newStateCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "state",
+		Short: "A state store: one PostgreSQL server whose databases stand in for service DB containers",
+		Long: `With state.store (AGENTENV_STATE_STORE, or --state-store on env deploy, run and soak)
+naming a PostgreSQL server, each deployment's service DB is a database of its own on it,
+copied from a template that the env's init_sql and seed made once per env digest, with its
+own login roles. Every database is a ledger record: torn down with the deployment (verified
+gone from pg_database) and collected by gc. A store you name is borrowed: only the databases
+agentenv made in it are ever dropped. 'state up' starts a local store on the Docker engine.`,
+	}
+	cmd.AddCommand(newStateUpCmd(a), newStateDownCmd(a))
+	return cmd
+}
+
+func newStateUpCmd(a *app) *cobra.Command {
+	var f struct{ json bool }
+	cmd := &cobra.Command{
+		Use:   "up [--json]",
+		Short: "Start a local state store on the Docker engine and print its DSN",
+		Long: `up starts one PostgreSQL container (images.postgres), recorded and labelled like any
+sandbox, named ` + stateRecord + `, which joins the private network of each docker deployment
+that uses it. It stays until 'agentenv state down'. Use the DSN it prints as state.store:
+
+  export AGENTENV_STATE_STORE=$(agentenv state up --json | jq -r .dsn)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			dsn, err := stateUp(ctx, a, mgr)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(a.stdout, map[string]string{"dsn": dsn})
+			}
+			fmt.Fprintln(a.stdout, dsn)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&f.json, "json", false, `print {"dsn": ...}`)
+	return cmd
+}
+
+// stateUp starts the local store, or returns the DSN of the one running.
+func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager) (string, error) {
+	ls, err := readLocalStore()
+	if err != nil {
+		return "", err
+	}
+	if rec, err := mgr.Ledger().Get(ctx, stateRecord); err == nil && rec.State == agentenv.StateLive && ls != nil {
+		if _, err := mgr.Get(ctx, stateRecord); err == nil {
+			return ls.DSN, waitStore(ctx, ls.DSN)
+		}
+	}
+	image, err := a.cfg.Get("images.postgres")
+	if err != nil {
+		return "", err
+	}
+	password, err := randomHex(24)
+	if err != nil {
+		return "", err
+	}
+	if err := mgr.EnsureImages(ctx, "docker", image); err != nil {
+		return "", fmt.Errorf("state up: %w", err)
+	}
+	rec, sb, err := mgr.Create(ctx, lifecycle.CreateRequest{
+		Provider: "docker", ID: stateRecord, Role: roleStateStore, TTL: stateTTL,
+		Spec: agentenv.SandboxSpec{
+			Image: image,
+			// Many deployments at once, each a few sessions; its data is episodes' state, so
+			// commits need not wait for the disk.
+			Command: []string{"postgres", "-c", "max_connections=1000", "-c", "synchronous_commit=off", "-c", "shared_buffers=256MB"},
+			Env: map[string]string{
+				"POSTGRES_USER": "agentenv", "POSTGRES_PASSWORD": password, "POSTGRES_DB": "agentenv",
+				"POSTGRES_HOST_AUTH_METHOD": "scram-sha-256",
+				"POSTGRES_INITDB_ARGS":      "--auth-local=scram-sha-256 --auth-host=scram-sha-256",
+			},
+			Ports: []int{5432}, Memory: 4 << 30, CPUs: 2, Pids: 4096,
+		},
+	})
+	if err != nil {
+		return "", fmt.Errorf("state up: %w", err)
+	}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword("agentenv", password), Host: sb.Endpoints["5432"], Path: "/agentenv", RawQuery: "sslmode=disable"}
+	dsn := u.String()
+	if err := waitStore(ctx, dsn); err == nil {
+		err = mgr.Release(ctx, rec.Expires, rec.ID)
+	} else {
+		rc, _ := mgr.Teardown(ctx, []agentenv.Record{rec})
+		printReceipt(a.stderr, rc)
+		return "", fmt.Errorf("state up: %w", err)
+	}
+	path, err := localStorePath()
+	if err != nil {
+		return "", err
+	}
+	b, _ := json.Marshal(localStore{DSN: dsn, Container: sb.ID})
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", fmt.Errorf("state up: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return "", fmt.Errorf("state up: %w", err)
+	}
+	return dsn, nil
+}
+
+// waitStore waits, at most a minute, until the store at dsn answers a query.
+func waitStore(ctx context.Context, dsn string) error {
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var last error
+	for {
+		tctx, tcancel := context.WithTimeout(wctx, 3*time.Second)
+		conn, err := pgx.Connect(tctx, dsn)
+		if err == nil {
+			var one int
+			err = conn.QueryRow(tctx, "SELECT 1").Scan(&one)
+			cleanup.Do(tctx, 5*time.Second, conn.Close) //nolint:errcheck // the query said what matters
+		}
+		tcancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("state store not ready within a minute: %w", last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("password: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func newStateDownCmd(a *app) *cobra.Command {
+	var f struct{ force bool }
+	cmd := &cobra.Command{
+		Use:   "down [--force]",
+		Short: "Remove the local state store (refused while deployments use it, unless --force)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			ls, err := readLocalStore()
+			if err != nil {
+				return err
+			}
+			recs, err := mgr.Ledger().List(ctx, agentenv.Filter{Provider: stateProvider, States: []agentenv.State{agentenv.StateCreating, agentenv.StateLive, agentenv.StateTerminating, agentenv.StateTerminateFailed, agentenv.StateAbandoned}})
+			if err != nil {
+				return err
+			}
+			var mine, templates []agentenv.Record
+			if ls != nil {
+				dsn, _ := a.cfg.Get("state.store")
+				if dsn != ls.DSN && len(recs) > 0 {
+					return fmt.Errorf("state down: set state.store to the local store's DSN, so that its %d databases are dropped with their records: %w", len(recs), agentenv.ErrInvalid)
+				}
+				for _, r := range recs {
+					if r.Role == deploy.RoleTemplate {
+						templates = append(templates, r)
+					} else {
+						mine = append(mine, r)
+					}
+				}
+			}
+			if len(mine) > 0 && !f.force {
+				return fmt.Errorf("state down: %d databases of deployments are on the store (first: %s of deployment %s); tear them down first or pass --force: %w",
+					len(mine), mine[0].ID, mine[0].Deployment, agentenv.ErrConflict)
+			}
+			// The databases first, while their server still answers; then the server.
+			if dbs := append(mine, templates...); len(dbs) > 0 {
+				rc, terr := mgr.Teardown(ctx, dbs)
+				printReceipt(a.stderr, rc)
+				if terr != nil {
+					return terr
+				}
+			}
+			if rec, err := mgr.Ledger().Get(ctx, stateRecord); err == nil && rec.State != agentenv.StateGone {
+				rc, terr := mgr.Teardown(ctx, []agentenv.Record{rec})
+				printReceipt(a.stderr, rc)
+				if terr != nil {
+					return terr
+				}
+			}
+			if path, err := localStorePath(); err == nil {
+				if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("state down: %w", err)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&f.force, "force", false, "drop the databases of deployments still using the store too")
+	return cmd
+}

@@ -1,0 +1,84 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/engine"
+)
+
+// RoleStore is the role of a store's own container on a Docker engine (`agentenv state up`).
+const RoleStore agentenv.Role = "state_store"
+
+// DockerAttacher joins a store that is a container on a Docker engine (one of role RoleStore,
+// publishing the store's port) to the private networks of that engine's deployments. It finds
+// the container by the host port the store's DSN names, so any process with that DSN (a soak's
+// runner with a state folder of its own included) attaches the same container.
+type DockerAttacher struct {
+	cli  *client.Client
+	host string
+	port uint16
+
+	mu        sync.Mutex
+	container string
+}
+
+// NewDockerAttacher returns an Attacher for the store container publishing port on the engine
+// at host ("" for DOCKER_HOST or the default socket). It does no I/O.
+func NewDockerAttacher(host string, port uint16) (*DockerAttacher, error) {
+	cli, h, err := engine.Client(host)
+	if err != nil {
+		return nil, err
+	}
+	return &DockerAttacher{cli: cli, host: h, port: port}, nil
+}
+
+// Find returns the id of the store's container, or an error wrapping agentenv.ErrNotFound if
+// no running store container publishes the port.
+func (a *DockerAttacher) Find(ctx context.Context) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.container != "" {
+		return a.container, nil
+	}
+	f, err := engine.LabelFilter(map[string]string{agentenv.LabelRole: string(RoleStore)})
+	if err != nil {
+		return "", err
+	}
+	res, err := a.cli.ContainerList(ctx, client.ContainerListOptions{Filters: f})
+	if err != nil {
+		return "", fmt.Errorf("find the store's container: %w", engine.Kind(a.host, err))
+	}
+	for _, c := range res.Items {
+		for _, p := range c.Ports {
+			if p.PublicPort == a.port && p.PrivatePort == 5432 {
+				a.container = c.ID
+				return c.ID, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no store container on %s publishes port %d: %w", a.host, a.port, agentenv.ErrNotFound)
+}
+
+// Attach connects the store's container to network under aliases; a container already on
+// it is left as it is.
+func (a *DockerAttacher) Attach(ctx context.Context, networkID string, aliases []string) error {
+	id, err := a.Find(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = a.cli.NetworkConnect(ctx, networkID, client.NetworkConnectOptions{
+		Container:      id,
+		EndpointConfig: &network.EndpointSettings{Aliases: aliases},
+	})
+	if err != nil && !strings.Contains(err.Error(), "already exists") {
+		return fmt.Errorf("connect %s to %s: %w", id, networkID, engine.Kind(a.host, err))
+	}
+	return nil
+}
