@@ -40,6 +40,12 @@ type Config struct {
 	Reps       int         // samples of each deploy and sandbox measure; 5 if 0
 	Hellos     int         // runs of `agentenv run hello`; 10 if 0
 	Orphans    int         // sandboxes left by the killed process; 50 if 0
+	// StateStore is the PostgreSQL server of the store measures (DSN); if empty, the bench
+	// starts one with `agentenv state up` and removes it at the end.
+	StateStore string
+	// LoadEpisodes is how many concurrent episodes the load measure runs, with and without
+	// a store; 16 if 0.
+	LoadEpisodes int
 	// Only, if not empty, names the measures to take, of Steps' names; the others are skipped.
 	Only   []string
 	Logger *slog.Logger
@@ -56,6 +62,7 @@ type Results struct {
 	Gateway     []GatewayFigure `json:"gateway,omitempty"`
 	GatewayNote string          `json:"gateway_note,omitempty"`
 	Orphans     OrphanFigure    `json:"orphans"`
+	Load        []LoadFigure    `json:"load,omitempty"`
 	Problems    []string        `json:"problems,omitempty"`
 	Elapsed     time.Duration   `json:"elapsed_ns"`
 	byName      map[string]int  // index into Measures
@@ -81,6 +88,8 @@ func (r *Results) add(m Measure) {
 const (
 	DeployAgentenv   = "deploy to ready: agentenv env deploy"
 	TeardownAgentenv = "teardown: agentenv env teardown"
+	DeployStore      = "deploy to ready: agentenv env deploy --state-store"
+	TeardownStore    = "teardown: agentenv env teardown, a state store's database"
 	DeployCompose    = "deploy: docker compose up -d --wait"
 	TeardownCompose  = "teardown: docker compose down -t 1"
 	Hello            = "agentenv run hello"
@@ -92,7 +101,7 @@ const (
 )
 
 // Steps are the names of the measures, in the order Run takes them, for Config.Only.
-var Steps = []string{"deploy", "gateway", "hello", "sandbox", "gc"}
+var Steps = []string{"deploy", "gateway", "hello", "sandbox", "gc", "load"}
 
 func (c *Config) defaults() error {
 	if c.Binary == "" || c.Dir == "" || c.EnvFile == "" || c.Engine == nil {
@@ -114,6 +123,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Orphans <= 0 {
 		c.Orphans = 50
+	}
+	if c.LoadEpisodes <= 0 {
+		c.LoadEpisodes = 16
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -146,7 +158,9 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 		{"hello", "agentenv run hello", b.hello},
 		{"sandbox", "sandbox create and terminate, agentenv and docker", b.sandboxes},
 		{"gc", fmt.Sprintf("gc of %d orphans after kill -9", cfg.Orphans), b.orphans},
+		{"load", fmt.Sprintf("%d concurrent episodes, without and with a state store", cfg.LoadEpisodes), b.load},
 	}
+	defer b.stopStore()
 	for _, s := range steps {
 		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, s.name) {
 			continue
@@ -160,6 +174,8 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 	}
 	b.res.Comparisons = []Comparison{
 		{"deploy to ready", DeployAgentenv, DeployCompose},
+		{"deploy to ready with a state store", DeployStore, DeployCompose},
+		{"deploy to ready: a store's database against a service DB container", DeployStore, DeployAgentenv},
 		{"teardown", TeardownAgentenv, TeardownCompose},
 		{"sandbox create", CreateAgentenv, CreateDocker},
 		{"sandbox terminate", RemoveAgentenv, RemoveDocker},
@@ -170,8 +186,10 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 
 // bencher runs the measures of one Run.
 type bencher struct {
-	cfg Config
-	res Results
+	cfg     Config
+	res     Results
+	store   string // the state store's DSN, once known
+	started bool   // the bench started the store with `agentenv state up`
 }
 
 func (b *bencher) problem(format string, args ...any) {
