@@ -79,7 +79,7 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 				childEnv = append(os.Environ(), "AGENTENV_STATE_STORE="+f.stateStore)
 			}
 			rep, err := soak.Run(cmd.Context(), soak.Config{
-				Env: childEnv,
+				Env:    childEnv,
 				Binary: f.binary, Dir: f.dir, Engine: eng, Episodes: f.episodes, Rounds: f.rounds,
 				Kinds: kinds, Provider: a.providerFlag(f.provider), Image: f.image,
 				RoundTimeout: f.roundTimeout, Seed: f.seed, KeepLeftovers: f.keepLeftovers, Logger: a.log,
