@@ -154,13 +154,13 @@ func (s *soaker) round(ctx context.Context, n int, kind Kind) (r Round) {
 	return r
 }
 
-// inject waits until the round is under way (half of the episodes have a running container),
-// then does what kind says.
+// inject waits until the round is under way (half of the episodes have had a running
+// container, and some have one now), then does what kind says.
 func (s *soaker) inject(ctx context.Context, r *Round, kind Kind, c *child, w *watcher, deadline time.Time) {
 	want := max(1, s.cfg.Episodes/2)
-	if !w.waitRunning(want, c.exited, deadline) {
+	if !w.waitStarted(want, c.exited, deadline) {
 		if ctx.Err() == nil {
-			r.Injected = append(r.Injected, fmt.Sprintf("nothing: the runner exited or the deadline passed before %d episodes had a running container", want))
+			r.Injected = append(r.Injected, fmt.Sprintf("nothing: the runner exited or the deadline passed before %d episodes had had a running container", want))
 		}
 		return
 	}
