@@ -158,7 +158,7 @@ func (s *soaker) round(ctx context.Context, n int, kind Kind) (r Round) {
 // container, and some have one now), then does what kind says.
 func (s *soaker) inject(ctx context.Context, r *Round, kind Kind, c *child, w *watcher, deadline time.Time) {
 	want := max(1, s.cfg.Episodes/2)
-	if !w.waitStarted(want, c.exited, deadline) {
+	if !w.waitStarted(ctx, want, c.exited, deadline) {
 		if ctx.Err() == nil {
 			r.Injected = append(r.Injected, fmt.Sprintf("nothing: the runner exited or the deadline passed before %d episodes had had a running container", want))
 		}

@@ -101,11 +101,11 @@ func (w *watcher) running() map[string][]Resource {
 // runningRuns returns how many episodes have a running container.
 func (w *watcher) runningRuns() int { return len(w.running()) }
 
-// waitStarted waits until n episodes have had a running container and one has one now, stop
-// is closed or deadline passes, and reports whether the first happened. Under admission control
+// waitStarted waits until n episodes have had a running container and one has one now, ctx
+// ends, stop is closed or deadline passes, and reports whether the first happened. Under admission control
 // only a few episodes deploy at once, so "half of the round is under way" is counted over the
 // round, not at one instant.
-func (w *watcher) waitStarted(n int, stop <-chan struct{}, deadline time.Time) bool {
+func (w *watcher) waitStarted(ctx context.Context, n int, stop <-chan struct{}, deadline time.Time) bool {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	for {
@@ -118,6 +118,8 @@ func (w *watcher) waitStarted(n int, stop <-chan struct{}, deadline time.Time) b
 		select {
 		case <-changed:
 		case <-stop:
+			return false
+		case <-ctx.Done():
 			return false
 		case <-t.C:
 			return false
