@@ -123,7 +123,9 @@ func (b *bencher) storeDeploy(ctx context.Context, dsn string, deploy, teardown 
 		return
 	}
 	deploy.Samples = append(deploy.Samples, r.took)
-	if r, err = b.agentenv(ctx, shortTimeout, "env", "teardown", dep.ID); err != nil {
+	// The teardown reaches the store's database through state.store, as a user's would.
+	r, err = b.exec(ctx, shortTimeout, []string{"AGENTENV_STATE_STORE=" + dsn}, b.cfg.Binary, "--ledger", filepath.Join(b.cfg.Dir, "ledger.db"), "env", "teardown", dep.ID)
+	if err != nil {
 		b.problem("agentenv env teardown %s: %v", dep.ID, err)
 		return
 	}
