@@ -40,11 +40,11 @@ type Config struct {
 	Reps       int         // samples of each deploy and sandbox measure; 5 if 0
 	Hellos     int         // runs of `agentenv run hello`; 10 if 0
 	Orphans    int         // sandboxes left by the killed process; 50 if 0
-	// StateStore is the PostgreSQL server of the store measures (DSN); if empty, the bench
-	// starts one with `agentenv state up` and removes it at the end.
+	// StateStore is the PostgreSQL server of the load measure's round with a store (DSN); if
+	// empty, the bench starts one with `agentenv state up --name` and removes it after.
 	StateStore string
-	// LoadEpisodes is how many concurrent episodes the load measure runs, with and without
-	// a store; 16 if 0.
+	// LoadEpisodes is how many concurrent episodes the load measure runs, without and with a
+	// state store; 16 if 0.
 	LoadEpisodes int
 	// Only, if not empty, names the measures to take, of Steps' names; the others are skipped.
 	Only   []string
@@ -88,8 +88,6 @@ func (r *Results) add(m Measure) {
 const (
 	DeployAgentenv   = "deploy to ready: agentenv env deploy"
 	TeardownAgentenv = "teardown: agentenv env teardown"
-	DeployStore      = "deploy to ready: agentenv env deploy --state-store"
-	TeardownStore    = "teardown: agentenv env teardown, a state store's database"
 	DeployCompose    = "deploy: docker compose up -d --wait"
 	TeardownCompose  = "teardown: docker compose down -t 1"
 	Hello            = "agentenv run hello"
@@ -101,7 +99,7 @@ const (
 )
 
 // Steps are the names of the measures, in the order Run takes them, for Config.Only.
-var Steps = []string{"deploy", "gateway", "hello", "sandbox", "gc", "load"}
+var Steps = []string{"deploy", "store", "gateway", "hello", "sandbox", "gc", "load"}
 
 func (c *Config) defaults() error {
 	if c.Binary == "" || c.Dir == "" || c.EnvFile == "" || c.Engine == nil {
@@ -154,13 +152,13 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 		fn        func(context.Context)
 	}{
 		{"deploy", "deploy and teardown, agentenv and docker compose", b.deploys},
+		{"store", "deploy and teardown with the service DB in a state store, and without", b.storeDeploys},
 		{"gateway", "gateway tools/call against direct calls (go test -bench)", b.gateway},
 		{"hello", "agentenv run hello", b.hello},
 		{"sandbox", "sandbox create and terminate, agentenv and docker", b.sandboxes},
 		{"gc", fmt.Sprintf("gc of %d orphans after kill -9", cfg.Orphans), b.orphans},
 		{"load", fmt.Sprintf("%d concurrent episodes, without and with a state store", cfg.LoadEpisodes), b.load},
 	}
-	defer b.stopStore()
 	for _, s := range steps {
 		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, s.name) {
 			continue
@@ -174,9 +172,9 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 	}
 	b.res.Comparisons = []Comparison{
 		{"deploy to ready", DeployAgentenv, DeployCompose},
-		{"deploy to ready with a state store", DeployStore, DeployCompose},
-		{"deploy to ready: a store's database against a service DB container", DeployStore, DeployAgentenv},
 		{"teardown", TeardownAgentenv, TeardownCompose},
+		{"deploy to ready, state store", DeployStore, DeployAgentenv + " (alternating with the store's)"},
+		{"deploy to ready, state store vs compose", DeployStore, DeployCompose},
 		{"sandbox create", CreateAgentenv, CreateDocker},
 		{"sandbox terminate", RemoveAgentenv, RemoveDocker},
 	}
@@ -186,10 +184,8 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 
 // bencher runs the measures of one Run.
 type bencher struct {
-	cfg     Config
-	res     Results
-	store   string // the state store's DSN, once known
-	started bool   // the bench started the store with `agentenv state up`
+	cfg Config
+	res Results
 }
 
 func (b *bencher) problem(format string, args ...any) {

@@ -33,20 +33,13 @@ const (
 func (b *bencher) deploys(ctx context.Context) {
 	ad, at := Measure{Name: DeployAgentenv}, Measure{Name: TeardownAgentenv}
 	cd, ct := Measure{Name: DeployCompose}, Measure{Name: TeardownCompose}
-	sd, st := Measure{Name: DeployStore}, Measure{Name: TeardownStore}
 	ad.Note = "until every MCP server answers and the gateway's tools probe passes"
 	cd.Note = "until every container runs and the service DB's healthcheck passes"
-	sd.Note = "as above, the service DB a database of a state store (copied from its env's template) instead of a container"
 	defer func() {
-		for _, m := range []Measure{ad, at, sd, st, cd, ct} {
+		for _, m := range []Measure{ad, at, cd, ct} {
 			b.res.add(m)
 		}
 	}()
-	store, serr := b.stateStore(ctx)
-	if serr != nil {
-		sd.Skipped, st.Skipped = serr.Error(), serr.Error()
-		b.problem("state store: %v", serr)
-	}
 	compose := composeAvailable(ctx)
 	var file, project string
 	if compose != nil {
@@ -85,9 +78,6 @@ func (b *bencher) deploys(ctx context.Context) {
 		}
 		at.Samples = append(at.Samples, r.took)
 
-		if serr == nil {
-			b.storeDeploy(ctx, store, &sd, &st)
-		}
 		if compose != nil {
 			continue
 		}
@@ -108,28 +98,6 @@ func (b *bencher) deploys(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// storeDeploy takes one sample of a deploy and a teardown whose service DB is a database of
-// the state store at dsn.
-func (b *bencher) storeDeploy(ctx context.Context, dsn string, deploy, teardown *Measure) {
-	r, err := b.agentenv(ctx, deployTimeout, "env", "deploy", b.cfg.EnvFile, "--json", "--ttl", "30m", "--state-store", dsn)
-	var dep struct{ ID string }
-	if err == nil {
-		err = json.Unmarshal([]byte(r.stdout), &dep)
-	}
-	if err != nil {
-		b.problem("agentenv env deploy --state-store: %v", err)
-		return
-	}
-	deploy.Samples = append(deploy.Samples, r.took)
-	// The teardown reaches the store's database through state.store, as a user's would.
-	r, err = b.exec(ctx, shortTimeout, []string{"AGENTENV_STATE_STORE=" + dsn}, b.cfg.Binary, "--ledger", filepath.Join(b.cfg.Dir, "ledger.db"), "env", "teardown", dep.ID)
-	if err != nil {
-		b.problem("agentenv env teardown %s: %v", dep.ID, err)
-		return
-	}
-	teardown.Samples = append(teardown.Samples, r.took)
 }
 
 // composeAvailable returns nil when `docker compose` runs.

@@ -4,93 +4,91 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
+	"math/rand/v2"
 	"path/filepath"
+	"time"
 
 	"github.com/agentenv/agentenv/internal/cleanup"
-	"github.com/agentenv/agentenv/soak"
 )
 
-// stateStore returns the DSN of the store measures: Config.StateStore, else a local store the
-// bench starts once with `agentenv state up --json` (and stopStore removes).
-func (b *bencher) stateStore(ctx context.Context) (string, error) {
-	if b.store != "" {
-		return b.store, nil
-	}
-	if b.cfg.StateStore != "" {
-		b.store = b.cfg.StateStore
-		return b.store, nil
-	}
-	r, err := b.agentenv(ctx, deployTimeout, "state", "up", "--json")
-	if err != nil {
-		return "", err
-	}
-	var out struct{ DSN string }
-	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.DSN == "" {
-		return "", fmt.Errorf("agentenv state up printed no dsn: %q", tail(r.stdout, 200))
-	}
-	b.store, b.started = out.DSN, true
-	return b.store, nil
-}
+// Names of the state store's measures.
+const (
+	DeployStore   = "deploy to ready: agentenv env deploy, service DB in a state store"
+	TeardownStore = "teardown: agentenv env teardown, service DB in a state store"
+)
 
-// stopStore removes the store the bench started, if it did.
-func (b *bencher) stopStore() {
-	if !b.started {
+// storeDeploys deploys the env with its service DB a database of a local state store (`agentenv
+// state up`, started for the bench and taken down after), alternating with deploys that give
+// it a container, so the two are measured over the same phase of the shared machine. The
+// first deploy on the store makes the env's template (init_sql and seed run once); it is
+// measured apart.
+func (b *bencher) storeDeploys(ctx context.Context) {
+	sd, st := Measure{Name: DeployStore}, Measure{Name: TeardownStore}
+	sd.Note = "the env's template made before the first sample; each deploy copies it"
+	cd := Measure{Name: DeployAgentenv + " (alternating with the store's)"}
+	defer func() {
+		for _, m := range []Measure{sd, st, cd} {
+			b.res.add(m)
+		}
+	}()
+	name := fmt.Sprintf("agentenv-bench-state-%x", rand.Uint32())
+	r, err := b.agentenv(ctx, deployTimeout, "state", "up", "--json", "--name", name)
+	var up struct{ DSN string }
+	if err == nil {
+		err = json.Unmarshal([]byte(r.stdout), &up)
+	}
+	if err != nil {
+		b.problem("agentenv state up: %v", err)
+		sd.Skipped, st.Skipped, cd.Skipped = err.Error(), err.Error(), err.Error()
 		return
 	}
-	ctx, cancel := cleanup.Context(context.Background(), shortTimeout)
-	defer cancel()
-	if _, err := b.agentenv(ctx, shortTimeout, "state", "down", "--force"); err != nil {
-		b.problem("agentenv state down: %v", err)
+	defer func() {
+		if _, err := b.agentenv(cleanup.Unbounded(ctx), shortTimeout, "state", "down", "--force", "--name", name, "--state-store", up.DSN); err != nil {
+			b.problem("agentenv state down: %v", err)
+		}
+	}()
+	deploy := func(store bool) (took, down time.Duration, ok bool) {
+		// The store's deployments are torn down (and gc'd) with the store configured, as a
+		// user's config or AGENTENV_STATE_STORE would have it; the others never see it.
+		var env []string
+		if store {
+			env = []string{"AGENTENV_STATE_STORE=" + up.DSN}
+		}
+		run := func(timeout time.Duration, args ...string) (result, error) {
+			return b.exec(ctx, timeout, env, b.cfg.Binary, append([]string{"--ledger", filepath.Join(b.cfg.Dir, "ledger.db")}, args...)...)
+		}
+		r, err := run(deployTimeout, "env", "deploy", b.cfg.EnvFile, "--json", "--ttl", "30m")
+		var dep struct{ ID string }
+		if err == nil {
+			err = json.Unmarshal([]byte(r.stdout), &dep)
+		}
+		if err != nil {
+			b.problem("agentenv env deploy (store %v): %v", store, err)
+			return 0, 0, false
+		}
+		td, err := run(shortTimeout, "env", "teardown", dep.ID)
+		if err != nil {
+			b.problem("agentenv env teardown %s: %v", dep.ID, err)
+			return 0, 0, false
+		}
+		return r.took, td.took, true
 	}
-	b.started = false
-}
-
-// LoadFigure is one soak round of concurrent episodes as the bench ran it.
-type LoadFigure struct {
-	Episodes int       `json:"episodes"`
-	Store    bool      `json:"store"` // the service DBs were databases of a state store
-	Passed   int       `json:"passed"`
-	Holds    bool      `json:"holds"` // every episode passed, nothing left, no false warning
-	Load     soak.Load `json:"load"`
-	Failure  string    `json:"failure,omitempty"`
-}
-
-// load runs one steady soak round of LoadEpisodes concurrent episodes without a store, then
-// one with, and keeps what each cost: throughput, deploy to ready, queue wait, peak memory.
-func (b *bencher) load(ctx context.Context) {
-	for _, withStore := range []bool{false, true} {
+	// The template.
+	first, _, ok := deploy(true)
+	if !ok {
+		return
+	}
+	sd.Note += fmt.Sprintf(" (the first, which made it, took %s)", first.Round(time.Millisecond))
+	for range b.cfg.Reps {
 		if ctx.Err() != nil {
 			return
 		}
-		env := os.Environ()
-		if withStore {
-			dsn, err := b.stateStore(ctx)
-			if err != nil {
-				b.problem("load with a store: %v", err)
-				return
-			}
-			env = append(env, "AGENTENV_STATE_STORE="+dsn)
+		if took, _, ok := deploy(false); ok {
+			cd.Samples = append(cd.Samples, took)
 		}
-		dir := filepath.Join(b.cfg.Dir, fmt.Sprintf("load-%d-store-%t", b.cfg.LoadEpisodes, withStore))
-		rep, err := soak.Run(ctx, soak.Config{
-			Binary: b.cfg.Binary, Dir: dir, Engine: b.cfg.Engine, Episodes: b.cfg.LoadEpisodes, Rounds: 1,
-			Kinds: []soak.Kind{soak.Steady}, Image: b.imageForSoak(), Env: env, Logger: b.cfg.Logger,
-		})
-		if err != nil || len(rep.Rounds) == 0 {
-			b.problem("load of %d episodes (store %t): %v", b.cfg.LoadEpisodes, withStore, err)
-			continue
+		if took, down, ok := deploy(true); ok {
+			sd.Samples = append(sd.Samples, took)
+			st.Samples = append(st.Samples, down)
 		}
-		r := rep.Rounds[0]
-		b.res.Load = append(b.res.Load, LoadFigure{Episodes: b.cfg.LoadEpisodes, Store: withStore, Passed: r.Passed,
-			Holds: r.Holds(), Load: r.Load, Failure: r.Failure()})
 	}
-}
-
-// imageForSoak is the bench's image of agentenv's own components when it is not the default.
-func (b *bencher) imageForSoak() string {
-	if b.cfg.Image == "agentenv:dev" {
-		return ""
-	}
-	return b.cfg.Image
 }

@@ -83,7 +83,13 @@ func (st *stack) topology(host func(string) string) spec.TopologyOptions {
 // roles; container mode has made the private network the store joins.
 func (st *stack) upStore(ctx context.Context) error {
 	c := spec.Component{Name: "servicedb", Role: agentenv.RoleServiceDB}
-	tpl, err := st.template(ctx)
+	var tpl string
+	var err error
+	if st.env.ServiceDB.FromSnapshot != "" {
+		tpl, err = st.snapshotTemplate(ctx)
+	} else {
+		tpl, err = st.template(ctx)
+	}
 	if err != nil {
 		st.emit(c, "failed", err.Error())
 		return fmt.Errorf("servicedb: state store template: %w", err)

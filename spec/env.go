@@ -151,6 +151,10 @@ type ServiceDB struct {
 	InitSQL []string `yaml:"init_sql"`
 	// Seed are SQL files, relative to the env file, run after InitSQL: the initial data.
 	Seed []string `yaml:"seed"`
+	// FromSnapshot names a snapshot in the state store (`agentenv env snapshot`) that the
+	// deployment's database is copied from, in place of running InitSQL and Seed. It needs a
+	// state store; a deploy fails naming this field when the store has no such snapshot.
+	FromSnapshot string `yaml:"from_snapshot"`
 	// WebUI is the DB web UI sidecar (adminer by default).
 	WebUI Sidecar `yaml:"web_ui"`
 	// DBMCP is the db-mcp sidecar, an MCP server over SQL on the whole database, as the

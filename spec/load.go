@@ -106,7 +106,7 @@ func (d *decoder) decodeServer(n *yaml.Node, path string, s *Server) {
 }
 
 func (d *decoder) decodeServiceDB(n *yaml.Node, path string, db *ServiceDB) {
-	known := []string{"image", "user", "password", "database", "init_sql", "seed", "web_ui", "db_mcp", "ready_timeout", "resources"}
+	known := []string{"image", "user", "password", "database", "init_sql", "seed", "from_snapshot", "web_ui", "db_mcp", "ready_timeout", "resources"}
 	d.Fields(n, path, known, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "image":
@@ -121,6 +121,8 @@ func (d *decoder) decodeServiceDB(n *yaml.Node, path string, db *ServiceDB) {
 			db.InitSQL = d.Strings(v, p)
 		case "seed":
 			db.Seed = d.Strings(v, p)
+		case "from_snapshot":
+			db.FromSnapshot = d.Str(v, p)
 		case "web_ui":
 			d.decodeSidecar(v, p, &db.WebUI)
 		case "db_mcp":

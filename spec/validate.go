@@ -77,6 +77,16 @@ func (c *checker) line(path string) int {
 	return 0
 }
 
+// SnapshotName is what the name of a snapshot of env state looks like.
+var SnapshotName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$`)
+
+// FieldError is a problem with a field that only a deployer finds (a snapshot the store does
+// not have), naming the file and the field's line as Load's errors do.
+func (e *Env) FieldError(path, format string, args ...any) error {
+	c := &checker{e: e}
+	return &Error{File: e.File, Line: c.line(path), Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
 func (c *checker) errorf(path, format string, args ...any) {
 	if c.failedAt(path) {
 		return // already reported as a decode error
@@ -207,6 +217,9 @@ func (c *checker) serviceDB(p string, db *ServiceDB) {
 	}
 	c.files(p+".init_sql", db.InitSQL)
 	c.files(p+".seed", db.Seed)
+	if db.FromSnapshot != "" && !SnapshotName.MatchString(db.FromSnapshot) {
+		c.errorf(p+".from_snapshot", "invalid snapshot name %q: want 1-40 of [a-z0-9-], starting and ending with a letter or digit", db.FromSnapshot)
+	}
 	for _, sc := range []struct {
 		path string
 		s    *Sidecar

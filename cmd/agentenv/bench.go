@@ -104,7 +104,7 @@ repository root.`,
 	fl := cmd.Flags()
 	fl.IntVar(&f.reps, "reps", 5, "samples of each deploy and sandbox measure")
 	fl.IntVar(&f.loadEpisodes, "load-episodes", 16, "concurrent episodes of the load measure, run without and with a state store")
-	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server of the store measures (default: one started with 'agentenv state up' and removed after)")
+	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server of the load measure's round with a store (default: one started with 'agentenv state up --name' and removed after)")
 	fl.IntVar(&f.hellos, "hellos", 10, "runs of agentenv run hello")
 	fl.IntVar(&f.orphans, "orphans", 50, "sandboxes left by the killed process for gc")
 	fl.StringVar(&f.image, "image", "agentenv:dev", "image of the bare sandboxes and orphans")

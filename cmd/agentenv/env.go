@@ -11,6 +11,7 @@ import (
 
 func newEnvCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "env", Short: "Validate, render, deploy and tear down environments"}
+	cmd.AddCommand(newEnvSnapshotCmd(a))
 	cmd.AddCommand(newEnvValidateCmd(a), newEnvRenderCmd(a), newEnvSchemaCmd(a),
 		newEnvDeployCmd(a), newEnvLsCmd(a), newEnvGetCmd(a), newEnvTeardownCmd(a))
 	return cmd

@@ -42,17 +42,17 @@ type localStore struct {
 	Container string `json:"container"`
 }
 
-func localStorePath() (string, error) {
+func localStorePath(name string) (string, error) {
 	sd, err := stateDir()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(sd, "state-store.json"), nil
+	return filepath.Join(sd, name+".json"), nil
 }
 
-// readLocalStore returns the local store, or nil if none was started.
-func readLocalStore() (*localStore, error) {
-	path, err := localStorePath()
+// readLocalStore returns the local store name, or nil if none was started.
+func readLocalStore(name string) (*localStore, error) {
+	path, err := localStorePath(name)
 	if err != nil {
 		return nil, err
 	}
@@ -155,14 +155,74 @@ own login roles. Every database is a ledger record: torn down with the deploymen
 gone from pg_database) and collected by gc. A store you name is borrowed: only the databases
 agentenv made in it are ever dropped. 'state up' starts a local store on the Docker engine.`,
 	}
-	cmd.AddCommand(newStateUpCmd(a), newStateDownCmd(a))
+	cmd.AddCommand(newStateUpCmd(a), newStateDownCmd(a), newStateRmSnapshotCmd(a))
 	return cmd
 }
 
-func newStateUpCmd(a *app) *cobra.Command {
-	var f struct{ json bool }
+// newEnvSnapshotCmd is `agentenv env snapshot`.
+func newEnvSnapshotCmd(a *app) *cobra.Command {
+	var f struct{ name, stateStore string }
 	cmd := &cobra.Command{
-		Use:   "up [--json]",
+		Use:   "snapshot DEPLOYMENT --name NAME",
+		Short: "Save a deployment's service DB (each server's schema) as a named snapshot in the state store",
+		Long: `snapshot copies the deployment's database in the state store into a template database
+named NAME, recorded in the ledger until 'agentenv state rm-snapshot NAME'. An env file's
+service_db.from_snapshot: NAME then deploys from it, so a long load_data is paid once. The
+deployment's open sessions are closed for the moment of the copy; its servers reconnect. A
+deployment whose service DB is a container cannot be snapshotted: deploy it with a store.`,
+		Example: `  agentenv env snapshot dep-0123456789ab --name seeded`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if f.name == "" {
+				return usageError{"env snapshot: --name is required"}
+			}
+			a.setStateStore(f.stateStore)
+			mgr, err := a.manager(ctx)
+			if err != nil {
+				return err
+			}
+			store, err := a.store(ctx)
+			if err != nil {
+				return err
+			}
+			rec, err := deploy.New(mgr, a.log).Snapshot(ctx, args[0], f.name, store)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "snapshot %s (record %s) of deployment %s\n", f.name, rec.ID, args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&f.name, "name", "", "the snapshot's name, 1-40 of [a-z0-9-]")
+	cmd.Flags().StringVar(&f.stateStore, "state-store", "", "the state store (overrides state.store)")
+	return cmd
+}
+
+func newStateRmSnapshotCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm-snapshot NAME",
+		Short: "Remove a snapshot of env state from the store, with a verified receipt",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mgr, err := a.manager(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rc, err := deploy.New(mgr, a.log).RemoveSnapshot(cmd.Context(), args[0])
+			printReceipt(a.stdout, rc)
+			return err
+		},
+	}
+}
+
+func newStateUpCmd(a *app) *cobra.Command {
+	var f struct {
+		json bool
+		name string
+	}
+	cmd := &cobra.Command{
+		Use:   "up [--json] [--name NAME]",
 		Short: "Start a local state store on the Docker engine and print its DSN",
 		Long: `up starts one PostgreSQL container (images.postgres), recorded and labelled like any
 sandbox, named ` + stateRecord + `, which joins the private network of each docker deployment
@@ -176,7 +236,7 @@ that uses it. It stays until 'agentenv state down'. Use the DSN it prints as sta
 			if err != nil {
 				return err
 			}
-			dsn, err := stateUp(ctx, a, mgr)
+			dsn, err := stateUp(ctx, a, mgr, f.name)
 			if err != nil {
 				return err
 			}
@@ -188,17 +248,18 @@ that uses it. It stays until 'agentenv state down'. Use the DSN it prints as sta
 		},
 	}
 	cmd.Flags().BoolVar(&f.json, "json", false, `print {"dsn": ...}`)
+	cmd.Flags().StringVar(&f.name, "name", stateRecord, "the store's record id and container name")
 	return cmd
 }
 
 // stateUp starts the local store, or returns the DSN of the one running.
-func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager) (string, error) {
-	ls, err := readLocalStore()
+func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager, name string) (string, error) {
+	ls, err := readLocalStore(name)
 	if err != nil {
 		return "", err
 	}
-	if rec, err := mgr.Ledger().Get(ctx, stateRecord); err == nil && rec.State == agentenv.StateLive && ls != nil {
-		if _, err := mgr.Get(ctx, stateRecord); err == nil {
+	if rec, err := mgr.Ledger().Get(ctx, name); err == nil && rec.State == agentenv.StateLive && ls != nil {
+		if _, err := mgr.Get(ctx, name); err == nil {
 			return ls.DSN, waitStore(ctx, ls.DSN)
 		}
 	}
@@ -214,7 +275,7 @@ func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager) (string, error
 		return "", fmt.Errorf("state up: %w", err)
 	}
 	rec, sb, err := mgr.Create(ctx, lifecycle.CreateRequest{
-		Provider: "docker", ID: stateRecord, Role: roleStateStore, TTL: stateTTL,
+		Provider: "docker", ID: name, Role: roleStateStore, TTL: stateTTL,
 		Spec: agentenv.SandboxSpec{
 			Image: image,
 			// Many deployments at once, each a few sessions; its data is episodes' state, so
@@ -233,14 +294,16 @@ func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager) (string, error
 	}
 	u := url.URL{Scheme: "postgres", User: url.UserPassword("agentenv", password), Host: sb.Endpoints["5432"], Path: "/agentenv", RawQuery: "sslmode=disable"}
 	dsn := u.String()
-	if err := waitStore(ctx, dsn); err == nil {
+	err = waitStore(ctx, dsn)
+	if err == nil {
 		err = mgr.Release(ctx, rec.Expires, rec.ID)
-	} else {
+	}
+	if err != nil {
 		rc, _ := mgr.Teardown(ctx, []agentenv.Record{rec})
 		printReceipt(a.stderr, rc)
 		return "", fmt.Errorf("state up: %w", err)
 	}
-	path, err := localStorePath()
+	path, err := localStorePath(name)
 	if err != nil {
 		return "", err
 	}
@@ -289,18 +352,25 @@ func randomHex(n int) (string, error) {
 }
 
 func newStateDownCmd(a *app) *cobra.Command {
-	var f struct{ force bool }
+	var f struct {
+		force            bool
+		name, stateStore string
+	}
 	cmd := &cobra.Command{
-		Use:   "down [--force]",
+		Use:   "down [--force] [--name NAME]",
 		Short: "Remove the local state store (refused while deployments use it, unless --force)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			mgr, err := a.manager(ctx)
+			a.setStateStore(f.stateStore)
+			ls, err := readLocalStore(f.name)
 			if err != nil {
 				return err
 			}
-			ls, err := readLocalStore()
+			if ls != nil && a.cfg.Raw("state.store") == "" {
+				a.setStateStore(ls.DSN) // its databases' records need the store's provider
+			}
+			mgr, err := a.manager(ctx)
 			if err != nil {
 				return err
 			}
@@ -334,14 +404,14 @@ func newStateDownCmd(a *app) *cobra.Command {
 					return terr
 				}
 			}
-			if rec, err := mgr.Ledger().Get(ctx, stateRecord); err == nil && rec.State != agentenv.StateGone {
+			if rec, err := mgr.Ledger().Get(ctx, f.name); err == nil && rec.State != agentenv.StateGone {
 				rc, terr := mgr.Teardown(ctx, []agentenv.Record{rec})
 				printReceipt(a.stderr, rc)
 				if terr != nil {
 					return terr
 				}
 			}
-			if path, err := localStorePath(); err == nil {
+			if path, err := localStorePath(f.name); err == nil {
 				if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return fmt.Errorf("state down: %w", err)
 				}
@@ -350,5 +420,7 @@ func newStateDownCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&f.force, "force", false, "drop the databases of deployments still using the store too")
+	cmd.Flags().StringVar(&f.name, "name", stateRecord, "the store's record id and container name")
+	cmd.Flags().StringVar(&f.stateStore, "state-store", "", "the store's DSN (default: state.store, else the one 'state up --name' printed)")
 	return cmd
 }

@@ -140,7 +140,7 @@ func DatabaseName(record string) string { return DatabasePrefix + record }
 // the database's name, so that Terminate finds every role made for it, and at most 63 bytes
 // (PostgreSQL's limit, past which it would cut names and let two collide).
 func RoleName(database, name string) string {
-	prefix := rolePrefix(database)
+	prefix := RolePrefix(database)
 	if len(prefix)+len(name) <= 63 {
 		return prefix + name
 	}
@@ -148,8 +148,8 @@ func RoleName(database, name string) string {
 	return prefix + name[:63-len(prefix)-9] + "_" + hex.EncodeToString(h[:4])
 }
 
-// rolePrefix begins the name of every login role made for database.
-func rolePrefix(database string) string {
+// RolePrefix begins the name of every login role made for database.
+func RolePrefix(database string) string {
 	h := sha256.Sum256([]byte(database))
 	return "ae" + hex.EncodeToString(h[:6]) + "_"
 }
@@ -290,7 +290,7 @@ END $agentenv$`, literal(name))); err != nil {
 	if _, err := pool.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", ident(name))); err != nil {
 		return mapErr(err)
 	}
-	rows, err := pool.Query(ctx, `SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1)`, rolePrefix(name))
+	rows, err := pool.Query(ctx, `SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1)`, RolePrefix(name))
 	if err != nil {
 		return mapErr(err)
 	}

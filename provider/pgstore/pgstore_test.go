@@ -12,8 +12,8 @@ func TestRoleName(t *testing.T) {
 	if len(a) > 63 || len(b) > 63 || a == b {
 		t.Errorf("RoleName of long names = %q, %q: want distinct names of at most 63 bytes", a, b)
 	}
-	if got := RoleName(db, "notes"); !strings.HasPrefix(got, rolePrefix(db)) || !strings.HasSuffix(got, "_notes") {
-		t.Errorf("RoleName(notes) = %q, want %s…_notes", got, rolePrefix(db))
+	if got := RoleName(db, "notes"); !strings.HasPrefix(got, RolePrefix(db)) || !strings.HasSuffix(got, "_notes") {
+		t.Errorf("RoleName(notes) = %q, want %s…_notes", got, RolePrefix(db))
 	}
 	if RoleName(DatabaseName("servicedb-other"), "notes") == RoleName(db, "notes") {
 		t.Error("two databases' roles share a name")
