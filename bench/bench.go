@@ -40,6 +40,12 @@ type Config struct {
 	Reps       int         // samples of each deploy and sandbox measure; 5 if 0
 	Hellos     int         // runs of `agentenv run hello`; 10 if 0
 	Orphans    int         // sandboxes left by the killed process; 50 if 0
+	// StateStore is the PostgreSQL server of the load measure's round with a store (DSN); if
+	// empty, the bench starts one with `agentenv state up --name` and removes it after.
+	StateStore string
+	// LoadEpisodes is how many concurrent episodes the load measure runs, without and with a
+	// state store; 16 if 0.
+	LoadEpisodes int
 	// Only, if not empty, names the measures to take, of Steps' names; the others are skipped.
 	Only   []string
 	Logger *slog.Logger
@@ -56,6 +62,7 @@ type Results struct {
 	Gateway     []GatewayFigure `json:"gateway,omitempty"`
 	GatewayNote string          `json:"gateway_note,omitempty"`
 	Orphans     OrphanFigure    `json:"orphans"`
+	Load        []LoadFigure    `json:"load,omitempty"`
 	Problems    []string        `json:"problems,omitempty"`
 	Elapsed     time.Duration   `json:"elapsed_ns"`
 	byName      map[string]int  // index into Measures
@@ -92,7 +99,7 @@ const (
 )
 
 // Steps are the names of the measures, in the order Run takes them, for Config.Only.
-var Steps = []string{"deploy", "store", "gateway", "hello", "sandbox", "gc"}
+var Steps = []string{"deploy", "store", "gateway", "hello", "sandbox", "gc", "load"}
 
 func (c *Config) defaults() error {
 	if c.Binary == "" || c.Dir == "" || c.EnvFile == "" || c.Engine == nil {
@@ -114,6 +121,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Orphans <= 0 {
 		c.Orphans = 50
+	}
+	if c.LoadEpisodes <= 0 {
+		c.LoadEpisodes = 16
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -147,6 +157,7 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 		{"hello", "agentenv run hello", b.hello},
 		{"sandbox", "sandbox create and terminate, agentenv and docker", b.sandboxes},
 		{"gc", fmt.Sprintf("gc of %d orphans after kill -9", cfg.Orphans), b.orphans},
+		{"load", fmt.Sprintf("%d concurrent episodes, without and with a state store", cfg.LoadEpisodes), b.load},
 	}
 	for _, s := range steps {
 		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, s.name) {

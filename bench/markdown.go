@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentenv/agentenv/soak"
 )
 
 // Markers around the part of BENCHMARKS.md that a bench run rewrites.
@@ -57,6 +59,20 @@ func Markdown(res Results) string {
 	o := res.Orphans
 	p("\ngc after kill -9: a process created %d sandboxes (%s until all were up) and was killed with SIGKILL; `agentenv gc` removed them in %s, leaving %d.\n",
 		o.Created, format(o.Create), format(o.GC), len(o.Left))
+	if len(res.Load) > 0 {
+		p("\nConcurrent episodes (one steady soak round of the built-in notes task each; deploy to ready counts from admission; the machine's memory is all in use on it, other users included):\n\n")
+		p("| episodes | service DB | passed | episodes/min | deploy to ready p50 / p95 | queue wait p50 / max | peak memory: machine (at the start) | agentenv runner peak RSS |\n|---|---|---|---|---|---|---|---|\n")
+		for _, f := range res.Load {
+			where := "a container each"
+			if f.Store {
+				where = "a state store's database"
+			}
+			l := f.Load
+			p("| %d | %s | %d | %.1f | %s / %s | %s / %s | %s (%s) | %s |\n", f.Episodes, where, f.Passed, l.EpisodesPerMin,
+				format(l.ReadyP50), format(l.ReadyP95), format(l.QueueP50), format(l.QueueMax),
+				soak.Bytes(l.MachinePeak), soak.Bytes(l.MachineBase), soak.Bytes(l.RunnerPeak))
+		}
+	}
 	if len(res.Problems) > 0 {
 		p("\nProblems during this run:\n\n")
 		for _, pr := range res.Problems {

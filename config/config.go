@@ -85,6 +85,8 @@ var Keys = []Key{
 	{Name: "env.pass", Default: "", Doc: "variables env files' env:NAME references may read, a list (pass = [\"A\", \"B\"]) or A,B; --pass-env adds to it"},
 	{Name: "lifecycle.call_timeout", Default: "60s", Doc: "bound on one other provider call (health, listing, files, logs)"},
 	{Name: "lifecycle.exec_timeout", Default: "10m", Doc: "bound on one command run in a sandbox or a VM's stack"},
+	{Name: "lifecycle.max_parallel_creates", Default: "0", Doc: "deploys (and creates outside one) each provider starts at once, the rest wait in a queue; 0: sized from the provider (docker: 2 per engine CPU, 512 MiB each, fewer while container starts are slow), unlimited where it cannot say"},
+	{Name: "lifecycle.admit_wait", Default: "30m", Doc: "bound on how long a deploy or create waits in the admission queue"},
 	{Name: "gateway.max_conns", Doc: "connections open at once on every deployed gateway, over the env file's gateway.max_conns (empty: the env file's, else 4096)"},
 	{Name: "gateway.max_sessions", Doc: "MCP sessions open at once on every deployed gateway, over the env file's gateway.max_sessions (empty: the env file's, else 256)"},
 	{Name: "images.runtime", Default: "agentenv:dev", Doc: "image of agentenv's own components (gateway, example servers, db-mcp)"},

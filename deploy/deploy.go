@@ -28,7 +28,8 @@ const (
 	ModeVM        = "vm"
 )
 
-// DefaultBudget bounds a whole deploy, every wait included.
+// DefaultBudget bounds a whole deploy, every wait included but the wait for admission: it
+// counts from the first admission (lifecycle.Manager.Admit).
 const DefaultBudget = 5 * time.Minute
 
 // Deployer deploys envs through a lifecycle manager. It is safe for concurrent use.
@@ -56,7 +57,7 @@ type Options struct {
 	Name     string        // deployment id; drawn once for all chain members if empty
 	Run      string        // run id the sandboxes belong to, if any
 	Into     string        // VM mode: an existing VM record to deploy into (never torn down by us)
-	Budget   time.Duration // wall-clock bound on the whole deploy; DefaultBudget if 0
+	Budget   time.Duration // wall-clock bound on the deploy from its admission; DefaultBudget if 0
 	Own      bool          // records stay owned by this process (a run tears them down itself) instead of passing to the TTL
 	// PassEnv lists the variables of this process's environment that the env file's env:NAME
 	// references may read; every other reference is refused before anything is created.
@@ -104,6 +105,9 @@ type Result struct {
 	DatabaseURL string            // the service DB from this host as the read-only verifier role, if any
 	Endpoints   map[string]string // component name -> host address of its main port
 	Records     []string          // record ids owned by the deployment
+	// Queued is how long the deploy waited for admission; Ready how long it took from
+	// admission until the gateway listed every tool.
+	Queued, Ready time.Duration
 }
 
 // Deploy deploys env and returns once its gateway serves the card and lists every tool. On
@@ -149,15 +153,13 @@ func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Re
 	if err := d.mgr.Ledger().Deployments().Put(ctx, doc); err != nil {
 		return nil, fmt.Errorf("deploy %s: record deployment: %w", env.Name, err)
 	}
-	bctx, cancel := context.WithTimeout(ctx, opts.Budget)
-	defer cancel()
-
 	var errs []error
+	var deadline time.Time // the budget's end, set at the first admission
 	for i, member := range members {
 		if i > 0 {
 			d.log.Warn("deploy failed on a chain member; trying the next", "deployment", id, "failed", members[i-1], "next", member)
 		}
-		res, err := d.attempt(bctx, env, member, doc, opts)
+		res, err := d.admitted(ctx, env, member, doc, opts, &deadline)
 		if err == nil {
 			return res, nil
 		}
@@ -175,6 +177,33 @@ func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Re
 	doc.State, doc.Error, doc.Updated = agentenv.DeploymentFailed, err.Error(), time.Now().UTC()
 	d.putDoc(ctx, doc)
 	return nil, err
+}
+
+// admitted waits for a slot of member's admission (lifecycle.Manager.Admit), then makes one
+// attempt on it. The deploy budget counts from the first admission, not from the queue: the
+// first call sets *deadline, later chain members share it. The slot is let go when the attempt
+// has returned (its undo included), so a deploy holds at most one at a time.
+func (d *Deployer) admitted(ctx context.Context, env *spec.Env, member string, doc agentenv.Deployment, opts Options, deadline *time.Time) (*Result, error) {
+	actx, release, adm, err := d.mgr.Admit(ctx, member)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	began := time.Now()
+	if deadline.IsZero() {
+		*deadline = began.Add(opts.Budget)
+	}
+	if adm.Slots > 0 && opts.Progress != nil {
+		opts.Progress(Event{Component: "admission", Phase: "admitted", Elapsed: adm.Waited, Detail: adm.String()})
+	}
+	bctx, cancel := context.WithDeadline(actx, *deadline)
+	defer cancel()
+	res, err := d.attempt(bctx, env, member, doc, opts)
+	if err != nil {
+		return nil, err
+	}
+	res.Queued, res.Ready = adm.Waited, time.Since(began)
+	return res, nil
 }
 
 // attempt deploys env on one provider. Whatever it fails with, it first tears down every

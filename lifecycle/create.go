@@ -45,8 +45,17 @@ type pendingCreate struct {
 // the record is terminated and the record ends gone. If ctx is cancelled first, the create may
 // still finish for up to ReclaimWait (less if ctx's hard stop fires), and what it made is then
 // terminated; past that, the record is left abandoned for gc, and if the create finishes later in
-// this process its sandbox is terminated then.
+// this process its sandbox is terminated then. A sandbox or VM created outside a slot (ctx not
+// from Admit) first waits for one, before its record is written, and holds it for the call.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Record, agentenv.Sandbox, error) {
+	if req.Kind != agentenv.KindNetwork && !Holds(ctx) && m.backends[req.Provider] != nil {
+		actx, release, _, err := m.Admit(ctx, req.Provider)
+		if err != nil {
+			return agentenv.Record{}, agentenv.Sandbox{}, fmt.Errorf("create: %w", err)
+		}
+		defer release()
+		ctx = actx
+	}
 	rec, err := m.intent(ctx, req)
 	if err != nil {
 		return agentenv.Record{}, agentenv.Sandbox{}, err
@@ -149,7 +158,11 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 func (m *Manager) run(ctx context.Context, pc *pendingCreate, b *backend, rec agentenv.Record, spec agentenv.SandboxSpec) {
 	cctx, cancel := cleanup.Detached(ctx, m.cfg.CreateTimeout)
 	defer cancel()
+	began := time.Now()
 	sb, err := callCreate(cctx, b, rec.Kind, spec)
+	if err == nil && rec.Kind == agentenv.KindSandbox {
+		m.observeStart(rec.Provider, time.Since(began))
+	}
 	pc.mu.Lock()
 	pc.finished, pc.sb, pc.err = true, sb, err
 	abandoned := pc.abandoned

@@ -34,6 +34,8 @@ const (
 	DefaultExecTimeout      = 10 * time.Minute
 )
 
+// Admission (admission.go): MaxParallelCreates, Capacity and AdmitWait of Config.
+
 // Config configures a Manager. Zero durations mean the defaults above.
 type Config struct {
 	Ledger    agentenv.Ledger
@@ -46,8 +48,14 @@ type Config struct {
 	TerminateTimeout time.Duration // bound on one provider terminate call
 	CallTimeout      time.Duration // bound on one other provider call (get, list, files, logs)
 	ExecTimeout      time.Duration // bound on one command run in a sandbox or a VM's stack
-	Logger           *slog.Logger
-	Now              func() time.Time // for tests; time.Now if nil
+	// MaxParallelCreates, if positive, is how many deploys (and creates outside one) each
+	// provider admits at once; otherwise a provider with a Capacity is sized from it, and one
+	// without is not limited.
+	MaxParallelCreates int
+	Capacity           map[string]CapacityFunc // by provider name; sizes its admission
+	AdmitWait          time.Duration           // bound on a wait for a slot; DefaultAdmitWait if zero
+	Logger             *slog.Logger
+	Now                func() time.Time // for tests; time.Now if nil
 }
 
 // Manager applies the lifecycle rules. It is safe for concurrent use.
@@ -61,6 +69,9 @@ type Manager struct {
 
 	mu      sync.Mutex
 	pending map[string]*pendingCreate // creates still running after their caller gave up
+
+	adm      sync.Mutex
+	limiters map[string]*limiter // by provider name, made at the first admission; nil: no limit
 }
 
 // backend is one configured provider as the manager holds it: decorated once (every call,
@@ -94,6 +105,7 @@ func New(cfg Config) (*Manager, error) {
 	def(&cfg.TerminateTimeout, DefaultTerminateTimeout)
 	def(&cfg.CallTimeout, DefaultCallTimeout)
 	def(&cfg.ExecTimeout, DefaultExecTimeout)
+	def(&cfg.AdmitWait, DefaultAdmitWait)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -111,7 +123,7 @@ func New(cfg Config) (*Manager, error) {
 		}
 		backends[name] = b
 	}
-	return &Manager{cfg: cfg, log: log, backends: backends, stopLease: func() {}, pending: make(map[string]*pendingCreate)}, nil
+	return &Manager{cfg: cfg, log: log, backends: backends, stopLease: func() {}, pending: make(map[string]*pendingCreate), limiters: map[string]*limiter{}}, nil
 }
 
 // Ledger returns the ledger the manager writes.

@@ -67,6 +67,7 @@ type Round struct {
 	// deadline, an episode that should have passed and did not, an engine that did not answer.
 	Problems []string      `json:"problems,omitempty"`
 	Elapsed  time.Duration `json:"elapsed_ns"`
+	Load     Load          `json:"load"`
 	// Removed lists the leftovers soak removed itself after counting them.
 	Removed []string `json:"removed,omitempty"`
 }
@@ -195,6 +196,7 @@ func WriteText(w io.Writer, rep Report) error {
 		return err
 	}
 	for _, r := range rep.Rounds {
+		fmt.Fprintf(w, "round %d %s: %s\n", r.Number, r.Kind, r.Load)
 		for _, in := range r.Injected {
 			fmt.Fprintf(w, "round %d %s: %s\n", r.Number, r.Kind, in)
 		}

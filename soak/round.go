@@ -123,6 +123,7 @@ func (s *soaker) round(ctx context.Context, n int, kind Kind) (r Round) {
 		return r
 	}
 	r.Owner = c.owner
+	mem := StartMemPeak(250 * time.Millisecond)
 	labels := map[string]string{agentenv.LabelOwner: c.owner}
 	w := newWatcher(s.cfg.Engine, labels)
 	go w.run(c.exited)
@@ -133,6 +134,8 @@ func (s *soaker) round(ctx context.Context, n int, kind Kind) (r Round) {
 	}
 	s.await(ctx, &r, c, deadline)
 	<-w.done
+	r.Load.MachinePeak, r.Load.MachineBase = mem.Stop(), mem.Base
+	r.Load.RunnerPeak = MaxRSS(c.cmd.ProcessState)
 	r.ExitCode = c.code()
 	if err := w.failure(); err != nil {
 		problem("engine: %v", err)
@@ -151,13 +154,13 @@ func (s *soaker) round(ctx context.Context, n int, kind Kind) (r Round) {
 	return r
 }
 
-// inject waits until the round is under way (half of the episodes have a running container),
-// then does what kind says.
+// inject waits until the round is under way (half of the episodes have had a running
+// container, and some have one now), then does what kind says.
 func (s *soaker) inject(ctx context.Context, r *Round, kind Kind, c *child, w *watcher, deadline time.Time) {
 	want := max(1, s.cfg.Episodes/2)
-	if !w.waitRunning(want, c.exited, deadline) {
+	if !w.waitStarted(ctx, want, c.exited, deadline) {
 		if ctx.Err() == nil {
-			r.Injected = append(r.Injected, fmt.Sprintf("nothing: the runner exited or the deadline passed before %d episodes had a running container", want))
+			r.Injected = append(r.Injected, fmt.Sprintf("nothing: the runner exited or the deadline passed before %d episodes had had a running container", want))
 		}
 		return
 	}
@@ -251,6 +254,7 @@ func (s *soaker) tally(r *Round, stdout []byte, w *watcher) {
 		}
 		return
 	}
+	r.Load.deployFigures(sum)
 	hit := map[string]bool{}
 	for _, h := range r.Hit {
 		hit[h] = true

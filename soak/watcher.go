@@ -22,6 +22,7 @@ type watcher struct {
 	mu      sync.Mutex
 	latest  []Resource
 	ports   map[int]bool
+	started map[string]bool // runs seen with a running container at any poll
 	polls   int
 	errs    int
 	lastErr error
@@ -29,7 +30,7 @@ type watcher struct {
 }
 
 func newWatcher(e Engine, labels map[string]string) *watcher {
-	return &watcher{engine: e, labels: labels, done: make(chan struct{}), ports: map[int]bool{}, changed: make(chan struct{})}
+	return &watcher{engine: e, labels: labels, done: make(chan struct{}), ports: map[int]bool{}, started: map[string]bool{}, changed: make(chan struct{})}
 }
 
 // run polls until stop is closed, then polls once more.
@@ -64,6 +65,9 @@ func (w *watcher) poll() {
 			for _, p := range r.Ports {
 				w.ports[p] = true
 			}
+			if r.Kind == "container" && r.Running && r.Labels[agentenv.LabelRun] != "" {
+				w.started[r.Labels[agentenv.LabelRun]] = true
+			}
 		}
 	}
 	close(w.changed)
@@ -97,21 +101,25 @@ func (w *watcher) running() map[string][]Resource {
 // runningRuns returns how many episodes have a running container.
 func (w *watcher) runningRuns() int { return len(w.running()) }
 
-// waitRunning waits until n episodes have a running container, stop is closed or deadline
-// passes, and reports whether the first happened.
-func (w *watcher) waitRunning(n int, stop <-chan struct{}, deadline time.Time) bool {
+// waitStarted waits until n episodes have had a running container and one has one now, ctx
+// ends, stop is closed or deadline passes, and reports whether the first happened. Under admission control
+// only a few episodes deploy at once, so "half of the round is under way" is counted over the
+// round, not at one instant.
+func (w *watcher) waitStarted(ctx context.Context, n int, stop <-chan struct{}, deadline time.Time) bool {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	for {
 		w.mu.Lock()
-		changed := w.changed
+		changed, started := w.changed, len(w.started)
 		w.mu.Unlock()
-		if w.runningRuns() >= n {
+		if started >= n && w.runningRuns() > 0 {
 			return true
 		}
 		select {
 		case <-changed:
 		case <-stop:
+			return false
+		case <-ctx.Done():
 			return false
 		case <-t.C:
 			return false

@@ -261,6 +261,15 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	return out, nil
 }
 
+// EphemeralPostgres is the service DB's command: PostgreSQL tuned for a life of one episode,
+// whose data nobody needs after a crash (no fsync, no full-page writes, asynchronous commits,
+// minimal WAL, no autovacuum or JIT, small buffers), so that many start at once on a small
+// machine. Images of the official postgres kind run it after their initdb (itself --no-sync).
+var EphemeralPostgres = []string{"postgres",
+	"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+	"-c", "wal_level=minimal", "-c", "max_wal_senders=0", "-c", "autovacuum=off", "-c", "jit=off",
+	"-c", "shared_buffers=16MB", "-c", "max_connections=64"}
+
 // passwordAuth is the authentication method the service DB asks of every connection, local
 // ones inside its container included.
 const passwordAuth = "scram-sha-256"
@@ -318,8 +327,9 @@ func (e *Env) serviceDBComponent(pw DBPasswords) Component {
 			"POSTGRES_PASSWORD":         pw.Superuser,
 			"POSTGRES_DB":               db.Database,
 			"POSTGRES_HOST_AUTH_METHOD": passwordAuth,
-			"POSTGRES_INITDB_ARGS":      "--auth-local=" + passwordAuth + " --auth-host=" + passwordAuth,
+			"POSTGRES_INITDB_ARGS":      "--auth-local=" + passwordAuth + " --auth-host=" + passwordAuth + " --no-sync",
 		},
+		Command:      EphemeralPostgres,
 		Port:         DBPort,
 		ReadyTimeout: db.ReadyTimeout,
 		Resources:    db.Resources,

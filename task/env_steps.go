@@ -43,6 +43,9 @@ type DeployedEnv struct {
 	Tokens      map[string]string
 	DatabaseURL string   // host-reachable URL of the service DB as its read-only verifier role; empty if none
 	Records     []string // ledger record ids of the deployment's sandboxes
+	// Queued is how long the deploy waited for admission; Ready how long it took from
+	// admission until ready. Both are zero for a deployer that does not say.
+	Queued, Ready time.Duration
 }
 
 // DefaultRole is the gateway role of a caller that names none.
@@ -106,7 +109,7 @@ func (s *deployEnv) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	return Result{Outputs: map[string]string{
 		"deployment_id": env.ID, "gateway_url": env.GatewayURL, "database_url": env.DatabaseURL,
-		"records": marshal(env.Records)}}, nil
+		"records": marshal(env.Records), "queue_wait": env.Queued.Round(time.Millisecond).String(), "ready_after": env.Ready.Round(time.Millisecond).String()}}, nil
 }
 
 // loadData resets an env's data and adds parts, through the gateway's data plane.

@@ -193,6 +193,9 @@ func (e *episode) transition(ctx context.Context, s *StepSpec, fn func(st *stepS
 	if !st.rec.Ended.IsZero() {
 		ev.Elapsed = st.rec.Ended.Sub(st.rec.Started)
 	}
+	if q, err := time.ParseDuration(st.rec.Outputs["queue_wait"]); err == nil && s.Type == TypeDeployEnv {
+		ev.Queued = q
+	}
 	e.mu.Unlock()
 	e.emit(ev)
 	e.save(ctx)

@@ -30,6 +30,7 @@ type Event struct {
 	Status   string        `json:"status"`            // step status, episode outcome, or teardown result
 	Score    *float64      `json:"score,omitempty"`   // a verifier's or an episode's score
 	Elapsed  time.Duration `json:"elapsed,omitempty"` // how long the step, episode or teardown took
+	Queued   time.Duration `json:"queued,omitempty"`  // deploy_env: of Elapsed, the wait for admission
 	Error    string        `json:"error,omitempty"`
 }
 
@@ -53,6 +54,9 @@ func (e Event) String() string {
 	}
 	if e.Elapsed > 0 {
 		fmt.Fprintf(&b, " %s", e.Elapsed.Round(time.Millisecond))
+	}
+	if e.Queued > 0 {
+		fmt.Fprintf(&b, " (queued %s)", e.Queued.Round(time.Millisecond))
 	}
 	if e.Error != "" {
 		fmt.Fprintf(&b, ": %s", e.Error)

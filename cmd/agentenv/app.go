@@ -111,7 +111,12 @@ func (a *app) manager(ctx context.Context) (*lifecycle.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
-	providers, err := a.providers()
+	providers, sizes, err := a.providers()
+	if err != nil {
+		led.Close()
+		return nil, err
+	}
+	adm, err := a.admission(sizes)
 	if err != nil {
 		led.Close()
 		return nil, err
@@ -126,6 +131,7 @@ func (a *app) manager(ctx context.Context) (*lifecycle.Manager, error) {
 	mgr, err := lifecycle.New(lifecycle.Config{
 		Ledger: led, Providers: providers, Lease: d[0], ReclaimWait: d[1],
 		CreateTimeout: d[2], TerminateTimeout: d[3], CallTimeout: d[4], ExecTimeout: d[5], Logger: a.log,
+		MaxParallelCreates: adm.MaxParallelCreates, Capacity: adm.Capacity, AdmitWait: adm.AdmitWait,
 	})
 	if err != nil {
 		led.Close()
@@ -138,18 +144,25 @@ func (a *app) manager(ctx context.Context) (*lifecycle.Manager, error) {
 // providers builds every provider of the table in providers.go. None does I/O until used, so
 // an engine or cloud that does not answer fails only the commands that need it, with a message
 // naming its address.
-func (a *app) providers() (map[string]agentenv.Provider, error) {
+// Providers that can say what their backend holds (docker: docker info) also return the
+// function that sizes their admission (admission.go).
+func (a *app) providers() (map[string]agentenv.Provider, map[string]lifecycle.CapacityFunc, error) {
 	providers := map[string]agentenv.Provider{}
+	sizes := map[string]lifecycle.CapacityFunc{}
 	for _, c := range providerTable {
 		p, err := c.build(a)
 		if err != nil {
-			return nil, fmt.Errorf("provider %s: %w", c.name, err)
+			return nil, nil, fmt.Errorf("provider %s: %w", c.name, err)
 		}
 		if p != nil {
 			providers[c.name] = p
+			if f := capacityOf(p); f != nil {
+				sizes[c.name] = f
+			}
 		}
 	}
-	return withFaults(providers, os.Getenv("AGENTENV_FAULTS"))
+	providers, err := withFaults(providers, os.Getenv("AGENTENV_FAULTS"))
+	return providers, sizes, err
 }
 
 // withFaults wraps providers with the fault plans in spec, a comma list of

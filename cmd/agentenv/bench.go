@@ -16,6 +16,8 @@ import (
 func newBenchCmd(a *app) *cobra.Command {
 	var f struct {
 		reps, hellos, orphans   int
+		loadEpisodes            int
+		stateStore              string
 		image, env, repo, write string
 		dir                     string
 		only                    []string
@@ -69,7 +71,8 @@ repository root.`,
 			defer eng.Close()
 			res, err := bench.Run(cmd.Context(), bench.Config{
 				Binary: bin, Dir: f.dir, EnvFile: f.env, Image: f.image, RepoDir: f.repo, Engine: eng,
-				Reps: f.reps, Hellos: f.hellos, Orphans: f.orphans, Only: f.only, DockerHost: host, Logger: a.log,
+				Reps: f.reps, Hellos: f.hellos, Orphans: f.orphans, Only: f.only,
+				StateStore: f.stateStore, LoadEpisodes: f.loadEpisodes, DockerHost: host, Logger: a.log,
 				Progress: func(s string) { fmt.Fprintln(a.stderr, "bench:", s) },
 			})
 			if err != nil {
@@ -100,6 +103,8 @@ repository root.`,
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&f.reps, "reps", 5, "samples of each deploy and sandbox measure")
+	fl.IntVar(&f.loadEpisodes, "load-episodes", 16, "concurrent episodes of the load measure, run without and with a state store")
+	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server of the load measure's round with a store (default: one started with 'agentenv state up --name' and removed after)")
 	fl.IntVar(&f.hellos, "hellos", 10, "runs of agentenv run hello")
 	fl.IntVar(&f.orphans, "orphans", 50, "sandboxes left by the killed process for gc")
 	fl.StringVar(&f.image, "image", "agentenv:dev", "image of the bare sandboxes and orphans")

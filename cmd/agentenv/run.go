@@ -266,7 +266,7 @@ func (t taskDeployer) Deploy(ctx context.Context, envFile string, o task.DeployO
 	if err != nil {
 		return task.DeployedEnv{}, err
 	}
-	return task.DeployedEnv{ID: res.Doc.ID, GatewayURL: res.GatewayURL, Token: res.Token, Tokens: res.Tokens, DatabaseURL: res.DatabaseURL, Records: res.Records}, nil
+	return task.DeployedEnv{ID: res.Doc.ID, GatewayURL: res.GatewayURL, Token: res.Token, Tokens: res.Tokens, DatabaseURL: res.DatabaseURL, Records: res.Records, Queued: res.Queued, Ready: res.Ready}, nil
 }
 
 func (t taskDeployer) Teardown(ctx context.Context, id string) (agentenv.Receipt, error) {
