@@ -77,12 +77,21 @@ func (a *app) setStateStore(flag string) {
 	}
 }
 
-// newStateStore builds the state store's provider from state.store; nil when it is unset. A
-// store that is the local one joins the docker provider's private networks.
+// newStateStore builds the state store's provider from state.store, else from the local store
+// `agentenv state up` started (so that teardown and gc reach its databases without the flag a
+// deploy was given); nil when there is neither. A store that is the local one joins the docker
+// provider's private networks.
 func newStateStore(a *app) (agentenv.Provider, error) {
 	dsn, err := a.cfg.Get("state.store")
-	if err != nil || dsn == "" {
+	if err != nil {
 		return nil, err
+	}
+	if dsn == "" {
+		ls, err := readLocalStore(stateRecord)
+		if err != nil || ls == nil {
+			return nil, err
+		}
+		dsn = ls.DSN
 	}
 	cfg := pgstore.Config{Name: stateProvider, DSN: dsn}
 	if att, err := a.storeAttacher(dsn); err != nil {
