@@ -17,34 +17,22 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/emufault"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"
 )
 
-// CreateFault is how the emulator handles the next creates; a provider's kit maps it to its
-// emulator's own fault.
-type CreateFault struct {
-	// Status, if set, is answered with Message and nothing is created (429, 503, ...).
-	Status  int
-	Message string
-	// Delay makes the emulator create the sandbox at once but answer only after Delay.
-	Delay time.Duration
-	// Hang, if set, holds the request until it is closed; the sandbox is created then.
-	Hang <-chan struct{}
-	// Lost makes the emulator create the sandbox and drop the connection without answering.
-	Lost bool
-	// Times is how many creates the fault applies to; 0 means every one.
-	Times int
-}
+// CreateFault is how the emulator handles the next creates: the fault the cloud emulators share.
+type CreateFault = emufault.Create
 
 // Emulator is what the kit needs of a cloud's emulator.
 type Emulator interface {
-	// FailCreates makes the next creates behave as f says (see [CreateFault]).
-	FailCreates(f CreateFault)
-	// FailKills makes the next times terminates (every one if times is 0) fail with HTTP status
-	// code and leave the sandbox running; code 0 clears it.
-	FailKills(code, times int)
+	// SetCreateFault makes the next creates misbehave as f says; nil clears it.
+	SetCreateFault(f *CreateFault)
+	// SetKillFault makes the next times terminates (every one if times is 0) fail with HTTP
+	// status code and leave the sandbox running; code 0 clears it.
+	SetKillFault(code, times int)
 	// Running returns the ids of the sandboxes that run now.
 	Running() []string
 	// Made returns how many sandboxes the emulator has made so far.
@@ -179,7 +167,7 @@ func (r *rig) create(ctx context.Context, id string) (agentenv.Record, agentenv.
 
 func (k *kitRun) createCompletingAfterCancel(t *testing.T) {
 	r := k.newRig(t, 5*time.Second)
-	r.emu.FailCreates(CreateFault{Delay: 400 * time.Millisecond, Times: 1})
+	r.emu.SetCreateFault(&CreateFault{Delay: 400 * time.Millisecond, Times: 1})
 	rec, _, err := r.create(cancelAfter(t, 50*time.Millisecond), "sb-late")
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Create = %v, want context.Canceled", err)
@@ -192,8 +180,8 @@ func (k *kitRun) createCompletingAfterCancel(t *testing.T) {
 
 func (k *kitRun) killFailingAfterCancel(t *testing.T) {
 	r := k.newRig(t, 5*time.Second)
-	r.emu.FailCreates(CreateFault{Delay: 300 * time.Millisecond, Times: 1})
-	r.emu.FailKills(http.StatusInternalServerError, 0)
+	r.emu.SetCreateFault(&CreateFault{Delay: 300 * time.Millisecond, Times: 1})
+	r.emu.SetKillFault(http.StatusInternalServerError, 0)
 	rec, _, err := r.create(cancelAfter(t, 50*time.Millisecond), "sb-tf")
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Create = %v, want context.Canceled still raised", err)
@@ -205,7 +193,7 @@ func (k *kitRun) killFailingAfterCancel(t *testing.T) {
 	if n := len(r.emu.Running()); n != 1 {
 		t.Fatalf("running %d, want the one sandbox whose kill failed", n)
 	}
-	r.emu.FailKills(http.StatusInternalServerError, 1) // gc's first kill fails too
+	r.emu.SetKillFault(http.StatusInternalServerError, 1) // gc's first kill fails too
 	if rep, _ := r.mgr.GC(t.Context(), lifecycle.GCOptions{}); rep.Clean() {
 		t.Errorf("GC with a failing kill = %+v, want not clean", rep)
 	}
@@ -225,7 +213,7 @@ func (k *kitRun) hangingCreate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := k.newRig(t, 200*time.Millisecond)
 			hang := make(chan struct{})
-			r.emu.FailCreates(CreateFault{Hang: hang, Times: 1})
+			r.emu.SetCreateFault(&CreateFault{Hang: hang, Times: 1})
 			ctx := cancelAfter(t, 50*time.Millisecond)
 			wait, mgr := 200*time.Millisecond, r.mgr
 			if twice { // a second interrupt: the hard stop ends the wait, and all cleanup, at once
@@ -271,7 +259,7 @@ func (k *kitRun) createFinishingAsTheWaitGivesUp(t *testing.T) {
 	for _, delay := range []time.Duration{190, 200, 205, 210, 220} {
 		t.Run((delay * time.Millisecond).String(), func(t *testing.T) {
 			r := k.newRig(t, 150*time.Millisecond)
-			r.emu.FailCreates(CreateFault{Delay: delay * time.Millisecond, Times: 1})
+			r.emu.SetCreateFault(&CreateFault{Delay: delay * time.Millisecond, Times: 1})
 			rec, _, err := r.create(cancelAfter(t, 50*time.Millisecond), "sb-race")
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("Create = %v, want context.Canceled", err)
@@ -293,7 +281,7 @@ func (k *kitRun) refusedCreate(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := k.newRig(t, time.Second)
-			r.emu.FailCreates(tt.fault)
+			r.emu.SetCreateFault(&tt.fault)
 			rec, sb, err := r.mgr.CreateChain(t.Context(), []string{k.Name, tt.next}, lifecycle.CreateRequest{ID: "sb-chain", Spec: k.bare()})
 			if err != nil || rec.Provider != tt.next {
 				t.Fatalf("CreateChain = %+v, %v; want the %s member", rec, err, tt.next)
@@ -313,7 +301,7 @@ func (k *kitRun) refusedCreate(t *testing.T) {
 	}
 	emu := k.Emulator(t)
 	p := k.Provider(t, emu, "")
-	emu.FailCreates(CreateFault{Status: http.StatusServiceUnavailable, Message: "no capacity"})
+	emu.SetCreateFault(&CreateFault{Status: http.StatusServiceUnavailable, Message: "no capacity"})
 	s := agentenv.SandboxSpec{Name: "sb-503", Command: k.Command, Ports: []int{8080},
 		Labels: map[string]string{agentenv.LabelRecord: "sb-503", agentenv.LabelRun: "r1"}}
 	if _, err := p.Create(t.Context(), s); !errors.Is(err, agentenv.ErrUnavailable) {
@@ -371,7 +359,7 @@ func (k *kitRun) killedProcessMidCreate(t *testing.T) {
 
 func (k *kitRun) lostCreateAnswer(t *testing.T) {
 	r := k.newRig(t, time.Second)
-	r.emu.FailCreates(CreateFault{Lost: true, Times: 1})
+	r.emu.SetCreateFault(&CreateFault{Lost: true, Times: 1})
 	rec, _, err := r.create(t.Context(), "sb-lost")
 	if err == nil {
 		t.Fatal("Create with a lost answer succeeded")

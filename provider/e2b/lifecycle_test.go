@@ -28,12 +28,6 @@ func TestLifecycle(t *testing.T) {
 // kitEmulator is the E2B emulator as the lifecycle kit drives it.
 type kitEmulator struct{ *e2bemu.Server }
 
-func (e kitEmulator) FailCreates(f lifecycletest.CreateFault) {
-	e.SetCreateFault(&e2bemu.CreateFault{Status: f.Status, Message: f.Message, Delay: f.Delay, Hang: f.Hang, Lost: f.Lost, Times: f.Times})
-}
-
-func (e kitEmulator) FailKills(code, times int) { e.SetKillFault(code, times) }
-
 // Made counts the sandboxes started: E2B starts the command as a process in each.
 func (e kitEmulator) Made() int { return e.Calls("process") }
 

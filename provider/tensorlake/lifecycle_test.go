@@ -28,12 +28,6 @@ func TestLifecycle(t *testing.T) {
 // kitEmulator is the Tensorlake emulator as the lifecycle kit drives it.
 type kitEmulator struct{ *tensorlakeemu.Server }
 
-func (e kitEmulator) FailCreates(f lifecycletest.CreateFault) {
-	e.SetCreateFault(&tensorlakeemu.CreateFault{Status: f.Status, Message: f.Message, Delay: f.Delay, Hang: f.Hang, Lost: f.Lost, Times: f.Times})
-}
-
-func (e kitEmulator) FailKills(code, times int) { e.SetKillFault(code, times) }
-
 func (e kitEmulator) Made() int { return len(e.Server.Made()) }
 
 func (e kitEmulator) Kills() int { return e.Calls("delete") }

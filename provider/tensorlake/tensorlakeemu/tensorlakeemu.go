@@ -61,6 +61,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/emufault"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
@@ -71,22 +72,8 @@ const (
 	vmRemoveBound = time.Minute
 )
 
-// CreateFault makes POST /sandboxes misbehave.
-type CreateFault struct {
-	// Status, if set, is answered with Message and nothing is created (429, 503, 500, ...).
-	Status  int
-	Message string
-	// Delay makes the server create the sandbox at once but answer only after Delay, whether or
-	// not the client still waits: a create that completes after the client gave up.
-	Delay time.Duration
-	// Hang, if set, holds the request until it is closed; the sandbox is created then, even if
-	// the client has gone.
-	Hang <-chan struct{}
-	// Lost makes the server create the sandbox and then drop the connection without answering.
-	Lost bool
-	// Times is how many creates the fault applies to; 0 means every one.
-	Times int
-}
+// CreateFault makes POST /sandboxes misbehave (see emufault.Create).
+type CreateFault = emufault.Create
 
 // Command is a process started in a sandbox through its API.
 type Command struct {
@@ -148,9 +135,7 @@ type Server struct {
 	backend   VMBackend
 	sandboxes map[string]*sandbox
 	order     []string
-	createF   *CreateFault
-	killCode  int
-	killTimes int
+	faults    emufault.Faults
 	calls     map[string]int
 	commands  []Command
 	vmErrs    []error
@@ -257,20 +242,13 @@ func (s *Server) SetVMBackend(b VMBackend, images ...string) {
 
 // SetCreateFault makes the next creates misbehave as f says; nil clears it.
 func (s *Server) SetCreateFault(f *CreateFault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.createF = f
+	s.faults.SetCreate(f)
 }
 
 // SetKillFault makes the next times deletes (every one if times is 0) fail with HTTP status code
 // and leave the sandbox running; code 0 clears it.
 func (s *Server) SetKillFault(code, times int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.killCode, s.killTimes = code, times
-	if times == 0 {
-		s.killTimes = -1
-	}
+	s.faults.SetKill(code, times)
 }
 
 // Calls returns how many requests of op (create, list, get, update, delete, process, ...) arrived.
@@ -480,12 +458,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			taken = true
 		}
 	}
-	f := s.createF
-	if f != nil && f.Times > 0 {
-		if f.Times--; f.Times == 0 {
-			s.createF = nil
-		}
-	}
+	f := s.faults.TakeCreate()
 	s.mu.Unlock()
 	switch {
 	case !known:
@@ -498,12 +471,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, f.Message, f.Status)
 		return
 	}
-	if f != nil && f.Hang != nil {
-		select {
-		case <-f.Hang:
-		case <-s.closed:
-			return
-		}
+	if !f.Hold(s.closed) {
+		return
 	}
 	now := time.Now()
 	sb := &sandbox{
@@ -530,20 +499,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if f != nil && f.Lost {
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler)
+		emufault.DropAnswer(w)
+		return
 	}
-	if f != nil && f.Delay > 0 {
-		select {
-		case <-time.After(f.Delay):
-		case <-s.closed:
-		}
-	}
+	f.Linger(s.closed)
 	writeJSON(w, http.StatusOK, map[string]any{"sandbox_id": sb.ID, "status": "pending", "name": sb.Name})
 }
 
@@ -666,12 +625,10 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 	sb, ok := s.sandboxes[id]
 	alive := ok && s.alive(sb)
 	code := 0
-	if alive && s.killCode != 0 && s.killTimes != 0 {
-		code = s.killCode
-		if s.killTimes > 0 {
-			s.killTimes--
-		}
-	} else if alive {
+	if alive {
+		code = s.faults.TakeKill()
+	}
+	if alive && code == 0 {
 		sb.Status, sb.outcome, sb.reason = "terminated", "success", "terminated by request"
 	}
 	s.mu.Unlock()
