@@ -408,3 +408,29 @@ func (h *Host) removeAll(ctx context.Context, name string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Machine is the real machine behind an emulated sandbox: a shell to run processes in, its
+// ports' addresses, and its removal. *VM is one.
+type Machine interface {
+	// Run runs script with /bin/sh -c as root, with stdin if not nil, until it exits or ctx ends.
+	Run(ctx context.Context, script string, stdin io.Reader) (agentenv.ExecResult, error)
+	// Addr is host:port at which this process reaches port of the VM.
+	Addr(port int) string
+	// Remove removes the VM and everything in it; a VM that is gone counts as removed.
+	Remove(ctx context.Context) error
+}
+
+// Backend starts the machines behind an emulator's sandboxes. name is unique per sandbox;
+// labels are the sandbox's, which every object the backend makes must carry.
+type Backend interface {
+	StartVM(ctx context.Context, name string, labels map[string]string) (Machine, error)
+}
+
+// DinD returns a Backend whose machines are h's Docker-in-Docker containers.
+func DinD(h *Host) Backend { return dind{h} }
+
+type dind struct{ h *Host }
+
+func (d dind) StartVM(ctx context.Context, name string, labels map[string]string) (Machine, error) {
+	return d.h.Start(ctx, name, labels)
+}

@@ -3,7 +3,6 @@ package e2bemu
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httputil"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/emuvm"
 )
@@ -22,31 +20,14 @@ const (
 	vmRemoveBound = time.Minute
 )
 
-// VM is the real machine behind a sandbox: a shell to run processes in, its ports' addresses,
-// and its removal. *emuvm.VM is one (through DinD).
-type VM interface {
-	// Run runs script with /bin/sh -c as root, with stdin if not nil, until it exits or ctx ends.
-	Run(ctx context.Context, script string, stdin io.Reader) (agentenv.ExecResult, error)
-	// Addr is host:port at which this process reaches port of the VM.
-	Addr(port int) string
-	// Remove removes the VM and everything in it; a VM that is gone counts as removed.
-	Remove(ctx context.Context) error
-}
+// VM is the real machine behind a sandbox (see emuvm.Machine).
+type VM = emuvm.Machine
 
-// VMBackend starts the VMs behind sandboxes. name is unique per sandbox; labels are the
-// sandbox's metadata, which every object the backend makes must carry.
-type VMBackend interface {
-	StartVM(ctx context.Context, name string, labels map[string]string) (VM, error)
-}
+// VMBackend starts the VMs behind sandboxes (see emuvm.Backend); labels are the sandbox's.
+type VMBackend = emuvm.Backend
 
 // DinD returns a VMBackend whose VMs are h's Docker-in-Docker containers.
-func DinD(h *emuvm.Host) VMBackend { return dind{h} }
-
-type dind struct{ h *emuvm.Host }
-
-func (d dind) StartVM(ctx context.Context, name string, labels map[string]string) (VM, error) {
-	return d.h.Start(ctx, name, labels)
-}
+func DinD(h *emuvm.Host) VMBackend { return emuvm.DinD(h) }
 
 // SetVMBackend backs every sandbox created from now on from one of templates (default
 // "docker", the Docker-capable template) with a VM of b: a create starts the VM and fails with

@@ -94,30 +94,14 @@ type Sandbox struct {
 	Public       bool // allow_unauthenticated_access
 }
 
-// VM is the real machine behind a sandbox. *emuvm.VM is one.
-type VM interface {
-	// Run runs script with /bin/sh -c as root, with stdin if not nil, until it exits or ctx ends.
-	Run(ctx context.Context, script string, stdin io.Reader) (agentenv.ExecResult, error)
-	// Addr is host:port at which this process reaches port of the VM.
-	Addr(port int) string
-	// Remove removes the VM and everything in it; a VM that is gone counts as removed.
-	Remove(ctx context.Context) error
-}
+// VM is the real machine behind a sandbox (see emuvm.Machine).
+type VM = emuvm.Machine
 
-// VMBackend starts the VMs behind sandboxes; labels are the sandbox's, which every object the
-// backend makes must carry.
-type VMBackend interface {
-	StartVM(ctx context.Context, name string, labels map[string]string) (VM, error)
-}
+// VMBackend starts the VMs behind sandboxes (see emuvm.Backend); labels are the sandbox's.
+type VMBackend = emuvm.Backend
 
 // DinD returns a VMBackend whose VMs are h's Docker-in-Docker containers.
-func DinD(h *emuvm.Host) VMBackend { return dind{h} }
-
-type dind struct{ h *emuvm.Host }
-
-func (d dind) StartVM(ctx context.Context, name string, labels map[string]string) (VM, error) {
-	return d.h.Start(ctx, name, labels)
-}
+func DinD(h *emuvm.Host) VMBackend { return emuvm.DinD(h) }
 
 // Server is the emulator. Its methods are safe for concurrent use.
 type Server struct {
