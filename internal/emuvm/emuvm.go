@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -433,4 +434,44 @@ type dind struct{ h *Host }
 
 func (d dind) StartVM(ctx context.Context, name string, labels map[string]string) (Machine, error) {
 	return d.h.Start(ctx, name, labels)
+}
+
+// Reaper removes an emulator's machines, now or in the background, and keeps the failures
+// for a test to assert there are none. The zero value is ready; its methods are safe for
+// concurrent use.
+type Reaper struct {
+	mu   sync.Mutex
+	errs []error
+	wg   sync.WaitGroup
+}
+
+// Remove removes m, the machine of sandbox id, bounded by a minute, and waits for it; a
+// failure is kept for Errors.
+func (r *Reaper) Remove(id string, m Machine) {
+	ctx, cancel := context.WithTimeout(context.Background(), removeBound)
+	defer cancel()
+	if err := m.Remove(ctx); err != nil {
+		r.mu.Lock()
+		r.errs = append(r.errs, fmt.Errorf("sandbox %s: %w", id, err))
+		r.mu.Unlock()
+	}
+}
+
+// Go runs remove in the background; Wait waits for it.
+func (r *Reaper) Go(remove func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		remove()
+	}()
+}
+
+// Wait waits for every removal started with Go.
+func (r *Reaper) Wait() { r.wg.Wait() }
+
+// Errors returns the failed removals so far.
+func (r *Reaper) Errors() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.errs)
 }

@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv/internal/emufault"
+	"github.com/agentenv/agentenv/internal/emuvm"
 )
 
 // CreateFault makes POST /sandboxes misbehave (see emufault.Create).
@@ -106,8 +107,7 @@ type Server struct {
 
 	backend     VMBackend
 	vmTemplates map[string]bool
-	vmErrs      []error
-	removals    sync.WaitGroup
+	vms         emuvm.Reaper
 }
 
 type sandbox struct {
@@ -164,7 +164,7 @@ func (s *Server) Close() {
 	for _, sb := range all {
 		s.removeVM(sb)
 	}
-	s.removals.Wait()
+	s.vms.Wait()
 }
 
 // AddTemplate makes template known, so that sandboxes can be created from it.

@@ -15,10 +15,7 @@ import (
 )
 
 // Bounds of the VM steps the emulator takes on its own behalf.
-const (
-	vmStartBound  = 3 * time.Minute
-	vmRemoveBound = time.Minute
-)
+const vmStartBound = 3 * time.Minute
 
 // VM is the real machine behind a sandbox (see emuvm.Machine).
 type VM = emuvm.Machine
@@ -106,13 +103,7 @@ func (s *Server) removeVM(sb *sandbox) {
 	if vm == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), vmRemoveBound)
-	defer cancel()
-	if err := vm.Remove(ctx); err != nil {
-		s.mu.Lock()
-		s.vmErrs = append(s.vmErrs, fmt.Errorf("sandbox %s: %w", sb.ID, err))
-		s.mu.Unlock()
-	}
+	s.vms.Remove(sb.ID, vm)
 }
 
 // ended is called, with s.mu held, when sb stops running: its VM is removed in the background
@@ -121,18 +112,12 @@ func (s *Server) ended(sb *sandbox) {
 	if sb.vm == nil {
 		return
 	}
-	s.removals.Add(1)
-	go func() {
-		defer s.removals.Done()
-		s.removeVM(sb)
-	}()
+	s.vms.Go(func() { s.removeVM(sb) })
 }
 
 // VMErrors returns the errors of VM removals so far (a test asserts there are none).
 func (s *Server) VMErrors() []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]error(nil), s.vmErrs...)
+	return s.vms.Errors()
 }
 
 // proxy reverse-proxies a request for port of sandbox id to its VM, streaming (no buffering),

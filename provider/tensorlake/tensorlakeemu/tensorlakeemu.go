@@ -67,10 +67,7 @@ import (
 )
 
 // Bounds of the VM steps the emulator takes on its own behalf.
-const (
-	vmStartBound  = 3 * time.Minute
-	vmRemoveBound = time.Minute
-)
+const vmStartBound = 3 * time.Minute
 
 // CreateFault makes POST /sandboxes misbehave (see emufault.Create).
 type CreateFault = emufault.Create
@@ -122,8 +119,7 @@ type Server struct {
 	faults    emufault.Faults
 	calls     map[string]int
 	commands  []Command
-	vmErrs    []error
-	removals  sync.WaitGroup
+	vms       emuvm.Reaper
 }
 
 type sandbox struct {
@@ -202,7 +198,7 @@ func (s *Server) Close() {
 	for _, sb := range all {
 		s.removeVM(sb)
 	}
-	s.removals.Wait()
+	s.vms.Wait()
 }
 
 // AddImage makes image known, so that sandboxes can be created from it.
@@ -295,9 +291,7 @@ func (s *Server) Expire(id string) {
 
 // VMErrors returns the errors of VM removals so far (a test asserts there are none).
 func (s *Server) VMErrors() []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]error(nil), s.vmErrs...)
+	return s.vms.Errors()
 }
 
 // status brings sb's status up to now and returns it. Call with s.mu held.
@@ -329,11 +323,7 @@ func (s *Server) end(sb *sandbox, outcome, reason string) {
 	if sb.vm == nil {
 		return
 	}
-	s.removals.Add(1)
-	go func() {
-		defer s.removals.Done()
-		s.removeVM(sb)
-	}()
+	s.vms.Go(func() { s.removeVM(sb) })
 }
 
 // removeVM removes sb's VM, if it has one, and waits for it. Call without s.mu.
@@ -345,13 +335,7 @@ func (s *Server) removeVM(sb *sandbox) {
 	if vm == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), vmRemoveBound)
-	defer cancel()
-	if err := vm.Remove(ctx); err != nil {
-		s.mu.Lock()
-		s.vmErrs = append(s.vmErrs, fmt.Errorf("sandbox %s: %w", sb.ID, err))
-		s.mu.Unlock()
-	}
+	s.vms.Remove(sb.ID, vm)
 }
 
 // auth checks the API key and counts the call.
