@@ -14,7 +14,7 @@ import (
 	"github.com/agentenv/agentenv/internal/emuvm"
 )
 
-// Bounds of the VM steps the emulator takes on its own behalf.
+// vmStartBound bounds the start of a VM the emulator makes on its own behalf.
 const vmStartBound = 3 * time.Minute
 
 // VM is the real machine behind a sandbox (see emuvm.Machine).

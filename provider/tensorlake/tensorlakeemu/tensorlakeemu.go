@@ -66,7 +66,7 @@ import (
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
 
-// Bounds of the VM steps the emulator takes on its own behalf.
+// vmStartBound bounds the start of a VM the emulator makes on its own behalf.
 const vmStartBound = 3 * time.Minute
 
 // CreateFault makes POST /sandboxes misbehave (see emufault.Create).
