@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -407,4 +408,70 @@ func (h *Host) removeAll(ctx context.Context, name string) error {
 		errs = append(errs, fmt.Errorf("remove volume: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// Machine is the real machine behind an emulated sandbox: a shell to run processes in, its
+// ports' addresses, and its removal. *VM is one.
+type Machine interface {
+	// Run runs script with /bin/sh -c as root, with stdin if not nil, until it exits or ctx ends.
+	Run(ctx context.Context, script string, stdin io.Reader) (agentenv.ExecResult, error)
+	// Addr is host:port at which this process reaches port of the VM.
+	Addr(port int) string
+	// Remove removes the VM and everything in it; a VM that is gone counts as removed.
+	Remove(ctx context.Context) error
+}
+
+// Backend starts the machines behind an emulator's sandboxes. name is unique per sandbox;
+// labels are the sandbox's, which every object the backend makes must carry.
+type Backend interface {
+	StartVM(ctx context.Context, name string, labels map[string]string) (Machine, error)
+}
+
+// DinD returns a Backend whose machines are h's Docker-in-Docker containers.
+func DinD(h *Host) Backend { return dind{h} }
+
+type dind struct{ h *Host }
+
+func (d dind) StartVM(ctx context.Context, name string, labels map[string]string) (Machine, error) {
+	return d.h.Start(ctx, name, labels)
+}
+
+// Reaper removes an emulator's machines, now or in the background, and keeps the failures
+// for a test to assert there are none. The zero value is ready; its methods are safe for
+// concurrent use.
+type Reaper struct {
+	mu   sync.Mutex
+	errs []error
+	wg   sync.WaitGroup
+}
+
+// Remove removes m, the machine of sandbox id, bounded by a minute, and waits for it; a
+// failure is kept for Errors.
+func (r *Reaper) Remove(id string, m Machine) {
+	ctx, cancel := context.WithTimeout(context.Background(), removeBound)
+	defer cancel()
+	if err := m.Remove(ctx); err != nil {
+		r.mu.Lock()
+		r.errs = append(r.errs, fmt.Errorf("sandbox %s: %w", id, err))
+		r.mu.Unlock()
+	}
+}
+
+// Go runs remove in the background; Wait waits for it.
+func (r *Reaper) Go(remove func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		remove()
+	}()
+}
+
+// Wait waits for every removal started with Go.
+func (r *Reaper) Wait() { r.wg.Wait() }
+
+// Errors returns the failed removals so far.
+func (r *Reaper) Errors() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.errs)
 }

@@ -27,11 +27,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -40,6 +38,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
@@ -184,50 +183,12 @@ var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 // templateName is what a template id or alias looks like (team/name:tag included).
 var templateName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:-]{0,127}$`)
 
-// apiError is E2B's error body, {"code": 404, "message": "..."}, with the HTTP status.
-type apiError struct {
-	Status  int
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
+// apiError is a non-2xx answer of E2B, whose body is {"code": 404, "message": "..."}.
+type apiError = apierr.Error
 
-func (e *apiError) Error() string {
-	msg := e.Message
-	if msg == "" {
-		msg = http.StatusText(e.Status)
-	}
-	return fmt.Sprintf("%d: %s", e.Status, msg)
-}
-
-// kind maps an HTTP outcome to an agentenv error kind, keeping the original. 401, 403, 429
-// and 502-504 (auth, rate, capacity, E2B down) are ErrUnavailable, so a chain moves on; other
-// 4xx are ErrInvalid; 404 is left to the caller, whose meaning depends on the call.
-func kind(err error) error {
-	var ae *apiError
-	var ne net.Error
-	var oe *net.OpError
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.As(err, &ae):
-		switch {
-		case ae.Status == http.StatusUnauthorized, ae.Status == http.StatusForbidden,
-			ae.Status == http.StatusTooManyRequests, ae.Status >= 502 && ae.Status <= 504:
-			return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
-		case ae.Status == http.StatusNotFound:
-			return fmt.Errorf("%w: %w", agentenv.ErrNotFound, err)
-		case ae.Status == http.StatusConflict:
-			return fmt.Errorf("%w: %w", agentenv.ErrConflict, err)
-		case ae.Status >= 400 && ae.Status < 500:
-			return fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
-		}
-	case errors.As(err, &oe) && oe.Op == "dial", errors.As(err, &ne) && ne.Timeout():
-		return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
-	}
-	return err
-}
+// kind maps an HTTP outcome to an agentenv error kind (see apierr.Kind). A 404 is ErrNotFound,
+// whose meaning the caller knows.
+func kind(err error) error { return apierr.Kind(err) }
 
 // checkKey fails when no API key is configured: a configuration error (ErrInvalid: nothing is
 // made) that also makes the provider unavailable, so that a chain moves on.
@@ -271,9 +232,14 @@ func (p *Provider) call(ctx context.Context, method, path string, in, out any) (
 		return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var eb struct {
+			Message string `json:"message"`
+		}
 		ae := &apiError{Status: resp.StatusCode}
-		if json.Unmarshal(b, ae) != nil || ae.Message == "" {
+		if json.Unmarshal(b, &eb) != nil || eb.Message == "" {
 			ae.Message = strings.TrimSpace(string(b[:min(len(b), 300)]))
+		} else {
+			ae.Message = eb.Message
 		}
 		return resp.Header, ae
 	}

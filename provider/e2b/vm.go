@@ -1,22 +1,14 @@
 package e2b
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
-	"github.com/agentenv/agentenv/internal/engine"
-	"github.com/agentenv/agentenv/internal/filetar"
-	"github.com/agentenv/agentenv/internal/shellquote"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
@@ -45,17 +37,9 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	if !recordName.MatchString(spec.Name) || spec.Image == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
 	}
-	var archive []byte
-	if len(spec.Files) > 0 {
-		var err error
-		if archive, err = filetar.Pack("/", spec.Files); err != nil {
-			return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: files: %w: %w", spec.Name, vm, err, agentenv.ErrInvalid)
-		}
-	}
-	for _, port := range spec.Ports {
-		if port <= 0 || port > 65535 {
-			return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: port %d: want 1-65535: %w", spec.Name, vm, port, agentenv.ErrInvalid)
-		}
+	archive, err := vmdocker.Prepare(spec)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: %w", spec.Name, vm, err)
 	}
 	d, err := p.detail(ctx, vm)
 	if err != nil {
@@ -65,25 +49,8 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	delete(labels, labelPorts)
 	maps.Copy(labels, spec.Labels)
 	run := vmdocker.Run{Spec: spec, Labels: labels}
-	var res agentenv.ExecResult
-	for uploaded := false; ; uploaded = true {
-		if res, err = p.runScript(ctx, vm, d.EnvdAccessToken, run, archive); err != nil || res.ExitCode != vmdocker.ExitNoImage || uploaded {
-			break
-		}
-		if err = p.uploadImage(ctx, vm, d.EnvdAccessToken, spec.Image); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = vmdocker.RunError(run, res.ExitCode, res.Stderr, p.imageHint())
-	}
-	if err == nil {
-		err = ctx.Err()
-	}
-	var st vmdocker.Started
-	if err == nil {
-		st, err = vmdocker.ParseRun(string(res.Stdout), run)
-	}
+	st, err := vmdocker.Start(ctx, vmShell{p, vm, d.EnvdAccessToken}, run, archive,
+		vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()}, p.log.With("vm", vm))
 	if err != nil {
 		cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
 		defer cancel()
@@ -92,57 +59,21 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 		}
 		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: %w", spec.Name, vm, err)
 	}
-	sb := agentenv.Sandbox{ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning, Labels: labels}
-	if !st.Running {
-		sb.State, sb.ExitCode = agentenv.SandboxExited, st.ExitCode
-	}
-	for _, port := range spec.Ports {
-		if sb.Endpoints == nil {
-			sb.Endpoints = map[string]string{}
-		}
-		sb.Endpoints[strconv.Itoa(port)] = p.cfg.SandboxURL(vm, st.Ports[port])
-	}
-	return sb, nil
+	return vmdocker.Sandbox(st, spec, p.cfg.Name, labels, func(vmPort int) string { return p.cfg.SandboxURL(vm, vmPort) }), nil
 }
 
-// runScript runs run's RunScript in vm as root, first uploading archive (the spec's files, nil
-// for none) into the VM for it to copy in; the script removes the upload when it ends.
-func (p *Provider) runScript(ctx context.Context, vm, token string, run vmdocker.Run, archive []byte) (agentenv.ExecResult, error) {
-	script := vmdocker.RunScript(run)
-	if archive != nil {
-		run.Files = "/tmp/agentenv-files-" + rand.Text() + ".tar"
-		if err := p.upload(ctx, vm, token, run.Files, "root", bytes.NewReader(archive)); err != nil {
-			return agentenv.ExecResult{}, err
-		}
-		script = "trap " + shellquote.Join([]string{"rm -f " + shellquote.Join([]string{run.Files})}) + " EXIT\n" + vmdocker.RunScript(run)
-	}
-	return p.process(ctx, vm, token, processConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}, "root", "", true)
+// vmShell is vm's root shell through envd (its process and filesystem APIs).
+type vmShell struct {
+	p         *Provider
+	vm, token string
 }
 
-// uploadImage supplies vm with image from this host's Docker engine (Config.DockerHost): the
-// `docker save` archive streamed into a file in the VM through envd, then `docker load`.
-func (p *Provider) uploadImage(ctx context.Context, vm, token, image string) error {
-	host, _, err := engine.Client(p.cfg.DockerHost)
-	if err != nil {
-		return fmt.Errorf("%w (%v)", vmdocker.MissingImage(image, p.imageHint()), err)
-	}
-	defer host.Close()
-	start := time.Now()
-	err = vmdocker.Upload(ctx, host, image, func(ctx context.Context, saved io.Reader) error {
-		file := "/tmp/agentenv-image-" + rand.Text() + ".tar"
-		if err := p.upload(ctx, vm, token, file, "root", saved); err != nil {
-			return err
-		}
-		res, err := p.process(ctx, vm, token, processConfig{Cmd: "/bin/sh", Args: []string{"-c", vmdocker.LoadScript(file)}}, "root", "", true)
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("docker load exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-		}
-		return err
-	}, p.imageHint())
-	if err == nil {
-		p.log.Debug("image uploaded into the vm", "vm", vm, "image", image, "took", time.Since(start))
-	}
-	return err
+func (s vmShell) Run(ctx context.Context, script string) (agentenv.ExecResult, error) {
+	return s.p.process(ctx, s.vm, s.token, processConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}, "root", "", true)
+}
+
+func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
+	return s.p.upload(ctx, s.vm, s.token, file, "root", r)
 }
 
 // imageHint says, in a missing image's error, where e2b gets its images.

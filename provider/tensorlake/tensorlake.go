@@ -38,11 +38,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -52,6 +50,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
@@ -216,48 +215,10 @@ var imageName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
 
 // apiError is a non-2xx answer of either API: the management API answers plain text, the
 // sandbox API {"error": "...", "code": "..."}.
-type apiError struct {
-	Status  int
-	Message string
-}
+type apiError = apierr.Error
 
-func (e *apiError) Error() string {
-	msg := e.Message
-	if msg == "" {
-		msg = http.StatusText(e.Status)
-	}
-	return fmt.Sprintf("%d: %s", e.Status, msg)
-}
-
-// kind maps an HTTP outcome to an agentenv error kind, keeping the original. 401, 403, 429 and
-// 502-504 (auth, rate, capacity, Tensorlake down) are ErrUnavailable, so a chain moves on; 404
-// is ErrNotFound; 409 ErrConflict; other 4xx ErrInvalid.
-func kind(err error) error {
-	var ae *apiError
-	var ne net.Error
-	var oe *net.OpError
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.As(err, &ae):
-		switch {
-		case ae.Status == http.StatusUnauthorized, ae.Status == http.StatusForbidden,
-			ae.Status == http.StatusTooManyRequests, ae.Status >= 502 && ae.Status <= 504:
-			return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
-		case ae.Status == http.StatusNotFound:
-			return fmt.Errorf("%w: %w", agentenv.ErrNotFound, err)
-		case ae.Status == http.StatusConflict:
-			return fmt.Errorf("%w: %w", agentenv.ErrConflict, err)
-		case ae.Status >= 400 && ae.Status < 500:
-			return fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
-		}
-	case errors.As(err, &oe) && oe.Op == "dial", errors.As(err, &ne) && ne.Timeout():
-		return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
-	}
-	return err
-}
+// kind maps an HTTP outcome to an agentenv error kind (see apierr.Kind).
+func kind(err error) error { return apierr.Kind(err) }
 
 // checkKey fails when no API key is configured: a configuration error (ErrInvalid: nothing is
 // made) that also makes the provider unavailable, so that a chain moves on.

@@ -10,15 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
-	"github.com/agentenv/agentenv/internal/engine"
-	"github.com/agentenv/agentenv/internal/filetar"
-	"github.com/agentenv/agentenv/internal/shellquote"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
@@ -119,17 +115,9 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	if !recordName.MatchString(spec.Name) || spec.Image == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
 	}
-	var archive []byte
-	if len(spec.Files) > 0 {
-		var err error
-		if archive, err = filetar.Pack("/", spec.Files); err != nil {
-			return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: files: %w: %w", spec.Name, vm, err, agentenv.ErrInvalid)
-		}
-	}
-	for _, port := range spec.Ports {
-		if port <= 0 || port > 65535 {
-			return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: port %d: want 1-65535: %w", spec.Name, vm, port, agentenv.ErrInvalid)
-		}
+	archive, err := vmdocker.Prepare(spec)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: %w", spec.Name, vm, err)
 	}
 	_, vmLabels, err := p.vmInfo(ctx, vm)
 	if err != nil {
@@ -138,25 +126,8 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	labels := maps.Clone(vmLabels)
 	maps.Copy(labels, spec.Labels)
 	run := vmdocker.Run{Spec: spec, Labels: labels}
-	var res agentenv.ExecResult
-	for uploaded := false; ; uploaded = true {
-		if res, err = p.runScript(ctx, vm, run, archive); err != nil || res.ExitCode != vmdocker.ExitNoImage || uploaded {
-			break
-		}
-		if err = p.uploadImage(ctx, vm, spec.Image); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = vmdocker.RunError(run, res.ExitCode, res.Stderr, p.imageHint())
-	}
-	if err == nil {
-		err = ctx.Err()
-	}
-	var st vmdocker.Started
-	if err == nil {
-		st, err = vmdocker.ParseRun(string(res.Stdout), run)
-	}
+	st, err := vmdocker.Start(ctx, vmShell{p, vm}, run, archive,
+		vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()}, p.log.With("vm", vm))
 	if err == nil && len(spec.Ports) > 0 {
 		err = p.expose(ctx, vm, st.Ports)
 	}
@@ -168,17 +139,7 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 		}
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: %w", spec.Name, vm, err)
 	}
-	sb := agentenv.Sandbox{ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning, Labels: labels}
-	if !st.Running {
-		sb.State, sb.ExitCode = agentenv.SandboxExited, st.ExitCode
-	}
-	for _, port := range spec.Ports {
-		if sb.Endpoints == nil {
-			sb.Endpoints = map[string]string{}
-		}
-		sb.Endpoints[strconv.Itoa(port)] = p.cfg.PortURL(vm, st.Ports[port])
-	}
-	return sb, nil
+	return vmdocker.Sandbox(st, spec, p.cfg.Name, labels, func(vmPort int) string { return p.cfg.PortURL(vm, vmPort) }), nil
 }
 
 // expose adds the VM ports of published to vm's exposed ports, reachable without Tensorlake
@@ -205,44 +166,18 @@ func (p *Provider) expose(ctx context.Context, vm string, published map[int]int)
 	return nil
 }
 
-// runScript runs run's RunScript in vm, first uploading archive (the spec's files, nil for
-// none) into the VM for it to copy in; the script removes the upload when it ends.
-func (p *Provider) runScript(ctx context.Context, vm string, run vmdocker.Run, archive []byte) (agentenv.ExecResult, error) {
-	script := vmdocker.RunScript(run)
-	if archive != nil {
-		run.Files = "/tmp/agentenv-files-" + rand.Text() + ".tar"
-		if err := p.put(ctx, vm, run.Files, strings.NewReader(string(archive))); err != nil {
-			return agentenv.ExecResult{}, err
-		}
-		script = "trap " + shellquote.Join([]string{"rm -f " + shellquote.Join([]string{run.Files})}) + " EXIT\n" + vmdocker.RunScript(run)
-	}
-	return p.run(ctx, vm, []string{"/bin/sh", "-c", script})
+// vmShell is vm's root shell through the sandbox API (its process and files APIs).
+type vmShell struct {
+	p  *Provider
+	vm string
 }
 
-// uploadImage supplies vm with image from this host's Docker engine (Config.DockerHost): the
-// `docker save` archive streamed into a file in the VM through the files API, then `docker load`.
-func (p *Provider) uploadImage(ctx context.Context, vm, image string) error {
-	host, _, err := engine.Client(p.cfg.DockerHost)
-	if err != nil {
-		return fmt.Errorf("%w (%v)", vmdocker.MissingImage(image, p.imageHint()), err)
-	}
-	defer host.Close()
-	start := time.Now()
-	err = vmdocker.Upload(ctx, host, image, func(ctx context.Context, saved io.Reader) error {
-		file := "/tmp/agentenv-image-" + rand.Text() + ".tar"
-		if err := p.put(ctx, vm, file, saved); err != nil {
-			return err
-		}
-		res, err := p.run(ctx, vm, []string{"/bin/sh", "-c", vmdocker.LoadScript(file)})
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("docker load exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-		}
-		return err
-	}, p.imageHint())
-	if err == nil {
-		p.log.Debug("image uploaded into the vm", "vm", vm, "image", image, "took", time.Since(start))
-	}
-	return err
+func (s vmShell) Run(ctx context.Context, script string) (agentenv.ExecResult, error) {
+	return s.p.run(ctx, s.vm, []string{"/bin/sh", "-c", script})
+}
+
+func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
+	return s.p.put(ctx, s.vm, file, r)
 }
 
 // imageHint says, in a missing image's error, where tensorlake gets its images.

@@ -53,26 +53,13 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/agentenv/agentenv/internal/emufault"
+	"github.com/agentenv/agentenv/internal/emuvm"
 )
 
-// CreateFault makes POST /sandboxes misbehave.
-type CreateFault struct {
-	// Status, if set, is answered with Message and nothing is created (429 rate limit, 503
-	// no capacity, 500, ...).
-	Status  int
-	Message string
-	// Delay makes the server create the sandbox at once but answer only after Delay, whether or
-	// not the client still waits: a create that completes after the client gave up.
-	Delay time.Duration
-	// Hang, if set, holds the request until it is closed; the sandbox is created then, even if
-	// the client has gone: a create request that hangs.
-	Hang <-chan struct{}
-	// Lost makes the server create the sandbox and then drop the connection without answering:
-	// the client never learns the id.
-	Lost bool
-	// Times is how many creates the fault applies to; 0 means every one.
-	Times int
-}
+// CreateFault makes POST /sandboxes misbehave (see emufault.Create).
+type CreateFault = emufault.Create
 
 // Command is a process started in a sandbox through envd.
 type Command struct {
@@ -112,9 +99,7 @@ type Server struct {
 	mu        sync.Mutex
 	templates map[string]bool
 	sandboxes map[string]*sandbox
-	createF   *CreateFault
-	killCode  int
-	killTimes int
+	faults    emufault.Faults
 	pageSize  int
 	calls     map[string]int
 	commands  []Command
@@ -122,8 +107,7 @@ type Server struct {
 
 	backend     VMBackend
 	vmTemplates map[string]bool
-	vmErrs      []error
-	removals    sync.WaitGroup
+	vms         emuvm.Reaper
 }
 
 type sandbox struct {
@@ -180,7 +164,7 @@ func (s *Server) Close() {
 	for _, sb := range all {
 		s.removeVM(sb)
 	}
-	s.removals.Wait()
+	s.vms.Wait()
 }
 
 // AddTemplate makes template known, so that sandboxes can be created from it.
@@ -192,20 +176,13 @@ func (s *Server) AddTemplate(template string) {
 
 // SetCreateFault makes the next creates misbehave as f says; nil clears it.
 func (s *Server) SetCreateFault(f *CreateFault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.createF = f
+	s.faults.SetCreate(f)
 }
 
 // SetKillFault makes the next times kills (every one if times is 0) fail with HTTP status code
 // and leave the sandbox running; code 0 clears it.
 func (s *Server) SetKillFault(code, times int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.killCode, s.killTimes = code, times
-	if times == 0 {
-		s.killTimes = -1
-	}
+	s.faults.SetKill(code, times)
 }
 
 // SetPageSize caps the page size of GET /v2/sandboxes (default 100, E2B's maximum).
@@ -324,12 +301,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	known := s.templates[req.TemplateID]
-	f := s.createF
-	if f != nil && f.Times > 0 {
-		if f.Times--; f.Times == 0 {
-			s.createF = nil
-		}
-	}
+	f := s.faults.TakeCreate()
 	s.mu.Unlock()
 	if !known {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("template '%s' not found", req.TemplateID))
@@ -339,12 +311,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, f.Status, f.Message)
 		return
 	}
-	if f != nil && f.Hang != nil {
-		select {
-		case <-f.Hang:
-		case <-s.closed:
-			return
-		}
+	if !f.Hold(s.closed) {
+		return
 	}
 	timeout := 15 // NewSandbox's default
 	if req.Timeout != nil {
@@ -373,20 +341,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if f != nil && f.Lost {
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler)
+		emufault.DropAnswer(w)
+		return
 	}
-	if f != nil && f.Delay > 0 {
-		select {
-		case <-time.After(f.Delay):
-		case <-s.closed:
-		}
-	}
+	f.Linger(s.closed)
 	body := map[string]any{"templateID": sb.Template, "sandboxID": sb.ID, "clientID": "emu", "envdVersion": "0.2.0", "domain": nil}
 	if sb.token != "" {
 		body["envdAccessToken"] = sb.token
@@ -473,12 +431,10 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 	sb, ok := s.sandboxes[id]
 	running := ok && s.alive(sb)
 	code := 0
-	if running && s.killCode != 0 && s.killTimes != 0 {
-		code = s.killCode
-		if s.killTimes > 0 {
-			s.killTimes--
-		}
-	} else if running {
+	if running {
+		code = s.faults.TakeKill()
+	}
+	if running && code == 0 {
 		sb.Running, sb.ExitCode = false, -1
 	}
 	s.mu.Unlock()

@@ -3,7 +3,6 @@ package e2bemu
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httputil"
@@ -11,42 +10,21 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/emuvm"
 )
 
-// Bounds of the VM steps the emulator takes on its own behalf.
-const (
-	vmStartBound  = 3 * time.Minute
-	vmRemoveBound = time.Minute
-)
+// vmStartBound bounds the start of a VM the emulator makes on its own behalf.
+const vmStartBound = 3 * time.Minute
 
-// VM is the real machine behind a sandbox: a shell to run processes in, its ports' addresses,
-// and its removal. *emuvm.VM is one (through DinD).
-type VM interface {
-	// Run runs script with /bin/sh -c as root, with stdin if not nil, until it exits or ctx ends.
-	Run(ctx context.Context, script string, stdin io.Reader) (agentenv.ExecResult, error)
-	// Addr is host:port at which this process reaches port of the VM.
-	Addr(port int) string
-	// Remove removes the VM and everything in it; a VM that is gone counts as removed.
-	Remove(ctx context.Context) error
-}
+// VM is the real machine behind a sandbox (see emuvm.Machine).
+type VM = emuvm.Machine
 
-// VMBackend starts the VMs behind sandboxes. name is unique per sandbox; labels are the
-// sandbox's metadata, which every object the backend makes must carry.
-type VMBackend interface {
-	StartVM(ctx context.Context, name string, labels map[string]string) (VM, error)
-}
+// VMBackend starts the VMs behind sandboxes (see emuvm.Backend); labels are the sandbox's.
+type VMBackend = emuvm.Backend
 
 // DinD returns a VMBackend whose VMs are h's Docker-in-Docker containers.
-func DinD(h *emuvm.Host) VMBackend { return dind{h} }
-
-type dind struct{ h *emuvm.Host }
-
-func (d dind) StartVM(ctx context.Context, name string, labels map[string]string) (VM, error) {
-	return d.h.Start(ctx, name, labels)
-}
+func DinD(h *emuvm.Host) VMBackend { return emuvm.DinD(h) }
 
 // SetVMBackend backs every sandbox created from now on from one of templates (default
 // "docker", the Docker-capable template) with a VM of b: a create starts the VM and fails with
@@ -125,13 +103,7 @@ func (s *Server) removeVM(sb *sandbox) {
 	if vm == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), vmRemoveBound)
-	defer cancel()
-	if err := vm.Remove(ctx); err != nil {
-		s.mu.Lock()
-		s.vmErrs = append(s.vmErrs, fmt.Errorf("sandbox %s: %w", sb.ID, err))
-		s.mu.Unlock()
-	}
+	s.vms.Remove(sb.ID, vm)
 }
 
 // ended is called, with s.mu held, when sb stops running: its VM is removed in the background
@@ -140,18 +112,12 @@ func (s *Server) ended(sb *sandbox) {
 	if sb.vm == nil {
 		return
 	}
-	s.removals.Add(1)
-	go func() {
-		defer s.removals.Done()
-		s.removeVM(sb)
-	}()
+	s.vms.Go(func() { s.removeVM(sb) })
 }
 
 // VMErrors returns the errors of VM removals so far (a test asserts there are none).
 func (s *Server) VMErrors() []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]error(nil), s.vmErrs...)
+	return s.vms.Errors()
 }
 
 // proxy reverse-proxies a request for port of sandbox id to its VM, streaming (no buffering),

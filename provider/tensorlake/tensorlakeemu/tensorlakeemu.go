@@ -61,32 +61,16 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/emufault"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
 
-// Bounds of the VM steps the emulator takes on its own behalf.
-const (
-	vmStartBound  = 3 * time.Minute
-	vmRemoveBound = time.Minute
-)
+// vmStartBound bounds the start of a VM the emulator makes on its own behalf.
+const vmStartBound = 3 * time.Minute
 
-// CreateFault makes POST /sandboxes misbehave.
-type CreateFault struct {
-	// Status, if set, is answered with Message and nothing is created (429, 503, 500, ...).
-	Status  int
-	Message string
-	// Delay makes the server create the sandbox at once but answer only after Delay, whether or
-	// not the client still waits: a create that completes after the client gave up.
-	Delay time.Duration
-	// Hang, if set, holds the request until it is closed; the sandbox is created then, even if
-	// the client has gone.
-	Hang <-chan struct{}
-	// Lost makes the server create the sandbox and then drop the connection without answering.
-	Lost bool
-	// Times is how many creates the fault applies to; 0 means every one.
-	Times int
-}
+// CreateFault makes POST /sandboxes misbehave (see emufault.Create).
+type CreateFault = emufault.Create
 
 // Command is a process started in a sandbox through its API.
 type Command struct {
@@ -107,30 +91,14 @@ type Sandbox struct {
 	Public       bool // allow_unauthenticated_access
 }
 
-// VM is the real machine behind a sandbox. *emuvm.VM is one.
-type VM interface {
-	// Run runs script with /bin/sh -c as root, with stdin if not nil, until it exits or ctx ends.
-	Run(ctx context.Context, script string, stdin io.Reader) (agentenv.ExecResult, error)
-	// Addr is host:port at which this process reaches port of the VM.
-	Addr(port int) string
-	// Remove removes the VM and everything in it; a VM that is gone counts as removed.
-	Remove(ctx context.Context) error
-}
+// VM is the real machine behind a sandbox (see emuvm.Machine).
+type VM = emuvm.Machine
 
-// VMBackend starts the VMs behind sandboxes; labels are the sandbox's, which every object the
-// backend makes must carry.
-type VMBackend interface {
-	StartVM(ctx context.Context, name string, labels map[string]string) (VM, error)
-}
+// VMBackend starts the VMs behind sandboxes (see emuvm.Backend); labels are the sandbox's.
+type VMBackend = emuvm.Backend
 
 // DinD returns a VMBackend whose VMs are h's Docker-in-Docker containers.
-func DinD(h *emuvm.Host) VMBackend { return dind{h} }
-
-type dind struct{ h *emuvm.Host }
-
-func (d dind) StartVM(ctx context.Context, name string, labels map[string]string) (VM, error) {
-	return d.h.Start(ctx, name, labels)
-}
+func DinD(h *emuvm.Host) VMBackend { return emuvm.DinD(h) }
 
 // Server is the emulator. Its methods are safe for concurrent use.
 type Server struct {
@@ -148,13 +116,10 @@ type Server struct {
 	backend   VMBackend
 	sandboxes map[string]*sandbox
 	order     []string
-	createF   *CreateFault
-	killCode  int
-	killTimes int
+	faults    emufault.Faults
 	calls     map[string]int
 	commands  []Command
-	vmErrs    []error
-	removals  sync.WaitGroup
+	vms       emuvm.Reaper
 }
 
 type sandbox struct {
@@ -233,7 +198,7 @@ func (s *Server) Close() {
 	for _, sb := range all {
 		s.removeVM(sb)
 	}
-	s.removals.Wait()
+	s.vms.Wait()
 }
 
 // AddImage makes image known, so that sandboxes can be created from it.
@@ -257,20 +222,13 @@ func (s *Server) SetVMBackend(b VMBackend, images ...string) {
 
 // SetCreateFault makes the next creates misbehave as f says; nil clears it.
 func (s *Server) SetCreateFault(f *CreateFault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.createF = f
+	s.faults.SetCreate(f)
 }
 
 // SetKillFault makes the next times deletes (every one if times is 0) fail with HTTP status code
 // and leave the sandbox running; code 0 clears it.
 func (s *Server) SetKillFault(code, times int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.killCode, s.killTimes = code, times
-	if times == 0 {
-		s.killTimes = -1
-	}
+	s.faults.SetKill(code, times)
 }
 
 // Calls returns how many requests of op (create, list, get, update, delete, process, ...) arrived.
@@ -333,9 +291,7 @@ func (s *Server) Expire(id string) {
 
 // VMErrors returns the errors of VM removals so far (a test asserts there are none).
 func (s *Server) VMErrors() []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]error(nil), s.vmErrs...)
+	return s.vms.Errors()
 }
 
 // status brings sb's status up to now and returns it. Call with s.mu held.
@@ -367,11 +323,7 @@ func (s *Server) end(sb *sandbox, outcome, reason string) {
 	if sb.vm == nil {
 		return
 	}
-	s.removals.Add(1)
-	go func() {
-		defer s.removals.Done()
-		s.removeVM(sb)
-	}()
+	s.vms.Go(func() { s.removeVM(sb) })
 }
 
 // removeVM removes sb's VM, if it has one, and waits for it. Call without s.mu.
@@ -383,13 +335,7 @@ func (s *Server) removeVM(sb *sandbox) {
 	if vm == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), vmRemoveBound)
-	defer cancel()
-	if err := vm.Remove(ctx); err != nil {
-		s.mu.Lock()
-		s.vmErrs = append(s.vmErrs, fmt.Errorf("sandbox %s: %w", sb.ID, err))
-		s.mu.Unlock()
-	}
+	s.vms.Remove(sb.ID, vm)
 }
 
 // auth checks the API key and counts the call.
@@ -480,12 +426,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			taken = true
 		}
 	}
-	f := s.createF
-	if f != nil && f.Times > 0 {
-		if f.Times--; f.Times == 0 {
-			s.createF = nil
-		}
-	}
+	f := s.faults.TakeCreate()
 	s.mu.Unlock()
 	switch {
 	case !known:
@@ -498,12 +439,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, f.Message, f.Status)
 		return
 	}
-	if f != nil && f.Hang != nil {
-		select {
-		case <-f.Hang:
-		case <-s.closed:
-			return
-		}
+	if !f.Hold(s.closed) {
+		return
 	}
 	now := time.Now()
 	sb := &sandbox{
@@ -530,20 +467,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if f != nil && f.Lost {
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler)
+		emufault.DropAnswer(w)
+		return
 	}
-	if f != nil && f.Delay > 0 {
-		select {
-		case <-time.After(f.Delay):
-		case <-s.closed:
-		}
-	}
+	f.Linger(s.closed)
 	writeJSON(w, http.StatusOK, map[string]any{"sandbox_id": sb.ID, "status": "pending", "name": sb.Name})
 }
 
@@ -666,12 +593,10 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 	sb, ok := s.sandboxes[id]
 	alive := ok && s.alive(sb)
 	code := 0
-	if alive && s.killCode != 0 && s.killTimes != 0 {
-		code = s.killCode
-		if s.killTimes > 0 {
-			s.killTimes--
-		}
-	} else if alive {
+	if alive {
+		code = s.faults.TakeKill()
+	}
+	if alive && code == 0 {
 		sb.Status, sb.outcome, sb.reason = "terminated", "success", "terminated by request"
 	}
 	s.mu.Unlock()

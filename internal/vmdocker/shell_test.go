@@ -1,0 +1,60 @@
+package vmdocker_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/vmdocker"
+)
+
+func TestPrepareRefusesBadPortsAndPacksFiles(t *testing.T) {
+	if _, err := vmdocker.Prepare(agentenv.SandboxSpec{Ports: []int{8080, 70000}}); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "port 70000") {
+		t.Errorf("Prepare with port 70000 = %v, want ErrInvalid naming it", err)
+	}
+	if a, err := vmdocker.Prepare(agentenv.SandboxSpec{Ports: []int{8080}}); a != nil || err != nil {
+		t.Errorf("Prepare without files = %d bytes, %v; want none, nil", len(a), err)
+	}
+	a, err := vmdocker.Prepare(agentenv.SandboxSpec{Files: map[string][]byte{"/etc/x.conf": []byte("x")}})
+	if err != nil || len(a) == 0 {
+		t.Errorf("Prepare with a file = %d bytes, %v; want an archive", len(a), err)
+	}
+}
+
+// scriptShell is a VM shell that records what it is asked and answers out to every script.
+type scriptShell struct {
+	out     agentenv.ExecResult
+	scripts []string
+	puts    []string
+}
+
+func (s *scriptShell) Run(_ context.Context, script string) (agentenv.ExecResult, error) {
+	s.scripts = append(s.scripts, script)
+	return s.out, nil
+}
+
+func (s *scriptShell) Put(_ context.Context, file string, r io.Reader) error {
+	s.puts = append(s.puts, file)
+	_, err := io.Copy(io.Discard, r)
+	return err
+}
+
+func TestStartUploadsTheFilesAndRemovesThemAfter(t *testing.T) {
+	sh := &scriptShell{out: agentenv.ExecResult{ExitCode: 7, Stderr: []byte("boom")}}
+	run := vmdocker.Run{Spec: agentenv.SandboxSpec{Name: "c", Image: "img"}}
+	_, err := vmdocker.Start(t.Context(), sh, run, []byte("tar"), vmdocker.Images{Hint: "h"}, nil)
+	if err == nil {
+		t.Fatal("Start of a script exiting 7 succeeded")
+	}
+	if len(sh.puts) != 1 || len(sh.scripts) != 1 || !strings.HasPrefix(sh.scripts[0], "trap ") || !strings.Contains(sh.scripts[0], "rm -f '\\''"+sh.puts[0]) {
+		t.Errorf("puts %v, scripts %q; want the archive put and removed by the script", sh.puts, sh.scripts)
+	}
+	rec := vmdocker.Sandbox(vmdocker.Started{Running: true, Ports: map[int]int{8080: 32768}},
+		agentenv.SandboxSpec{Name: "c", Ports: []int{8080}}, "p", nil, func(vp int) string { return "u" + strings.Repeat("!", vp-32767) })
+	if rec.ID != "c" || rec.State != agentenv.SandboxRunning || rec.Endpoints["8080"] != "u!" {
+		t.Errorf("Sandbox = %+v", rec)
+	}
+}
