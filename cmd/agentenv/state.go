@@ -70,6 +70,30 @@ func readLocalStore(name string) (*localStore, error) {
 	return &ls, nil
 }
 
+// soleLocalStore returns the local store when `agentenv state up` started exactly one (under
+// any --name) in this state folder; nil when it started none or several.
+func soleLocalStore() (*localStore, error) {
+	sd, err := stateDir()
+	if err != nil {
+		return nil, err
+	}
+	paths, err := filepath.Glob(filepath.Join(sd, "*.json"))
+	if err != nil {
+		return nil, fmt.Errorf("local state stores: %w", err)
+	}
+	var found []*localStore
+	for _, p := range paths {
+		ls, err := readLocalStore(strings.TrimSuffix(filepath.Base(p), ".json"))
+		if err == nil && ls != nil && ls.DSN != "" && ls.Container != "" {
+			found = append(found, ls)
+		}
+	}
+	if len(found) != 1 {
+		return nil, nil
+	}
+	return found[0], nil
+}
+
 // setStateStore makes a command's --state-store flag win over state.store.
 func (a *app) setStateStore(flag string) {
 	if flag != "" {
@@ -77,9 +101,9 @@ func (a *app) setStateStore(flag string) {
 	}
 }
 
-// newStateStore builds the state store's provider from state.store, else from the local store
-// `agentenv state up` started (so that teardown and gc reach its databases without the flag a
-// deploy was given); nil when there is neither. A store that is the local one joins the docker
+// newStateStore builds the state store's provider from state.store, else from the one local
+// store `agentenv state up` started (so that teardown and gc reach its databases without the
+// flag a deploy was given); nil when there is neither, or several local stores and no setting. A store that is the local one joins the docker
 // provider's private networks.
 func newStateStore(a *app) (agentenv.Provider, error) {
 	dsn, err := a.cfg.Get("state.store")
@@ -87,7 +111,7 @@ func newStateStore(a *app) (agentenv.Provider, error) {
 		return nil, err
 	}
 	if dsn == "" {
-		ls, err := readLocalStore(stateRecord)
+		ls, err := soleLocalStore()
 		if err != nil || ls == nil {
 			return nil, err
 		}
