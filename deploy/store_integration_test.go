@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/internal/envtest"
 	"github.com/agentenv/agentenv/internal/fault"
 	"github.com/agentenv/agentenv/lifecycle"
@@ -290,7 +291,8 @@ func TestSnapshotDeployedTwiceExportsTheSame(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exports = append(exports, string(envtest.Data(t, "http://"+res.Endpoints["notes"], "data/get", nil)))
+		// notes has no port of its own: its data plane is the gateway's, with the admin token.
+		exports = append(exports, string(envtest.DataVia(t, strings.TrimSuffix(res.GatewayURL, envproto.MCPPath), res.Token, "data/get", nil)))
 		assertReceiptClean(t, teardown(t, s.rig, id), false)
 	}
 	if exports[0] != exports[1] {

@@ -13,6 +13,10 @@ import (
 // DefaultConnectTimeout bounds OpenDB when its context has no deadline.
 const DefaultConnectTimeout = 60 * time.Second
 
+// pingIdle is how long a pooled connection may sit idle before it is pinged on its next use:
+// an agent's tool calls come seconds apart, so nearly every one is checked; bursts are not.
+const pingIdle = 250 * time.Millisecond
+
 // OpenDB opens a pool on the service DB at dsn and waits until it answers a query, retrying
 // with backoff until ctx's deadline, or for DefaultConnectTimeout if ctx has none: an env
 // server usually starts beside its database and must not fail because it came up first. A nil
@@ -26,7 +30,14 @@ func OpenDB(ctx context.Context, dsn string, logger *slog.Logger) (*pgxpool.Pool
 		ctx, cancel = context.WithTimeout(ctx, DefaultConnectTimeout)
 		defer cancel()
 	}
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	// A connection idle for a while is pinged before use, so that one the server closed meanwhile
+	// (a snapshot of the database closes its sessions) is replaced instead of failing a tool call.
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > pingIdle }
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}

@@ -87,6 +87,23 @@ func Data(t testing.TB, url, method string, params any) json.RawMessage {
 // JSON-RPC response, error included.
 func DataResponse(t testing.TB, url, method string, params any) envproto.Response {
 	t.Helper()
+	return dataResponse(t, url, "", method, params)
+}
+
+// DataVia sends one data-plane request with a bearer token, as a gateway's data plane (the
+// gateway's base URL, its /mcp cut off) wants, and returns its result, failing the test on a
+// JSON-RPC error.
+func DataVia(t testing.TB, url, token, method string, params any) json.RawMessage {
+	t.Helper()
+	resp := dataResponse(t, url, token, method, params)
+	if resp.Error != nil {
+		t.Fatalf("%s: error %d %s", method, resp.Error.Code, resp.Error.Message)
+	}
+	return resp.Result
+}
+
+func dataResponse(t testing.TB, url, token, method string, params any) envproto.Response {
+	t.Helper()
 	p, err := json.Marshal(params)
 	if err != nil {
 		t.Fatal(err)
@@ -95,14 +112,22 @@ func DataResponse(t testing.TB, url, method string, params any) envproto.Respons
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.Post(url+envproto.DataPath, "application/json", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+envproto.DataPath, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	var resp envproto.Response
 	if err := json.NewDecoder(res.Body).Decode(&resp); err != nil {
-		t.Fatalf("%s: decode response: %v", method, err)
+		t.Fatalf("%s: decode response (%s): %v", method, res.Status, err)
 	}
 	return resp
 }
