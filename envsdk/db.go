@@ -14,8 +14,9 @@ import (
 const DefaultConnectTimeout = 60 * time.Second
 
 // pingIdle is how long a pooled connection may sit idle before it is pinged on its next use:
-// an agent's tool calls come seconds apart, so nearly every one is checked; bursts are not.
-const pingIdle = 250 * time.Millisecond
+// an agent's tool calls come seconds apart, so nearly every one is checked (a round trip on the
+// private network); a burst of queries within one call is not.
+const pingIdle = 50 * time.Millisecond
 
 // OpenDB opens a pool on the service DB at dsn and waits until it answers a query, retrying
 // with backoff until ctx's deadline, or for DefaultConnectTimeout if ctx has none: an env
