@@ -588,9 +588,6 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	doc.State, doc.Winner, doc.Mode = agentenv.DeploymentLive, st.member, mode
 	if !st.opts.Own {
 		doc.Expires = time.Now().UTC().Add(st.opts.TTL).Truncate(time.Second)
-		if err := st.d.mgr.Release(ctx, doc.Expires, ids...); err != nil {
-			return nil, err
-		}
 		doc.Owner = agentenv.Owner{}
 	}
 	doc.GatewayURL = ""
@@ -624,6 +621,14 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 	doc.Updated = time.Now().UTC()
 	if err := st.d.mgr.Ledger().Deployments().Put(ctx, doc); err != nil {
 		return nil, fmt.Errorf("record deployment: %w", err)
+	}
+	// The records pass to the TTL only once the document says live: a process killed between
+	// the two leaves records it still owns, which gc collects, never records no one owns under
+	// a document still deploying, which it would keep until their TTL.
+	if !st.opts.Own {
+		if err := st.d.mgr.Release(ctx, doc.Expires, ids...); err != nil {
+			return nil, err
+		}
 	}
 	return &Result{Doc: doc, Token: st.token, Tokens: maps.Clone(st.tokens), GatewayURL: doc.GatewayURL, DatabaseURL: st.dbURL, Endpoints: st.endpoints, Records: ids}, nil
 }
