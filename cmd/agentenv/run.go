@@ -262,7 +262,7 @@ func (t taskDeployer) Deploy(ctx context.Context, envFile string, o task.DeployO
 		o.TTL = t.ttl
 	}
 	res, err := t.d.Deploy(ctx, env, deploy.Options{Provider: o.Provider, Run: o.Run, TTL: o.TTL, Own: true, PassEnv: t.passEnv,
-		GatewayMaxConns: t.maxConns, GatewayMaxSessions: t.maxSessions})
+		GatewayMaxConns: t.maxConns, GatewayMaxSessions: t.maxSessions, Store: t.store})
 	if err != nil {
 		return task.DeployedEnv{}, err
 	}
