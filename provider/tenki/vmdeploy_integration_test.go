@@ -94,13 +94,15 @@ func TestVMModeDeployOfNotes(t *testing.T) {
 		}
 	}
 
+	// The budget covers the DinD template's first load of the preloaded images, minutes on a
+	// loaded machine.
 	id := fmt.Sprintf("dep-tk%x", time.Now().UnixNano()&0xffffff)
-	res, events := deploytest.Deploy(t, d, env, deploy.Options{Provider: "tenki", Name: id, Budget: 3 * time.Minute})
+	res, events := deploytest.Deploy(t, d, env, deploy.Options{Provider: "tenki", Name: id, Budget: 6 * time.Minute})
 	if res.Doc.Mode != deploy.ModeVM || len(res.Records) != 1 {
 		t.Errorf("mode %s, records %v; want vm with one VM record", res.Doc.Mode, res.Records)
 	}
-	if !strings.HasPrefix(res.GatewayURL, emu.URL()+"/preview/") {
-		t.Errorf("gateway URL %s, want a preview URL of the emulator", res.GatewayURL)
+	if vm, ok := emu.Session(sessionOf(t, led, res.Records[0])); !ok || !strings.HasPrefix(res.GatewayURL, "http://127.0.0.1:") || len(vm.Ports) == 0 {
+		t.Errorf("gateway URL %s, VM's exposed ports %v; want a preview URL of a port the VM exposed", res.GatewayURL, vm.Ports)
 	}
 	cs := envtest.Connect(t, res.GatewayURL, res.Token)
 	got, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add_note", Arguments: map[string]any{"title": "hello", "body": "from tenki"}})
@@ -112,16 +114,13 @@ func TestVMModeDeployOfNotes(t *testing.T) {
 		t.Errorf("list_notes = %+v, %v; want the note", listed, err)
 	}
 	cs.Close()
-	vm, err := led.Get(t.Context(), res.Records[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	vmID := sessionOf(t, led, res.Records[0])
 	big := bytes.Repeat([]byte("0123456789abcdef"), 300<<10/16) // several stdin frames
-	ex, err := p.ExecInVM(t.Context(), vm.SandboxID, "servicedb", []string{"wc", "-c"}, map[string]string{"X": "y"}, big)
+	ex, err := p.ExecInVM(t.Context(), vmID, "servicedb", []string{"wc", "-c"}, map[string]string{"X": "y"}, big)
 	if err != nil || ex.ExitCode != 0 || strings.TrimSpace(string(ex.Stdout)) != strconv.Itoa(len(big)) {
 		t.Errorf("ExecInVM(wc -c) of %d bytes = %q (exit %d, %q), %v", len(big), ex.Stdout, ex.ExitCode, ex.Stderr, err)
 	}
-	if _, err := p.ExecInVM(t.Context(), vm.SandboxID, "no-such-container", []string{"true"}, nil, nil); !errors.Is(err, agentenv.ErrNotFound) {
+	if _, err := p.ExecInVM(t.Context(), vmID, "no-such-container", []string{"true"}, nil, nil); !errors.Is(err, agentenv.ErrNotFound) {
 		t.Errorf("ExecInVM in a missing container = %v, want ErrNotFound", err)
 	}
 	rc, err := d.Teardown(t.Context(), id)
@@ -131,10 +130,20 @@ func TestVMModeDeployOfNotes(t *testing.T) {
 	gone(t, id)
 	t.Logf("deploy, call and teardown took %s", time.Since(start))
 
-	deploytest.CancelAtEachEvent(t, d, env, deploy.Options{Provider: "tenki", Budget: 3 * time.Minute}, events,
+	deploytest.CancelAtEachEvent(t, d, env, deploy.Options{Provider: "tenki", Budget: 6 * time.Minute}, events,
 		func(t *testing.T, k int) string { return fmt.Sprintf("%sc%02d", id, k) }, gone)
 	if left := emu.Running(); len(left) != 0 {
 		t.Errorf("the emulator runs %v after the cancelled deploys", left)
 	}
 	t.Logf("whole test %s", time.Since(start))
+}
+
+// sessionOf is the session id the ledger holds for record.
+func sessionOf(t *testing.T, led agentenv.Ledger, record string) string {
+	t.Helper()
+	rec, err := led.Get(t.Context(), record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec.SandboxID
 }

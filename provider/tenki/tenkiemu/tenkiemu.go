@@ -18,8 +18,8 @@
 //     session's credential in x-tenki-session-cert (Unauthenticated without a valid one):
 //     Run (bidirectional: a start frame, stdin frames and their end, then started, output and
 //     exit frames), WriteFile and ReadFile (NotFound "no such file or directory").
-//   - a preview URL per exposed port, answered while the session runs (502 once it has ended,
-//     404 for a port not exposed).
+//   - a preview URL per exposed port, an origin of its own (a loopback listener), answered while
+//     the session runs (502 once it has ended).
 //
 // A session is CREATING for StartDelay, then RUNNING until it is terminated, Expire is called or
 // its max_duration passes (TERMINATED). Without a VM a command does nothing: one that is
@@ -141,7 +141,7 @@ type session struct {
 	endReason string
 	creds     map[string]time.Time // credential -> expiry
 	files     map[string][]byte
-	previews  map[int]string
+	previews  map[int]*httptest.Server // exposed port -> its preview origin
 	vm        VM
 }
 
@@ -170,8 +170,6 @@ func Start(key string) *Server {
 	s.dataPlane(mux, wire.Run, connect.NewBidiStreamHandler(wire.Run, s.run, dp...))
 	s.dataPlane(mux, wire.WriteFile, connect.NewUnaryHandler(wire.WriteFile, s.writeFile, dp...))
 	s.dataPlane(mux, wire.ReadFile, connect.NewUnaryHandler(wire.ReadFile, s.readFile, dp...))
-	mux.HandleFunc("/preview/{id}/{port}/{rest...}", s.preview)
-	mux.HandleFunc("/preview/{id}/{port}", s.preview)
 	s.ts = httptest.NewUnstartedServer(mux)
 	s.ts.Config.Protocols = new(http.Protocols)
 	s.ts.Config.Protocols.SetHTTP1(true)
@@ -207,6 +205,9 @@ func (s *Server) Close() {
 	s.ts.Close()
 	for _, ss := range all {
 		s.removeVM(ss)
+		for _, p := range ss.previews {
+			p.Close()
+		}
 	}
 	s.vms.Wait()
 }
@@ -477,7 +478,7 @@ func (s *Server) createSession(ctx context.Context, req *connect.Request[wire.Cr
 		Session: Session{ID: "ses_" + randHex(20), Name: in.Name, Image: image, Metadata: maps.Clone(in.Metadata),
 			Tags: slices.Clone(in.Tags), State: wire.StateCreating, Inbound: in.AllowInbound == nil || *in.AllowInbound},
 		created: now, runningAt: now.Add(s.StartDelay), creds: map[string]time.Time{}, files: map[string][]byte{},
-		previews: map[int]string{},
+		previews: map[int]*httptest.Server{},
 	}
 	if in.MaxDuration != nil {
 		ss.MaxDuration = time.Duration(*in.MaxDuration)
@@ -664,10 +665,10 @@ func (s *Server) exposePort(_ context.Context, req *connect.Request[wire.ExposeP
 	}
 	port := int(in.Port)
 	if _, ok := ss.previews[port]; !ok {
-		ss.previews[port] = fmt.Sprintf("%s/preview/%s/%d", s.ts.URL, url.PathEscape(ss.ID), port)
+		ss.previews[port] = httptest.NewServer(s.preview(ss, port))
 		ss.Ports = append(ss.Ports, port)
 	}
-	return connect.NewResponse(&wire.PortExposure{Port: in.Port, PreviewURL: ss.previews[port]}), nil
+	return connect.NewResponse(&wire.PortExposure{Port: in.Port, PreviewURL: ss.previews[port].URL}), nil
 }
 
 func (s *Server) listExposedPorts(_ context.Context, req *connect.Request[wire.SessionID]) (*connect.Response[wire.ListExposedPortsResponse], error) {
@@ -679,7 +680,7 @@ func (s *Server) listExposedPorts(_ context.Context, req *connect.Request[wire.S
 	}
 	out := &wire.ListExposedPortsResponse{}
 	for _, port := range ss.Ports {
-		out.Ports = append(out.Ports, &wire.PortExposure{Port: int32(port), PreviewURL: ss.previews[port]})
+		out.Ports = append(out.Ports, &wire.PortExposure{Port: int32(port), PreviewURL: ss.previews[port].URL})
 	}
 	return connect.NewResponse(out), nil
 }
@@ -941,50 +942,34 @@ func (s *Server) readFile(ctx context.Context, req *connect.Request[wire.ReadFil
 	return connect.NewResponse(&wire.ReadFileAnswer{Response: &wire.ReadFileResponse{Path: in.Path, Content: data}}), nil
 }
 
-// preview serves an exposed port's preview URL: the VM's port through a reverse proxy, else
-// 200 "ok".
-func (s *Server) preview(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	port, err := strconv.Atoi(r.PathValue("port"))
-	s.mu.Lock()
-	ss, ok := s.sessions[id]
-	var st wire.SessionState
-	exposed := false
-	var vm VM
-	if ok {
-		st, vm = s.state(ss), ss.vm
-		_, exposed = ss.previews[port]
-	}
-	s.mu.Unlock()
-	switch {
-	case !ok || err != nil:
-		http.Error(w, "preview not found", http.StatusNotFound)
-		return
-	case st != wire.StateRunning:
-		http.Error(w, "sandbox is "+string(st), http.StatusBadGateway)
-		return
-	case !exposed:
-		http.Error(w, fmt.Sprintf("port %d is not exposed", port), http.StatusNotFound)
-		return
-	}
-	if vm == nil {
-		w.Write([]byte("ok"))
-		return
-	}
-	target := &url.URL{Scheme: "http", Host: vm.Addr(port)}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.URL.Path = "/" + strings.TrimPrefix(pr.In.PathValue("rest"), "/")
-			pr.Out.URL.RawPath = ""
-			pr.Out.Host = target.Host
-		},
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			http.Error(w, fmt.Sprintf("port %d of the sandbox is not open: %v", port, err), http.StatusBadGateway)
-		},
-	}
-	rp.ServeHTTP(w, r)
+// preview serves port of ss at its preview URL, an origin of its own as Tenki's are: the VM's
+// port through a reverse proxy, else 200 "ok"; 502 once the session has ended.
+func (s *Server) preview(ss *session, port int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		st, vm := s.state(ss), ss.vm
+		s.mu.Unlock()
+		if st != wire.StateRunning {
+			http.Error(w, "sandbox is "+string(st), http.StatusBadGateway)
+			return
+		}
+		if vm == nil {
+			w.Write([]byte("ok"))
+			return
+		}
+		target := &url.URL{Scheme: "http", Host: vm.Addr(port)}
+		rp := &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(target)
+				pr.Out.Host = target.Host
+			},
+			FlushInterval: -1,
+			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+				http.Error(w, fmt.Sprintf("port %d of the sandbox is not open: %v", port, err), http.StatusBadGateway)
+			},
+		}
+		rp.ServeHTTP(w, r)
+	})
 }
 
 func randHex(n int) string {
