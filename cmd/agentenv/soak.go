@@ -51,6 +51,12 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 			if err != nil {
 				return usageError{err.Error()}
 			}
+			if !cmd.Flags().Changed("rounds") {
+				f.rounds = len(kinds) // one round of each kind asked for
+			}
+			if f.rounds < 1 {
+				return usageError{"--rounds must be at least 1"}
+			}
 			if f.binary == "" {
 				if f.binary, err = os.Executable(); err != nil {
 					return fmt.Errorf("soak: %w", err)
@@ -124,7 +130,7 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&f.episodes, "episodes", soak.DefaultEpisodes, "concurrent episodes per round")
-	fl.IntVar(&f.rounds, "rounds", len(soak.Kinds), "rounds (the kinds are used in turn)")
+	fl.IntVar(&f.rounds, "rounds", 0, "rounds, the kinds used in turn (default: one of each kind in --round-kinds)")
 	fl.StringVar(&f.kinds, "round-kinds", "steady,kill,interrupt,crash", "round kinds, used in turn")
 	fl.StringVar(&f.provider, "provider", "", "provider of the episodes (default: provider.default)")
 	fl.StringVar(&f.image, "image", "", "image to run agentenv's own components from (default: agentenv:dev)")

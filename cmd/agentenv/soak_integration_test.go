@@ -42,7 +42,7 @@ func TestSoakWithStateStore(t *testing.T) {
 	c := newCLI(t)
 	dsn := c.stateUp()
 
-	rep, code := c.soakJSON(nil, "--episodes", "2", "--round-kinds", "steady,crash", "--state-store", dsn)
+	rep, code := c.soakJSON(nil, "--episodes", "2", "--rounds", "2", "--round-kinds", "steady,crash", "--state-store", dsn)
 	if code != 0 || !rep.Holds {
 		t.Errorf("soak with a store: exit %d, holds %v (%s)", code, rep.Holds, rep.First)
 	}
@@ -53,7 +53,7 @@ func TestSoakWithStateStore(t *testing.T) {
 		t.Errorf("store databases after the soak %v, want none", dbs)
 	}
 
-	rep, code = c.soakJSON([]string{"AGENTENV_FAULTS=state/terminate:*:error"}, "--episodes", "1", "--round-kinds", "steady", "--state-store", dsn)
+	rep, code = c.soakJSON([]string{"AGENTENV_FAULTS=state/terminate:*:error"}, "--episodes", "1", "--rounds", "1", "--round-kinds", "steady", "--state-store", dsn)
 	if code != 1 || rep.Holds || len(rep.Rounds) != 1 {
 		t.Fatalf("soak with a leaking store: exit %d, holds %v over %d rounds; want exit 1, not holding, 1 round", code, rep.Holds, len(rep.Rounds))
 	}
