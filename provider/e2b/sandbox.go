@@ -265,7 +265,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 			return nil, fmt.Errorf("e2b: list: %w", kind(err))
 		}
 		for _, ls := range page {
-			if _, ok := ls.Metadata[agentenv.LabelRecord]; !ok || !matches(ls.Metadata, labels) {
+			if _, ok := ls.Metadata[agentenv.LabelRecord]; !ok || !agentenv.MatchLabels(ls.Metadata, labels) {
 				continue
 			}
 			out = append(out, p.sandbox(ls))
@@ -278,13 +278,4 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 		q.Set("nextToken", next)
 	}
 	return nil, fmt.Errorf("e2b: list: more than %d pages: %w", maxPages, agentenv.ErrUnavailable)
-}
-
-func matches(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }

@@ -450,7 +450,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 				continue
 			}
 			have := si.labels()
-			if rec, ok := have[agentenv.LabelRecord]; !ok || rec != si.Name || !matches(have, labels) {
+			if rec, ok := have[agentenv.LabelRecord]; !ok || rec != si.Name || !agentenv.MatchLabels(have, labels) {
 				continue
 			}
 			out = append(out, p.sandbox(si))
@@ -462,13 +462,4 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 		q.Set("cursor", page.NextCursor)
 	}
 	return nil, fmt.Errorf("tensorlake: list: more than %d pages: %w", maxPages, agentenv.ErrUnavailable)
-}
-
-func matches(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
