@@ -48,14 +48,14 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create vm %s: %w: %w", spec.Name, err, agentenv.ErrInvalid)
 	}
-	req := createRequest{Name: spec.Name, Image: p.cfg.VMImage, Entrypoint: ep, TimeoutSecs: p.timeout(spec),
+	req := createRequest{Name: spec.Name, Image: p.cfg.VMImage, Entrypoint: ep, TimeoutSecs: p.backstop.Seconds(spec),
 		Resources: p.resources(spec), AllowUnauthenticatedAccess: true}
 	si, err := p.create(ctx, spec.Name, req, false)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
 	if err := p.awaitDocker(ctx, si.ID); err != nil {
-		p.release(ctx, si.ID, spec.Name)
+		p.rel.Release(ctx, si.ID, spec.Name)
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create vm %s: %w", spec.Name, err)
 	}
 	return p.sandbox(si), nil
