@@ -198,14 +198,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	if err != nil {
 		return fmt.Errorf("tensorlake: remove %s from %s: %w", name, vm, err)
 	}
-	res, err := p.run(ctx, vm, []string{"/bin/sh", "-c", vmdocker.RemoveScript(name)})
-	switch {
-	case errors.Is(err, agentenv.ErrGone):
-		return nil
-	case err == nil:
-		err = vmdocker.Removed(res.ExitCode, res.Stderr)
-	}
-	if err != nil {
+	if err := vmdocker.Remove(ctx, vmShell{p, vm}, name); err != nil {
 		return fmt.Errorf("tensorlake: remove %s from %s: %w", name, vm, err)
 	}
 	return nil
