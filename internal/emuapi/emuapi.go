@@ -109,7 +109,15 @@ func (b *Base) Handle(pattern, op string, h http.HandlerFunc) {
 func (b *Base) Open(pattern string, h http.HandlerFunc) { b.mux.HandleFunc(pattern, h) }
 
 // Serve starts the server on a loopback port, until Close.
-func (b *Base) Serve() { b.ts = httptest.NewServer(b.mux) }
+func (b *Base) Serve() {
+	b.ts = httptest.NewUnstartedServer(b.mux)
+	// Cleartext HTTP/2 (prior knowledge) beside HTTP/1.1: Connect's bidirectional streams, which
+	// provider/tenki's emulator serves, need HTTP/2.
+	b.ts.Config.Protocols = new(http.Protocols)
+	b.ts.Config.Protocols.SetHTTP1(true)
+	b.ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	b.ts.Start()
+}
 
 // URL is the server's base URL.
 func (b *Base) URL() string { return b.ts.URL }

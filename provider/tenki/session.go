@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/shellquote"
 	"github.com/agentenv/agentenv/provider/tenki/internal/wire"
@@ -75,7 +76,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 		err = ctx.Err()
 	}
 	if err != nil {
-		p.release(ctx, sess.ID, spec.Name)
+		p.rel.Release(ctx, sess.ID, spec.Name)
 		return agentenv.Sandbox{}, fmt.Errorf("tenki: create %s: %w", spec.Name, ctxerr.Prefer(ctx, err))
 	}
 	return sb, nil
@@ -123,7 +124,7 @@ func startScript(dir string) string {
 
 // request is the CreateSession request of spec: named, labelled, tagged, timed out, sized.
 func (p *Provider) request(spec agentenv.SandboxSpec, image string, meta map[string]string, inbound bool) wire.CreateSessionRequest {
-	maxDuration := wire.Duration(p.timeout(spec))
+	maxDuration := wire.Duration(time.Duration(p.backstop.Seconds(spec)) * time.Second)
 	req := wire.CreateSessionRequest{
 		OwnerID: ownerID, OwnerType: ownerType, Name: spec.Name, Metadata: meta, Tags: []string{Tag},
 		MaxDuration: &maxDuration, AllowInbound: &inbound, WaitReady: true,
@@ -184,18 +185,14 @@ func (p *Provider) create(ctx context.Context, record string, req wire.CreateSes
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("tenki: create %s: %w", record, err)
 	}
-	if err := p.checkToken(); err != nil {
+	if err := p.key.CheckKey(); err != nil {
 		return nil, err
 	}
-	if err := p.limiter.Wait(ctx); err != nil {
-		return nil, fmt.Errorf("tenki: create %s: rate limit: %w", record, ctxerr.Prefer(ctx, err))
+	leave, err := p.gate.Enter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tenki: create %s: %w", record, err)
 	}
-	select {
-	case p.slots <- struct{}{}:
-		defer func() { <-p.slots }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("tenki: create %s: waiting for a create slot: %w", record, ctx.Err())
-	}
+	defer leave()
 	image := ""
 	if req.RegistryRef != nil {
 		image = *req.RegistryRef
@@ -213,7 +210,7 @@ func (p *Provider) create(ctx context.Context, record string, req wire.CreateSes
 		switch {
 		case !refused(err):
 			// The answer may be lost though the session exists: find it by name and end it.
-			p.releaseRecord(ctx, record)
+			p.rel.Record(ctx, record)
 		case errors.Is(err, agentenv.ErrNotFound):
 			err = fmt.Errorf("image %q not found: %w: %w", image, agentenv.ErrInvalid, err)
 		}
@@ -228,7 +225,7 @@ func (p *Provider) create(ctx context.Context, record string, req wire.CreateSes
 		err = ctx.Err()
 	}
 	if err != nil {
-		p.release(ctx, created.Session.ID, record)
+		p.rel.Release(ctx, created.Session.ID, record)
 		return nil, fmt.Errorf("tenki: create %s: %w", record, ctxerr.Prefer(ctx, err))
 	}
 	log.Debug("session created", "session_id", sess.ID)
@@ -372,45 +369,44 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	return nil
 }
 
-// maxPages bounds a listing, so that a server handing out page tokens forever cannot hold it.
-const maxPages = 1000
-
 // List returns the sessions not yet ended that agentenv made (tagged "agentenv", their metadata
 // naming a record equal to their name) and that carry every one of labels, with their
 // endpoints. It reads every page of ListWorkspaceSandboxes for the tag and filters the labels
 // here. A VM-mode session is listed as any other.
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
 	var out []agentenv.Sandbox
-	req := wire.ListWorkspaceSandboxesRequest{PageSize: 100, Tags: []string{Tag}}
-	for range maxPages {
-		page, err := call(ctx, p, p.listSessions, &req)
+	err := cloudapi.Pages(func(token string) (string, error) {
+		page, err := call(ctx, p, p.listSessions, &wire.ListWorkspaceSandboxesRequest{PageSize: 100, PageToken: token, Tags: []string{Tag}})
 		if err != nil {
-			return nil, fmt.Errorf("tenki: list: %w", err)
+			return "", err
 		}
 		for _, s := range page.Sessions {
 			if s == nil || s.State.Ended() {
 				continue
 			}
-			if rec, ok := s.Metadata[agentenv.LabelRecord]; !ok || rec != s.Name || !matchLabels(s.Metadata, labels) {
+			if rec, ok := s.Metadata[agentenv.LabelRecord]; !ok || rec != s.Name || !agentenv.MatchLabels(s.Metadata, labels) {
 				continue
 			}
 			sb := p.sandbox(s)
 			if err := p.endpoints(ctx, s, &sb); err != nil && !errors.Is(err, agentenv.ErrNotFound) && !errors.Is(err, agentenv.ErrGone) {
-				return nil, fmt.Errorf("tenki: list: %w", err)
+				return "", err
 			}
 			out = append(out, sb)
 		}
 		next := strings.TrimSpace(page.NextPageToken)
-		if next == "" || len(page.Sessions) == 0 {
-			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-			return out, nil
+		if next == token && next != "" {
+			return "", fmt.Errorf("page token %q did not advance: %w", next, agentenv.ErrUnavailable)
 		}
-		if next == req.PageToken {
-			return nil, fmt.Errorf("tenki: list: page token %q did not advance: %w", next, agentenv.ErrUnavailable)
+		if len(page.Sessions) == 0 {
+			next = ""
 		}
-		req.PageToken = next
+		return next, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tenki: list: %w", err)
 	}
-	return nil, fmt.Errorf("tenki: list: more than %d pages: %w", maxPages, agentenv.ErrUnavailable)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
 }
 
 // expose publishes guest port of session id (ExposePort) and returns its preview URL.
@@ -423,14 +419,4 @@ func (p *Provider) expose(ctx context.Context, id string, port int) (string, err
 		return "", fmt.Errorf("expose port %d: %w", port, err)
 	}
 	return got.PreviewURL, nil
-}
-
-// matchLabels reports whether have carries every one of want.
-func matchLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }

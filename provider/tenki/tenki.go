@@ -47,10 +47,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"golang.org/x/time/rate"
-
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/provider/tenki/internal/wire"
 )
 
@@ -108,11 +106,13 @@ type Config struct {
 
 // Provider creates, finds and terminates Tenki sessions. It is safe for concurrent use.
 type Provider struct {
-	cfg     Config
-	log     *slog.Logger
-	http    *http.Client
-	limiter *rate.Limiter
-	slots   chan struct{}
+	cfg      Config
+	log      *slog.Logger
+	http     *http.Client
+	key      *cloudapi.Client // the token and what to set without one; calls go through Connect
+	gate     *cloudapi.Gate
+	backstop cloudapi.Backstop
+	rel      cloudapi.Releaser
 
 	createSession     *connect.Client[wire.CreateSessionRequest, wire.CreateSessionResponse]
 	getSession        *connect.Client[wire.SessionID, wire.SessionAnswer]
@@ -187,10 +187,12 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}
 	p := &Provider{
 		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
-		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate))),
-		slots:   make(chan struct{}, cfg.Concurrency),
-		planes:  map[string]plane{}, locks: map[string]*sync.Mutex{},
+		key:      &cloudapi.Client{Name: "tenki", Key: cfg.Token, KeyHint: cfg.CredentialHint, Auth: cloudapi.Bearer, HTTP: hc},
+		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
+		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
+		planes:   map[string]plane{}, locks: map[string]*sync.Mutex{},
 	}
+	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
 	opts := []connect.ClientOption{connect.WithCodec(wire.Codec{}), connect.WithInterceptors(authInterceptor(cfg.Token))}
 	u := cfg.APIURL
 	p.createSession = connect.NewClient[wire.CreateSessionRequest, wire.CreateSessionResponse](hc, u+wire.CreateSession, opts...)
@@ -255,18 +257,9 @@ var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 // imageRef is what a Tenki registry reference looks like ("workspace/name:tag", a digest).
 var imageRef = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
 
-// checkToken fails when no token is configured: a configuration error (ErrInvalid: nothing is
-// made) that also makes the provider unavailable, so that a chain moves on.
-func (p *Provider) checkToken() error {
-	if p.cfg.Token == "" {
-		return fmt.Errorf("tenki: no API key: %s: %w: %w", p.cfg.CredentialHint, agentenv.ErrInvalid, agentenv.ErrUnavailable)
-	}
-	return nil
-}
-
 // call makes one unary control-plane call; a failure is mapped with kind.
 func call[Req, Res any](ctx context.Context, p *Provider, c *connect.Client[Req, Res], in *Req) (*Res, error) {
-	if err := p.checkToken(); err != nil {
+	if err := p.key.CheckKey(); err != nil {
 		return nil, err
 	}
 	resp, err := c.CallUnary(ctx, connect.NewRequest(in))
@@ -322,45 +315,6 @@ func refused(err error) bool {
 		return true
 	}
 	return false
-}
-
-// timeout is the backstop lifetime of spec (Tenki's max_duration) in whole seconds, never
-// zero: its Timeout, else its time to expiry plus Margin, else Timeout; at most MaxTimeout.
-func (p *Provider) timeout(spec agentenv.SandboxSpec) time.Duration {
-	t := spec.Timeout
-	if t <= 0 && !spec.Expires.IsZero() {
-		t = time.Until(spec.Expires) + p.cfg.Margin
-	}
-	if t <= 0 {
-		t = p.cfg.Timeout
-	}
-	return max(time.Second, min(t.Round(time.Second)+time.Second, p.cfg.MaxTimeout))
-}
-
-// release terminates session id after a create that will not be used, on a detached bounded
-// context; a failure is logged naming the session (gc finds it by name).
-func (p *Provider) release(ctx context.Context, id, record string) {
-	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-	defer cancel()
-	if err := p.Terminate(cctx, id); err != nil {
-		p.log.Warn("session was not terminated after a failed or cancelled create; it runs until its max duration unless gc removes it",
-			"session_id", id, "record_id", record, "err", err)
-	}
-}
-
-// releaseRecord terminates whatever runs under the name record, after a create whose outcome is
-// unknown.
-func (p *Provider) releaseRecord(ctx context.Context, record string) {
-	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-	defer cancel()
-	sbs, err := p.List(cctx, map[string]string{agentenv.LabelRecord: record})
-	if err != nil {
-		p.log.Warn("list after a failed create; gc will find the session by name", "record_id", record, "err", err)
-		return
-	}
-	for _, sb := range sbs {
-		p.release(ctx, sb.ID, record)
-	}
 }
 
 // vmLock returns the lock of VM id.

@@ -22,14 +22,7 @@ const apiKey = "tk_test_0123456789abcdef"
 // emulator starts the Tenki emulator, failing the test if it still runs a session at the end.
 func emulator(t *testing.T) *tenkiemu.Server {
 	t.Helper()
-	emu := tenkiemu.Start(apiKey)
-	t.Cleanup(func() {
-		if left := emu.Running(); len(left) != 0 {
-			t.Errorf("the emulator still runs %v", left)
-		}
-		emu.Close()
-	})
-	return emu
+	return providertest.CloseAtEnd(t, tenkiemu.Start(apiKey))
 }
 
 // newProvider returns a provider pointed at emu; cfg's zero fields get test values.

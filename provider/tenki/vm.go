@@ -38,7 +38,7 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 		return agentenv.Sandbox{}, err
 	}
 	if err := p.awaitDocker(ctx, sess.ID); err != nil {
-		p.release(ctx, sess.ID, spec.Name)
+		p.rel.Release(ctx, sess.ID, spec.Name)
 		return agentenv.Sandbox{}, fmt.Errorf("tenki: create vm %s: %w", spec.Name, err)
 	}
 	return p.sandbox(sess), nil

@@ -43,15 +43,12 @@ package tenkiemu
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"regexp"
 	"slices"
@@ -64,14 +61,12 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/emuapi"
 	"github.com/agentenv/agentenv/internal/emufault"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/shellquote"
 	"github.com/agentenv/agentenv/provider/tenki/internal/wire"
 )
-
-// vmStartBound bounds the start of a VM the emulator makes on its own behalf.
-const vmStartBound = 3 * time.Minute
 
 // CreateFault makes CreateSession misbehave (see emufault.Create).
 type CreateFault = emufault.Create
@@ -109,11 +104,11 @@ type Session struct {
 	Ports       []int // exposed
 }
 
-// Server is the emulator. Its methods are safe for concurrent use.
+// Server is the emulator: its sessions and their commands on the cloud emulators' shared base
+// (emuapi.Base: the server, key check and call counts, faults, VMs). Its methods are safe for
+// concurrent use.
 type Server struct {
-	ts     *httptest.Server
-	key    string
-	closed chan struct{}
+	*emuapi.Base
 
 	// StartDelay is how long a session is CREATING; ExitAfter how long a powered-off guest's
 	// command runs; CredentialTTL how long a data-plane credential is valid; PageSize the most
@@ -127,10 +122,7 @@ type Server struct {
 	backend  VMBackend
 	sessions map[string]*session
 	order    []string
-	faults   emufault.Faults
-	calls    map[string]int
 	commands []Command
-	vms      emuvm.Reaper
 }
 
 type session struct {
@@ -142,7 +134,6 @@ type session struct {
 	creds     map[string]time.Time // credential -> expiry
 	files     map[string][]byte
 	previews  map[int]*httptest.Server // exposed port -> its preview origin
-	vm        VM
 }
 
 // Start runs an emulator on a loopback port until Close. Control-plane requests must carry key
@@ -150,66 +141,73 @@ type session struct {
 // more).
 func Start(key string) *Server {
 	s := &Server{
-		key: key, closed: make(chan struct{}),
+		Base:       emuapi.New(emuapi.Bearer(key), unauthenticated),
 		StartDelay: 20 * time.Millisecond, ExitAfter: 100 * time.Millisecond, CredentialTTL: 10 * time.Minute,
 		PageSize: 100,
 		images:   map[string]bool{"": true, "sandbox": true},
-		vmImages: map[string]bool{}, sessions: map[string]*session{}, calls: map[string]int{},
+		vmImages: map[string]bool{}, sessions: map[string]*session{},
 	}
-	opts := []connect.HandlerOption{connect.WithCodec(wire.Codec{Strict: true})}
-	ctl := append(slices.Clone(opts), connect.WithInterceptors(s.auth()))
-	mux := http.NewServeMux()
-	mux.Handle(wire.CreateSession, connect.NewUnaryHandler(wire.CreateSession, s.createSession, ctl...))
-	mux.Handle(wire.GetSession, connect.NewUnaryHandler(wire.GetSession, s.getSession, ctl...))
-	mux.Handle(wire.ListWorkspaceSandboxes, connect.NewUnaryHandler(wire.ListWorkspaceSandboxes, s.list, ctl...))
-	mux.Handle(wire.TerminateSession, connect.NewUnaryHandler(wire.TerminateSession, s.terminate, ctl...))
-	mux.Handle(wire.ExposePort, connect.NewUnaryHandler(wire.ExposePort, s.exposePort, ctl...))
-	mux.Handle(wire.ListExposedPorts, connect.NewUnaryHandler(wire.ListExposedPorts, s.listExposedPorts, ctl...))
-	mux.Handle(wire.CreateSessionCredential, connect.NewUnaryHandler(wire.CreateSessionCredential, s.credential, ctl...))
-	dp := append(slices.Clone(opts), connect.WithInterceptors(s.count()))
-	s.dataPlane(mux, wire.Run, connect.NewBidiStreamHandler(wire.Run, s.run, dp...))
-	s.dataPlane(mux, wire.WriteFile, connect.NewUnaryHandler(wire.WriteFile, s.writeFile, dp...))
-	s.dataPlane(mux, wire.ReadFile, connect.NewUnaryHandler(wire.ReadFile, s.readFile, dp...))
-	s.ts = httptest.NewUnstartedServer(mux)
-	s.ts.Config.Protocols = new(http.Protocols)
-	s.ts.Config.Protocols.SetHTTP1(true)
-	s.ts.Config.Protocols.SetUnencryptedHTTP2(true)
-	s.ts.Start()
+	codec := connect.WithCodec(wire.Codec{Strict: true})
+	for procedure, h := range map[string]http.Handler{
+		wire.CreateSession:           connect.NewUnaryHandler(wire.CreateSession, s.createSession, codec),
+		wire.GetSession:              connect.NewUnaryHandler(wire.GetSession, s.getSession, codec),
+		wire.ListWorkspaceSandboxes:  connect.NewUnaryHandler(wire.ListWorkspaceSandboxes, s.list, codec),
+		wire.TerminateSession:        connect.NewUnaryHandler(wire.TerminateSession, s.terminate, codec),
+		wire.ExposePort:              connect.NewUnaryHandler(wire.ExposePort, s.exposePort, codec),
+		wire.ListExposedPorts:        connect.NewUnaryHandler(wire.ListExposedPorts, s.listExposedPorts, codec),
+		wire.CreateSessionCredential: connect.NewUnaryHandler(wire.CreateSessionCredential, s.credential, codec),
+	} {
+		s.Handle(procedure, procedureName(procedure), h.ServeHTTP)
+	}
+	s.dataPlane(wire.Run, connect.NewBidiStreamHandler(wire.Run, s.run, codec))
+	s.dataPlane(wire.WriteFile, connect.NewUnaryHandler(wire.WriteFile, s.writeFile, codec))
+	s.dataPlane(wire.ReadFile, connect.NewUnaryHandler(wire.ReadFile, s.readFile, codec))
+	s.Serve()
 	return s
 }
+
+// unauthenticated answers a control-plane call without the key as Connect does: 401 and the
+// error's JSON.
+func unauthenticated(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	w.Write([]byte(`{"code":"unauthenticated","message":"invalid or missing API key"}`))
+}
+
+// procedureName is the method name of a Connect procedure, "/pkg.Service/Method" -> "Method":
+// what Calls counts it as.
+func procedureName(p string) string { return p[strings.LastIndex(p, "/")+1:] }
 
 // sessionKey carries the session id of a data-plane endpoint's path into its handler.
 type sessionKey struct{}
 
-// dataPlane serves procedure of h at every session's data-plane endpoint, /dp/{id}.
-func (s *Server) dataPlane(mux *http.ServeMux, procedure string, h http.Handler) {
-	mux.HandleFunc("/dp/{id}"+procedure, func(w http.ResponseWriter, r *http.Request) {
+// dataPlane serves procedure of h at every session's data-plane endpoint, /dp/{id}; the
+// handler checks the session's credential itself.
+func (s *Server) dataPlane(procedure string, h http.Handler) {
+	name := procedureName(procedure)
+	s.Open("/dp/{id}"+procedure, func(w http.ResponseWriter, r *http.Request) {
+		s.Count(name)
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, r.PathValue("id"))))
 	})
 }
 
-// URL is the API endpoint (Tenki's https://api.tenki.cloud).
-func (s *Server) URL() string { return s.ts.URL }
-
-// Close releases requests held by faults, ends every session, stops the server and, with a VM
-// backend, removes every VM.
+// Close releases requests held by faults, ends every session, stops the server, removes every
+// VM and closes the preview URLs.
 func (s *Server) Close() {
-	close(s.closed)
+	s.Base.Close(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, ss := range s.sessions {
+			s.end(ss, "server closed")
+		}
+	})
 	s.mu.Lock()
-	var all []*session
+	defer s.mu.Unlock()
 	for _, ss := range s.sessions {
-		s.end(ss, "server closed")
-		all = append(all, ss)
-	}
-	s.mu.Unlock()
-	s.ts.Close()
-	for _, ss := range all {
-		s.removeVM(ss)
 		for _, p := range ss.previews {
 			p.Close()
 		}
 	}
-	s.vms.Wait()
 }
 
 // AddImage makes registry reference image known, so that sessions can be created from it.
@@ -231,32 +229,11 @@ func (s *Server) SetVMBackend(b VMBackend, images ...string) {
 	}
 }
 
-// SetCreateFault makes the next creates misbehave as f says; nil clears it.
-func (s *Server) SetCreateFault(f *CreateFault) { s.faults.SetCreate(f) }
-
-// SetKillFault makes the next times terminates (every one if times is 0) fail with the Connect
-// code of HTTP status code and leave the session running; code 0 clears it.
-func (s *Server) SetKillFault(code, times int) { s.faults.SetKill(code, times) }
-
-// Calls returns how many calls of a procedure ("CreateSession", "Run", ...) arrived.
-func (s *Server) Calls(procedure string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[procedure]
-}
-
 // Running returns the ids of the sessions not ended (creating or running), sorted.
 func (s *Server) Running() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var ids []string
-	for id, ss := range s.sessions {
-		if !s.state(ss).Ended() {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
+	return emuapi.Running(s.sessions, func(ss *session) bool { return !s.state(ss).Ended() })
 }
 
 // Session returns what the emulator holds of session id.
@@ -296,20 +273,6 @@ func (s *Server) Expire(id string) {
 	}
 }
 
-// VM returns the VM behind session id while it has one.
-func (s *Server) VM(id string) (VM, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss, ok := s.sessions[id]
-	if !ok || ss.vm == nil {
-		return nil, false
-	}
-	return ss.vm, true
-}
-
-// VMErrors returns the errors of VM removals so far (a test asserts there are none).
-func (s *Server) VMErrors() []error { return s.vms.Errors() }
-
 // state brings ss's state up to now and returns it. Call with s.mu held.
 func (s *Server) state(ss *session) wire.SessionState {
 	now := time.Now()
@@ -333,67 +296,7 @@ func (s *Server) end(ss *session, reason string) {
 		return
 	}
 	ss.State, ss.endReason = wire.StateTerminated, reason
-	if ss.vm != nil {
-		s.vms.Go(func() { s.removeVM(ss) })
-	}
-}
-
-// removeVM removes ss's VM, if it has one, and waits for it. Call without s.mu.
-func (s *Server) removeVM(ss *session) {
-	s.mu.Lock()
-	vm := ss.vm
-	ss.vm = nil
-	s.mu.Unlock()
-	if vm != nil {
-		s.vms.Remove(ss.ID, vm)
-	}
-}
-
-// procedure is the method name of a Connect procedure, "/pkg.Service/Method" -> "Method".
-func procedure(p string) string { return p[strings.LastIndex(p, "/")+1:] }
-
-// count counts every call by its method name.
-func (s *Server) count() connect.Interceptor {
-	return countingInterceptor{s}
-}
-
-type countingInterceptor struct{ s *Server }
-
-func (c countingInterceptor) tally(p string) {
-	c.s.mu.Lock()
-	c.s.calls[procedure(p)]++
-	c.s.mu.Unlock()
-}
-
-func (c countingInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		c.tally(req.Spec().Procedure)
-		return next(ctx, req)
-	}
-}
-
-func (c countingInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-func (c countingInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		c.tally(conn.Spec().Procedure)
-		return next(ctx, conn)
-	}
-}
-
-// auth counts a control-plane call and checks its API key: a "tk_" key as a bearer token.
-func (s *Server) auth() connect.Interceptor {
-	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			countingInterceptor{s}.tally(req.Spec().Procedure)
-			if req.Header().Get("Authorization") != "Bearer "+s.key {
-				return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("invalid or missing API key"))
-			}
-			return next(ctx, req)
-		}
-	})
+	s.RemoveVMLater(ss.ID)
 }
 
 // codeOf is the Connect code a server answers for HTTP status (a fault's), as connect-go maps
@@ -462,7 +365,7 @@ func (s *Server) createSession(ctx context.Context, req *connect.Request[wire.Cr
 	}
 	s.mu.Lock()
 	known := s.images[image]
-	f := s.faults.TakeCreate()
+	f := s.TakeCreate()
 	s.mu.Unlock()
 	switch {
 	case !known:
@@ -470,12 +373,12 @@ func (s *Server) createSession(ctx context.Context, req *connect.Request[wire.Cr
 	case f != nil && f.Status != 0:
 		return nil, connect.NewError(codeOf(f.Status), errors.New(f.Message))
 	}
-	if !f.Hold(s.closed) {
+	if !f.Hold(s.Closed()) {
 		return nil, errorf(connect.CodeUnavailable, "server closed")
 	}
 	now := time.Now()
 	ss := &session{
-		Session: Session{ID: "ses_" + randHex(20), Name: in.Name, Image: image, Metadata: maps.Clone(in.Metadata),
+		Session: Session{ID: "ses_" + emuapi.RandHex(20), Name: in.Name, Image: image, Metadata: maps.Clone(in.Metadata),
 			Tags: slices.Clone(in.Tags), State: wire.StateCreating, Inbound: in.AllowInbound == nil || *in.AllowInbound},
 		created: now, runningAt: now.Add(s.StartDelay), creds: map[string]time.Time{}, files: map[string][]byte{},
 		previews: map[int]*httptest.Server{},
@@ -505,11 +408,11 @@ func (s *Server) createSession(ctx context.Context, req *connect.Request[wire.Cr
 	if f != nil && f.Lost {
 		panic(http.ErrAbortHandler) // the session exists; its answer never leaves
 	}
-	f.Linger(s.closed)
+	f.Linger(s.Closed())
 	if in.WaitReady {
 		select {
 		case <-time.After(time.Until(ss.runningAt)):
-		case <-s.closed:
+		case <-s.Closed():
 		}
 	}
 	s.mu.Lock()
@@ -523,16 +426,16 @@ func (s *Server) createSession(ctx context.Context, req *connect.Request[wire.Cr
 
 // grant mints a data-plane credential of ss. Call with s.mu held.
 func (s *Server) grant(ss *session) (string, *wire.SessionCredential, wire.RouteStatus) {
-	cred := "cert_" + randHex(32)
+	cred := "cert_" + emuapi.RandHex(32)
 	exp := time.Now().Add(s.CredentialTTL).UTC()
 	ss.creds[cred] = exp
-	return s.ts.URL + "/dp/" + url.PathEscape(ss.ID), &wire.SessionCredential{Credential: cred, ExpiresAt: &exp}, wire.RouteVerified
+	return s.URL() + "/dp/" + url.PathEscape(ss.ID), &wire.SessionCredential{Credential: cred, ExpiresAt: &exp}, wire.RouteVerified
 }
 
 // startVM starts the VM of ss on a detached bounded context (Tenki finishes a create whether or
 // not its client waits); if ss ended meanwhile the VM is removed at once.
 func (s *Server) startVM(ctx context.Context, ss *session, b VMBackend) error {
-	ctx, cancel := cleanup.Detached(ctx, vmStartBound)
+	ctx, cancel := cleanup.Detached(ctx, emuapi.VMStartBound)
 	defer cancel()
 	labels := maps.Clone(ss.Metadata)
 	if labels == nil {
@@ -543,16 +446,14 @@ func (s *Server) startVM(ctx context.Context, ss *session, b VMBackend) error {
 	}
 	vm, err := b.StartVM(ctx, "tenkiemu-"+ss.ID, labels)
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
 		s.end(ss, "vm failed to start")
-		s.mu.Unlock()
 		return err
 	}
-	ss.vm = vm
-	ended := s.state(ss).Ended()
-	s.mu.Unlock()
-	if ended {
-		s.removeVM(ss)
+	s.SetVM(ss.ID, vm)
+	if s.state(ss).Ended() {
+		s.RemoveVMLater(ss.ID)
 	}
 	return nil
 }
@@ -621,13 +522,13 @@ func (s *Server) terminate(_ context.Context, req *connect.Request[wire.SessionI
 		s.mu.Unlock()
 		return nil, errorf(connect.CodeFailedPrecondition, "session %s already terminated", ss.ID)
 	}
-	if code := s.faults.TakeKill(); code != 0 {
+	if code := s.TakeKill(); code != 0 {
 		s.mu.Unlock()
 		return nil, errorf(codeOf(code), "failed to terminate session: internal error")
 	}
 	ss.State, ss.endReason = wire.StateTerminated, "terminated by request"
 	s.mu.Unlock()
-	s.removeVM(ss) // answered once the session is gone
+	s.RemoveVM(ss.ID) // answered once the session is gone
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return connect.NewResponse(&wire.SessionAnswer{Session: s.view(ss)}), nil
@@ -764,8 +665,8 @@ func (s *Server) run(ctx context.Context, st *connect.BidiStream[wire.RunCall, w
 	s.mu.Lock()
 	s.commands = append(s.commands, Command{Session: ss.ID, Argv: slices.Clone(start.Cmd), Env: maps.Clone(start.Env), Privileged: start.Privileged})
 	pid := len(s.commands)
-	vm := ss.vm
 	s.mu.Unlock()
+	vm, _ := s.VM(ss.ID)
 	if err := st.Send(&wire.RunAnswer{Frame: &wire.RunResponse{Started: &wire.RunStarted{PID: wire.Uint64(pid), StdinWindowBytes: 1 << 20}}}); err != nil {
 		return err
 	}
@@ -773,7 +674,11 @@ func (s *Server) run(ctx context.Context, st *connect.BidiStream[wire.RunCall, w
 	began := time.Now()
 	var res agentenv.ExecResult
 	if vm != nil {
-		rctx, cancel := s.whileRuns(ctx, ss.ID)
+		rctx, cancel := emuapi.WhileAlive(ctx, s.Closed(), func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return !s.state(ss).Ended()
+		})
 		res, err = vm.Run(rctx, runScript(start), stdin)
 		cancel()
 		if err != nil {
@@ -854,33 +759,6 @@ func (s *Server) stdin(st *connect.BidiStream[wire.RunCall, wire.RunAnswer], str
 	return pr, done
 }
 
-// whileRuns returns a context that ends with ctx, the server, or session id.
-func (s *Server) whileRuns(ctx context.Context, id string) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.closed:
-				cancel()
-				return
-			case <-t.C:
-			}
-			s.mu.Lock()
-			ended := s.state(s.sessions[id]).Ended()
-			s.mu.Unlock()
-			if ended {
-				cancel()
-				return
-			}
-		}
-	}()
-	return ctx, cancel
-}
-
 func (s *Server) writeFile(ctx context.Context, req *connect.Request[wire.WriteFileCall]) (*connect.Response[wire.WriteFileAnswer], error) {
 	in := req.Msg.Request
 	if in == nil || !strings.HasPrefix(in.Path, "/") {
@@ -890,13 +768,13 @@ func (s *Server) writeFile(ctx context.Context, req *connect.Request[wire.WriteF
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	vm := ss.vm
-	if vm == nil {
+	vm, ok := s.VM(ss.ID)
+	if !ok {
+		s.mu.Lock()
 		ss.files[in.Path] = slices.Clone(in.Content)
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
-	if vm != nil {
+	if ok {
 		q := shellquote.Join([]string{in.Path})
 		res, err := vm.Run(ctx, `mkdir -p "$(dirname `+q+`)" && cat >`+q, strings.NewReader(string(in.Content)))
 		if err == nil && res.ExitCode != 0 {
@@ -919,10 +797,9 @@ func (s *Server) readFile(ctx context.Context, req *connect.Request[wire.ReadFil
 		return nil, err
 	}
 	s.mu.Lock()
-	vm := ss.vm
 	data, found := ss.files[in.Path]
 	s.mu.Unlock()
-	if vm != nil {
+	if vm, ok := s.VM(ss.ID); ok {
 		q := shellquote.Join([]string{in.Path})
 		res, err := vm.Run(ctx, "test -f "+q+" || exit 44; cat "+q, nil)
 		switch {
@@ -945,35 +822,21 @@ func (s *Server) readFile(ctx context.Context, req *connect.Request[wire.ReadFil
 // preview serves port of ss at its preview URL, an origin of its own as Tenki's are: the VM's
 // port through a reverse proxy, else 200 "ok"; 502 once the session has ended.
 func (s *Server) preview(ss *session, port int) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{rest...}", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		st, vm := s.state(ss), ss.vm
+		st := s.state(ss)
 		s.mu.Unlock()
 		if st != wire.StateRunning {
 			http.Error(w, "sandbox is "+string(st), http.StatusBadGateway)
 			return
 		}
-		if vm == nil {
+		vm, ok := s.VM(ss.ID)
+		if !ok {
 			w.Write([]byte("ok"))
 			return
 		}
-		target := &url.URL{Scheme: "http", Host: vm.Addr(port)}
-		rp := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.SetURL(target)
-				pr.Out.Host = target.Host
-			},
-			FlushInterval: -1,
-			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-				http.Error(w, fmt.Sprintf("port %d of the sandbox is not open: %v", port, err), http.StatusBadGateway)
-			},
-		}
-		rp.ServeHTTP(w, r)
+		emuapi.Proxy(w, r, vm, port, func(w http.ResponseWriter, msg string) { http.Error(w, msg, http.StatusBadGateway) })
 	})
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)[:n]
+	return mux
 }

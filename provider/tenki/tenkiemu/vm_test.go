@@ -67,7 +67,9 @@ func (v *recordingVM) ran(s string) (run, bool) {
 
 type oneVM struct{ vm *recordingVM }
 
-func (b oneVM) StartVM(context.Context, string, map[string]string) (tenkiemu.VM, error) { return b.vm, nil }
+func (b oneVM) StartVM(context.Context, string, map[string]string) (tenkiemu.VM, error) {
+	return b.vm, nil
+}
 
 // TestVMModeThroughRun drives VM mode through the emulator's Run stream into a recording VM:
 // CreateVM waits for the VM's engine as root, RunInVM uploads the container's files through
