@@ -34,6 +34,7 @@
 package tenki
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -153,22 +154,18 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.CredentialHint == "" {
 		cfg.CredentialHint = "set provider.tenki.token (for example env:TENKI_AUTH_TOKEN or env:TENKI_API_KEY)"
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.Margin = cmp.Or(cfg.Margin, DefaultMargin)
+	cfg.MaxTimeout = cmp.Or(cfg.MaxTimeout, DefaultMaxTimeout)
+	cfg.CreateTimeout = cmp.Or(cfg.CreateTimeout, DefaultCreateTimeout)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
+	cfg.DockerWait = cmp.Or(cfg.DockerWait, DefaultDockerWait)
+	cfg.Rate = cmp.Or(cfg.Rate, DefaultRate)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	for _, d := range []time.Duration{cfg.Timeout, cfg.Margin, cfg.MaxTimeout, cfg.CreateTimeout, cfg.RequestTimeout, cfg.DockerWait} {
+		if d < 0 {
+			return nil, fmt.Errorf("tenki: negative duration %s in the config: %w", d, agentenv.ErrInvalid)
 		}
-	}
-	def(&cfg.Timeout, DefaultTimeout)
-	def(&cfg.Margin, DefaultMargin)
-	def(&cfg.MaxTimeout, DefaultMaxTimeout)
-	def(&cfg.CreateTimeout, DefaultCreateTimeout)
-	def(&cfg.RequestTimeout, DefaultRequestTimeout)
-	def(&cfg.DockerWait, DefaultDockerWait)
-	if cfg.Rate == 0 {
-		cfg.Rate = DefaultRate
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
 	}
 	if cfg.Rate < 0 || cfg.Concurrency < 0 {
 		return nil, fmt.Errorf("tenki: rate %g, concurrency %d: %w", cfg.Rate, cfg.Concurrency, agentenv.ErrInvalid)

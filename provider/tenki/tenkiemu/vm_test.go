@@ -1,75 +1,19 @@
 package tenkiemu_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/emuvm/emuvmtest"
 	"github.com/agentenv/agentenv/provider/tenki"
 	"github.com/agentenv/agentenv/provider/tenki/tenkiemu"
 )
 
 const key = "tk_emu_test"
-
-// recordingVM stands in for a DinD VM (internal/emuvm, which the integration tests use): it runs
-// nothing, keeps each script with the stdin it was given, answers a container start as
-// vmdocker's script prints it, and serves every port with one HTTP server.
-type recordingVM struct {
-	port *httptest.Server
-
-	mu      sync.Mutex
-	runs    []run
-	removed bool
-}
-
-type run struct{ script, stdin string }
-
-func (v *recordingVM) Run(_ context.Context, script string, stdin io.Reader) (agentenv.ExecResult, error) {
-	in := ""
-	if stdin != nil {
-		b, _ := io.ReadAll(stdin)
-		in = string(b)
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.runs = append(v.runs, run{script, in})
-	if strings.Contains(script, "docker start") {
-		return agentenv.ExecResult{Stdout: []byte("cid\nport 8080 0.0.0.0:32768\nstate true 0\n")}, nil
-	}
-	return agentenv.ExecResult{}, nil
-}
-
-func (v *recordingVM) Addr(int) string { return v.port.Listener.Addr().String() }
-
-func (v *recordingVM) Remove(context.Context) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.removed = true
-	return nil
-}
-
-// ran returns the first run whose script contains s.
-func (v *recordingVM) ran(s string) (run, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for _, r := range v.runs {
-		if strings.Contains(r.script, s) {
-			return r, true
-		}
-	}
-	return run{}, false
-}
-
-type oneVM struct{ vm *recordingVM }
-
-func (b oneVM) StartVM(context.Context, string, map[string]string) (tenkiemu.VM, error) {
-	return b.vm, nil
-}
 
 // TestVMModeThroughRun drives VM mode through the emulator's Run stream into a recording VM:
 // CreateVM waits for the VM's engine as root, RunInVM uploads the container's files through
@@ -80,8 +24,8 @@ func TestVMModeThroughRun(t *testing.T) {
 	defer port.Close()
 	emu := tenkiemu.Start(key)
 	defer emu.Close()
-	fv := &recordingVM{port: port}
-	emu.SetVMBackend(oneVM{fv}, "ws/docker:1")
+	fv := &emuvmtest.Recorder{Ports: port}
+	emu.SetVMBackend(fv, "ws/docker:1")
 	p, err := tenki.New(tenki.Config{Token: key, APIURL: emu.URL(), VMImage: "ws/docker:1", Rate: 1000}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +34,7 @@ func TestVMModeThroughRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := fv.ran("docker info"); !ok {
+	if _, ok := fv.Ran("docker info"); !ok {
 		t.Error("CreateVM did not check the VM's Docker engine")
 	}
 	sb, err := p.RunInVM(t.Context(), vm.ID, agentenv.SandboxSpec{Name: "gateway", Image: "img", Ports: []int{8080},
@@ -98,7 +42,7 @@ func TestVMModeThroughRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, ok := fv.ran("agentenv-files-"); !ok || r.stdin == "" || !strings.Contains(r.script, "cat >") {
+	if r, ok := fv.Ran("agentenv-files-"); !ok || r.Stdin == "" || !strings.Contains(r.Script, "cat >") {
 		t.Errorf("files upload %+v (%v), want the archive written through Run's stdin", r, ok)
 	}
 	got, _ := emu.Session(vm.ID)
@@ -117,7 +61,7 @@ func TestVMModeThroughRun(t *testing.T) {
 	if _, err := p.ExecInVM(t.Context(), vm.ID, "gateway", []string{"cat"}, nil, []byte("stdin data")); err != nil {
 		t.Errorf("ExecInVM with stdin = %v", err)
 	}
-	if r, ok := fv.ran("/dev/stdin"); !ok || r.stdin != "stdin data" || !strings.Contains(r.script, "exec") {
+	if r, ok := fv.Ran("/dev/stdin"); !ok || r.Stdin != "stdin data" || !strings.Contains(r.Script, "exec") {
 		t.Errorf("exec %+v (%v), want stdin streamed to docker exec -i", r, ok)
 	}
 	for _, c := range emu.Commands() {
@@ -128,10 +72,7 @@ func TestVMModeThroughRun(t *testing.T) {
 	if err := p.Terminate(t.Context(), vm.ID); err != nil {
 		t.Fatal(err)
 	}
-	fv.mu.Lock()
-	removed := fv.removed
-	fv.mu.Unlock()
-	if !removed {
+	if !fv.Removed() {
 		t.Error("the VM was not removed with its session")
 	}
 	resp, err = http.Get(sb.Endpoints["8080"] + "/card")
