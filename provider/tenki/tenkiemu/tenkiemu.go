@@ -759,22 +759,28 @@ func (s *Server) stdin(st *connect.BidiStream[wire.RunCall, wire.RunAnswer], str
 	return pr, done
 }
 
+// fileSession is dataSession for a file call of path, which must be absolute.
+func (s *Server) fileSession(ctx context.Context, h http.Header, named, path string) (*session, error) {
+	if !strings.HasPrefix(path, "/") {
+		return nil, errorf(connect.CodeInvalidArgument, "path %q must be absolute", path)
+	}
+	return s.dataSession(ctx, h, named)
+}
+
 func (s *Server) writeFile(ctx context.Context, req *connect.Request[wire.WriteFileCall]) (*connect.Response[wire.WriteFileAnswer], error) {
 	in := req.Msg.Request
-	if in == nil || !strings.HasPrefix(in.Path, "/") {
-		return nil, errorf(connect.CodeInvalidArgument, "path must be absolute")
+	if in == nil {
+		return nil, errorf(connect.CodeInvalidArgument, "no request")
 	}
-	ss, err := s.dataSession(ctx, req.Header(), in.SessionID)
+	ss, err := s.fileSession(ctx, req.Header(), in.SessionID, in.Path)
 	if err != nil {
 		return nil, err
 	}
-	vm, ok := s.VM(ss.ID)
-	if !ok {
+	if vm, ok := s.VM(ss.ID); !ok {
 		s.mu.Lock()
 		ss.files[in.Path] = slices.Clone(in.Content)
 		s.mu.Unlock()
-	}
-	if ok {
+	} else {
 		q := shellquote.Join([]string{in.Path})
 		res, err := vm.Run(ctx, `mkdir -p "$(dirname `+q+`)" && cat >`+q, strings.NewReader(string(in.Content)))
 		if err == nil && res.ExitCode != 0 {
@@ -789,10 +795,10 @@ func (s *Server) writeFile(ctx context.Context, req *connect.Request[wire.WriteF
 
 func (s *Server) readFile(ctx context.Context, req *connect.Request[wire.ReadFileCall]) (*connect.Response[wire.ReadFileAnswer], error) {
 	in := req.Msg.Request
-	if in == nil || !strings.HasPrefix(in.Path, "/") {
-		return nil, errorf(connect.CodeInvalidArgument, "path must be absolute")
+	if in == nil {
+		return nil, errorf(connect.CodeInvalidArgument, "no request")
 	}
-	ss, err := s.dataSession(ctx, req.Header(), in.SessionID)
+	ss, err := s.fileSession(ctx, req.Header(), in.SessionID, in.Path)
 	if err != nil {
 		return nil, err
 	}
