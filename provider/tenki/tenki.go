@@ -36,11 +36,9 @@ package tenki
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -205,15 +203,8 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 // h2Transport is an HTTP/2-only transport: over TLS as usual, and with prior knowledge to an
 // http:// endpoint (a local emulator), since Connect's bidirectional streams need HTTP/2.
 func h2Transport() *http.Transport {
-	t := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   10 * time.Second,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: 0,
-		Protocols:             new(http.Protocols),
-	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Protocols = new(http.Protocols)
 	t.Protocols.SetHTTP2(true)
 	t.Protocols.SetUnencryptedHTTP2(true)
 	return t
