@@ -1,0 +1,277 @@
+package vercel
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/vmdocker"
+)
+
+// dockerStart starts the VM's Docker engine unless it answers already; 98 says the image has
+// none. It runs as root (sudo), its output to a log file so that the command ends at once.
+const dockerStart = `if docker info >/dev/null 2>&1; then exit 0; fi
+command -v dockerd >/dev/null 2>&1 || { echo 'agentenv: the image has no dockerd' >&2; exit 98; }
+(nohup dockerd >/var/log/agentenv-dockerd.log 2>&1 </dev/null &)`
+
+// Abilities reports exec, files, VM mode (with commands in a VM's containers) and a location;
+// no private networks, so no container mode of a whole env.
+func (p *Provider) Abilities() agentenv.Abilities {
+	return agentenv.Abilities{Execer: p, Files: p, VMHost: p, VMExecer: p, Locator: p}
+}
+
+// CreateVM implements agentenv.VMHost: a sandbox from the Docker-capable image (Config.VMImage),
+// named, tagged and timed out as Create's, whose Docker engine it starts (as root) unless the
+// image's init has; it returns once the engine answers (bounded by DockerWait), and terminates the
+// VM if it does not. No VM image configured is ErrInvalid naming the setting, before anything is
+// made.
+func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	vm := spec
+	vm.Ports, vm.Files, vm.Command, vm.Image = nil, nil, nil, p.cfg.VMImage
+	if err := p.check(vm); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("vercel: create vm %s: %w", spec.Name, err)
+	}
+	if p.cfg.VMImage == "" {
+		return agentenv.Sandbox{}, fmt.Errorf("vercel: create vm %s: no VM image: set %s to a Vercel Sandbox image with dockerd and the docker CLI: %w", spec.Name, p.cfg.VMImageHint, agentenv.ErrInvalid)
+	}
+	labels := p.labelsOf(spec)
+	labels[labelMode] = modeVM
+	tags, err := encodeTags(labels)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("vercel: create vm %s: %w", spec.Name, err)
+	}
+	res, err := p.resources(spec)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("vercel: create vm %s: %w", spec.Name, err)
+	}
+	req := createRequest{ProjectID: p.cfg.ProjectID, Name: spec.Name, Image: p.cfg.VMImage, Ports: []int{},
+		Timeout: p.timeout(spec), Resources: res, Tags: tags}
+	return p.create(ctx, req, func(ctx context.Context, d described) error {
+		return p.startDocker(ctx, d.Session.ID)
+	})
+}
+
+// startDocker starts the Docker engine of session and waits until `docker info` answers, bounded
+// by DockerWait.
+func (p *Provider) startDocker(ctx context.Context, session string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.DockerWait)
+	defer cancel()
+	res, err := p.runCommand(ctx, session, commandRequest{Command: "/bin/sh", Args: []string{"-c", dockerStart}, Sudo: true})
+	switch {
+	case err != nil:
+		return fmt.Errorf("start the docker engine: %w", err)
+	case res.ExitCode == 98:
+		return fmt.Errorf("the vm image %s has no dockerd: set %s to an image with dockerd and the docker CLI: %w", p.cfg.VMImage, p.cfg.VMImageHint, agentenv.ErrInvalid)
+	case res.ExitCode != 0:
+		return fmt.Errorf("start the docker engine: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	for {
+		res, err := p.runCommand(ctx, session, commandRequest{Command: "/bin/sh", Args: []string{"-c", "docker info >/dev/null"}, Sudo: true})
+		if err == nil && res.ExitCode == 0 {
+			return nil
+		}
+		if err != nil && (errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrUnavailable)) {
+			return fmt.Errorf("docker engine: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker engine did not answer within %s (%v): %w", p.cfg.DockerWait, err, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// vm returns VM name as described and its labels: a VM that is gone (stopped, or unknown) is
+// ErrGone, a sandbox not made by CreateVM ErrInvalid.
+func (p *Provider) vm(ctx context.Context, name string) (described, map[string]string, error) {
+	d, err := p.running(ctx, name)
+	if errors.Is(err, agentenv.ErrNotFound) {
+		return described{}, nil, fmt.Errorf("%w: %w", err, agentenv.ErrGone)
+	}
+	if err != nil {
+		return described{}, nil, err
+	}
+	labels, own, _ := decodeTags(d.Sandbox.Name, d.Sandbox.Tags)
+	if own[labelMode] != modeVM {
+		return described{}, nil, fmt.Errorf("sandbox %s is not a VM made by CreateVM: %w", name, agentenv.ErrInvalid)
+	}
+	return d, labels, nil
+}
+
+// RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with `docker
+// create` and `docker start` through the command API, on the stack's network under spec.Name and
+// spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine picks, which is then
+// added to the sandbox's routes (PATCH /v2/sandboxes/{name}, under a lock per VM; at most 15 per
+// VM) and reached at its route's URL. An image the VM lacks is uploaded from this host's Docker
+// engine (Config.DockerHost) through the files API, and one missing from both is ErrInvalid
+// naming it (nothing is pulled). On error it removes the container it made.
+func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	if !recordName.MatchString(spec.Name) || spec.Image == "" {
+		return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
+	}
+	archive, err := vmdocker.Prepare(spec)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: %w", spec.Name, vm, err)
+	}
+	_, vmLabels, err := p.vm(ctx, vm)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: %w", spec.Name, vm, err)
+	}
+	labels := maps.Clone(vmLabels)
+	maps.Copy(labels, spec.Labels)
+	run := vmdocker.Run{Spec: spec, Labels: labels}
+	st, err := vmdocker.Start(ctx, vmShell{p, vm}, run, archive,
+		vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()}, p.log.With("vm", vm))
+	var routes map[int]string
+	if err == nil && len(spec.Ports) > 0 {
+		routes, err = p.route(ctx, vm, st.Ports)
+	}
+	if err != nil {
+		cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
+		defer cancel()
+		if rerr := p.RemoveFromVM(cctx, vm, spec.Name); rerr != nil {
+			p.log.Warn("remove a container that failed to start; it goes with the vm", "vm", vm, "container", spec.Name, "err", rerr)
+		}
+		return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: %w", spec.Name, vm, err)
+	}
+	return vmdocker.Sandbox(st, spec, p.cfg.Name, labels, func(vmPort int) string { return routes[vmPort] }), nil
+}
+
+// route adds the VM ports of published to vm's routes, keeping those it has, and returns the URL
+// of every routed port.
+func (p *Provider) route(ctx context.Context, vm string, published map[int]int) (map[int]string, error) {
+	l := p.vmLock(vm)
+	l.Lock()
+	defer l.Unlock()
+	d, err := p.describe(ctx, vm)
+	if err != nil {
+		return nil, fmt.Errorf("route ports: %w", err)
+	}
+	var ports []int
+	for _, r := range d.Routes {
+		ports = append(ports, r.Port)
+	}
+	for _, vp := range published {
+		if !slices.Contains(ports, vp) {
+			ports = append(ports, vp)
+		}
+	}
+	slices.Sort(ports)
+	if len(ports) > MaxPorts {
+		return nil, fmt.Errorf("route ports %v: a Vercel sandbox routes at most %d ports: %w", ports, MaxPorts, agentenv.ErrInvalid)
+	}
+	var out struct {
+		Routes []routeInfo `json:"routes"`
+	}
+	if err := p.call(ctx, http.MethodPatch, "/v2/sandboxes/"+url.PathEscape(vm), p.projectQuery(), map[string]any{"ports": ports}, &out); err != nil {
+		return nil, fmt.Errorf("route ports %v: %w", ports, kind(err))
+	}
+	urls := map[int]string{}
+	for _, r := range out.Routes {
+		urls[r.Port] = r.URL
+	}
+	for _, vp := range published {
+		if urls[vp] == "" {
+			return nil, fmt.Errorf("route ports %v: no route answered for port %d", ports, vp)
+		}
+	}
+	return urls, nil
+}
+
+// vmShell is vm's root shell through the command and files APIs.
+type vmShell struct {
+	p  *Provider
+	vm string
+}
+
+func (s vmShell) Run(ctx context.Context, script string) (agentenv.ExecResult, error) {
+	return s.p.rootRun(ctx, s.vm, script)
+}
+
+func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
+	d, err := s.p.running(ctx, s.vm)
+	if errors.Is(err, agentenv.ErrNotFound) {
+		err = fmt.Errorf("%w: %w", err, agentenv.ErrGone)
+	}
+	if err != nil {
+		return err
+	}
+	return s.p.putFile(ctx, d.Session.ID, file, r)
+}
+
+// rootRun runs script with /bin/sh -c as root (sudo) in vm; a VM that is gone is ErrGone.
+func (p *Provider) rootRun(ctx context.Context, vm, script string) (agentenv.ExecResult, error) {
+	d, err := p.running(ctx, vm)
+	if errors.Is(err, agentenv.ErrNotFound) {
+		err = fmt.Errorf("%w: %w", err, agentenv.ErrGone)
+	}
+	if err != nil {
+		return agentenv.ExecResult{}, err
+	}
+	return p.runCommand(ctx, d.Session.ID, commandRequest{Command: "/bin/sh", Args: []string{"-c", script}, Sudo: true})
+}
+
+// imageHint says, in a missing image's error, where vercel gets its images.
+func (p *Provider) imageHint() string {
+	return fmt.Sprintf("vercel uploads images from this host's Docker engine ($DOCKER_HOST), or build the vm image (%s) with the env's images", p.cfg.VMImage)
+}
+
+// RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
+// gone counts as removed.
+func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
+	if !recordName.MatchString(name) {
+		return fmt.Errorf("vercel: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
+	}
+	res, err := p.rootRun(ctx, vm, vmdocker.RemoveScript(name))
+	switch {
+	case errors.Is(err, agentenv.ErrGone):
+		return nil
+	case err == nil:
+		err = vmdocker.Removed(res.ExitCode, res.Stderr)
+	}
+	if err != nil {
+		return fmt.Errorf("vercel: remove %s from %s: %w", name, vm, err)
+	}
+	return nil
+}
+
+// ExecInVM implements agentenv.VMExecer with `docker exec` through the command API. The command
+// API takes no stdin, so stdin is written to a file in the VM first and removed afterwards. A
+// container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
+func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
+	if !recordName.MatchString(name) || len(argv) == 0 {
+		return agentenv.ExecResult{}, fmt.Errorf("vercel: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
+	}
+	file := ""
+	if stdin != nil {
+		file = "/tmp/agentenv-stdin-" + rand.Text()
+		if err := (vmShell{p, vm}).Put(ctx, file, strings.NewReader(string(stdin))); err != nil {
+			return agentenv.ExecResult{}, fmt.Errorf("vercel: exec in %s of %s: stdin: %w", vm, name, err)
+		}
+		defer func() {
+			cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
+			defer cancel()
+			if _, err := p.rootRun(cctx, vm, "rm -f "+file); err != nil && !errors.Is(err, agentenv.ErrGone) {
+				p.log.Warn("remove a command's stdin file in the vm; it goes with the vm", "vm", vm, "file", file, "err", err)
+			}
+		}()
+	}
+	res, err := p.rootRun(ctx, vm, vmdocker.ExecScript(name, argv, env, file))
+	if err != nil {
+		return agentenv.ExecResult{}, fmt.Errorf("vercel: exec in %s of %s: %w", vm, name, err)
+	}
+	if res.ExitCode != 0 && vmdocker.NoSuchContainer(res.Stderr) {
+		return res, fmt.Errorf("vercel: exec in %s: no container %s: %w", vm, name, agentenv.ErrNotFound)
+	}
+	return res, nil
+}
