@@ -75,6 +75,10 @@ const (
 	maxVCPUs = 32
 )
 
+// CredentialHint says what to set for the credentials: the CLI's keys and their environment
+// variables, which the SDK and Vercel's docs name.
+const CredentialHint = "set provider.vercel.token (env:VERCEL_TOKEN), provider.vercel.team_id (env:VERCEL_TEAM_ID) and provider.vercel.project_id (env:VERCEL_PROJECT_ID), or provider.vercel.oidc_token (env:VERCEL_OIDC_TOKEN)"
+
 // Config configures a Provider. Zero values mean the documented defaults.
 type Config struct {
 	Name string // provider name as configured; default "vercel"
@@ -142,7 +146,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}
 	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
 	if cfg.CredentialHint == "" {
-		cfg.CredentialHint = "set provider.vercel.token (env:VERCEL_TOKEN), provider.vercel.team_id (env:VERCEL_TEAM_ID) and provider.vercel.project_id (env:VERCEL_PROJECT_ID), or provider.vercel.oidc_token (env:VERCEL_OIDC_TOKEN)"
+		cfg.CredentialHint = CredentialHint
 	}
 	if cfg.VMImageHint == "" {
 		cfg.VMImageHint = "provider.vercel.vm_image"
