@@ -45,7 +45,6 @@ package vercelemu
 
 import (
 	"archive/tar"
-	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/rand"
@@ -987,6 +986,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) {
 	s.commands = append(s.commands, Command{Sandbox: ss.sb.Name, Argv: argv, Cwd: req.Cwd, Env: req.Env, Sudo: req.Sudo})
 	vm, sctx := ss.vm, ss.ctx
 	s.mu.Unlock()
+	started := c.json() // the stream's first line is the command as it started
 	switch code, exits := exitCode(argv); {
 	case vm != nil:
 		go func() {
@@ -1005,13 +1005,13 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) {
 		go func() { <-sctx.Done(); c.finish(143, nil, nil) }()
 	}
 	if !req.Wait {
-		writeJSON(w, http.StatusOK, map[string]any{"command": c.json()})
+		writeJSON(w, http.StatusOK, map[string]any{"command": started})
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
-	enc.Encode(map[string]any{"command": c.json()})
+	enc.Encode(map[string]any{"command": started})
 	flush(w)
 	select {
 	case <-c.done:
@@ -1264,21 +1264,6 @@ func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	rp.ServeHTTP(w, r)
-}
-
-// Tarball returns a gzipped tar of files (path -> content, mode 0644), as the SDK's writeFiles
-// sends them: for tests that post to fs/write themselves.
-func Tarball(files map[string][]byte) []byte {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name])), Typeflag: tar.TypeReg})
-		tw.Write(files[name])
-	}
-	tw.Close()
-	zw.Close()
-	return buf.Bytes()
 }
 
 func randHex(n int) string {
