@@ -20,7 +20,7 @@ func newVercel(a *app) (agentenv.Provider, error) {
 	optional := func(key string) string {
 		v, err := a.cfg.Get(key)
 		if err != nil { // a reference that does not resolve: the provider names what to set
-			unresolved = append(unresolved, err.Error())
+			unresolved = append(unresolved, key+" = "+a.cfg.Raw(key))
 		}
 		return v
 	}
@@ -29,7 +29,7 @@ func newVercel(a *app) (agentenv.Provider, error) {
 		cfg.Token = optional("provider.vercel.oidc_token")
 	}
 	if len(unresolved) > 0 {
-		cfg.CredentialHint = vercel.CredentialHint + " (" + strings.Join(unresolved, "; ") + ")"
+		cfg.CredentialHint = vercel.CredentialHint + " (unresolved: " + strings.Join(unresolved, ", ") + ")"
 	}
 	var err error
 	for key, dst := range map[string]*string{"provider.vercel.api_url": &cfg.APIURL, "provider.vercel.image": &cfg.Image, "provider.vercel.vm_image": &cfg.VMImage} {

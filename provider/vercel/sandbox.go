@@ -267,7 +267,11 @@ func (p *Provider) create(ctx context.Context, req createRequest, then func(cont
 		case status == http.StatusUnauthorized, status == http.StatusForbidden, status == http.StatusTooManyRequests:
 			// Refused for credentials or rate: nothing made, and a chain moves on.
 		case status >= 400 && status < 500:
-			err = fmt.Errorf("%w: %w", agentenv.ErrInvalid, err) // refused: nothing made
+			// Refused: nothing made.
+			if err = kind(err); !errors.Is(err, agentenv.ErrInvalid) {
+				err = fmt.Errorf("%w: %w", agentenv.ErrInvalid, err)
+			}
+			return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: %w", record, err)
 		default:
 			// The answer may be lost though the sandbox exists: terminate it by name.
 			p.release(ctx, record)
