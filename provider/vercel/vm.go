@@ -41,6 +41,9 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if err := p.check(vm); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("vercel: create vm %s: %w", spec.Name, err)
 	}
+	if err := p.checkCredentials(); err != nil {
+		return agentenv.Sandbox{}, err
+	}
 	if p.cfg.VMImage == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("vercel: create vm %s: no VM image: set %s to a Vercel Sandbox image with dockerd and the docker CLI: %w", spec.Name, p.cfg.VMImageHint, agentenv.ErrInvalid)
 	}
