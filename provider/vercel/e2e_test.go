@@ -13,24 +13,17 @@ import (
 )
 
 // TestE2EConformance runs the conformance suite against the real Vercel Sandbox with
-// VERCEL_TOKEN, VERCEL_TEAM_ID and VERCEL_PROJECT_ID, or VERCEL_OIDC_TOKEN (and VERCEL_IMAGE,
-// default Vercel's universal image, which has python3). With the e2e tag and no credentials it
-// fails: a live test that cannot run must not pass.
+// VERCEL_TOKEN, VERCEL_TEAM_ID and VERCEL_PROJECT_ID (and VERCEL_IMAGE, default Vercel's
+// universal image, which has python3). With the e2e tag and no token it fails: a live test that
+// cannot run must not pass.
 func TestE2EConformance(t *testing.T) {
-	cfg := vercel.Config{Token: os.Getenv("VERCEL_TOKEN"), TeamID: os.Getenv("VERCEL_TEAM_ID"), ProjectID: os.Getenv("VERCEL_PROJECT_ID"),
-		Image: os.Getenv("VERCEL_IMAGE"), Rate: 1, MaxTimeout: 45 * time.Minute}
-	if cfg.Token == "" {
-		cfg.Token = os.Getenv("VERCEL_OIDC_TOKEN")
-	}
-	if cfg.Token == "" {
-		t.Fatal("neither VERCEL_TOKEN nor VERCEL_OIDC_TOKEN is set: the e2e tag runs against the real Vercel Sandbox and needs credentials")
-	}
-	image := cfg.Image
+	image := os.Getenv("VERCEL_IMAGE")
 	if image == "" {
 		image = "universal"
 	}
-	providertest.Run(t, func(t *testing.T) agentenv.Provider {
-		p, err := vercel.New(cfg, nil)
+	providertest.RunLive(t, "VERCEL_TOKEN", "Vercel Sandbox", func(t *testing.T, token string) agentenv.Provider {
+		p, err := vercel.New(vercel.Config{Token: token, TeamID: os.Getenv("VERCEL_TEAM_ID"), ProjectID: os.Getenv("VERCEL_PROJECT_ID"),
+			Image: image, Rate: 1, MaxTimeout: 45 * time.Minute}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
@@ -241,27 +243,23 @@ func (p *Provider) create(ctx context.Context, req createRequest, then func(cont
 	if err := p.checkCredentials(); err != nil {
 		return agentenv.Sandbox{}, err
 	}
-	if err := p.limiter.Wait(ctx); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: rate limit: %w", record, ctxerr.Prefer(ctx, err))
+	leave, err := p.gate.Enter(ctx)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: %w", record, err)
 	}
-	select {
-	case p.slots <- struct{}{}:
-		defer func() { <-p.slots }()
-	case <-ctx.Done():
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: waiting for a create slot: %w", record, ctx.Err())
-	}
+	defer leave()
 	log := p.log.With("record_id", record, "image", req.Image)
 	log.Debug("create sandbox", "timeout_ms", req.Timeout, "vcpus", req.Resources.VCPUs)
 
 	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
 	defer cancel()
 	var d described
-	err := p.call(cctx, http.MethodPost, "/v3/sandboxes", nil, req, &d)
+	err = p.call(cctx, http.MethodPost, "/v3/sandboxes", nil, req, &d)
 	if err == nil && d.Sandbox.Name != record {
 		err = fmt.Errorf("create answered sandbox %q, want %q", d.Sandbox.Name, record)
 	}
 	if err != nil {
-		switch status, _ := errCode(err); {
+		switch status := apierr.Status(err); {
 		case status == http.StatusConflict:
 			// The name is held: not this create's to terminate.
 		case status == http.StatusUnauthorized, status == http.StatusForbidden, status == http.StatusTooManyRequests:
@@ -300,16 +298,8 @@ func (p *Provider) create(ctx context.Context, req createRequest, then func(cont
 	return p.sandbox(ctx, d), nil
 }
 
-// release terminates the sandbox record after a create that will not be used, on a detached
-// bounded context; a failure is logged naming it (gc finds it by name).
-func (p *Provider) release(ctx context.Context, record string) {
-	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-	defer cancel()
-	if err := p.Terminate(cctx, record); err != nil {
-		p.log.Warn("sandbox was not terminated after a failed or cancelled create; it runs until its timeout unless gc removes it",
-			"sandbox_id", record, "record_id", record, "err", err)
-	}
-}
+// release terminates the sandbox record (its name) after a create that will not be used.
+func (p *Provider) release(ctx context.Context, record string) { p.rel.Release(ctx, record, record) }
 
 // awaitRunning polls GET /v2/sandboxes/{name} until the sandbox's session runs; a session that
 // ends first is an error naming its status.
@@ -374,7 +364,7 @@ func (p *Provider) sandbox(ctx context.Context, d described) agentenv.Sandbox {
 			Command commandInfo `json:"command"`
 		}
 		err := p.call(ctx, http.MethodGet, "/v2/sandboxes/sessions/"+url.PathEscape(d.Session.ID)+"/cmd/"+url.PathEscape(own[labelCommand]), nil, nil, &c)
-		if status, _ := errCode(err); status == http.StatusGone {
+		if apierr.Status(err) == http.StatusGone {
 			sb.State, sb.ExitCode = agentenv.SandboxExited, -1
 		} else if err == nil && c.Command.ExitCode != nil {
 			sb.State, sb.ExitCode = agentenv.SandboxExited, *c.Command.ExitCode
@@ -427,7 +417,7 @@ func (p *Provider) Terminate(ctx context.Context, name string) error {
 	}
 	if !over(d.Session.Status) && d.Session.ID != "" {
 		err := p.call(ctx, http.MethodPost, "/v2/sandboxes/sessions/"+url.PathEscape(d.Session.ID)+"/stop", nil, nil, nil)
-		if status, _ := errCode(err); err != nil && status != http.StatusNotFound && status != http.StatusGone {
+		if status := apierr.Status(err); err != nil && status != http.StatusNotFound && status != http.StatusGone {
 			return fmt.Errorf("vercel: terminate %s: stop session %s: %w", name, d.Session.ID, kind(err))
 		}
 	}
@@ -435,14 +425,20 @@ func (p *Provider) Terminate(ctx context.Context, name string) error {
 		q := p.projectQuery()
 		q.Set("deleteOrphanSnapshots", "true")
 		err := p.call(ctx, http.MethodDelete, "/v2/sandboxes/"+url.PathEscape(name), q, nil, nil)
-		status, code := errCode(err)
-		switch {
-		case err == nil, status == http.StatusNotFound:
+		switch apierr.Status(err) {
+		case http.StatusNotFound:
+			err = nil
+		case http.StatusUnprocessableEntity: // sandbox_stopping: its session is still stopping
+			p.log.Debug("delete waits for the session to stop", "sandbox_id", name, "err", err)
+		default:
+			if err != nil {
+				return fmt.Errorf("vercel: terminate %s: delete: %w", name, kind(err))
+			}
+		}
+		if err == nil {
 			p.forget(name)
 			p.log.Debug("terminated", "sandbox_id", name)
 			return nil
-		case code != "sandbox_stopping":
-			return fmt.Errorf("vercel: terminate %s: delete: %w", name, kind(err))
 		}
 		select {
 		case <-ctx.Done():
@@ -451,9 +447,6 @@ func (p *Provider) Terminate(ctx context.Context, name string) error {
 		}
 	}
 }
-
-// maxPages bounds a listing, so that a server handing out cursors forever cannot hold it.
-const maxPages = 1000
 
 // describeConcurrency bounds the sandboxes List describes at once.
 const describeConcurrency = 8
@@ -485,7 +478,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 	}
 	var matched []sandboxInfo
 	for _, si := range infos {
-		if have, _, ok := decodeTags(si.Name, si.Tags); ok && matches(have, labels) {
+		if have, _, ok := decodeTags(si.Name, si.Tags); ok && agentenv.MatchLabels(have, labels) {
 			matched = append(matched, si)
 		}
 	}
@@ -537,26 +530,22 @@ func (p *Provider) listAll(ctx context.Context, labels map[string]string) ([]san
 		}
 	}
 	var out []sandboxInfo
-	for range maxPages {
+	err := cloudapi.Pages(func(cursor string) (string, error) {
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
 		var page listResponse
 		if err := p.call(ctx, http.MethodGet, "/v2/sandboxes", q, nil, &page); err != nil {
-			return nil, fmt.Errorf("vercel: list: %w", kind(err))
+			return "", kind(err)
 		}
 		out = append(out, page.Sandboxes...)
-		if page.Pagination.Next == nil || *page.Pagination.Next == "" || len(page.Sandboxes) == 0 {
-			return out, nil
+		if page.Pagination.Next == nil || len(page.Sandboxes) == 0 {
+			return "", nil
 		}
-		q.Set("cursor", *page.Pagination.Next)
+		return *page.Pagination.Next, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vercel: list: %w", err)
 	}
-	return nil, fmt.Errorf("vercel: list: more than %d pages: %w", maxPages, agentenv.ErrUnavailable)
-}
-
-// matches reports whether have carries every label of want.
-func matches(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
+	return out, nil
 }

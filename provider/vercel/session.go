@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 )
 
 // sessionPath is the base of session id's API.
@@ -72,7 +73,7 @@ func (p *Provider) runCommand(ctx context.Context, session string, req commandRe
 	if err != nil {
 		return agentenv.ExecResult{}, fmt.Errorf("encode command: %w", err)
 	}
-	resp, err := p.do(ctx, request{method: http.MethodPost, path: sessionPath(session) + "/cmd", body: bytes.NewReader(b), contentType: "application/json"})
+	resp, err := p.do(ctx, p.api, http.MethodPost, sessionPath(session)+"/cmd", bytes.NewReader(b), "application/json")
 	if err != nil {
 		return agentenv.ExecResult{}, kind(err)
 	}
@@ -238,12 +239,11 @@ func (t *tarball) close() error {
 
 // postTarball posts a gzipped tar to session's fs/write, extracted at /.
 func (p *Provider) postTarball(ctx context.Context, session string, body io.Reader) error {
-	resp, err := p.do(ctx, request{method: http.MethodPost, path: sessionPath(session) + "/fs/write", body: body,
-		contentType: "application/gzip", header: http.Header{"X-Cwd": {"/"}}})
+	resp, err := p.do(ctx, p.files, http.MethodPost, sessionPath(session)+"/fs/write", body, "application/gzip")
 	if err != nil {
 		return kind(err)
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
+	io.Copy(io.Discard, io.LimitReader(resp.Body, cloudapi.MaxAnswer))
 	return resp.Body.Close()
 }
 
@@ -282,7 +282,7 @@ func (p *Provider) ReadFile(ctx context.Context, name, src string) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	resp, err := p.do(ctx, request{method: http.MethodPost, path: sessionPath(d.Session.ID) + "/fs/read", body: bytes.NewReader(b), contentType: "application/json"})
+	resp, err := p.do(ctx, p.api, http.MethodPost, sessionPath(d.Session.ID)+"/fs/read", bytes.NewReader(b), "application/json")
 	if err != nil {
 		return nil, fmt.Errorf("vercel: read %s in %s: %w", src, name, kind(err))
 	}

@@ -33,11 +33,9 @@
 package vercel
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,10 +46,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 )
 
 // Defaults for the zero values of Config.
@@ -114,12 +111,14 @@ type Config struct {
 
 // Provider creates, finds and terminates Vercel sandboxes. It is safe for concurrent use.
 type Provider struct {
-	cfg     Config
-	log     *slog.Logger
-	http    *http.Client
-	limiter *rate.Limiter
-	slots   chan struct{}
-	missing string // what credential is missing, "" when none
+	cfg      Config
+	log      *slog.Logger
+	api      *cloudapi.Client // the token as a bearer token
+	files    *cloudapi.Client // the same, and the x-cwd header of fs/write: "/"
+	gate     *cloudapi.Gate
+	backstop cloudapi.Backstop
+	rel      cloudapi.Releaser
+	missing  string // what credential is missing, "" when none
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // VM mode: one per VM, held while its ports change
@@ -184,12 +183,20 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		hc = &http.Client{}
 	}
 	p := &Provider{
-		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
-		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate))),
-		slots:   make(chan struct{}, cfg.Concurrency),
-		locks:   map[string]*sync.Mutex{},
+		cfg: cfg, log: logger.With("provider", cfg.Name),
+		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
+		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
+		locks:    map[string]*sync.Mutex{},
 	}
 	p.resolveCredentials()
+	p.api = &cloudapi.Client{Name: "vercel", Key: p.cfg.Token, KeyHint: cfg.CredentialHint, Auth: cloudapi.Bearer, Message: message, HTTP: hc}
+	files := *p.api
+	files.Auth = func(h http.Header, key string) {
+		cloudapi.Bearer(h, key)
+		h.Set("X-Cwd", "/") // the directory the tar extracts in, as the SDK's writeFiles sends it
+	}
+	p.files = &files
+	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
 	return p, nil
 }
 
@@ -273,134 +280,63 @@ func (p *Provider) checkCredentials() error {
 	return nil
 }
 
-// apiError is a non-2xx answer: the HTTP status, and the API's {"error": {"code", "message"}}.
-type apiError struct {
-	http *apierr.Error
-	code string
-}
-
-func (e *apiError) Error() string { return e.http.Error() }
-func (e *apiError) Unwrap() error { return e.http }
-
-// errCode returns the API's error code of err, "" if it is not an answer of the API.
-func errCode(err error) (status int, code string) {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return ae.http.Status, ae.code
-	}
-	return 0, ""
-}
-
-// maxAnswer bounds a JSON answer read into memory.
-const maxAnswer = 16 << 20
-
-// request is one call of the API: path (with its own query, if any) under APIURL, the team
-// added to its query.
-type request struct {
-	method, path string
-	query        url.Values
-	body         io.Reader
-	contentType  string
-	header       http.Header
-}
-
-// do sends req with the token as a bearer token and returns the 2xx answer's body open (the
-// caller closes it); a non-2xx answer is an *apiError.
-func (p *Provider) do(ctx context.Context, req request) (*http.Response, error) {
-	if err := p.checkCredentials(); err != nil {
-		return nil, err
-	}
-	q := url.Values{}
-	for k, vs := range req.query {
-		q[k] = vs
-	}
-	q.Set("teamId", p.cfg.TeamID)
-	hr, err := http.NewRequestWithContext(ctx, req.method, p.cfg.APIURL+req.path+"?"+q.Encode(), req.body)
-	if err != nil {
-		return nil, fmt.Errorf("request: %w", err)
-	}
-	for k, vs := range req.header {
-		hr.Header[k] = vs
-	}
-	hr.Header.Set("Authorization", "Bearer "+p.cfg.Token)
-	if req.contentType != "" {
-		hr.Header.Set("Content-Type", req.contentType)
-	}
-	resp, err := p.http.Do(hr)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	ae := &apiError{http: &apierr.Error{Status: resp.StatusCode}}
-	var body struct {
+// message is the message of an error answer, {"error": {"code", "message"}} as the SDK's
+// base-client.ts reads it: "message (code)"; anything else as cloudapi reads it.
+func message(body []byte) string {
+	var e struct {
 		Error struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(b, &body) == nil && (body.Error.Message != "" || body.Error.Code != "") {
-		ae.code, ae.http.Message = body.Error.Code, body.Error.Message
-		if ae.code != "" {
-			ae.http.Message += " (" + ae.code + ")"
+	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+		if e.Error.Code != "" {
+			return e.Error.Message + " (" + e.Error.Code + ")"
 		}
-	} else {
-		ae.http.Message = strings.TrimSpace(string(b[:min(len(b), 300)]))
+		return e.Error.Message
 	}
-	return nil, ae
+	return cloudapi.Message(body)
 }
 
-// call sends a JSON request (in may be nil) and decodes a 2xx JSON answer into out (if not nil).
-func (p *Provider) call(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	req := request{method: method, path: path, query: query}
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
-		}
-		req.body, req.contentType = bytes.NewReader(b), "application/json"
+// url is the URL of path under APIURL, with query and the team.
+func (p *Provider) url(path string, query url.Values) string {
+	q := url.Values{}
+	for k, vs := range query {
+		q[k] = vs
 	}
-	resp, err := p.do(ctx, req)
-	if err != nil {
+	q.Set("teamId", p.cfg.TeamID)
+	return p.cfg.APIURL + path + "?" + q.Encode()
+}
+
+// call sends a JSON request (in may be nil) to path with query and decodes a 2xx JSON answer
+// into out (if not nil). A non-2xx answer is an *apierr.Error.
+func (p *Provider) call(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	if err := p.checkCredentials(); err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	_, err := p.api.JSON(ctx, method, p.url(path, query), in, out)
+	return err
+}
+
+// do sends body (of contentType) to path with c and returns the 2xx answer's body open.
+func (p *Provider) do(ctx context.Context, c *cloudapi.Client, method, path string, body io.Reader, contentType string) (*http.Response, error) {
+	if err := p.checkCredentials(); err != nil {
+		return nil, err
 	}
-	if out != nil && len(bytes.TrimSpace(b)) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-		}
-	}
-	return nil
+	return c.Do(ctx, method, p.url(path, nil), body, contentType)
 }
 
 // kind maps an HTTP outcome to an agentenv error kind (see apierr.Kind); 410 (a stopped
 // session) is ErrGone.
 func kind(err error) error {
-	if status, _ := errCode(err); status == http.StatusGone {
+	if apierr.Status(err) == http.StatusGone {
 		return fmt.Errorf("%w: %w", agentenv.ErrGone, err)
 	}
 	return apierr.Kind(err)
 }
 
-// timeout is the backstop lifetime of spec in milliseconds, never zero.
-func (p *Provider) timeout(spec agentenv.SandboxSpec) int64 {
-	t := spec.Timeout
-	if t <= 0 && !spec.Expires.IsZero() {
-		t = time.Until(spec.Expires) + p.cfg.Margin
-	}
-	if t <= 0 {
-		t = p.cfg.Timeout
-	}
-	t = min(t.Round(time.Second)+time.Second, p.cfg.MaxTimeout)
-	return max(1000, t.Milliseconds())
-}
+// timeout is the backstop lifetime of spec in milliseconds (Vercel's unit), never zero.
+func (p *Provider) timeout(spec agentenv.SandboxSpec) int64 { return p.backstop.Seconds(spec) * 1000 }
 
 // vmLock returns the lock of VM name.
 func (p *Provider) vmLock(name string) *sync.Mutex {

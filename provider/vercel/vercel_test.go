@@ -27,14 +27,7 @@ const (
 // emulator starts the Vercel emulator, failing the test if it still runs a sandbox at the end.
 func emulator(t *testing.T) *vercelemu.Server {
 	t.Helper()
-	emu := vercelemu.Start(token, team, project)
-	t.Cleanup(func() {
-		if left := emu.Running(); len(left) != 0 {
-			t.Errorf("the emulator still runs %v", left)
-		}
-		emu.Close()
-	})
-	return emu
+	return providertest.CloseAtEnd(t, vercelemu.Start(token, team, project))
 }
 
 // newProvider returns a provider pointed at emu; cfg's zero fields get test values.

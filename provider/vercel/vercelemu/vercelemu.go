@@ -47,18 +47,13 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -68,7 +63,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/emuapi"
 	"github.com/agentenv/agentenv/internal/emufault"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/shellquote"
@@ -81,9 +76,6 @@ const (
 	// DefaultMaxTimeout is the plan's longest sandbox timeout (Pro: 5 hours).
 	DefaultMaxTimeout = 5 * time.Hour
 )
-
-// vmStartBound bounds the start of a VM the emulator makes on its own behalf.
-const vmStartBound = 3 * time.Minute
 
 // CreateFault makes a create misbehave (see emufault.Create).
 type CreateFault = emufault.Create
@@ -120,11 +112,11 @@ type Sandbox struct {
 	Session    string // its current session's id
 }
 
-// Server is the emulator. Its methods are safe for concurrent use.
+// Server is the emulator. Its methods are safe for concurrent use; it has those of
+// emuapi.Base (URL, Calls, SetCreateFault, SetKillFault, VMErrors), a VM keyed by session id.
 type Server struct {
-	ts                   *httptest.Server
-	token, team, project string
-	closed               chan struct{}
+	*emuapi.Base
+	project string
 
 	// StartDelay is how long a session stays pending, StopDelay how long it stays stopping;
 	// MaxTimeout the longest timeout a create may ask. Set them before the first create.
@@ -138,10 +130,7 @@ type Server struct {
 	sessions  map[string]*session // by id, every one made
 	routes    map[string]route    // by subdomain
 	made      []string
-	faults    emufault.Faults
-	calls     map[string]int
 	commands  []Command
-	vms       emuvm.Reaper
 }
 
 type sandbox struct {
@@ -164,7 +153,7 @@ type session struct {
 	deadline  time.Time // its timeout
 	cmds      map[string]*command
 	files     map[string][]byte
-	vm        VM
+	vm        bool               // a VM backs it (emuapi.Base.VM(id)) from its create to its end
 	stop      context.CancelFunc // ends the commands running in its VM
 	ctx       context.Context
 }
@@ -197,57 +186,50 @@ type logLine struct {
 // (AddImage adds more) and the runtimes node22, node24, node26 and python3.13.
 func Start(token, team, project string) *Server {
 	s := &Server{
-		token: token, team: team, project: project, closed: make(chan struct{}),
+		project:    project,
 		StartDelay: 20 * time.Millisecond, StopDelay: 10 * time.Millisecond, MaxTimeout: DefaultMaxTimeout,
 		images: map[string]bool{"": true, "universal": true, "vercel/sandbox/universal": true, "node:22": true, "node:24": true,
 			"node:26": true, "python:3.14": true, "ubuntu": true, "arch": true},
 		vmImages:  map[string]bool{},
 		sandboxes: map[string]*sandbox{}, sessions: map[string]*session{}, routes: map[string]route{},
-		calls: map[string]int{},
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v3/sandboxes", s.auth("create", s.create))
-	mux.HandleFunc("POST /v2/sandboxes", s.auth("create", s.create))
-	mux.HandleFunc("GET /v2/sandboxes", s.auth("list", s.list))
-	mux.HandleFunc("GET /v2/sandboxes/{name}", s.auth("get", s.get))
-	mux.HandleFunc("PATCH /v2/sandboxes/{name}", s.auth("update", s.update))
-	mux.HandleFunc("DELETE /v2/sandboxes/{name}", s.auth("delete", s.delete))
-	mux.HandleFunc("POST /v2/sandboxes/sessions/{sid}/stop", s.auth("stop", s.stopSession))
-	mux.HandleFunc("POST /v2/sandboxes/sessions/{sid}/cmd", s.auth("cmd", s.runCommand))
-	mux.HandleFunc("GET /v2/sandboxes/sessions/{sid}/cmd/{cmd}", s.auth("cmd_get", s.getCommand))
-	mux.HandleFunc("POST /v2/sandboxes/sessions/{sid}/cmd/{cmd}/kill", s.auth("cmd_kill", s.killCommand))
-	mux.HandleFunc("POST /v2/sandboxes/sessions/{sid}/fs/write", s.auth("fs_write", s.writeFiles))
-	mux.HandleFunc("POST /v2/sandboxes/sessions/{sid}/fs/read", s.auth("fs_read", s.readFile))
-	mux.HandleFunc("POST /v2/sandboxes/sessions/{sid}/fs/mkdir", s.auth("fs_mkdir", s.mkdir))
-	mux.HandleFunc("/route/{sub}/{rest...}", s.traffic)
-	mux.HandleFunc("/route/{sub}", s.traffic)
-	s.ts = httptest.NewServer(mux)
+	// A request must carry the token and the team: 401 without the token, 403 in another team.
+	s.Base = emuapi.New(func(r *http.Request) bool { return emuapi.Bearer(token)(r) && r.URL.Query().Get("teamId") == team },
+		func(w http.ResponseWriter, r *http.Request) {
+			if !emuapi.Bearer(token)(r) {
+				apiError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid token")
+				return
+			}
+			apiError(w, http.StatusForbidden, "forbidden", "you do not have access to team "+strconv.Quote(r.URL.Query().Get("teamId")))
+		})
+	s.Handle("POST /v3/sandboxes", "create", s.create)
+	s.Handle("POST /v2/sandboxes", "create", s.create)
+	s.Handle("GET /v2/sandboxes", "list", s.list)
+	s.Handle("GET /v2/sandboxes/{name}", "get", s.get)
+	s.Handle("PATCH /v2/sandboxes/{name}", "update", s.update)
+	s.Handle("DELETE /v2/sandboxes/{name}", "delete", s.delete)
+	s.Handle("POST /v2/sandboxes/sessions/{sid}/stop", "stop", s.stopSession)
+	s.Handle("POST /v2/sandboxes/sessions/{sid}/cmd", "cmd", s.runCommand)
+	s.Handle("GET /v2/sandboxes/sessions/{sid}/cmd/{cmd}", "cmd_get", s.getCommand)
+	s.Handle("POST /v2/sandboxes/sessions/{sid}/cmd/{cmd}/kill", "cmd_kill", s.killCommand)
+	s.Handle("POST /v2/sandboxes/sessions/{sid}/fs/write", "fs_write", s.writeFiles)
+	s.Handle("POST /v2/sandboxes/sessions/{sid}/fs/read", "fs_read", s.readFile)
+	s.Handle("POST /v2/sandboxes/sessions/{sid}/fs/mkdir", "fs_mkdir", s.mkdir)
+	s.Open("/route/{sub}/{rest...}", s.traffic)
+	s.Open("/route/{sub}", s.traffic)
+	s.Serve()
 	return s
 }
 
-// URL is the API's base URL (the SDK's https://vercel.com/api).
-func (s *Server) URL() string { return s.ts.URL }
-
 // Close stops the server, ends every session and removes their VMs.
 func (s *Server) Close() {
-	close(s.closed)
-	s.ts.CloseClientConnections()
-	s.ts.Close()
-	s.mu.Lock()
-	var live []*session
-	for _, ss := range s.sessions {
-		if ss.vm != nil {
-			live = append(live, ss)
+	s.Base.Close(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, ss := range s.sessions {
+			s.end(ss)
 		}
-		if ss.stop != nil {
-			ss.stop()
-		}
-	}
-	s.mu.Unlock()
-	for _, ss := range live {
-		s.removeVM(ss)
-	}
-	s.vms.Wait()
+	})
 }
 
 // AddImage makes image known to creates.
@@ -267,40 +249,16 @@ func (s *Server) SetVMBackend(b VMBackend, images ...string) {
 	}
 }
 
-// SetCreateFault makes the next creates misbehave as f says; nil clears it.
-func (s *Server) SetCreateFault(f *CreateFault) { s.faults.SetCreate(f) }
+// Kills returns how many stop and delete requests arrived (Calls counts create, list, get,
+// update, delete, stop, cmd, cmd_get, cmd_kill, fs_write, fs_read and fs_mkdir). A kill fault
+// (SetKillFault) fails stops and deletes alike, leaving the sandbox as it was.
+func (s *Server) Kills() int { return s.Calls("stop") + s.Calls("delete") }
 
-// SetKillFault makes the next times stops and deletes (every one if times is 0) fail with HTTP
-// status code, leaving the sandbox as it was; code 0 clears it.
-func (s *Server) SetKillFault(code, times int) { s.faults.SetKill(code, times) }
-
-// Calls returns how many requests of op arrived: create, list, get, update, delete, stop, cmd,
-// cmd_get, cmd_kill, fs_write, fs_read, fs_mkdir.
-func (s *Server) Calls(op string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[op]
-}
-
-// Kills returns how many stop and delete requests arrived.
-func (s *Server) Kills() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls["stop"] + s.calls["delete"]
-}
-
-// Running returns the names of the sandboxes whose session is pending or running, in creation
-// order.
+// Running returns the names of the sandboxes whose session is pending or running, sorted.
 func (s *Server) Running() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []string
-	for _, name := range s.made {
-		if sb, ok := s.sandboxes[name]; ok && sb.current != nil && s.alive(sb.current) && !slices.Contains(out, name) {
-			out = append(out, name)
-		}
-	}
-	return out
+	return emuapi.Running(s.sandboxes, func(sb *sandbox) bool { return s.alive(sb.current) })
 }
 
 // Made returns the names of every sandbox created so far, in order.
@@ -339,18 +297,15 @@ func (s *Server) Expire(name string) {
 	}
 }
 
-// VMErrors returns the VM removals that failed.
-func (s *Server) VMErrors() []error { return s.vms.Errors() }
-
-// VM returns the VM behind sandbox name's session while it has one.
-func (s *Server) VM(name string) (VM, bool) {
+// SandboxVM returns the VM behind sandbox name's session while it has one.
+func (s *Server) SandboxVM(name string) (VM, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	sb, ok := s.sandboxes[name]
-	if !ok || sb.current == nil || sb.current.vm == nil {
+	s.mu.Unlock()
+	if !ok || sb.current == nil {
 		return nil, false
 	}
-	return sb.current.vm, true
+	return s.VM(sb.current.id)
 }
 
 // status brings ss's status up to date and returns it. Call with s.mu held.
@@ -390,48 +345,12 @@ func (s *Server) end(ss *session) {
 	if ss.stop != nil {
 		ss.stop()
 	}
-	if ss.vm != nil {
-		s.vms.Go(func() { s.removeVM(ss) })
-	}
-}
-
-// removeVM removes ss's VM, if it has one, and waits for it. Call without s.mu.
-func (s *Server) removeVM(ss *session) {
-	s.mu.Lock()
-	vm := ss.vm
-	ss.vm = nil
-	s.mu.Unlock()
-	if vm != nil {
-		s.vms.Remove(ss.id, vm)
-	}
+	s.RemoveVMLater(ss.id)
 }
 
 // apiError answers an error as the API does: {"error": {"code", "message"}}.
 func apiError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
-}
-
-// auth checks the token and the team and counts the call.
-func (s *Server) auth(op string, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.calls[op]++
-		s.mu.Unlock()
-		switch {
-		case r.Header.Get("Authorization") != "Bearer "+s.token:
-			apiError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid token")
-		case r.URL.Query().Get("teamId") != s.team:
-			apiError(w, http.StatusForbidden, "forbidden", "you do not have access to team "+strconv.Quote(r.URL.Query().Get("teamId")))
-		default:
-			h(w, r)
-		}
-	}
+	emuapi.WriteJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 
 // checkProject answers 400 for a missing project and 404 for another, and reports whether the
@@ -500,12 +419,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Name == "" {
-		req.Name = "sbx_" + randHex(24)
+		req.Name = "sbx_" + emuapi.RandHex(24)
 	}
 	s.mu.Lock()
 	_, taken := s.sandboxes[req.Name]
 	known := s.images[image]
-	f := s.faults.TakeCreate()
+	f := s.TakeCreate()
 	s.mu.Unlock()
 	switch {
 	case !known:
@@ -518,7 +437,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		apiError(w, f.Status, "create_failed", f.Message)
 		return
 	}
-	if !f.Hold(s.closed) {
+	if !f.Hold(s.Closed()) {
 		return
 	}
 	now := time.Now()
@@ -551,11 +470,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		emufault.DropAnswer(w)
 		return
 	}
-	f.Linger(s.closed)
+	f.Linger(s.Closed())
 	s.mu.Lock()
 	body := s.full(sb)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, body)
+	emuapi.WriteJSON(w, http.StatusOK, body)
 }
 
 // checkCreate returns why a create request is refused, or "".
@@ -609,7 +528,7 @@ func checkTags(tags map[string]string) string {
 // newSession starts a session of sb, pending for StartDelay. Call with s.mu held.
 func (s *Server) newSession(sb *sandbox, now time.Time) *session {
 	ctx, cancel := context.WithCancel(context.Background())
-	ss := &session{id: "sbx_" + randHex(24), sb: sb, status: "pending", requested: now,
+	ss := &session{id: "sbx_" + emuapi.RandHex(24), sb: sb, status: "pending", requested: now,
 		started: now.Add(s.StartDelay), deadline: now.Add(s.StartDelay + sb.Timeout),
 		cmds: map[string]*command{}, files: map[string][]byte{}, ctx: ctx, stop: cancel}
 	sb.current, sb.Session = ss, ss.id
@@ -630,31 +549,28 @@ func (s *Server) setRoutes(sb *sandbox, ports []int) {
 	}
 	for _, p := range ports {
 		if _, ok := sb.nextRoute[p]; !ok {
-			sub := "sb-" + randHex(12)
+			sub := "sb-" + emuapi.RandHex(12)
 			sb.nextRoute[p] = sub
 		}
 		s.routes[sb.nextRoute[p]] = route{sess: sb.current, port: p}
 	}
 }
 
-// startVM starts the VM of ss on a detached bounded context (Vercel finishes a create whether or
-// not its client waits); if ss ended meanwhile the VM is removed at once.
+// startVM starts the VM of ss (emuapi.Base.StartVM: Vercel finishes a create whether or not its
+// client waits); if ss ended meanwhile the VM is removed at once.
 func (s *Server) startVM(r *http.Request, ss *session, b VMBackend) error {
-	ctx, cancel := cleanup.Detached(r.Context(), vmStartBound)
-	defer cancel()
-	vm, err := b.StartVM(ctx, "vercelemu-"+ss.id, map[string]string{agentenv.LabelRecord: ss.sb.Name})
+	vm, err := s.StartVM(r, b, "vercelemu-"+ss.id, map[string]string{agentenv.LabelRecord: ss.sb.Name})
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
 		s.end(ss)
 		delete(s.sandboxes, ss.sb.Name)
-		s.mu.Unlock()
 		return err
 	}
-	ss.vm = vm
-	running := s.alive(ss)
-	s.mu.Unlock()
-	if !running {
-		s.removeVM(ss)
+	s.SetVM(ss.id, vm)
+	ss.vm = true
+	if !s.alive(ss) {
+		s.RemoveVMLater(ss.id)
 	}
 	return nil
 }
@@ -701,7 +617,7 @@ func (s *Server) routesJSON(sb *sandbox) []map[string]any {
 	ports := slices.Sorted(maps.Keys(sb.nextRoute))
 	for _, p := range ports {
 		sub := sb.nextRoute[p]
-		out = append(out, map[string]any{"url": s.ts.URL + "/route/" + sub, "subdomain": sub, "port": p})
+		out = append(out, map[string]any{"url": s.URL() + "/route/" + sub, "subdomain": sub, "port": p})
 	}
 	return out
 }
@@ -738,7 +654,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	body := s.full(sb)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, body)
+	emuapi.WriteJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) update(w http.ResponseWriter, r *http.Request) {
@@ -772,7 +688,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 	sb.updated = time.Now()
 	body := map[string]any{"sandbox": s.sandboxJSON(sb), "routes": s.routesJSON(sb)}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, body)
+	emuapi.WriteJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
@@ -781,7 +697,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	if code := s.faults.TakeKill(); code != 0 {
+	if code := s.TakeKill(); code != 0 {
 		s.mu.Unlock()
 		apiError(w, code, "internal_error", "failed to delete the sandbox")
 		return
@@ -798,7 +714,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		delete(s.routes, sub)
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, body)
+	emuapi.WriteJSON(w, http.StatusOK, body)
 }
 
 // listCursor is the opaque cursor of a page: the offset of its first sandbox.
@@ -859,7 +775,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if end < len(items) {
 		page["next"] = listCursor(end)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": append([]map[string]any{}, items[start:end]...), "pagination": page})
+	emuapi.WriteJSON(w, http.StatusOK, map[string]any{"sandboxes": append([]map[string]any{}, items[start:end]...), "pagination": page})
 }
 
 // sessionOf returns the request's session, answering 404 for one never made. Call without s.mu.
@@ -902,7 +818,7 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	if code := s.faults.TakeKill(); code != 0 {
+	if code := s.TakeKill(); code != 0 {
 		s.mu.Unlock()
 		apiError(w, code, "internal_error", "failed to stop the session")
 		return
@@ -913,7 +829,7 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request) {
 		body["sandbox"] = s.sandboxJSON(ss.sb)
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, body)
+	emuapi.WriteJSON(w, http.StatusOK, body)
 }
 
 // exitScript is a command's `/bin/sh -c "exit N"`.
@@ -980,12 +896,13 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) {
 	if cwd == "" {
 		cwd = "/vercel/sandbox"
 	}
-	c := &command{id: "cmd_" + randHex(24), argv: argv, cwd: cwd, sess: ss.id, started: time.Now(), done: make(chan struct{})}
+	c := &command{id: "cmd_" + emuapi.RandHex(24), argv: argv, cwd: cwd, sess: ss.id, started: time.Now(), done: make(chan struct{})}
 	s.mu.Lock()
 	ss.cmds[c.id] = c
 	s.commands = append(s.commands, Command{Sandbox: ss.sb.Name, Argv: argv, Cwd: req.Cwd, Env: req.Env, Sudo: req.Sudo})
-	vm, sctx := ss.vm, ss.ctx
+	sctx := ss.ctx
 	s.mu.Unlock()
+	vm, _ := s.VM(ss.id)
 	started := c.json() // the stream's first line is the command as it started
 	switch code, exits := exitCode(argv); {
 	case vm != nil:
@@ -1005,7 +922,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) {
 		go func() { <-sctx.Done(); c.finish(143, nil, nil) }()
 	}
 	if !req.Wait {
-		writeJSON(w, http.StatusOK, map[string]any{"command": started})
+		emuapi.WriteJSON(w, http.StatusOK, map[string]any{"command": started})
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -1017,7 +934,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) {
 	case <-c.done:
 	case <-r.Context().Done():
 		return
-	case <-s.closed:
+	case <-s.Closed():
 		return
 	}
 	c.mu.Lock()
@@ -1071,11 +988,11 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request) {
 		case <-c.done:
 		case <-r.Context().Done():
 			return
-		case <-s.closed:
+		case <-s.Closed():
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"command": c.json()})
+	emuapi.WriteJSON(w, http.StatusOK, map[string]any{"command": c.json()})
 }
 
 func (s *Server) killCommand(w http.ResponseWriter, r *http.Request) {
@@ -1091,7 +1008,7 @@ func (s *Server) killCommand(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.finish(128+req.Signal, nil, nil)
-	writeJSON(w, http.StatusOK, map[string]any{"command": c.json()})
+	emuapi.WriteJSON(w, http.StatusOK, map[string]any{"command": c.json()})
 }
 
 // resolve is p as the sandbox resolves it against cwd.
@@ -1121,9 +1038,7 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tr := tar.NewReader(zr)
-	s.mu.Lock()
-	vm := ss.vm
-	s.mu.Unlock()
+	vm, _ := s.VM(ss.id)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -1162,7 +1077,7 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 			s.mu.Unlock()
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{})
+	emuapi.WriteJSON(w, http.StatusOK, map[string]any{})
 }
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
@@ -1180,9 +1095,9 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 	}
 	name := resolve(req.Path, req.Cwd)
 	s.mu.Lock()
-	vm := ss.vm
 	b, found := ss.files[name]
 	s.mu.Unlock()
+	vm, _ := s.VM(ss.id)
 	if vm != nil {
 		q := shellquote.Join([]string{name})
 		res, err := vm.Run(r.Context(), "test -f "+q+" || exit 44; cat "+q, nil)
@@ -1217,25 +1132,22 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	vm := ss.vm
-	s.mu.Unlock()
+	vm, _ := s.VM(ss.id)
 	if vm != nil {
 		if res, err := vm.Run(r.Context(), "mkdir -p "+shellquote.Join([]string{resolve(req.Path, req.Cwd)}), nil); err != nil || res.ExitCode != 0 {
 			apiError(w, http.StatusInternalServerError, "internal_error", fmt.Sprintf("mkdir: %v %s", err, res.Stderr))
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{})
+	emuapi.WriteJSON(w, http.StatusOK, map[string]any{})
 }
 
 func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	rt, ok := s.routes[r.PathValue("sub")]
 	var status string
-	var vm VM
 	if ok {
-		status, vm = s.status(rt.sess), rt.sess.vm
+		status = s.status(rt.sess)
 	}
 	s.mu.Unlock()
 	switch {
@@ -1246,28 +1158,10 @@ func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the sandbox is "+status, http.StatusBadGateway)
 		return
 	}
-	if vm == nil {
+	vm, ok := s.VM(rt.sess.id)
+	if !ok {
 		w.Write([]byte("ok"))
 		return
 	}
-	target := &url.URL{Scheme: "http", Host: vm.Addr(rt.port)}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.URL.Path = "/" + strings.TrimPrefix(pr.In.PathValue("rest"), "/")
-			pr.Out.URL.RawPath = ""
-			pr.Out.Host = target.Host
-		},
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			http.Error(w, fmt.Sprintf("port %d of the sandbox is not open: %v", rt.port, err), http.StatusBadGateway)
-		},
-	}
-	rp.ServeHTTP(w, r)
-}
-
-func randHex(n int) string {
-	b := make([]byte, (n+1)/2)
-	rand.Read(b)
-	return hex.EncodeToString(b)[:n]
+	emuapi.Proxy(w, r, vm, rt.port, func(w http.ResponseWriter, msg string) { http.Error(w, msg, http.StatusBadGateway) })
 }
