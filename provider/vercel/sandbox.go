@@ -117,7 +117,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if image != "" && !imageName.MatchString(image) {
 		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: image %q: want an image name: %w", spec.Name, image, agentenv.ErrInvalid)
 	}
-	labels := p.labelsOf(spec)
+	labels := labelsOf(spec)
 	if len(spec.Command) > 0 {
 		// Reserve the room the command's id takes in the tags, so that the update that adds it
 		// cannot be refused for its length once the sandbox runs.
@@ -181,15 +181,10 @@ func (p *Provider) start(ctx context.Context, d described, spec agentenv.Sandbox
 // projectQuery is the projectId query of the sandbox routes.
 func (p *Provider) projectQuery() url.Values { return url.Values{"projectId": {p.cfg.ProjectID}} }
 
-// labelsOf returns spec's labels with the expiry, a fresh map.
-func (p *Provider) labelsOf(spec agentenv.SandboxSpec) map[string]string {
-	labels := maps.Clone(spec.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	if _, ok := labels[agentenv.LabelExpires]; !ok && !spec.Expires.IsZero() {
-		labels[agentenv.LabelExpires] = spec.Expires.UTC().Format(time.RFC3339)
-	}
+// labelsOf returns spec's labels (package lifecycle sets the expiry among them), a fresh map.
+func labelsOf(spec agentenv.SandboxSpec) map[string]string {
+	labels := map[string]string{}
+	maps.Copy(labels, spec.Labels)
 	return labels
 }
 

@@ -33,6 +33,7 @@
 package vercel
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -137,36 +138,18 @@ var (
 // call then fails, before anything is sent, with ErrInvalid and ErrUnavailable and a message
 // naming what to set (so a chain moves on). A nil logger discards; the token is never logged.
 func New(cfg Config, logger *slog.Logger) (*Provider, error) {
-	if cfg.Name == "" {
-		cfg.Name = DefaultName
-	}
-	if cfg.APIURL == "" {
-		cfg.APIURL = DefaultAPIURL
-	}
-	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
-	if cfg.CredentialHint == "" {
-		cfg.CredentialHint = CredentialHint
-	}
-	if cfg.VMImageHint == "" {
-		cfg.VMImageHint = "provider.vercel.vm_image"
-	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
+	cfg.Name, cfg.APIURL = cmp.Or(cfg.Name, DefaultName), strings.TrimRight(cmp.Or(cfg.APIURL, DefaultAPIURL), "/")
+	cfg.CredentialHint, cfg.VMImageHint = cmp.Or(cfg.CredentialHint, CredentialHint), cmp.Or(cfg.VMImageHint, "provider.vercel.vm_image")
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&cfg.Timeout, DefaultTimeout}, {&cfg.Margin, DefaultMargin}, {&cfg.MaxTimeout, DefaultMaxTimeout},
+		{&cfg.CreateTimeout, DefaultCreateTimeout}, {&cfg.RequestTimeout, DefaultRequestTimeout}, {&cfg.DockerWait, DefaultDockerWait}} {
+		if *d.v <= 0 {
+			*d.v = d.def
 		}
 	}
-	def(&cfg.Timeout, DefaultTimeout)
-	def(&cfg.Margin, DefaultMargin)
-	def(&cfg.MaxTimeout, DefaultMaxTimeout)
-	def(&cfg.CreateTimeout, DefaultCreateTimeout)
-	def(&cfg.RequestTimeout, DefaultRequestTimeout)
-	def(&cfg.DockerWait, DefaultDockerWait)
-	if cfg.Rate == 0 {
-		cfg.Rate = DefaultRate
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
+	cfg.Rate, cfg.Concurrency = cmp.Or(cfg.Rate, DefaultRate), cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	if cfg.Rate < 0 || cfg.Concurrency < 0 {
 		return nil, fmt.Errorf("vercel: rate %g, concurrency %d: %w", cfg.Rate, cfg.Concurrency, agentenv.ErrInvalid)
 	}

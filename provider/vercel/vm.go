@@ -2,11 +2,9 @@ package vercel
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
@@ -47,7 +44,7 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if p.cfg.VMImage == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("vercel: create vm %s: no VM image: set %s to a Vercel Sandbox image with dockerd and the docker CLI: %w", spec.Name, p.cfg.VMImageHint, agentenv.ErrInvalid)
 	}
-	labels := p.labelsOf(spec)
+	labels := labelsOf(spec)
 	labels[labelMode] = modeVM
 	tags, err := encodeTags(labels)
 	if err != nil {
@@ -112,42 +109,34 @@ func (p *Provider) vm(ctx context.Context, name string) (described, map[string]s
 }
 
 // RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with `docker
-// create` and `docker start` through the command API, on the stack's network under spec.Name and
-// spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine picks, which is then
-// added to the sandbox's routes (PATCH /v2/sandboxes/{name}, under a lock per VM; at most 15 per
-// VM) and reached at its route's URL. An image the VM lacks is uploaded from this host's Docker
-// engine (Config.DockerHost) through the files API, and one missing from both is ErrInvalid
-// naming it (nothing is pulled). On error it removes the container it made.
+// create` and `docker start` through the command API (vmdocker.RunIn), on the stack's network
+// under spec.Name and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine
+// picks, which is then added to the sandbox's routes (PATCH /v2/sandboxes/{name}, under a lock
+// per VM; at most 15 per VM) and reached at its route's URL. An image the VM lacks is uploaded
+// from this host's Docker engine (Config.DockerHost) through the files API, and one missing from
+// both is ErrInvalid naming it (nothing is pulled). On error it removes the container it made.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	if !recordName.MatchString(spec.Name) || spec.Image == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
 	}
-	archive, err := vmdocker.Prepare(spec)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: %w", spec.Name, vm, err)
-	}
-	_, vmLabels, err := p.vm(ctx, vm)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: %w", spec.Name, vm, err)
-	}
-	labels := maps.Clone(vmLabels)
-	maps.Copy(labels, spec.Labels)
-	run := vmdocker.Run{Spec: spec, Labels: labels}
-	st, err := vmdocker.Start(ctx, vmShell{p, vm}, run, archive,
-		vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()}, p.log.With("vm", vm))
-	var routes map[int]string
-	if err == nil && len(spec.Ports) > 0 {
-		routes, err = p.route(ctx, vm, st.Ports)
-	}
-	if err != nil {
-		cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-		defer cancel()
-		if rerr := p.RemoveFromVM(cctx, vm, spec.Name); rerr != nil {
-			p.log.Warn("remove a container that failed to start; it goes with the vm", "vm", vm, "container", spec.Name, "err", rerr)
+	_, labels, err := p.vm(ctx, vm)
+	if err == nil {
+		var sb agentenv.Sandbox
+		if sb, err = vmdocker.RunIn(ctx, p.host(vm, labels), p.cfg.Name, spec); err == nil {
+			return sb, nil
 		}
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: %w", spec.Name, vm, err)
 	}
-	return vmdocker.Sandbox(st, spec, p.cfg.Name, labels, func(vmPort int) string { return routes[vmPort] }), nil
+	return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: %w", spec.Name, vm, err)
+}
+
+// host is VM vm, labelled labels, as vmdocker drives it.
+func (p *Provider) host(vm string, labels map[string]string) vmdocker.Host {
+	return vmdocker.Host{Shell: vmShell{p, vm}, Labels: labels, Cleanup: p.cfg.RequestTimeout, Log: p.log.With("vm", vm),
+		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()},
+		Publish: func(ctx context.Context, published map[int]int) (func(int) string, error) {
+			routes, err := p.route(ctx, vm, published)
+			return func(vmPort int) string { return routes[vmPort] }, err
+		}}
 }
 
 // route adds the VM ports of published to vm's routes, keeping those it has, and returns the URL
@@ -235,46 +224,22 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	if !recordName.MatchString(name) {
 		return fmt.Errorf("vercel: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
 	}
-	res, err := p.rootRun(ctx, vm, vmdocker.RemoveScript(name))
-	switch {
-	case errors.Is(err, agentenv.ErrGone):
-		return nil
-	case err == nil:
-		err = vmdocker.Removed(res.ExitCode, res.Stderr)
-	}
-	if err != nil {
+	if err := vmdocker.Remove(ctx, vmShell{p, vm}, name); err != nil {
 		return fmt.Errorf("vercel: remove %s from %s: %w", name, vm, err)
 	}
 	return nil
 }
 
-// ExecInVM implements agentenv.VMExecer with `docker exec` through the command API. The command
-// API takes no stdin, so stdin is written to a file in the VM first and removed afterwards. A
-// container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
+// ExecInVM implements agentenv.VMExecer with `docker exec` through the command API
+// (vmdocker.ExecIn): the command API takes no stdin, so stdin is written to a file in the VM
+// first. A container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
 func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
 	if !recordName.MatchString(name) || len(argv) == 0 {
 		return agentenv.ExecResult{}, fmt.Errorf("vercel: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
 	}
-	file := ""
-	if stdin != nil {
-		file = "/tmp/agentenv-stdin-" + rand.Text()
-		if err := (vmShell{p, vm}).Put(ctx, file, strings.NewReader(string(stdin))); err != nil {
-			return agentenv.ExecResult{}, fmt.Errorf("vercel: exec in %s of %s: stdin: %w", vm, name, err)
-		}
-		defer func() {
-			cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-			defer cancel()
-			if _, err := p.rootRun(cctx, vm, "rm -f "+file); err != nil && !errors.Is(err, agentenv.ErrGone) {
-				p.log.Warn("remove a command's stdin file in the vm; it goes with the vm", "vm", vm, "file", file, "err", err)
-			}
-		}()
-	}
-	res, err := p.rootRun(ctx, vm, vmdocker.ExecScript(name, argv, env, file))
+	res, err := vmdocker.ExecIn(ctx, p.host(vm, nil), name, argv, env, stdin)
 	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("vercel: exec in %s of %s: %w", vm, name, err)
-	}
-	if res.ExitCode != 0 && vmdocker.NoSuchContainer(res.Stderr) {
-		return res, fmt.Errorf("vercel: exec in %s: no container %s: %w", vm, name, agentenv.ErrNotFound)
+		return res, fmt.Errorf("vercel: exec in %s of %s: %w", vm, name, err)
 	}
 	return res, nil
 }

@@ -633,13 +633,18 @@ func (s *Server) named(w http.ResponseWriter, r *http.Request) (*sandbox, bool) 
 	if !s.checkProject(w, r.URL.Query().Get("projectId")) {
 		return nil, false
 	}
+	return find(s, w, s.sandboxes, "sandbox", r.PathValue("name"))
+}
+
+// find returns m[key] (read under s.mu), answering 404 naming what if there is none.
+func find[T any](s *Server, w http.ResponseWriter, m map[string]*T, what, key string) (*T, bool) {
 	s.mu.Lock()
-	sb, ok := s.sandboxes[r.PathValue("name")]
+	v, ok := m[key]
 	s.mu.Unlock()
 	if !ok {
-		apiError(w, http.StatusNotFound, "not_found", fmt.Sprintf("sandbox %q not found", r.PathValue("name")))
+		apiError(w, http.StatusNotFound, "not_found", fmt.Sprintf("%s %q not found", what, key))
 	}
-	return sb, ok
+	return v, ok
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
@@ -780,13 +785,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 
 // sessionOf returns the request's session, answering 404 for one never made. Call without s.mu.
 func (s *Server) sessionOf(w http.ResponseWriter, r *http.Request) (*session, bool) {
-	s.mu.Lock()
-	ss, ok := s.sessions[r.PathValue("sid")]
-	s.mu.Unlock()
-	if !ok {
-		apiError(w, http.StatusNotFound, "not_found", fmt.Sprintf("session %q not found", r.PathValue("sid")))
-	}
-	return ss, ok
+	return find(s, w, s.sessions, "session", r.PathValue("sid"))
 }
 
 // live returns the request's session if it runs, answering 410 sandbox_stopped (or 422
@@ -969,13 +968,7 @@ func (s *Server) commandOf(w http.ResponseWriter, r *http.Request) (*command, bo
 	if !ok {
 		return nil, false
 	}
-	s.mu.Lock()
-	c, ok := ss.cmds[r.PathValue("cmd")]
-	s.mu.Unlock()
-	if !ok {
-		apiError(w, http.StatusNotFound, "not_found", fmt.Sprintf("command %q not found", r.PathValue("cmd")))
-	}
-	return c, ok
+	return find(s, w, ss.cmds, "command", r.PathValue("cmd"))
 }
 
 func (s *Server) getCommand(w http.ResponseWriter, r *http.Request) {
