@@ -96,3 +96,25 @@ func ExecIn(ctx context.Context, h Host, name string, argv []string, env map[str
 	}
 	return res, nil
 }
+
+// AwaitEngine waits until `docker info` answers in the VM behind sh, polling every half second,
+// bounded by wait. A VM that is gone (agentenv.ErrGone) or a cloud that does not answer
+// (agentenv.ErrUnavailable) ends the wait at once.
+func AwaitEngine(ctx context.Context, sh Shell, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		res, err := sh.Run(ctx, "docker info >/dev/null")
+		if err == nil && res.ExitCode == 0 {
+			return nil
+		}
+		if err != nil && (errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrUnavailable)) {
+			return fmt.Errorf("docker engine: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker engine did not answer within %s (%v): %w", wait, err, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

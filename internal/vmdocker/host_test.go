@@ -3,8 +3,10 @@ package vmdocker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/vmdocker"
@@ -53,5 +55,18 @@ func TestExecInPutsStdinAndSaysAMissingContainer(t *testing.T) {
 	sh = &scriptShell{out: agentenv.ExecResult{ExitCode: 1, Stderr: []byte("Error response from daemon: No such container: db")}}
 	if _, err := vmdocker.ExecIn(t.Context(), vmdocker.Host{Shell: sh}, "db", []string{"true"}, nil, nil); !errors.Is(err, agentenv.ErrNotFound) {
 		t.Errorf("ExecIn in a missing container = %v, want ErrNotFound", err)
+	}
+}
+
+func TestAwaitEngineWaitsBoundedAndStopsOnAGoneVM(t *testing.T) {
+	if err := vmdocker.AwaitEngine(t.Context(), &scriptShell{}, time.Second); err != nil {
+		t.Errorf("AwaitEngine of an engine that answers = %v", err)
+	}
+	start := time.Now()
+	if err := vmdocker.AwaitEngine(t.Context(), &scriptShell{err: fmt.Errorf("session: %w", agentenv.ErrGone)}, time.Minute); !errors.Is(err, agentenv.ErrGone) || time.Since(start) > 5*time.Second {
+		t.Errorf("AwaitEngine in a VM that is gone = %v after %s, want ErrGone at once", err, time.Since(start))
+	}
+	if err := vmdocker.AwaitEngine(t.Context(), &scriptShell{out: agentenv.ExecResult{ExitCode: 1}}, 600*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("AwaitEngine of an engine that never answers = %v, want the deadline", err)
 	}
 }

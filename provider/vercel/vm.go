@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/vmdocker"
@@ -64,9 +63,10 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 // startDocker starts the Docker engine of session and waits until `docker info` answers, bounded
 // by DockerWait.
 func (p *Provider) startDocker(ctx context.Context, session string) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.DockerWait)
+	sh := sessionShell{p, session}
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.DockerWait)
 	defer cancel()
-	res, err := p.runCommand(ctx, session, commandRequest{Command: "/bin/sh", Args: []string{"-c", dockerStart}, Sudo: true})
+	res, err := sh.Run(cctx, dockerStart)
 	switch {
 	case err != nil:
 		return fmt.Errorf("start the docker engine: %w", err)
@@ -75,20 +75,21 @@ func (p *Provider) startDocker(ctx context.Context, session string) error {
 	case res.ExitCode != 0:
 		return fmt.Errorf("start the docker engine: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
-	for {
-		res, err := p.runCommand(ctx, session, commandRequest{Command: "/bin/sh", Args: []string{"-c", "docker info >/dev/null"}, Sudo: true})
-		if err == nil && res.ExitCode == 0 {
-			return nil
-		}
-		if err != nil && (errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrUnavailable)) {
-			return fmt.Errorf("docker engine: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("docker engine did not answer within %s (%v): %w", p.cfg.DockerWait, err, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return vmdocker.AwaitEngine(ctx, sh, p.cfg.DockerWait)
+}
+
+// sessionShell is a session's root shell through the command API, for a VM still being made.
+type sessionShell struct {
+	p       *Provider
+	session string
+}
+
+func (s sessionShell) Run(ctx context.Context, script string) (agentenv.ExecResult, error) {
+	return s.p.runCommand(ctx, s.session, commandRequest{Command: "/bin/sh", Args: []string{"-c", script}, Sudo: true})
+}
+
+func (s sessionShell) Put(ctx context.Context, file string, r io.Reader) error {
+	return s.p.putFile(ctx, s.session, file, r)
 }
 
 // vm returns VM name as described and its labels: a VM that is gone (stopped, or unknown) is
@@ -180,37 +181,35 @@ func (p *Provider) route(ctx context.Context, vm string, published map[int]int) 
 	return urls, nil
 }
 
-// vmShell is vm's root shell through the command and files APIs.
+// vmShell is VM vm's root shell: its current session's (sessionShell), found on each call; a
+// VM that is gone is ErrGone.
 type vmShell struct {
 	p  *Provider
 	vm string
 }
 
-func (s vmShell) Run(ctx context.Context, script string) (agentenv.ExecResult, error) {
-	return s.p.rootRun(ctx, s.vm, script)
-}
-
-func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
+func (s vmShell) session(ctx context.Context) (sessionShell, error) {
 	d, err := s.p.running(ctx, s.vm)
 	if errors.Is(err, agentenv.ErrNotFound) {
 		err = fmt.Errorf("%w: %w", err, agentenv.ErrGone)
 	}
-	if err != nil {
-		return err
-	}
-	return s.p.putFile(ctx, d.Session.ID, file, r)
+	return sessionShell{s.p, d.Session.ID}, err
 }
 
-// rootRun runs script with /bin/sh -c as root (sudo) in vm; a VM that is gone is ErrGone.
-func (p *Provider) rootRun(ctx context.Context, vm, script string) (agentenv.ExecResult, error) {
-	d, err := p.running(ctx, vm)
-	if errors.Is(err, agentenv.ErrNotFound) {
-		err = fmt.Errorf("%w: %w", err, agentenv.ErrGone)
-	}
+func (s vmShell) Run(ctx context.Context, script string) (agentenv.ExecResult, error) {
+	sh, err := s.session(ctx)
 	if err != nil {
 		return agentenv.ExecResult{}, err
 	}
-	return p.runCommand(ctx, d.Session.ID, commandRequest{Command: "/bin/sh", Args: []string{"-c", script}, Sudo: true})
+	return sh.Run(ctx, script)
+}
+
+func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
+	sh, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	return sh.Put(ctx, file, r)
 }
 
 // imageHint says, in a missing image's error, where vercel gets its images.

@@ -1073,20 +1073,26 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 	emuapi.WriteJSON(w, http.StatusOK, map[string]any{})
 }
 
-func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
+// pathRequest reads a body {path, cwd} of a running session's request and returns the session
+// and the path resolved, answering 400 or the session's error if it cannot.
+func (s *Server) pathRequest(w http.ResponseWriter, r *http.Request) (*session, string, bool) {
 	var req struct {
 		Path string `json:"path"`
 		Cwd  string `json:"cwd"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Path == "" {
 		apiError(w, http.StatusBadRequest, "bad_request", "a path is required")
-		return
+		return nil, "", false
 	}
 	ss, ok := s.live(w, r)
+	return ss, resolve(req.Path, req.Cwd), ok
+}
+
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
+	ss, name, ok := s.pathRequest(w, r)
 	if !ok {
 		return
 	}
-	name := resolve(req.Path, req.Cwd)
 	s.mu.Lock()
 	b, found := ss.files[name]
 	s.mu.Unlock()
@@ -1113,21 +1119,13 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Path string `json:"path"`
-		Cwd  string `json:"cwd"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Path == "" {
-		apiError(w, http.StatusBadRequest, "bad_request", "a path is required")
-		return
-	}
-	ss, ok := s.live(w, r)
+	ss, name, ok := s.pathRequest(w, r)
 	if !ok {
 		return
 	}
 	vm, _ := s.VM(ss.id)
 	if vm != nil {
-		if res, err := vm.Run(r.Context(), "mkdir -p "+shellquote.Join([]string{resolve(req.Path, req.Cwd)}), nil); err != nil || res.ExitCode != 0 {
+		if res, err := vm.Run(r.Context(), "mkdir -p "+shellquote.Join([]string{name}), nil); err != nil || res.ExitCode != 0 {
 			apiError(w, http.StatusInternalServerError, "internal_error", fmt.Sprintf("mkdir: %v %s", err, res.Stderr))
 			return
 		}
