@@ -701,12 +701,10 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	if code := s.TakeKill(); code != 0 {
-		s.mu.Unlock()
-		apiError(w, code, "internal_error", "failed to delete the sandbox")
+	if s.killFault(w, "delete the sandbox") {
 		return
 	}
+	s.mu.Lock()
 	if s.status(sb.current) == "stopping" {
 		s.mu.Unlock()
 		apiError(w, http.StatusUnprocessableEntity, "sandbox_stopping", "the sandbox is stopping")
@@ -811,17 +809,25 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) (*session, bool) {
 	return nil, false
 }
 
+// killFault answers the status of an armed kill fault (SetKillFault), failing the request to
+// do what, and reports whether it did.
+func (s *Server) killFault(w http.ResponseWriter, what string) bool {
+	code := s.TakeKill()
+	if code != 0 {
+		apiError(w, code, "internal_error", "failed to "+what)
+	}
+	return code != 0
+}
+
 func (s *Server) stopSession(w http.ResponseWriter, r *http.Request) {
 	ss, ok := s.sessionOf(w, r)
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	if code := s.TakeKill(); code != 0 {
-		s.mu.Unlock()
-		apiError(w, code, "internal_error", "failed to stop the session")
+	if s.killFault(w, "stop the session") {
 		return
 	}
+	s.mu.Lock()
 	s.end(ss)
 	body := map[string]any{"session": s.sessionJSON(ss)}
 	if s.sandboxes[ss.sb.Name] == ss.sb {
