@@ -28,7 +28,7 @@ var vmKit = deploytest.VMKit{
 			t.Fatal(err)
 		}
 		return deploytest.VMCloud{
-			Provider: p, Emulator: emu, VMErrors: emu.VMErrors, PortURL: emu.URL() + "/route/",
+			Provider: p, Emulator: emu, VMErrors: emu.VMErrors, PortURL: "http://127.0.0.1:", // each route is a loopback server of its own
 			Labels: func(name string) map[string]string {
 				sb, _ := emu.Sandbox(name)
 				return sb.Tags // agentenv.deployment is a tag of its own

@@ -23,9 +23,10 @@
 //     cmd/{cmdId}/kill, POST fs/write (a gzipped tar, extracted under the x-cwd header's
 //     directory), POST fs/read ({path, cwd}: application/octet-stream, 404 for a missing file),
 //     POST fs/mkdir; 410 sandbox_stopped once the session has stopped;
-//   - a route of port P (https://SUBDOMAIN.vercel.run, here URL()/route/SUBDOMAIN): answered
-//     for a running session (200 "ok", or proxied to the VM), 502 once it has stopped, 404 for
-//     an unknown subdomain.
+//   - a route of port P (https://SUBDOMAIN.vercel.run): here a loopback server of its own, so
+//     that a route's URL is a host whose paths are the port's, as Vercel's are; answered for a
+//     running session (200 "ok", or proxied to the VM), 502 once it has stopped, 404 once the
+//     sandbox is deleted or the port no longer routed.
 //
 // A session is "pending" for StartDelay after its create, then "running"; "stopping" for
 // StopDelay after a stop, then "stopped"; it stops on its own when its timeout passes or Expire
@@ -54,6 +55,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"path"
 	"regexp"
 	"slices"
@@ -108,8 +110,9 @@ type Sandbox struct {
 	Tags       map[string]string
 	Env        map[string]string
 	Persistent bool
-	Status     string // its current session's
-	Session    string // its current session's id
+	Status     string         // its current session's
+	Session    string         // its current session's id
+	Routes     map[int]string // port -> its route's URL
 }
 
 // Server is the emulator. Its methods are safe for concurrent use; it has those of
@@ -128,7 +131,8 @@ type Server struct {
 	backend   VMBackend
 	sandboxes map[string]*sandbox // by name, the deleted ones dropped
 	sessions  map[string]*session // by id, every one made
-	routes    map[string]route    // by subdomain
+	routes    map[string]route    // by subdomain, while routed
+	hosts     []*httptest.Server  // every route's server, closed by Close
 	made      []string
 	commands  []Command
 }
@@ -140,6 +144,7 @@ type sandbox struct {
 	updated   time.Time
 	current   *session
 	nextRoute map[int]string // port -> subdomain, kept across updates
+	hostOf    map[int]string // port -> its route's URL
 }
 
 type session struct {
@@ -215,8 +220,6 @@ func Start(token, team, project string) *Server {
 	s.Handle("POST /v2/sandboxes/sessions/{sid}/fs/write", "fs_write", s.writeFiles)
 	s.Handle("POST /v2/sandboxes/sessions/{sid}/fs/read", "fs_read", s.readFile)
 	s.Handle("POST /v2/sandboxes/sessions/{sid}/fs/mkdir", "fs_mkdir", s.mkdir)
-	s.Open("/route/{sub}/{rest...}", s.traffic)
-	s.Open("/route/{sub}", s.traffic)
 	s.Serve()
 	return s
 }
@@ -225,9 +228,14 @@ func Start(token, team, project string) *Server {
 func (s *Server) Close() {
 	s.Base.Close(func() {
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		for _, ss := range s.sessions {
 			s.end(ss)
+		}
+		hosts := s.hosts
+		s.mu.Unlock()
+		for _, h := range hosts {
+			h.CloseClientConnections()
+			h.Close()
 		}
 	})
 }
@@ -277,7 +285,10 @@ func (s *Server) Sandbox(name string) (Sandbox, bool) {
 		return Sandbox{}, false
 	}
 	out := sb.Sandbox
-	out.Status = s.status(sb.current)
+	out.Status, out.Routes = s.status(sb.current), map[int]string{}
+	for _, p := range sb.Ports {
+		out.Routes[p] = sb.hostOf[p]
+	}
 	return out, true
 }
 
@@ -444,7 +455,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	sb := &sandbox{
 		Sandbox: Sandbox{Name: req.Name, Image: image, Ports: req.Ports, Timeout: timeout, VCPUs: vcpus,
 			Tags: req.Tags, Env: req.Env, Persistent: req.Persistent == nil || *req.Persistent},
-		runtime: runtime, created: now, updated: now, nextRoute: map[int]string{},
+		runtime: runtime, created: now, updated: now, nextRoute: map[int]string{}, hostOf: map[int]string{},
 	}
 	s.mu.Lock()
 	if _, raced := s.sandboxes[req.Name]; raced {
@@ -550,10 +561,19 @@ func (s *Server) setRoutes(sb *sandbox, ports []int) {
 	for _, p := range ports {
 		if _, ok := sb.nextRoute[p]; !ok {
 			sub := "sb-" + emuapi.RandHex(12)
-			sb.nextRoute[p] = sub
+			sb.nextRoute[p], sb.hostOf[p] = sub, s.routeHost(sub)
 		}
 		s.routes[sb.nextRoute[p]] = route{sess: sb.current, port: p}
 	}
+}
+
+// routeHost starts the server of route sub and returns its URL. Call with s.mu held.
+func (s *Server) routeHost(sub string) string {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{rest...}", func(w http.ResponseWriter, r *http.Request) { s.traffic(w, r, sub) })
+	srv := httptest.NewServer(mux)
+	s.hosts = append(s.hosts, srv)
+	return srv.URL
 }
 
 // startVM starts the VM of ss (emuapi.Base.StartVM: Vercel finishes a create whether or not its
@@ -617,7 +637,7 @@ func (s *Server) routesJSON(sb *sandbox) []map[string]any {
 	ports := slices.Sorted(maps.Keys(sb.nextRoute))
 	for _, p := range ports {
 		sub := sb.nextRoute[p]
-		out = append(out, map[string]any{"url": s.URL() + "/route/" + sub, "subdomain": sub, "port": p})
+		out = append(out, map[string]any{"url": sb.hostOf[p], "subdomain": sub, "port": p})
 	}
 	return out
 }
@@ -1139,9 +1159,9 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request) {
 	emuapi.WriteJSON(w, http.StatusOK, map[string]any{})
 }
 
-func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
+func (s *Server) traffic(w http.ResponseWriter, r *http.Request, sub string) {
 	s.mu.Lock()
-	rt, ok := s.routes[r.PathValue("sub")]
+	rt, ok := s.routes[sub]
 	var status string
 	if ok {
 		status = s.status(rt.sess)
