@@ -64,7 +64,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/emuapi"
 	"github.com/agentenv/agentenv/internal/emufault"
 	"github.com/agentenv/agentenv/internal/emuvm"
@@ -579,7 +578,10 @@ func (s *Server) routeHost(sub string) string {
 // startVM starts the VM of ss (emuapi.Base.StartVM: Vercel finishes a create whether or not its
 // client waits); if ss ended meanwhile the VM is removed at once.
 func (s *Server) startVM(r *http.Request, ss *session, b VMBackend) error {
-	vm, err := s.StartVM(r, b, "vercelemu-"+ss.id, map[string]string{agentenv.LabelRecord: ss.sb.Name})
+	// The machine is the emulator's, not an agentenv sandbox: it carries no label of the sandbox
+	// (emuvm names its own record after it), so that gc of this engine's docker provider does not
+	// take it for the sandbox while the emulator removes it.
+	vm, err := s.StartVM(r, b, "vercelemu-"+ss.id, nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
