@@ -8,10 +8,8 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/shellquote"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 	"github.com/agentenv/agentenv/provider/tenki/internal/wire"
@@ -44,28 +42,18 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	return p.sandbox(sess), nil
 }
 
-// awaitDocker starts vm's Docker engine unless it runs and waits until `docker info` answers,
-// bounded by DockerWait.
+// awaitDocker starts vm's Docker engine unless it runs and waits until it answers, bounded by
+// DockerWait.
 func (p *Provider) awaitDocker(ctx context.Context, vm string) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.DockerWait)
-	defer cancel()
 	sh := vmShell{p, vm}
 	res, err := sh.Run(ctx, dockerStart)
 	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("start dockerd: exit %d: %s", res.ExitCode, bytes.TrimSpace(res.Stderr))
+		err = fmt.Errorf("exit %d: %s", res.ExitCode, bytes.TrimSpace(res.Stderr))
 	}
-	for err == nil {
-		if res, err = sh.Run(ctx, "docker info >/dev/null"); err == nil && res.ExitCode == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("docker engine did not answer within %s (%v): %w", p.cfg.DockerWait, err, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
-		err = nil
+	if err != nil {
+		return fmt.Errorf("start dockerd: %w", err)
 	}
-	return fmt.Errorf("docker engine: %w", err)
+	return vmdocker.AwaitEngine(ctx, sh, p.cfg.DockerWait)
 }
 
 // vmSession returns the VM's session and labels; a VM that has stopped is ErrGone, a session
@@ -87,44 +75,37 @@ func (p *Provider) vmSession(ctx context.Context, vm string) (*wire.Session, map
 	return s, p.sandbox(s).Labels, nil
 }
 
-// RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with `docker
-// create` and `docker start` through Run, on the stack's network under spec.Name and
-// spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine picks, which is then
-// exposed (ExposePort, under a lock per VM) and reached at its preview URL. An image the VM lacks
-// is uploaded from this host's Docker engine (Config.DockerHost) through Run's stdin, and one
-// missing from both is ErrInvalid naming it (nothing is pulled). spec.Files are packed in a tar,
-// uploaded into the VM and copied into the container before it starts. On error it removes the
-// container it made.
+// RunInVM implements agentenv.VMHost with vmdocker.RunIn: it starts spec as a container of vm's
+// stack with `docker create` and `docker start` through Run, on the stack's network under
+// spec.Name and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine picks,
+// which is then exposed (ExposePort, under a lock per VM) and reached at its preview URL. An
+// image the VM lacks is uploaded from this host's Docker engine (Config.DockerHost) through Run's
+// stdin, and one missing from both is ErrInvalid naming it (nothing is pulled). spec.Files are
+// packed in a tar, uploaded into the VM and copied into the container before it starts. On
+// error it removes the container it made.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	if !recordName.MatchString(spec.Name) || spec.Image == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("tenki: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
 	}
-	archive, err := vmdocker.Prepare(spec)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("tenki: run %s in %s: %w", spec.Name, vm, err)
-	}
-	_, vmLabels, err := p.vmSession(ctx, vm)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("tenki: run %s in %s: %w", spec.Name, vm, err)
-	}
-	labels := maps.Clone(vmLabels)
-	maps.Copy(labels, spec.Labels)
-	run := vmdocker.Run{Spec: spec, Labels: labels}
-	st, err := vmdocker.Start(ctx, vmShell{p, vm}, run, archive,
-		vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()}, p.log.With("vm", vm))
-	urls := map[int]string{}
+	_, labels, err := p.vmSession(ctx, vm)
 	if err == nil {
-		urls, err = p.exposeVM(ctx, vm, st.Ports)
-	}
-	if err != nil {
-		cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-		defer cancel()
-		if rerr := p.RemoveFromVM(cctx, vm, spec.Name); rerr != nil {
-			p.log.Warn("remove a container that failed to start; it goes with the vm", "vm", vm, "container", spec.Name, "err", rerr)
+		var sb agentenv.Sandbox
+		if sb, err = vmdocker.RunIn(ctx, p.host(vm, labels), p.cfg.Name, spec); err == nil {
+			return sb, nil
 		}
-		return agentenv.Sandbox{}, fmt.Errorf("tenki: run %s in %s: %w", spec.Name, vm, err)
 	}
-	return vmdocker.Sandbox(st, spec, p.cfg.Name, labels, func(vmPort int) string { return urls[vmPort] }), nil
+	return agentenv.Sandbox{}, fmt.Errorf("tenki: run %s in %s: %w", spec.Name, vm, err)
+}
+
+// host is VM vm, labelled labels, as vmdocker drives it: its published ports are exposed as
+// preview URLs.
+func (p *Provider) host(vm string, labels map[string]string) vmdocker.Host {
+	return vmdocker.Host{Shell: vmShell{p, vm}, Labels: labels, Cleanup: p.cfg.RequestTimeout, Log: p.log.With("vm", vm),
+		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()},
+		Publish: func(ctx context.Context, published map[int]int) (func(int) string, error) {
+			urls, err := p.exposeVM(ctx, vm, published)
+			return func(vmPort int) string { return urls[vmPort] }, err
+		}}
 }
 
 // exposeVM exposes the VM ports of published (container port -> VM port) and returns the
@@ -170,8 +151,8 @@ func (p *Provider) imageHint() string {
 	return "tenki uploads images from this host's Docker engine ($DOCKER_HOST), or build a Tenki image (provider.tenki.vm_image) with the env's images"
 }
 
-// RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
-// gone counts as removed.
+// RemoveFromVM implements agentenv.VMHost with vmdocker.Remove (`docker rm -f`); a container,
+// or a VM, that is gone counts as removed.
 func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	if !recordName.MatchString(name) {
 		return fmt.Errorf("tenki: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
@@ -183,21 +164,15 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	if err != nil {
 		return fmt.Errorf("tenki: remove %s from %s: %w", name, vm, err)
 	}
-	res, err := vmShell{p, vm}.Run(ctx, vmdocker.RemoveScript(name))
-	switch {
-	case errors.Is(err, agentenv.ErrGone):
-		return nil
-	case err == nil:
-		err = vmdocker.Removed(res.ExitCode, res.Stderr)
-	}
-	if err != nil {
+	if err := vmdocker.Remove(ctx, vmShell{p, vm}, name); err != nil {
 		return fmt.Errorf("tenki: remove %s from %s: %w", name, vm, err)
 	}
 	return nil
 }
 
 // ExecInVM implements agentenv.VMExecer with `docker exec` through Run, stdin streamed on Run's
-// stdin. A container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
+// own stdin (vmdocker.ExecIn writes it to a file first, for clouds whose exec takes none). A
+// container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
 func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
 	if !recordName.MatchString(name) || len(argv) == 0 {
 		return agentenv.ExecResult{}, fmt.Errorf("tenki: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
