@@ -124,7 +124,7 @@ type uploadResponse struct {
 	Size int64  `json:"size"`
 }
 
-// Create makes a bare sandbox: a machine named spec.Name from spec.Image whose workload is
+// Create makes a bare sandbox: a machine named spec.Name from spec.Image (Config.Image if empty) whose workload is
 // spec.Command (wrapped so that its exit status is kept in the machine), with spec.Env,
 // spec.WorkDir and spec.Ports published on free ports of this host; then starts it, waits until
 // it runs commands, and writes its labels into it, read back to check. The requests run on a
@@ -140,8 +140,11 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err := p.check(spec); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: create %s: %w", spec.Name, err)
 	}
+	if spec.Image == "" {
+		spec.Image = p.cfg.Image
+	}
 	if spec.Image == "" || len(spec.Command) == 0 {
-		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: create %s: want an image and a command (the workload's wrapper replaces the image's entrypoint): %w", spec.Name, agentenv.ErrInvalid)
+		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: create %s: want an image (the spec's or provider.smol_vm.image) and a command (the workload's wrapper replaces the image's entrypoint): %w", spec.Name, agentenv.ErrInvalid)
 	}
 	ports, err := hostPorts(spec.Ports)
 	if err != nil {
@@ -255,15 +258,24 @@ func (p *Provider) create(ctx context.Context, req createRequest, labels map[str
 		}
 		return machineInfo{}, fmt.Errorf("smol_vm: create %s: %w", record, kind(err))
 	}
-	err = p.call(cctx, http.MethodPost, machinePath(record, "/start"), nil, &mi)
-	if err == nil {
-		err = p.awaitAgent(cctx, record)
-	}
-	if err == nil {
-		err = p.writeLabels(cctx, record, labels)
-	}
-	if err == nil && setup != nil {
-		err = setup(cctx)
+	// The rest stops at the first failure, or as soon as ctx ends.
+	for _, step := range []func() error{
+		func() error { return p.call(cctx, http.MethodPost, machinePath(record, "/start"), nil, &mi) },
+		func() error { return p.awaitAgent(cctx, record) },
+		func() error { return p.writeLabels(cctx, record, labels) },
+		func() error {
+			if setup == nil {
+				return nil
+			}
+			return setup(cctx)
+		},
+	} {
+		if err = ctx.Err(); err == nil {
+			err = step()
+		}
+		if err != nil {
+			break
+		}
 	}
 	if err == nil {
 		err = ctx.Err()
@@ -442,12 +454,17 @@ func (p *Provider) sandbox(mi machineInfo, labels map[string]string, f *facts) a
 }
 
 // Get returns a live handle to machine id, with its endpoints. A machine smolvm does not list is
-// ErrNotFound; a stopped one, or a bare sandbox whose command has ended, is ErrGone.
+// ErrNotFound, and ErrGone too (an unlisted machine counts as gone); a stopped one, or a bare
+// sandbox whose command has ended, is ErrGone.
 func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error) {
 	if !validName(id) {
 		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: get %q: no such machine: %w", id, agentenv.ErrNotFound)
 	}
 	mi, err := p.info(ctx, id)
+	if errors.Is(err, agentenv.ErrNotFound) {
+		// Not listed: gone, if it ever was (seed 002), and nothing to reattach to.
+		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: get %s: %w: %w", id, agentenv.ErrGone, err)
+	}
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: get %s: %w", id, err)
 	}

@@ -92,6 +92,9 @@ type Config struct {
 	// PortHost is the address a machine's published ports are reached at; default 127.0.0.1
 	// for a Unix socket or a loopback URL, else the URL's host.
 	PortHost string
+	// Image is the image of a bare sandbox whose spec names none (an OCI reference smolvm pulls);
+	// no default.
+	Image string
 	// DockerHost is the local Docker engine RunInVM uploads an image from when the VM lacks it;
 	// default $DOCKER_HOST, else the local socket.
 	DockerHost string
