@@ -25,6 +25,7 @@ var providerTable = []struct {
 	{"e2b", newE2B},
 	{stateProvider, newStateStore},
 	{"tensorlake", newTensorlake},
+	{"smol_vm", newSmolVM},
 }
 
 func newDocker(a *app) (agentenv.Provider, error) {

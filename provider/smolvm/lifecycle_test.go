@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/lifecycle/lifecycletest"
 	"github.com/agentenv/agentenv/provider/smolvm"
 	"github.com/agentenv/agentenv/provider/smolvm/smolvmemu"
@@ -43,5 +48,53 @@ func (e kitEmulator) CreateLost(t *testing.T, record string) {
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 		t.Fatalf("create answered %s, want the answer lost", resp.Status)
+	}
+}
+
+// TestGCCollectsAnExpiredMachine: smolvm machines have no lifetime of their own, so gc by the
+// expiry label is what bounds them. A machine whose expiry passed is collected whether this
+// ledger recorded it or not (another ledger's, read from the labels file in the machine).
+func TestGCCollectsAnExpiredMachine(t *testing.T) {
+	emu := emulator(t)
+	p := newProvider(t, emu, smolvm.Config{Image: "python:3.12-alpine"}, nil)
+	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	mgr, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: map[string]agentenv.Provider{"smol_vm": p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	past := time.Now().Add(-time.Minute)
+	// Unrecorded: made by a process whose ledger this is not, expired a minute ago.
+	foreign := spec("sb-foreign")
+	foreign.Expires = past
+	if _, err := p.Create(t.Context(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	// Recorded, and live past its expiry.
+	rec, _, err := mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "smol_vm", ID: "sb-expired", Spec: agentenv.SandboxSpec{Command: serve}, TTL: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Release(t.Context(), time.Time{}, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Not expired, unrecorded: left alone.
+	young := spec("sb-young")
+	young.Expires = time.Now().Add(time.Hour)
+	if _, err := p.Create(t.Context(), young); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Terminate(t.Context(), "sb-young")
+	time.Sleep(10 * time.Millisecond)
+	rep, err := mgr.GC(t.Context(), lifecycle.GCOptions{})
+	if err != nil || !rep.Clean() || len(rep.Actions) != 2 {
+		t.Fatalf("GC = %+v, %v; want the two expired machines collected", rep, err)
+	}
+	if got := emu.Running(); !slices.Equal(got, []string{"sb-young"}) {
+		t.Errorf("machines left %v, want only the one not expired", got)
 	}
 }
