@@ -146,18 +146,19 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if spec.Image == "" || len(spec.Command) == 0 {
 		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: create %s: want an image (the spec's or provider.smol_vm.image) and a command (the workload's wrapper replaces the image's entrypoint): %w", spec.Name, agentenv.ErrInvalid)
 	}
-	ports, err := hostPorts(spec.Ports)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: create %s: %w", spec.Name, err)
+	for _, port := range spec.Ports {
+		if port <= 0 || port > 65535 {
+			return agentenv.Sandbox{}, fmt.Errorf("smol_vm: create %s: port %d: want 1-65535: %w", spec.Name, port, agentenv.ErrInvalid)
+		}
 	}
 	req := createRequest{
 		Name: spec.Name, Image: spec.Image, Entrypoint: wrapper(), Cmd: spec.Command,
-		Env: envList(spec.Env), Workdir: spec.WorkDir, Network: true, Ports: ports,
+		Env: envList(spec.Env), Workdir: spec.WorkDir, Network: true,
 		CPUs: int(math.Ceil(spec.CPUs)), MemoryMB: spec.Memory >> 20, Restart: &restartSpec{Policy: "never"},
 	}
 	labels := p.labelsOf(spec)
 	labels[labelMode] = modeBare
-	mi, err := p.create(ctx, req, labels, nil)
+	mi, err := p.create(ctx, req, spec.Ports, labels, nil)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
@@ -180,26 +181,42 @@ func envList(env map[string]string) []envVar {
 	return out
 }
 
-// hostPorts publishes each guest port on a free port of this host, as smolvm publishes a
-// machine's ports at create and never after.
-func hostPorts(guest []int) ([]portSpec, error) {
+// pickPorts publishes each guest port on a free port of this host, as smolvm publishes a
+// machine's ports at create and never after. The ports stay reserved in this Provider until
+// done is called (once the start has bound them, or failed), so that concurrent creates do not
+// pick the same; another process may still take one, which the start then reports.
+func (p *Provider) pickPorts(guest []int) (_ []portSpec, done func(), _ error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var out []portSpec
+	unreserve := func() {
+		for _, ps := range out {
+			delete(p.picked, ps.Host)
+		}
+	}
 	for _, g := range guest {
-		if g <= 0 || g > 65535 {
-			return nil, fmt.Errorf("port %d: want 1-65535: %w", g, agentenv.ErrInvalid)
-		}
 		h, err := freePort()
-		if err != nil {
-			return nil, err
+		for err == nil && p.picked[h] {
+			h, err = freePort()
 		}
+		if err == nil && (g <= 0 || g > 65535) {
+			err = fmt.Errorf("port %d: want 1-65535: %w", g, agentenv.ErrInvalid)
+		}
+		if err != nil {
+			unreserve()
+			return nil, nil, err
+		}
+		p.picked[h] = true
 		out = append(out, portSpec{Host: h, Guest: g})
 	}
-	return out, nil
+	return out, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		unreserve()
+	}, nil
 }
 
-// freePort returns a TCP port of this host nothing listens on now. smolvm binds it when the
-// machine starts; a port taken meanwhile fails the start with 409 PORT_IN_USE (ErrUnavailable,
-// nothing left behind).
+// freePort returns a TCP port of this host nothing listens on now.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -238,29 +255,41 @@ func (p *Provider) check(spec agentenv.SandboxSpec) error {
 	return nil
 }
 
-// create sends req, starts the machine, waits until it runs commands, writes labels into it
+// portAttempts bounds the creates of one machine whose start found a published port taken.
+const portAttempts = 3
+
+// create sends req with guest published on free ports of this host, starts the machine (again,
+// on fresh ports, when one was taken meanwhile: smolvm answers 409 PORT_IN_USE, which its docs
+// say to retry on a freshly allocated port), waits until it runs commands, writes labels into it
 // and runs setup (if not nil) on it; see Create for what it guarantees.
-func (p *Provider) create(ctx context.Context, req createRequest, labels map[string]string, setup func(context.Context) error) (machineInfo, error) {
+func (p *Provider) create(ctx context.Context, req createRequest, guest []int, labels map[string]string, setup func(context.Context) error) (machineInfo, error) {
 	record := req.Name
 	if err := ctx.Err(); err != nil {
 		return machineInfo{}, fmt.Errorf("smol_vm: create %s: %w", record, err)
 	}
 	log := p.log.With("record_id", record, "image", req.Image)
-	log.Debug("create machine")
 	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
 	defer cancel()
 	var mi machineInfo
-	err := p.call(cctx, http.MethodPost, "/machines", req, &mi)
-	if err != nil {
-		if st := status(err); st < 400 || st >= 500 {
-			// The answer may be lost though the machine exists: find it by name and delete it.
-			p.releaseRecord(ctx, record)
+	var err error
+	for attempt := 1; ; attempt++ {
+		var done func()
+		if req.Ports, done, err = p.pickPorts(guest); err != nil {
+			return machineInfo{}, fmt.Errorf("smol_vm: create %s: %w", record, err)
 		}
-		return machineInfo{}, fmt.Errorf("smol_vm: create %s: %w", record, kind(err))
+		log.Debug("create machine", "attempt", attempt, "ports", req.Ports)
+		mi, err = p.createAndStart(ctx, cctx, req)
+		done()
+		if err == nil || !portTaken(err) || attempt == portAttempts || ctx.Err() != nil {
+			break
+		}
+		log.Debug("a published port was taken before the start; creating the machine again on others", "err", err)
+	}
+	if err != nil {
+		return machineInfo{}, err
 	}
 	// The rest stops at the first failure, or as soon as ctx ends.
 	for _, step := range []func() error{
-		func() error { return p.call(cctx, http.MethodPost, machinePath(record, "/start"), nil, &mi) },
 		func() error { return p.awaitAgent(cctx, record) },
 		func() error { return p.writeLabels(cctx, record, labels) },
 		func() error {
@@ -282,9 +311,6 @@ func (p *Provider) create(ctx context.Context, req createRequest, labels map[str
 	}
 	if err != nil {
 		p.release(ctx, record)
-		if status(err) == http.StatusConflict {
-			err = fmt.Errorf("a published port was taken before the machine started: %w: %w", agentenv.ErrUnavailable, err)
-		}
 		return machineInfo{}, fmt.Errorf("smol_vm: create %s: %w", record, ctxerr.Prefer(ctx, kind(err)))
 	}
 	if mi.State == "" {
@@ -292,6 +318,38 @@ func (p *Provider) create(ctx context.Context, req createRequest, labels map[str
 	}
 	log.Debug("machine created")
 	return mi, nil
+}
+
+// createAndStart sends req and starts the machine, on cctx (detached, bounded). If ctx ends
+// first, or the start fails, the machine is deleted; a create whose answer did not come is
+// looked for by name and deleted.
+func (p *Provider) createAndStart(ctx, cctx context.Context, req createRequest) (machineInfo, error) {
+	var mi machineInfo
+	err := p.call(cctx, http.MethodPost, "/machines", req, &mi)
+	if err != nil {
+		if st := status(err); st < 400 || st >= 500 {
+			// The answer may be lost though the machine exists: find it by name and delete it.
+			p.releaseRecord(ctx, req.Name)
+		}
+		return machineInfo{}, fmt.Errorf("smol_vm: create %s: %w", req.Name, kind(err))
+	}
+	if err = ctx.Err(); err == nil {
+		err = p.call(cctx, http.MethodPost, machinePath(req.Name, "/start"), nil, &mi)
+	}
+	if err != nil {
+		p.release(ctx, req.Name)
+		if portTaken(err) {
+			err = fmt.Errorf("a published port was taken before the machine started: %w: %w", agentenv.ErrUnavailable, err)
+		}
+		return machineInfo{}, fmt.Errorf("smol_vm: create %s: %w", req.Name, ctxerr.Prefer(ctx, kind(err)))
+	}
+	return mi, nil
+}
+
+// portTaken reports whether err is smolvm's 409 PORT_IN_USE at a start.
+func portTaken(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.Status == http.StatusConflict && strings.Contains(ae.Message, "PORT_IN_USE")
 }
 
 // awaitAgent waits, bounded by AgentWait, until the started machine runs a command: an exec

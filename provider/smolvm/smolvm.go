@@ -120,8 +120,9 @@ type Provider struct {
 	http *http.Client
 	base string // the API's base URL, http://unix/api/v1 for a socket
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // VM mode: one per VM, held while its port slots are chosen
+	mu     sync.Mutex
+	locks  map[string]*sync.Mutex // VM mode: one per VM, held while its port slots are chosen
+	picked map[int]bool           // host ports handed to creates whose start has not bound them yet
 }
 
 var (
@@ -201,7 +202,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{cfg: cfg, log: logger.With("provider", cfg.Name), http: hc, base: base + "/api/v1",
-		locks: map[string]*sync.Mutex{}}, nil
+		locks: map[string]*sync.Mutex{}, picked: map[int]bool{}}, nil
 }
 
 // unixClient returns a copy of hc that dials the Unix socket sock for every request.

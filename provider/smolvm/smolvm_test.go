@@ -384,3 +384,25 @@ func TestCreateVMPublishesSlotsAndStartsDocker(t *testing.T) {
 		t.Errorf("RemoveFromVM from a VM that is gone = %v, want nil", err)
 	}
 }
+
+// TestAPortTakenBeforeTheStartIsPickedAgain: smolvm answers a start whose published port is taken
+// with 409 PORT_IN_USE; the machine is made again on fresh ports, a bounded number of times.
+func TestAPortTakenBeforeTheStartIsPickedAgain(t *testing.T) {
+	emu := emulator(t)
+	p := newProvider(t, emu, smolvm.Config{}, nil)
+	emu.SetPortTaken(2)
+	sb, err := p.Create(t.Context(), spec("sb-port"))
+	if err != nil {
+		t.Fatalf("Create with a port taken twice = %v, want it made on the third try", err)
+	}
+	if err := p.Terminate(t.Context(), sb.ID); err != nil {
+		t.Error(err)
+	}
+	if n := emu.Calls("create"); n != 3 {
+		t.Errorf("%d creates, want 3", n)
+	}
+	emu.SetPortTaken(3)
+	if _, err := p.Create(t.Context(), spec("sb-port2")); !errors.Is(err, agentenv.ErrUnavailable) || !strings.Contains(err.Error(), "PORT_IN_USE") {
+		t.Errorf("Create with a port taken every time = %v, want ErrUnavailable naming PORT_IN_USE", err)
+	}
+}

@@ -61,10 +61,6 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	for i := range guest {
 		guest[i] = p.cfg.SlotBase + i
 	}
-	ports, err := hostPorts(guest)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: create vm %s: %w", spec.Name, err)
-	}
 	cpus, mem := p.cfg.VMCPUs, int64(p.cfg.VMMemoryMB)
 	if spec.CPUs > 0 {
 		cpus = int(min(255, max(1, spec.CPUs+0.999)))
@@ -72,10 +68,10 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if spec.Memory > 0 {
 		mem = spec.Memory >> 20
 	}
-	req := createRequest{Name: spec.Name, CPUs: cpus, MemoryMB: mem, StorageGB: p.cfg.VMStorageGB, Network: true, Ports: ports}
+	req := createRequest{Name: spec.Name, CPUs: cpus, MemoryMB: mem, StorageGB: p.cfg.VMStorageGB, Network: true}
 	labels := p.labelsOf(spec)
 	labels[labelMode] = modeVM
-	mi, err := p.create(ctx, req, labels, func(ctx context.Context) error { return p.startDocker(ctx, spec.Name) })
+	mi, err := p.create(ctx, req, guest, labels, func(ctx context.Context) error { return p.startDocker(ctx, spec.Name) })
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}

@@ -39,7 +39,8 @@
 //
 // It misbehaves on demand: SetCreateFault (a create answered after the client gave up while the
 // machine exists, one that hangs, one refused with a status such as 429 or 503, one whose answer
-// is lost) and SetKillFault (deletes failing N times).
+// is lost), SetKillFault (deletes failing N times) and SetPortTaken (starts finding a published
+// port taken).
 package smolvmemu
 
 import (
@@ -117,6 +118,7 @@ type Server struct {
 	made     []string
 	faults   emufault.Faults
 	calls    map[string]int
+	taken    int // starts to come that find a published port taken
 	commands []Command
 	vms      emuvm.Reaper
 }
@@ -201,6 +203,14 @@ func (s *Server) SetCreateFault(f *CreateFault) { s.faults.SetCreate(f) }
 // SetKillFault makes the next times deletes (every one if times is 0) fail with HTTP status code
 // and leave the machine; code 0 clears it.
 func (s *Server) SetKillFault(code, times int) { s.faults.SetKill(code, times) }
+
+// SetPortTaken makes the next times starts of a machine that publishes ports find one taken by
+// another process (409 PORT_IN_USE), as a port picked free can be taken before the start binds it.
+func (s *Server) SetPortTaken(times int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.taken = times
+}
 
 // Calls returns how many requests of op (create, list, get, delete, start, stop, exec, upload,
 // download) arrived.
@@ -605,8 +615,13 @@ func (s *Server) ensureRunning(ctx context.Context, m *machine) (int, string, st
 		return 0, "", ""
 	}
 	var ls []net.Listener
-	for _, p := range m.Ports {
+	for i, p := range m.Ports {
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p[0])))
+		if err == nil && i == 0 && s.taken > 0 {
+			s.taken--
+			l.Close()
+			err = fmt.Errorf("taken")
+		}
 		if err != nil {
 			for _, l := range ls {
 				l.Close()
