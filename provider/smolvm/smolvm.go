@@ -134,9 +134,9 @@ var (
 	_ agentenv.Locator  = (*Provider)(nil)
 )
 
-// New returns a Provider for cfg. It does no I/O: a server that does not answer fails each
-// call with ErrUnavailable naming the URL and its setting, before anything is made, so that a
-// chain moves on. A URL that is neither unix:// nor http(s):// is ErrInvalid. A nil logger
+// New returns a Provider for cfg. It does no I/O: a server that cannot be reached fails each
+// call with ErrInvalid and ErrUnavailable naming the URL and its setting, before anything is
+// made, so that a chain moves on. A URL that is neither unix:// nor http(s):// is ErrInvalid. A nil logger
 // discards.
 func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.Name == "" {
@@ -245,7 +245,7 @@ const maxAnswer = 16 << 20
 
 // do sends one request and returns the 2xx answer's body open (the caller closes it); a
 // non-2xx answer is an *apiError with smolvm's code in its message, and a server that cannot
-// be reached is ErrUnavailable naming the URL and its setting.
+// be reached (nothing sent) is ErrInvalid and ErrUnavailable naming the URL and its setting.
 func (p *Provider) do(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, p.base+path, body)
 	if err != nil {
@@ -262,7 +262,9 @@ func (p *Provider) do(ctx context.Context, method, path string, body io.Reader, 
 		}
 		var oe *net.OpError
 		if errors.As(err, &oe) && oe.Op == "dial" {
-			return nil, fmt.Errorf("no smolvm server answers at %s (start one with `smolvm serve start`, or set %s): %w: %w", p.cfg.URL, p.cfg.URLHint, agentenv.ErrUnavailable, err)
+			// Nothing was sent, so nothing was made: a configuration to fix (ErrInvalid), and a
+			// provider a chain moves on from (ErrUnavailable).
+			return nil, fmt.Errorf("no smolvm server answers at %s (start one with `smolvm serve start`, or set %s): %w: %w: %w", p.cfg.URL, p.cfg.URLHint, agentenv.ErrInvalid, agentenv.ErrUnavailable, err)
 		}
 		return nil, err
 	}

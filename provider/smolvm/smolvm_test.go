@@ -297,15 +297,16 @@ func TestBadInputCreatesNothing(t *testing.T) {
 }
 
 // TestNoServerIsUnavailableNamingTheSetting: with no smolvm server, a create fails before
-// anything is made, unavailable (a chain moves on), naming the URL's setting.
+// anything is sent, invalid (nothing made) and unavailable (a chain moves on), naming the URL's
+// setting.
 func TestNoServerIsUnavailableNamingTheSetting(t *testing.T) {
 	p, err := smolvm.New(smolvm.Config{URL: "unix://" + filepath.Join(t.TempDir(), "smolvm.sock")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = p.Create(t.Context(), spec("sb-none"))
-	if !errors.Is(err, agentenv.ErrUnavailable) || !strings.Contains(err.Error(), "provider.smol_vm.url") || !strings.Contains(err.Error(), "smolvm serve start") {
-		t.Errorf("Create with no server = %v, want ErrUnavailable naming provider.smol_vm.url", err)
+	if !errors.Is(err, agentenv.ErrUnavailable) || !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "provider.smol_vm.url") || !strings.Contains(err.Error(), "smolvm serve start") {
+		t.Errorf("Create with no server = %v, want ErrInvalid and ErrUnavailable naming provider.smol_vm.url", err)
 	}
 	if _, err := p.CreateVM(t.Context(), agentenv.SandboxSpec{Name: "vm-none", Labels: map[string]string{agentenv.LabelRecord: "vm-none"}}); !errors.Is(err, agentenv.ErrUnavailable) {
 		t.Errorf("CreateVM with no server = %v, want ErrUnavailable", err)
