@@ -327,8 +327,9 @@ func (p *Provider) createAndStart(ctx, cctx context.Context, req createRequest) 
 	var mi machineInfo
 	err := p.call(cctx, http.MethodPost, "/machines", req, &mi)
 	if err != nil {
-		if st := status(err); st < 400 || st >= 500 {
+		if st := status(err); (st < 400 || st >= 500) && !errors.Is(err, agentenv.ErrInvalid) {
 			// The answer may be lost though the machine exists: find it by name and delete it.
+			// (A server that could not be reached, ErrInvalid, got nothing.)
 			p.releaseRecord(ctx, req.Name)
 		}
 		return machineInfo{}, fmt.Errorf("smol_vm: create %s: %w", req.Name, kind(err))
