@@ -98,3 +98,36 @@ func TestGCCollectsAnExpiredMachine(t *testing.T) {
 		t.Errorf("machines left %v, want only the one not expired", got)
 	}
 }
+
+// TestGCCollectsAStoppedMachineWhoseRecordIsGone: a machine stopped outside agentenv cannot have
+// its labels read, yet gc still finds it by name when its record is gone (a teardown that listed
+// by deployment missed it) and deletes it.
+func TestGCCollectsAStoppedMachineWhoseRecordIsGone(t *testing.T) {
+	emu := emulator(t)
+	p := newProvider(t, emu, smolvm.Config{Image: "python:3.12-alpine"}, nil)
+	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer led.Close()
+	mgr, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: map[string]agentenv.Provider{"smol_vm": p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	rec, _, err := mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "smol_vm", ID: "sb-stopped", Spec: agentenv.SandboxSpec{Command: serve}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post(t, http.MethodPost, emu.URL()+"/api/v1/machines/sb-stopped/stop", nil)
+	if _, err := led.Update(t.Context(), rec.ID, func(r *agentenv.Record) error { r.State = agentenv.StateGone; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := mgr.GC(t.Context(), lifecycle.GCOptions{})
+	if err != nil || !rep.Clean() || len(rep.Actions) != 1 || rep.Actions[0].Reason != "listed but its record is gone" {
+		t.Fatalf("GC = %+v, %v; want the stopped machine collected as a leak", rep, err)
+	}
+	if left := emu.Running(); len(left) != 0 {
+		t.Errorf("machines left %v", left)
+	}
+}

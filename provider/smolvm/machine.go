@@ -578,8 +578,10 @@ const listReaders = 4
 // List returns the machines agentenv made (their labels file names them) that carry every one of
 // labels. It reads GET /machines, then the labels file of each running machine, filtering here.
 // A machine that is not running (made but never started, or stopped) cannot have its file read
-// without starting it, so it is listed, with only its record label, to a query naming it by
-// record (labels[agentenv.LabelRecord] alone); other queries leave it out.
+// without starting it, so it is listed, with only its record label (its name), to a query by
+// record alone (labels[agentenv.LabelRecord]) and to a query for everything (no labels); a
+// query by other labels leaves it out. A running machine with no labels file is listed only to a
+// query by its record (it is another client's, or one being made).
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
 	var lr listResponse
 	if err := p.call(ctx, http.MethodGet, "/machines", nil, &lr); err != nil {
@@ -598,9 +600,12 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 			continue
 		}
 		if mi.State != stateRunning {
-			only := map[string]string{agentenv.LabelRecord: mi.Name}
-			if byRecord && len(labels) == 1 {
-				out = append(out, p.sandbox(mi, only, nil))
+			// Its labels cannot be read without starting it: it may be agentenv's, so a query
+			// by its record alone, or one for everything agentenv made, gets it with the record
+			// label only (gc then collects it if its record is gone; a foreign one has no
+			// expiry label and is left alone).
+			if (byRecord && len(labels) == 1) || len(labels) == 0 {
+				out = append(out, p.sandbox(mi, map[string]string{agentenv.LabelRecord: mi.Name}, nil))
 			}
 			continue
 		}

@@ -252,8 +252,12 @@ func TestListReadsNoStoppedMachine(t *testing.T) {
 	}
 	defer p.Terminate(t.Context(), sb.ID)
 	post(t, http.MethodPost, emu.URL()+"/api/v1/machines/sb-stop/stop", nil)
-	if sbs, err := p.List(t.Context(), nil); err != nil || len(sbs) != 0 {
-		t.Errorf("List() = %+v, %v; want nothing (a stopped machine's labels cannot be read)", sbs, err)
+	if sbs, err := p.List(t.Context(), map[string]string{agentenv.LabelRun: "r1"}); err != nil || len(sbs) != 0 {
+		t.Errorf("List(run) = %+v, %v; want nothing (a stopped machine's labels cannot be read)", sbs, err)
+	}
+	all, err := p.List(t.Context(), nil)
+	if err != nil || len(all) != 1 || len(all[0].Labels) != 1 || all[0].Labels[agentenv.LabelRecord] != "sb-stop" {
+		t.Errorf("List() = %+v, %v; want the stopped machine with its record label only", all, err)
 	}
 	sbs, err := p.List(t.Context(), map[string]string{agentenv.LabelRecord: "sb-stop"})
 	if err != nil || len(sbs) != 1 || sbs[0].State != agentenv.SandboxExited {
