@@ -556,12 +556,8 @@ func (s *Server) removeVM(m *machine) {
 }
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
-	m, ok := s.lookup(w, r.PathValue("name"))
+	m, ok := s.started(w, r)
 	if !ok {
-		return
-	}
-	if status, code, msg := s.ensureRunning(r.Context(), m); status != 0 {
-		apiError(w, status, code, msg)
 		return
 	}
 	s.mu.Lock()
@@ -580,6 +576,20 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	info := s.info(m)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, info)
+}
+
+// started returns the machine r names, started unless it ran (as smolvm's ensure_running does
+// before an exec or a file), or answers the error as smolvm does.
+func (s *Server) started(w http.ResponseWriter, r *http.Request) (*machine, bool) {
+	m, ok := s.lookup(w, r.PathValue("name"))
+	if !ok {
+		return nil, false
+	}
+	if status, code, msg := s.ensureRunning(r.Context(), m); status != 0 {
+		apiError(w, status, code, msg)
+		return nil, false
+	}
+	return m, true
 }
 
 // ensureRunning starts m unless it runs, as smolvm's start (and its exec and files routes) do:
@@ -706,12 +716,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "BAD_REQUEST", "command cannot be empty")
 		return
 	}
-	m, ok := s.lookup(w, r.PathValue("name"))
+	m, ok := s.started(w, r)
 	if !ok {
-		return
-	}
-	if status, code, msg := s.ensureRunning(r.Context(), m); status != 0 {
-		apiError(w, status, code, msg)
 		return
 	}
 	s.mu.Lock()
@@ -786,12 +792,8 @@ func commandScript(req execRequest) string {
 func guestPath(r *http.Request) string { return path.Clean("/" + r.PathValue("path")) }
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	m, ok := s.lookup(w, r.PathValue("name"))
+	m, ok := s.started(w, r)
 	if !ok {
-		return
-	}
-	if status, code, msg := s.ensureRunning(r.Context(), m); status != 0 {
-		apiError(w, status, code, msg)
 		return
 	}
 	p := guestPath(r)
@@ -843,12 +845,8 @@ func (c *counter) Read(b []byte) (int, error) {
 }
 
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
-	m, ok := s.lookup(w, r.PathValue("name"))
+	m, ok := s.started(w, r)
 	if !ok {
-		return
-	}
-	if status, code, msg := s.ensureRunning(r.Context(), m); status != 0 {
-		apiError(w, status, code, msg)
 		return
 	}
 	p := guestPath(r)
