@@ -50,8 +50,8 @@ func TestEnvDeploySmolVMWithoutAServerFallsToDocker(t *testing.T) {
 	if out.Provider != "docker" {
 		t.Errorf("deployed on %q, want docker after smol_vm without a server", out.Provider)
 	}
-	if !strings.Contains(r.stderr, "failed=smol_vm next=docker") || !strings.Contains(r.stderr, "provider.smol_vm.url") {
-		t.Errorf("stderr does not say the chain moved on from smol_vm, naming provider.smol_vm.url:\n%s", r.stderr)
+	if !strings.Contains(r.stderr, "failed=smol_vm next=docker") {
+		t.Errorf("stderr does not say the chain moved on from smol_vm:\n%s", r.stderr)
 	}
 	ls := c.run(t.Context(), nil, "ledger", "ls", "--json")
 	var recs []struct{ ID, Provider, State string }
