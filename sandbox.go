@@ -75,6 +75,18 @@ func ValidateLabel(key, value string) error {
 	return nil
 }
 
+// MatchLabels reports whether have carries every key of want with the same value: the filter of
+// [Provider.List] for backends that cannot filter by label themselves. A key missing from have
+// never matches, even when want's value is empty; an empty want matches everything.
+func MatchLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
 // SandboxSpec says what to create. Name is the ledger record id; a provider uses it as the
 // sandbox's name (or tag, or metadata) so that List by [LabelRecord] finds it even when the create
 // response was lost.

@@ -59,8 +59,9 @@ type Round struct {
 	Hit      []string `json:"hit,omitempty"`
 	ExitCode int      `json:"exit_code"` // of the runner process; -1 if killed
 	GCExit   *int     `json:"gc_exit,omitempty"`
-	// Leftovers are counted from the engine and the file system after the round: "container
-	// NAME", "network NAME", "volume NAME", "folder PATH", "port N".
+	// Leftovers are counted from the engine, the state store and the file system after the
+	// round: "container NAME", "network NAME", "volume NAME", "database NAME", "folder PATH",
+	// "port N".
 	Leftovers []string  `json:"leftovers"`
 	Warnings  []Warning `json:"warnings"`
 	// Problems are failures other than leftovers and false warnings: a wait that ran past its
@@ -72,23 +73,18 @@ type Round struct {
 	Removed []string `json:"removed,omitempty"`
 }
 
-// Count returns the leftovers of each kind: containers, networks, volumes, folders, ports.
-func (r Round) Count() (containers, networks, volumes, folders, ports int) {
+// LeftoverKinds are the kinds of leftover a round counts, in the order of the table's columns:
+// the first word of each of Round.Leftovers.
+var LeftoverKinds = []string{"container", "network", "volume", "database", "folder", "port"}
+
+// Count returns how many leftovers of each of LeftoverKinds the round has.
+func (r Round) Count() map[string]int {
+	n := make(map[string]int, len(LeftoverKinds))
 	for _, l := range r.Leftovers {
-		switch kind, _, _ := strings.Cut(l, " "); kind {
-		case "container":
-			containers++
-		case "network":
-			networks++
-		case "volume":
-			volumes++
-		case "folder":
-			folders++
-		case "port":
-			ports++
-		}
+		kind, _, _ := strings.Cut(l, " ")
+		n[kind]++
 	}
-	return
+	return n
 }
 
 // Holds reports whether the round kept the promise: nothing left, no false warning, no problem.
@@ -163,20 +159,23 @@ func (rep Report) Totals() (leftovers, truthful, wrong int) {
 
 // Header is the column row of the per-round table.
 var Header = []string{"ROUND", "KIND", "EPISODES", "PASSED", "FAILED", "CANCELLED", "INJECTED",
-	"CONTAINERS", "NETWORKS", "VOLUMES", "FOLDERS", "PORTS", "WARN TRUE", "WARN FALSE", "TIME", "RESULT"}
+	"CONTAINERS", "NETWORKS", "VOLUMES", "DATABASES", "FOLDERS", "PORTS", "WARN TRUE", "WARN FALSE", "TIME", "RESULT"}
 
 // Row is one round as a table row under Header.
 func (r Round) Row() []string {
-	c, n, v, f, p := r.Count()
+	left := r.Count()
 	t, w := countWarnings(r.Warnings)
 	result := "ok"
 	if !r.Holds() {
 		result = "FAIL: " + r.Failure()
 	}
 	itoa := strconv.Itoa
-	return []string{itoa(r.Number), string(r.Kind), itoa(r.Episodes), itoa(r.Passed), itoa(r.Failed), itoa(r.Cancelled),
-		itoa(len(r.Injected)), itoa(c), itoa(n), itoa(v), itoa(f), itoa(p), itoa(t), itoa(w),
-		r.Elapsed.Round(100 * time.Millisecond).String(), result}
+	row := []string{itoa(r.Number), string(r.Kind), itoa(r.Episodes), itoa(r.Passed), itoa(r.Failed), itoa(r.Cancelled),
+		itoa(len(r.Injected))}
+	for _, kind := range LeftoverKinds {
+		row = append(row, itoa(left[kind]))
+	}
+	return append(row, itoa(t), itoa(w), r.Elapsed.Round(100*time.Millisecond).String(), result)
 }
 
 // WriteTable writes rounds as an aligned table with a header.

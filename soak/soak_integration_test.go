@@ -99,8 +99,7 @@ func TestSoakReportsALeakyProvider(t *testing.T) {
 		t.Fatalf("a leaky provider: Holds %v over %d rounds, want false over 1", rep.Holds, len(rep.Rounds))
 	}
 	r := rep.Rounds[0]
-	c, n, _, _, _ := r.Count()
-	if c == 0 || n == 0 {
+	if left := r.Count(); left["container"] == 0 || left["network"] == 0 {
 		t.Errorf("leftovers %v: want the episode's containers and network", r.Leftovers)
 	}
 	truthful, wrong := 0, 0

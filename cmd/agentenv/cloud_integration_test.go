@@ -3,7 +3,6 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,11 +16,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentenv/agentenv/deploy/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/envtest"
 	"github.com/agentenv/agentenv/provider/e2b/e2bemu"
 	"github.com/agentenv/agentenv/provider/modal/modalemu"
+	"github.com/agentenv/agentenv/provider/providertest"
 )
 
 // The cloud providers through the CLI a user types, against the emulators in the repository
@@ -65,12 +66,7 @@ func modalCLI(t *testing.T) (*cli, *modalemu.Server) {
 		t.Fatal(err)
 	}
 	dockertest.CheckNoLeftovers(t, c.dc, emu.Labels())
-	t.Cleanup(func() {
-		if left := emu.Running(); len(left) != 0 {
-			t.Errorf("the emulator still runs %v", left)
-		}
-		emu.Close()
-	})
+	providertest.CloseAtEnd(t, emu)
 	c.env = append(c.env, "MODAL_SERVER_URL="+emu.URL(), "MODAL_TOKEN_ID=ak-cli", "MODAL_TOKEN_SECRET=as-cli",
 		"AGENTENV_PROVIDER_MODAL_REGION=us-east-1")
 	return c, emu
@@ -81,28 +77,64 @@ func modalCLI(t *testing.T) (*cli, *modalemu.Server) {
 // end.
 func e2bCLI(t *testing.T) (*cli, *e2bemu.Server) {
 	t.Helper()
+	return dindCLI(t, func(vms emuvm.Backend) (*e2bemu.Server, []string) {
+		emu := e2bemu.Start("e2b-cli-key")
+		emu.SetVMBackend(vms)
+		return emu, []string{"E2B_API_KEY=e2b-cli-key", "AGENTENV_PROVIDER_E2B_API_URL=" + emu.URL(),
+			"AGENTENV_PROVIDER_E2B_SANDBOX_URL=" + emu.URL() + "/sandbox/{id}/{port}"}
+	})
+}
+
+// dindCLI is a CLI pointed at a cloud's emulator whose Docker-capable sandboxes are DinD VMs
+// holding this checkout's runtime image: start starts the emulator with vms behind them and
+// returns it with the environment a user sets to point the provider at it. The test fails if
+// the emulator runs a sandbox at its end. A cloud provider's CLI tests are then its dindCLI
+// and the cases below: deployCallTeardown, killDeploysThenGC, withoutKeyFallsToDocker.
+func dindCLI[E providertest.Emulator](t *testing.T, start func(vms emuvm.Backend) (E, []string)) (*cli, E) {
+	t.Helper()
 	c := newCLI(t)
 	runtime, _ := dockertest.RuntimeImage(t)
-	host, err := emuvm.New(emuvm.Config{Labels: map[string]string{"agentenv-test": c.tag}, InMemory: true, Preload: []string{runtime}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := host.Close(context.Background()); err != nil {
-			t.Errorf("close the vm host: %v", err)
-		}
-	})
-	emu := e2bemu.Start("e2b-cli-key")
-	emu.SetVMBackend(e2bemu.DinD(host))
-	t.Cleanup(func() {
-		if left := emu.Running(); len(left) != 0 {
-			t.Errorf("the emulator still runs %v", left)
-		}
-		emu.Close()
-	})
-	c.env = append(c.env, "E2B_API_KEY=e2b-cli-key", "AGENTENV_PROVIDER_E2B_API_URL="+emu.URL(),
-		"AGENTENV_PROVIDER_E2B_SANDBOX_URL="+emu.URL()+"/sandbox/{id}/{port}")
+	host := deploytest.VMHost(t, map[string]string{"agentenv-test": c.tag}, nil, runtime)
+	emu, env := start(emuvm.DinD(host))
+	providertest.CloseAtEnd(t, emu)
+	c.env = append(c.env, env...)
 	return c, emu
+}
+
+// withoutKeyFallsToDocker runs `env deploy --provider PROVIDER,docker` of the kv env with the
+// key variable keyVar empty, and checks that the chain moved on to docker, said so, and made
+// nothing on provider; then tears the deployment down.
+func (c *cli) withoutKeyFallsToDocker(t *testing.T, provider, keyVar string) {
+	t.Helper()
+	c.env = append(c.env, keyVar+"=")
+	chain := provider + ",docker"
+	r := c.run(t.Context(), nil, "env", "deploy", c.kvEnvFile(), "--provider", chain, "--json")
+	if r.code != 0 {
+		t.Fatalf("env deploy --provider %s: exit %d\n%s%s", chain, r.code, r.stdout, r.stderr)
+	}
+	var out struct{ ID, Provider, Mode string }
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.ID == "" {
+		t.Fatalf("env deploy --json = %s (%v)", r.stdout, err)
+	}
+	if out.Provider != "docker" {
+		t.Errorf("deployed on %q, want docker after %s without a key", out.Provider, provider)
+	}
+	if !strings.Contains(r.stderr, "failed="+provider+" next=docker") {
+		t.Errorf("stderr does not say the chain moved on from %s:\n%s", provider, r.stderr)
+	}
+	ls := c.run(t.Context(), nil, "ledger", "ls", "--json")
+	var recs []struct{ ID, Provider, State string }
+	if err := json.Unmarshal([]byte(ls.stdout), &recs); err != nil {
+		t.Fatalf("ledger ls --json: %v\n%s", err, ls.stdout)
+	}
+	for _, rec := range recs {
+		if rec.Provider == provider && rec.State != "gone" {
+			t.Errorf("record %s on %s is %s, want nothing made there", rec.ID, provider, rec.State)
+		}
+	}
+	if td := c.run(t.Context(), nil, "env", "teardown", out.ID); td.code != 0 {
+		t.Errorf("env teardown: exit %d\n%s%s", td.code, td.stdout, td.stderr)
+	}
 }
 
 // killDeploysThenGC runs `env deploy` of the kv env on provider n times, each killed (SIGKILL)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentenv/agentenv/provider/pgstore"
 	"github.com/agentenv/agentenv/soak"
 )
 
@@ -34,8 +35,10 @@ behind its gateway, a scripted agent making tool calls, verifiers, teardown) in 
   crash      the runner process receives SIGKILL mid-round, then 'agentenv gc' runs
 
 After every round it counts, from the engine and the file system (never from the ledger), the
-containers, networks and volumes carrying the runner's agentenv.owner label, work folders, and
-host ports of the round's containers that still listen; and it checks every "was not
+containers, networks and volumes carrying the runner's agentenv.owner label, the databases
+on the state store (with --state-store or state.store) carrying it but for templates, which a
+deploy keeps on purpose until they expire, work folders, and host ports of the round's
+containers that still listen; and it checks every "was not
 terminated" and "may still be up" line the processes logged against the engine (true: the
 engine still lists the sandbox; false: it does not). It then removes what was left (unless
 --keep-leftovers), prints a table per round, and exits 1 on any leftover, false warning or
@@ -47,6 +50,12 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 			kinds, err := soak.ParseKinds(f.kinds)
 			if err != nil {
 				return usageError{err.Error()}
+			}
+			if !cmd.Flags().Changed("rounds") {
+				f.rounds = len(kinds) // one round of each kind asked for
+			}
+			if f.rounds < 1 {
+				return usageError{"--rounds must be at least 1"}
 			}
 			if f.binary == "" {
 				if f.binary, err = os.Executable(); err != nil {
@@ -67,17 +76,30 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 			if err != nil {
 				return err
 			}
-			eng, err := soak.NewDocker(host)
+			docker, err := soak.NewDocker(host)
 			if err != nil {
 				return err
 			}
-			defer eng.Close()
-			fmt.Fprintf(a.stderr, "soak: %d rounds of %d episodes; logs, ledger and state in %s\n", f.rounds, f.episodes, f.dir)
-			var childEnv []string
-			if f.stateStore != "" {
-				// The runner is a child process: the store reaches it as its environment.
-				childEnv = append(os.Environ(), "AGENTENV_STATE_STORE="+f.stateStore)
+			defer docker.Close()
+			var eng soak.Engine = docker
+			a.setStateStore(f.stateStore)
+			dsn, err := a.cfg.Get("state.store")
+			if err != nil {
+				return err
 			}
+			var childEnv []string
+			if dsn != "" {
+				// The runner is a child process: the store reaches it as its environment. Its
+				// databases are counted with the engine's containers after every round.
+				childEnv = append(os.Environ(), "AGENTENV_STATE_STORE="+dsn)
+				store, err := pgstore.New(pgstore.Config{Name: stateProvider, DSN: dsn}, a.log)
+				if err != nil {
+					return err
+				}
+				defer store.Close()
+				eng = soak.WithStore(docker, store)
+			}
+			fmt.Fprintf(a.stderr, "soak: %d rounds of %d episodes; logs, ledger and state in %s\n", f.rounds, f.episodes, f.dir)
 			rep, err := soak.Run(cmd.Context(), soak.Config{
 				Env:    childEnv,
 				Binary: f.binary, Dir: f.dir, Engine: eng, Episodes: f.episodes, Rounds: f.rounds,
@@ -108,7 +130,7 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&f.episodes, "episodes", soak.DefaultEpisodes, "concurrent episodes per round")
-	fl.IntVar(&f.rounds, "rounds", len(soak.Kinds), "rounds (the kinds are used in turn)")
+	fl.IntVar(&f.rounds, "rounds", 0, "rounds, the kinds used in turn (default: one of each kind in --round-kinds)")
 	fl.StringVar(&f.kinds, "round-kinds", "steady,kill,interrupt,crash", "round kinds, used in turn")
 	fl.StringVar(&f.provider, "provider", "", "provider of the episodes (default: provider.default)")
 	fl.StringVar(&f.image, "image", "", "image to run agentenv's own components from (default: agentenv:dev)")
@@ -118,7 +140,7 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the kill rounds' choice of victims (default: drawn)")
 	fl.BoolVar(&f.keepLeftovers, "keep-leftovers", false, "leave what a round left, for inspection")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
-	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server whose databases are the episodes' service DBs (see 'agentenv state'); default: none, or AGENTENV_STATE_STORE")
+	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server whose databases are the episodes' service DBs (overrides state.store; see 'agentenv state')")
 	return cmd
 }
 

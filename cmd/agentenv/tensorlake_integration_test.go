@@ -3,13 +3,9 @@
 package main_test
 
 import (
-	"context"
-	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/provider/tensorlake/tensorlakeemu"
 )
@@ -38,63 +34,19 @@ func TestEnvDeployOnTensorlakeSIGKILLThenGC(t *testing.T) {
 // --provider tensorlake,docker` creates nothing on tensorlake and deploys on docker.
 func TestEnvDeployTensorlakeWithoutCredentialsFallsToDocker(t *testing.T) {
 	t.Parallel()
-	c := newCLI(t)
-	c.env = append(c.env, "TENSORLAKE_API_KEY=")
-	r := c.run(t.Context(), nil, "env", "deploy", c.kvEnvFile(), "--provider", "tensorlake,docker", "--json")
-	if r.code != 0 {
-		t.Fatalf("env deploy --provider tensorlake,docker: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	var out struct{ ID, Provider, Mode string }
-	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.ID == "" {
-		t.Fatalf("env deploy --json = %s (%v)", r.stdout, err)
-	}
-	if out.Provider != "docker" {
-		t.Errorf("deployed on %q, want docker after tensorlake without a key", out.Provider)
-	}
-	if !strings.Contains(r.stderr, "failed=tensorlake next=docker") {
-		t.Errorf("stderr does not say the chain moved on from tensorlake:\n%s", r.stderr)
-	}
-	ls := c.run(t.Context(), nil, "ledger", "ls", "--json")
-	var recs []struct{ ID, Provider, State string }
-	if err := json.Unmarshal([]byte(ls.stdout), &recs); err != nil {
-		t.Fatalf("ledger ls --json: %v\n%s", err, ls.stdout)
-	}
-	for _, rec := range recs {
-		if rec.Provider == "tensorlake" && rec.State != "gone" {
-			t.Errorf("record %s on tensorlake is %s, want nothing made there", rec.ID, rec.State)
-		}
-	}
-	if td := c.run(t.Context(), nil, "env", "teardown", out.ID); td.code != 0 {
-		t.Errorf("env teardown: exit %d\n%s%s", td.code, td.stdout, td.stderr)
-	}
+	newCLI(t).withoutKeyFallsToDocker(t, "tensorlake", "TENSORLAKE_API_KEY")
 }
 
 // tensorlakeCLI is a CLI pointed at a Tensorlake emulator whose VM image's sandboxes are DinD VMs
 // holding this checkout's runtime image. The test fails if the emulator runs a sandbox at its end.
 func tensorlakeCLI(t *testing.T) (*cli, *tensorlakeemu.Server) {
 	t.Helper()
-	c := newCLI(t)
-	runtime, _ := dockertest.RuntimeImage(t)
-	host, err := emuvm.New(emuvm.Config{Labels: map[string]string{"agentenv-test": c.tag}, InMemory: true, Preload: []string{runtime}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := host.Close(context.Background()); err != nil {
-			t.Errorf("close the vm host: %v", err)
-		}
+	return dindCLI(t, func(vms emuvm.Backend) (*tensorlakeemu.Server, []string) {
+		emu := tensorlakeemu.Start("tl-cli-key")
+		emu.SetVMBackend(vms, tlVMImage)
+		return emu, []string{"TENSORLAKE_API_KEY=tl-cli-key", "AGENTENV_PROVIDER_TENSORLAKE_API_URL=" + emu.URL(),
+			"AGENTENV_PROVIDER_TENSORLAKE_PROXY_URL=" + emu.URL() + "/proxy/{id}",
+			"AGENTENV_PROVIDER_TENSORLAKE_PORT_URL=" + emu.URL() + "/port/{id}/{port}",
+			"AGENTENV_PROVIDER_TENSORLAKE_VM_IMAGE=" + tlVMImage}
 	})
-	emu := tensorlakeemu.Start("tl-cli-key")
-	emu.SetVMBackend(tensorlakeemu.DinD(host), tlVMImage)
-	t.Cleanup(func() {
-		if left := emu.Running(); len(left) != 0 {
-			t.Errorf("the emulator still runs %v", left)
-		}
-		emu.Close()
-	})
-	c.env = append(c.env, "TENSORLAKE_API_KEY=tl-cli-key", "AGENTENV_PROVIDER_TENSORLAKE_API_URL="+emu.URL(),
-		"AGENTENV_PROVIDER_TENSORLAKE_PROXY_URL="+emu.URL()+"/proxy/{id}",
-		"AGENTENV_PROVIDER_TENSORLAKE_PORT_URL="+emu.URL()+"/port/{id}/{port}",
-		"AGENTENV_PROVIDER_TENSORLAKE_VM_IMAGE="+tlVMImage)
-	return c, emu
 }

@@ -1,6 +1,19 @@
 // Package deploytest holds the checks the integration tests of every provider make of a deploy
 // (cancelled at each of its steps in turn, it must leave nothing), beside package deploy as
 // net/http/httptest is beside net/http.
+//
+// A cloud provider with VM mode and an emulator (e2b, tensorlake) runs the whole VM-mode
+// deploy test by giving a VMKit: its name, a label for the engine, and Start, which starts its
+// emulator with the given emuvm.Backend behind its Docker-capable sandboxes and returns a
+// VMCloud (the provider on it, the emulator, how to read a sandbox's labels and VM removal
+// errors, the emulator's port-proxy URL prefix). Then
+//
+//	func TestVMModeDeployOfNotes(t *testing.T) { deploytest.VMModeOfNotes(t, vmKit) }
+//
+// deploys examples/notes on real DinD VMs, calls it through the gateway, execs in the stack,
+// tears it down and cancels it at each progress event, checking that nothing is left on the
+// emulator, in the ledger or on the engine. DinDCloud gives the same set-up to a provider's
+// other VM tests; VMHost is the DinD host alone (the CLI tests use it).
 package deploytest
 
 import (

@@ -1,5 +1,6 @@
 // Package apierr is the error a cloud sandbox API reached over HTTP (E2B, Tensorlake) answers,
-// and its mapping to agentenv's error kinds, shared by the providers that call such APIs.
+// and its mapping to agentenv's error kinds, shared by the providers that call such APIs
+// (package cloudapi makes the requests and decodes error answers into an Error).
 package apierr
 
 import (
@@ -55,4 +56,14 @@ func Kind(err error) error {
 		return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
 	}
 	return err
+}
+
+// Status is the HTTP status of the *Error err wraps, or 0 when it wraps none (a transport
+// error, a cancelled context).
+func Status(err error) int {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
 }

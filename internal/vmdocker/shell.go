@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -138,4 +139,17 @@ func Sandbox(st Started, spec agentenv.SandboxSpec, provider string, labels map[
 		sb.Endpoints[strconv.Itoa(port)] = url(st.Ports[port])
 	}
 	return sb
+}
+
+// Remove force-removes container name from the VM behind sh with RemoveScript; a container
+// that is absent, or a VM that is gone (agentenv.ErrGone), counts as removed.
+func Remove(ctx context.Context, sh Shell, name string) error {
+	res, err := sh.Run(ctx, RemoveScript(name))
+	switch {
+	case errors.Is(err, agentenv.ErrGone):
+		return nil
+	case err != nil:
+		return err
+	}
+	return Removed(res.ExitCode, res.Stderr)
 }

@@ -3,6 +3,7 @@ package vmdocker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -24,16 +25,18 @@ func TestPrepareRefusesBadPortsAndPacksFiles(t *testing.T) {
 	}
 }
 
-// scriptShell is a VM shell that records what it is asked and answers out to every script.
+// scriptShell is a VM shell that records what it is asked and answers out and err to every
+// script.
 type scriptShell struct {
 	out     agentenv.ExecResult
+	err     error
 	scripts []string
 	puts    []string
 }
 
 func (s *scriptShell) Run(_ context.Context, script string) (agentenv.ExecResult, error) {
 	s.scripts = append(s.scripts, script)
-	return s.out, nil
+	return s.out, s.err
 }
 
 func (s *scriptShell) Put(_ context.Context, file string, r io.Reader) error {
@@ -56,5 +59,24 @@ func TestStartUploadsTheFilesAndRemovesThemAfter(t *testing.T) {
 		agentenv.SandboxSpec{Name: "c", Ports: []int{8080}}, "p", nil, func(vp int) string { return "u" + strings.Repeat("!", vp-32767) })
 	if rec.ID != "c" || rec.State != agentenv.SandboxRunning || rec.Endpoints["8080"] != "u!" {
 		t.Errorf("Sandbox = %+v", rec)
+	}
+}
+
+func TestRemoveCountsGoneAsRemoved(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sh   *scriptShell
+		ok   bool
+	}{
+		{"removed", &scriptShell{}, true},
+		{"absent", &scriptShell{out: agentenv.ExecResult{ExitCode: 1, Stderr: []byte("Error: No such container: kv")}}, true},
+		{"vm gone", &scriptShell{err: fmt.Errorf("process: %w", agentenv.ErrGone)}, true},
+		{"rm failed", &scriptShell{out: agentenv.ExecResult{ExitCode: 1, Stderr: []byte("daemon gone")}}, false},
+		{"transport", &scriptShell{err: errors.New("connection reset")}, false},
+	} {
+		err := vmdocker.Remove(context.Background(), c.sh, "kv")
+		if (err == nil) != c.ok || len(c.sh.scripts) != 1 || c.sh.scripts[0] != vmdocker.RemoveScript("kv") {
+			t.Errorf("%s: Remove = %v after %q, want ok=%v running RemoveScript", c.name, err, c.sh.scripts, c.ok)
+		}
 	}
 }

@@ -24,22 +24,17 @@
 package e2b
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
-	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 )
 
 // Defaults for the zero values of Config. Rate and concurrency are E2B's published Hobby-tier
@@ -90,11 +85,13 @@ type Config struct {
 
 // Provider creates, finds and terminates E2B sandboxes. It is safe for concurrent use.
 type Provider struct {
-	cfg     Config
-	log     *slog.Logger
-	http    *http.Client
-	limiter *rate.Limiter
-	slots   chan struct{}
+	cfg      Config
+	log      *slog.Logger
+	http     *http.Client // envd, reached without the API key
+	client   *cloudapi.Client
+	gate     *cloudapi.Gate
+	backstop cloudapi.Backstop
+	rel      cloudapi.Releaser
 }
 
 var (
@@ -159,11 +156,15 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Provider{
+	p := &Provider{
 		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
-		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate))),
-		slots:   make(chan struct{}, cfg.Concurrency),
-	}, nil
+		client: &cloudapi.Client{Name: "e2b", Key: cfg.APIKey, KeyHint: cfg.CredentialHint,
+			Auth: cloudapi.Header("X-API-Key"), HTTP: hc},
+		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
+		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
+	}
+	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	return p, nil
 }
 
 // Name returns the configured name, "e2b" by default.
@@ -183,110 +184,15 @@ var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 // templateName is what a template id or alias looks like (team/name:tag included).
 var templateName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:-]{0,127}$`)
 
-// apiError is a non-2xx answer of E2B, whose body is {"code": 404, "message": "..."}.
-type apiError = apierr.Error
-
 // kind maps an HTTP outcome to an agentenv error kind (see apierr.Kind). A 404 is ErrNotFound,
 // whose meaning the caller knows.
 func kind(err error) error { return apierr.Kind(err) }
 
-// checkKey fails when no API key is configured: a configuration error (ErrInvalid: nothing is
-// made) that also makes the provider unavailable, so that a chain moves on.
-func (p *Provider) checkKey() error {
-	if p.cfg.APIKey == "" {
-		return fmt.Errorf("e2b: no API key: %s: %w: %w", p.cfg.CredentialHint, agentenv.ErrInvalid, agentenv.ErrUnavailable)
-	}
-	return nil
-}
-
-// call sends one API request with the key and decodes a 2xx JSON answer into out (if not nil).
-// A non-2xx answer is an *apiError. The key goes in the X-API-Key header only.
+// call sends one API request (path below Config.APIURL) with the key in the X-API-Key header
+// and decodes a 2xx JSON answer, {"code": 404, "message": "..."} otherwise, as
+// cloudapi.Client.JSON.
 func (p *Provider) call(ctx context.Context, method, path string, in, out any) (http.Header, error) {
-	if err := p.checkKey(); err != nil {
-		return nil, err
-	}
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return nil, fmt.Errorf("encode request: %w", err)
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, p.cfg.APIURL+path, body)
-	if err != nil {
-		return nil, fmt.Errorf("request: %w", err)
-	}
-	req.Header.Set("X-API-Key", p.cfg.APIKey)
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		var eb struct {
-			Message string `json:"message"`
-		}
-		ae := &apiError{Status: resp.StatusCode}
-		if json.Unmarshal(b, &eb) != nil || eb.Message == "" {
-			ae.Message = strings.TrimSpace(string(b[:min(len(b), 300)]))
-		} else {
-			ae.Message = eb.Message
-		}
-		return resp.Header, ae
-	}
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			return nil, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-		}
-	}
-	return resp.Header, nil
-}
-
-// timeout is the backstop lifetime of spec, in whole seconds, never zero.
-func (p *Provider) timeout(spec agentenv.SandboxSpec) int {
-	t := spec.Timeout
-	if t <= 0 && !spec.Expires.IsZero() {
-		t = time.Until(spec.Expires) + p.cfg.Margin
-	}
-	if t <= 0 {
-		t = p.cfg.Timeout
-	}
-	t = min(t.Round(time.Second)+time.Second, p.cfg.MaxTimeout)
-	return max(1, int(t/time.Second))
-}
-
-// release kills sandbox id after a create that will not be used, on a detached bounded
-// context; a failure is logged naming the sandbox (gc finds it by metadata).
-func (p *Provider) release(ctx context.Context, id, record string) {
-	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-	defer cancel()
-	if err := p.Terminate(cctx, id); err != nil {
-		p.log.Warn("sandbox was not killed after a failed or cancelled create; it runs until its timeout unless gc removes it",
-			"sandbox_id", id, "record_id", record, "err", err)
-	}
-}
-
-// releaseRecord kills whatever runs under record, after a create whose outcome is unknown.
-func (p *Provider) releaseRecord(ctx context.Context, record string) {
-	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-	defer cancel()
-	sbs, err := p.List(cctx, map[string]string{agentenv.LabelRecord: record})
-	if err != nil {
-		p.log.Warn("list after a failed create; gc will find the sandbox by metadata", "record_id", record, "err", err)
-		return
-	}
-	for _, sb := range sbs {
-		p.release(ctx, sb.ID, record)
-	}
+	return p.client.JSON(ctx, method, p.cfg.APIURL+path, in, out)
 }
 
 // Location implements agentenv.Locator: the E2B API (and so the account's team) the sandboxes

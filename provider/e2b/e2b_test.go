@@ -21,14 +21,7 @@ const apiKey = "e2b_0123456789abcdef0123456789abcdef01234567"
 // emulator starts the E2B emulator, failing the test if it still runs a sandbox at the end.
 func emulator(t *testing.T) *e2bemu.Server {
 	t.Helper()
-	emu := e2bemu.Start(apiKey)
-	t.Cleanup(func() {
-		if left := emu.Running(); len(left) != 0 {
-			t.Errorf("the emulator still runs %v", left)
-		}
-		emu.Close()
-	})
-	return emu
+	return providertest.CloseAtEnd(t, e2bemu.Start(apiKey))
 }
 
 // newProvider returns a provider pointed at emu; cfg's zero fields get test values.

@@ -16,15 +16,11 @@ import (
 // E2B_TEMPLATE, default "base", a template with python3). With the e2e tag and no key it fails:
 // a live test that cannot run must not pass.
 func TestE2EConformance(t *testing.T) {
-	key := os.Getenv("E2B_API_KEY")
-	if key == "" {
-		t.Fatal("E2B_API_KEY is not set: the e2e tag runs against the real E2B and needs an API key")
-	}
 	template := os.Getenv("E2B_TEMPLATE")
 	if template == "" {
 		template = e2b.DefaultTemplate
 	}
-	providertest.Run(t, func(t *testing.T) agentenv.Provider {
+	providertest.RunLive(t, "E2B_API_KEY", "E2B", func(t *testing.T, key string) agentenv.Provider {
 		p, err := e2b.New(e2b.Config{APIKey: key, Rate: 1, MaxTimeout: time.Hour}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"strconv"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/apierr"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
@@ -54,20 +55,6 @@ type startResponse struct {
 	} `json:"event"`
 }
 
-// endStream is the Connect protocol's end-of-stream message.
-type endStream struct {
-	Error *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// Connect envelope flags.
-const (
-	flagEndStream = 0x02
-	maxMessage    = 16 << 20
-)
-
 // process starts pc in sandbox id as user through envd's process.Process/Start (a Connect
 // server stream, JSON codec), as E2B's SDKs do. With wait it reads the stream to the process's
 // end and returns its exit code and output; without, it returns once envd reports the process
@@ -79,14 +66,12 @@ func (p *Provider) process(ctx context.Context, id, token string, pc processConf
 		return agentenv.ExecResult{}, fmt.Errorf("encode process: %w", err)
 	}
 	var body bytes.Buffer
-	body.WriteByte(0)
-	binary.Write(&body, binary.BigEndian, uint32(len(msg)))
-	body.Write(msg)
+	cloudapi.WriteEnvelope(&body, msg) // a bytes.Buffer does not fail
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.SandboxURL(id, EnvdPort)+"/process.Process/Start", &body)
 	if err != nil {
 		return agentenv.ExecResult{}, fmt.Errorf("process request: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/connect+json")
+	req.Header.Set("Content-Type", cloudapi.ConnectStreamJSON)
 	req.Header.Set("Connect-Protocol-Version", "1")
 	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
 	req.Header.Set("E2b-Sandbox-Id", id)
@@ -101,7 +86,7 @@ func (p *Provider) process(ctx context.Context, id, token string, pc processConf
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		err := &apiError{Status: resp.StatusCode, Message: string(bytes.TrimSpace(b))}
+		err := &apierr.Error{Status: resp.StatusCode, Message: string(bytes.TrimSpace(b))}
 		if resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusNotFound {
 			// E2B's proxy answers so for a sandbox that no longer runs.
 			return agentenv.ExecResult{}, fmt.Errorf("envd: %w: %w", agentenv.ErrGone, err)
@@ -112,14 +97,13 @@ func (p *Provider) process(ctx context.Context, id, token string, pc processConf
 	started := false
 	r := bufio.NewReader(resp.Body)
 	for {
-		flags, data, err := readEnvelope(r)
+		flags, data, err := cloudapi.ReadEnvelope(r)
 		if err != nil {
 			return res, fmt.Errorf("envd: read stream: %w", ctxerr.Prefer(ctx, err))
 		}
-		if flags&flagEndStream != 0 {
-			var es endStream
-			if json.Unmarshal(data, &es) == nil && es.Error != nil {
-				return res, fmt.Errorf("envd: %s: %s", es.Error.Code, es.Error.Message)
+		if flags&cloudapi.FlagEndStream != 0 {
+			if err := cloudapi.EndStream(data); err != nil {
+				return res, fmt.Errorf("envd: %w", err)
 			}
 			if !started || wait {
 				return res, errors.New("envd: stream ended before the process did")
@@ -147,23 +131,6 @@ func (p *Provider) process(ctx context.Context, id, token string, pc processConf
 			return res, nil
 		}
 	}
-}
-
-// readEnvelope reads one Connect envelope: a flags byte, a big-endian length and the message.
-func readEnvelope(r *bufio.Reader) (byte, []byte, error) {
-	var head [5]byte
-	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return 0, nil, err
-	}
-	n := binary.BigEndian.Uint32(head[1:])
-	if n > maxMessage {
-		return 0, nil, fmt.Errorf("message of %d bytes", n)
-	}
-	data := make([]byte, n)
-	if _, err := io.ReadFull(r, data); err != nil {
-		return 0, nil, err
-	}
-	return head[0], data, nil
 }
 
 // upload writes data to the absolute path name in sandbox id, owned by user, through envd's
@@ -205,8 +172,8 @@ func (p *Provider) upload(ctx context.Context, id, token, name, user string, dat
 	case resp.StatusCode == http.StatusOK:
 		return nil
 	case resp.StatusCode == http.StatusBadGateway:
-		return fmt.Errorf("upload %s: %w: %w", name, agentenv.ErrGone, &apiError{Status: resp.StatusCode, Message: string(bytes.TrimSpace(b))})
+		return fmt.Errorf("upload %s: %w: %w", name, agentenv.ErrGone, &apierr.Error{Status: resp.StatusCode, Message: string(bytes.TrimSpace(b))})
 	default:
-		return fmt.Errorf("upload %s: %w", name, kind(&apiError{Status: resp.StatusCode, Message: string(bytes.TrimSpace(b))}))
+		return fmt.Errorf("upload %s: %w", name, kind(&apierr.Error{Status: resp.StatusCode, Message: string(bytes.TrimSpace(b))}))
 	}
 }

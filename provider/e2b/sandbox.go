@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -13,7 +12,9 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
@@ -101,18 +102,14 @@ func (p *Provider) create(ctx context.Context, spec agentenv.SandboxSpec, templa
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: %w", spec.Name, err)
 	}
-	if err := p.checkKey(); err != nil {
+	if err := p.client.CheckKey(); err != nil {
 		return agentenv.Sandbox{}, err
 	}
-	if err := p.limiter.Wait(ctx); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: rate limit: %w", spec.Name, ctxerr.Prefer(ctx, err))
+	leave, err := p.gate.Enter(ctx)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: %w", spec.Name, err)
 	}
-	select {
-	case p.slots <- struct{}{}:
-		defer func() { <-p.slots }()
-	case <-ctx.Done():
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: waiting for a create slot: %w", spec.Name, ctx.Err())
-	}
+	defer leave()
 	meta := maps.Clone(spec.Labels)
 	if _, ok := meta[agentenv.LabelExpires]; !ok && !spec.Expires.IsZero() {
 		meta[agentenv.LabelExpires] = spec.Expires.UTC().Format(time.RFC3339)
@@ -124,29 +121,29 @@ func (p *Provider) create(ctx context.Context, spec agentenv.SandboxSpec, templa
 		}
 		meta[labelPorts] = strings.Join(ports, ",")
 	}
-	body := newSandbox{TemplateID: template, Timeout: p.timeout(spec), Secure: true, Metadata: meta, EnvVars: spec.Env}
+	body := newSandbox{TemplateID: template, Timeout: int(p.backstop.Seconds(spec)), Secure: true, Metadata: meta, EnvVars: spec.Env}
 	log := p.log.With("record_id", spec.Name, "template", template)
 	log.Debug("create sandbox", "timeout_s", body.Timeout)
 
 	var created createdSandbox
 	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
-	_, err := p.call(cctx, http.MethodPost, "/sandboxes", body, &created)
+	_, err = p.call(cctx, http.MethodPost, "/sandboxes", body, &created)
 	cancel()
 	if err != nil {
-		var ae *apiError
-		refused := errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500
+		status := apierr.Status(err)
+		refused := status >= 400 && status < 500
 		if !refused {
 			// The response may be lost though the sandbox exists: find it by metadata and end it.
-			p.releaseRecord(ctx, spec.Name)
+			p.rel.Record(ctx, spec.Name)
 		}
-		if refused && ae.Status == http.StatusNotFound {
+		if status == http.StatusNotFound {
 			err = fmt.Errorf("template %q not found: %w: %w", template, agentenv.ErrInvalid, err)
 		}
 		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: %w", spec.Name, kind(err))
 	}
 	id := created.SandboxID
 	if err := ctx.Err(); err != nil {
-		p.release(ctx, id, spec.Name)
+		p.rel.Release(ctx, id, spec.Name)
 		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: %w", spec.Name, err)
 	}
 	out := p.sandbox(listedSandbox{SandboxID: id, Metadata: meta, State: "running", StartedAt: time.Now()})
@@ -156,7 +153,7 @@ func (p *Provider) create(ctx context.Context, spec agentenv.SandboxSpec, templa
 			err = ctx.Err()
 		}
 		if err != nil {
-			p.release(ctx, id, spec.Name)
+			p.rel.Release(ctx, id, spec.Name)
 			return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: start %s: %w", spec.Name, command[0], ctxerr.Prefer(ctx, err))
 		}
 	}
@@ -192,8 +189,7 @@ func (p *Provider) detail(ctx context.Context, id string) (listedSandbox, error)
 	}
 	var d listedSandbox
 	_, err := p.call(ctx, http.MethodGet, "/sandboxes/"+url.PathEscape(id), nil, &d)
-	var ae *apiError
-	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+	if apierr.Status(err) == http.StatusNotFound {
 		return listedSandbox{}, fmt.Errorf("not running on E2B (killed, timed out or unknown): %w: %w", agentenv.ErrNotFound, agentenv.ErrGone)
 	}
 	if err != nil {
@@ -225,8 +221,7 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 		return fmt.Errorf("e2b: terminate: empty sandbox id: %w", agentenv.ErrInvalid)
 	}
 	_, err := p.call(ctx, http.MethodDelete, "/sandboxes/"+url.PathEscape(id), nil, nil)
-	var ae *apiError
-	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+	if apierr.Status(err) == http.StatusNotFound {
 		p.log.Debug("already gone", "sandbox_id", id)
 		return nil
 	}
@@ -236,9 +231,6 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	p.log.Debug("killed", "sandbox_id", id)
 	return nil
 }
-
-// maxPages bounds a listing, so that a server handing out next tokens forever cannot hold it.
-const maxPages = 1000
 
 // List returns the running and paused sandboxes that carry every one of labels as metadata and
 // an agentenv record (E2B does not list ended sandboxes; they cost nothing). It reads every page
@@ -258,33 +250,29 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 		q.Set("metadata", filter.Encode())
 	}
 	var out []agentenv.Sandbox
-	for range maxPages {
+	err := cloudapi.Pages(func(token string) (string, error) {
+		if token != "" {
+			q.Set("nextToken", token)
+		}
 		var page []listedSandbox
 		h, err := p.call(ctx, http.MethodGet, "/v2/sandboxes?"+q.Encode(), nil, &page)
 		if err != nil {
-			return nil, fmt.Errorf("e2b: list: %w", kind(err))
+			return "", kind(err)
 		}
 		for _, ls := range page {
-			if _, ok := ls.Metadata[agentenv.LabelRecord]; !ok || !matches(ls.Metadata, labels) {
+			if _, ok := ls.Metadata[agentenv.LabelRecord]; !ok || !agentenv.MatchLabels(ls.Metadata, labels) {
 				continue
 			}
 			out = append(out, p.sandbox(ls))
 		}
-		next := h.Get("X-Next-Token")
-		if next == "" || len(page) == 0 {
-			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-			return out, nil
+		if len(page) == 0 {
+			return "", nil
 		}
-		q.Set("nextToken", next)
+		return h.Get("X-Next-Token"), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("e2b: list: %w", err)
 	}
-	return nil, fmt.Errorf("e2b: list: more than %d pages: %w", maxPages, agentenv.ErrUnavailable)
-}
-
-func matches(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
 }

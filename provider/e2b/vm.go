@@ -94,14 +94,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	if err != nil {
 		return fmt.Errorf("e2b: remove %s from %s: %w", name, vm, err)
 	}
-	res, err := p.process(ctx, vm, d.EnvdAccessToken, processConfig{Cmd: "/bin/sh", Args: []string{"-c", vmdocker.RemoveScript(name)}}, "root", "", true)
-	switch {
-	case errors.Is(err, agentenv.ErrGone):
-		return nil
-	case err == nil:
-		err = vmdocker.Removed(res.ExitCode, res.Stderr)
-	}
-	if err != nil {
+	if err := vmdocker.Remove(ctx, vmShell{p, vm, d.EnvdAccessToken}, name); err != nil {
 		return fmt.Errorf("e2b: remove %s from %s: %w", name, vm, err)
 	}
 	return nil

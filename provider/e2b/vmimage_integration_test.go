@@ -9,7 +9,10 @@ import (
 	"testing"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/deploy/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/provider/e2b"
+	"github.com/agentenv/agentenv/provider/e2b/e2bemu"
 	"github.com/agentenv/agentenv/provider/providertest"
 )
 
@@ -19,7 +22,8 @@ import (
 // image neither the VM nor the host has is ErrInvalid naming it.
 func TestRunInVMUploadsAnImageTheVMLacks(t *testing.T) {
 	runtime, _ := dockertest.RuntimeImage(t)
-	emu, p := dindEmulator(t) // a template without images
+	c := deploytest.DinDCloud(t, vmKit) // a template without images
+	emu, p := c.Emulator.(*e2bemu.Server), c.Provider.(*e2b.Provider)
 	ctx := t.Context()
 	id := "vm-" + providertest.NewID()
 	vm, err := p.CreateVM(ctx, agentenv.SandboxSpec{Name: id, Labels: map[string]string{agentenv.LabelRecord: id}})

@@ -448,14 +448,10 @@ func (p *Provider) count(op string) {
 	p.mu.Unlock()
 }
 
+// matches is [agentenv.MatchLabels] for sandboxes the fake made: they all carry the record label.
 func matches(have, want map[string]string) bool {
 	if _, ok := have[agentenv.LabelRecord]; !ok {
 		return false
 	}
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
+	return agentenv.MatchLabels(have, want)
 }

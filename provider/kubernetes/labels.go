@@ -119,14 +119,3 @@ func selector(want map[string]string) (string, error) {
 	}
 	return sel.String(), nil
 }
-
-// matches reports whether the exact labels have every one of want; it rules out the (unlikely)
-// digest collisions of the label-safe form.
-func matches(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}

@@ -285,11 +285,13 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: list: %w", p.kind(err))
 	}
+	// The exact labels are matched again: that rules out the (unlikely) digest collisions of
+	// the label-safe form the selector uses.
 	var out []agentenv.Sandbox
 	seen := map[string]bool{}
 	for _, pod := range o.pods {
 		sb := p.sandbox(&pod)
-		if pod.DeletionTimestamp != nil || !matches(sb.Labels, labels) {
+		if pod.DeletionTimestamp != nil || !agentenv.MatchLabels(sb.Labels, labels) {
 			continue
 		}
 		seen[sb.ID] = true
@@ -302,7 +304,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 	}
 	for _, ns := range o.namespaces {
 		sb := p.networkSandbox(&ns)
-		if ns.DeletionTimestamp != nil || !matches(sb.Labels, labels) || seen[sb.ID] {
+		if ns.DeletionTimestamp != nil || !agentenv.MatchLabels(sb.Labels, labels) || seen[sb.ID] {
 			continue
 		}
 		seen[sb.ID] = true
@@ -311,7 +313,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 	for _, svc := range o.services {
 		l := readLabels(svc.Labels, svc.Annotations)
 		id := l[agentenv.LabelRecord]
-		if svc.DeletionTimestamp != nil || !matches(l, labels) || seen[id] {
+		if svc.DeletionTimestamp != nil || !agentenv.MatchLabels(l, labels) || seen[id] {
 			continue
 		}
 		seen[id] = true

@@ -315,20 +315,11 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 	}
 	out := sbs[:0]
 	for _, sb := range sbs {
-		if matches(sb.Labels, labels) {
+		if agentenv.MatchLabels(sb.Labels, labels) {
 			out = append(out, sb)
 		}
 	}
 	return out, nil
-}
-
-func matches(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
 
 // list reads pg_database: the database named only, or every one the provider made.

@@ -8,6 +8,11 @@
 // each VM provider, which run a whole env in one.
 //
 // Every subtest uses its own random record ids and terminates what it made in t.Cleanup.
+//
+// A cloud provider tested against an in-process emulator starts it with CloseAtEnd (the test
+// fails if the emulator still runs a sandbox when it ends) and runs Run on it; its e2e test
+// (build tag e2e) against the real cloud is RunLive with the key's environment variable, which
+// fails, not skips, without the key.
 package providertest
 
 import (

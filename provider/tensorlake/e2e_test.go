@@ -16,12 +16,8 @@ import (
 // TENSORLAKE_API_KEY (and TENSORLAKE_IMAGE, default Tensorlake's default image, which must have
 // python3). With the e2e tag and no key it fails: a live test that cannot run must not pass.
 func TestE2EConformance(t *testing.T) {
-	key := os.Getenv("TENSORLAKE_API_KEY")
-	if key == "" {
-		t.Fatal("TENSORLAKE_API_KEY is not set: the e2e tag runs against the real Tensorlake and needs an API key")
-	}
 	image := os.Getenv("TENSORLAKE_IMAGE")
-	providertest.Run(t, func(t *testing.T) agentenv.Provider {
+	providertest.RunLive(t, "TENSORLAKE_API_KEY", "Tensorlake", func(t *testing.T, key string) agentenv.Provider {
 		p, err := tensorlake.New(tensorlake.Config{APIKey: key, Image: image, Rate: 1, MaxTimeout: time.Hour}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
@@ -55,8 +56,7 @@ func (p *Provider) api(id string) string {
 // no process or file in question, 502/503 from the proxy of an ended one) is told apart by
 // asking the management API, so that a command in a terminated sandbox is ErrGone.
 func (p *Provider) sandboxErr(ctx context.Context, id string, err error) error {
-	var ae *apiError
-	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusBadGateway || ae.Status == http.StatusServiceUnavailable) {
+	if st := apierr.Status(err); st == http.StatusNotFound || st == http.StatusBadGateway || st == http.StatusServiceUnavailable {
 		si, ierr := p.info(ctx, id)
 		switch {
 		case errors.Is(ierr, agentenv.ErrNotFound):
@@ -159,8 +159,7 @@ func (p *Provider) ReadFile(ctx context.Context, id, path string) ([]byte, error
 	}
 	resp, err := p.do(ctx, http.MethodGet, p.api(id)+"/files?path="+url.QueryEscape(path), nil, "")
 	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+		if apierr.Status(err) == http.StatusNotFound {
 			if si, ierr := p.info(ctx, id); ierr == nil && !finished(si.Status) {
 				return nil, fmt.Errorf("tensorlake: read %s in %s: no such file: %w", path, id, agentenv.ErrNotFound)
 			}

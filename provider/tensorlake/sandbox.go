@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
@@ -142,7 +144,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create %s: %w: %w", spec.Name, err, agentenv.ErrInvalid)
 	}
-	req := createRequest{Name: spec.Name, Image: image, Entrypoint: ep, TimeoutSecs: p.timeout(spec),
+	req := createRequest{Name: spec.Name, Image: image, Entrypoint: ep, TimeoutSecs: p.backstop.Seconds(spec),
 		Resources: p.resources(spec), ExposedPorts: spec.Ports, AllowUnauthenticatedAccess: len(spec.Ports) > 0}
 	si, err := p.create(ctx, spec.Name, req, true)
 	if err != nil {
@@ -154,7 +156,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 			err = ctx.Err()
 		}
 		if err != nil {
-			p.release(ctx, si.ID, spec.Name)
+			p.rel.Release(ctx, si.ID, spec.Name)
 			return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create %s: write its environment: %w", spec.Name, err)
 		}
 	}
@@ -259,36 +261,32 @@ func (p *Provider) create(ctx context.Context, record string, req createRequest,
 	if err := ctx.Err(); err != nil {
 		return sandboxInfo{}, fmt.Errorf("tensorlake: create %s: %w", record, err)
 	}
-	if err := p.checkKey(); err != nil {
+	if err := p.client.CheckKey(); err != nil {
 		return sandboxInfo{}, err
 	}
-	if err := p.limiter.Wait(ctx); err != nil {
-		return sandboxInfo{}, fmt.Errorf("tensorlake: create %s: rate limit: %w", record, ctxerr.Prefer(ctx, err))
+	leave, err := p.gate.Enter(ctx)
+	if err != nil {
+		return sandboxInfo{}, fmt.Errorf("tensorlake: create %s: %w", record, err)
 	}
-	select {
-	case p.slots <- struct{}{}:
-		defer func() { <-p.slots }()
-	case <-ctx.Done():
-		return sandboxInfo{}, fmt.Errorf("tensorlake: create %s: waiting for a create slot: %w", record, ctx.Err())
-	}
+	defer leave()
 	log := p.log.With("record_id", record, "image", req.Image)
 	log.Debug("create sandbox", "timeout_s", req.TimeoutSecs)
 
 	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
 	defer cancel()
 	var created createResponse
-	err := p.call(cctx, http.MethodPost, p.cfg.APIURL+"/sandboxes", req, &created)
+	err = p.call(cctx, http.MethodPost, p.cfg.APIURL+"/sandboxes", req, &created)
 	if err == nil && created.SandboxID == "" {
 		err = fmt.Errorf("create answered no sandbox id")
 	}
 	if err != nil {
-		var ae *apiError
-		refused := errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500
+		status := apierr.Status(err)
+		refused := status >= 400 && status < 500
 		if !refused {
 			// The answer may be lost though the sandbox exists: find it by name and end it.
-			p.releaseRecord(ctx, record)
+			p.rel.Record(ctx, record)
 		}
-		if refused && ae.Status == http.StatusNotFound {
+		if status == http.StatusNotFound {
 			err = fmt.Errorf("image %q not found: %w: %w", req.Image, agentenv.ErrInvalid, err)
 		}
 		return sandboxInfo{}, fmt.Errorf("tensorlake: create %s: %w", record, kind(err))
@@ -303,7 +301,7 @@ func (p *Provider) create(ctx context.Context, record string, req createRequest,
 		err = ctx.Err()
 	}
 	if err != nil {
-		p.release(ctx, id, record)
+		p.rel.Release(ctx, id, record)
 		return sandboxInfo{}, fmt.Errorf("tensorlake: create %s: %w", record, ctxerr.Prefer(ctx, err))
 	}
 	log.Debug("sandbox created", "sandbox_id", id)
@@ -409,8 +407,7 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 		return fmt.Errorf("tensorlake: terminate: empty sandbox id: %w", agentenv.ErrInvalid)
 	}
 	err := p.call(ctx, http.MethodDelete, p.cfg.APIURL+"/sandboxes/"+url.PathEscape(id), nil, nil)
-	var ae *apiError
-	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+	if apierr.Status(err) == http.StatusNotFound {
 		p.log.Debug("already gone", "sandbox_id", id)
 		return nil
 	}
@@ -429,9 +426,6 @@ func (p *Provider) forget(id string) {
 	p.mu.Unlock()
 }
 
-// maxPages bounds a listing, so that a server handing out cursors forever cannot hold it.
-const maxPages = 1000
-
 // List returns the sandboxes not yet terminated that agentenv made (their entrypoint carries an
 // agentenv record) and that carry every one of labels. It reads every page of GET /sandboxes and
 // filters here; a terminated sandbox costs nothing and is left out. A VM-mode sandbox is listed
@@ -440,35 +434,32 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 	var out []agentenv.Sandbox
 	q := url.Values{}
 	q.Set("limit", "100")
-	for range maxPages {
+	err := cloudapi.Pages(func(cursor string) (string, error) {
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
 		var page listResponse
 		if err := p.call(ctx, http.MethodGet, p.cfg.APIURL+"/sandboxes?"+q.Encode(), nil, &page); err != nil {
-			return nil, fmt.Errorf("tensorlake: list: %w", kind(err))
+			return "", kind(err)
 		}
 		for _, si := range page.Sandboxes {
 			if finished(si.Status) {
 				continue
 			}
 			have := si.labels()
-			if rec, ok := have[agentenv.LabelRecord]; !ok || rec != si.Name || !matches(have, labels) {
+			if rec, ok := have[agentenv.LabelRecord]; !ok || rec != si.Name || !agentenv.MatchLabels(have, labels) {
 				continue
 			}
 			out = append(out, p.sandbox(si))
 		}
-		if page.NextCursor == "" || len(page.Sandboxes) == 0 {
-			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-			return out, nil
+		if len(page.Sandboxes) == 0 {
+			return "", nil
 		}
-		q.Set("cursor", page.NextCursor)
+		return page.NextCursor, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tensorlake: list: %w", err)
 	}
-	return nil, fmt.Errorf("tensorlake: list: more than %d pages: %w", maxPages, agentenv.ErrUnavailable)
-}
-
-func matches(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
 }

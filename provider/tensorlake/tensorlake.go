@@ -35,9 +35,7 @@
 package tensorlake
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,11 +45,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
-	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 )
 
 // Defaults for the zero values of Config.
@@ -109,11 +105,12 @@ type Config struct {
 
 // Provider creates, finds and terminates Tensorlake sandboxes. It is safe for concurrent use.
 type Provider struct {
-	cfg     Config
-	log     *slog.Logger
-	http    *http.Client
-	limiter *rate.Limiter
-	slots   chan struct{}
+	cfg      Config
+	log      *slog.Logger
+	client   *cloudapi.Client
+	gate     *cloudapi.Gate
+	backstop cloudapi.Backstop
+	rel      cloudapi.Releaser
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // VM mode: one per VM, held while its exposed ports change
@@ -183,12 +180,16 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Provider{
-		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
-		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate))),
-		slots:   make(chan struct{}, cfg.Concurrency),
-		locks:   map[string]*sync.Mutex{},
-	}, nil
+	p := &Provider{
+		cfg: cfg, log: logger.With("provider", cfg.Name),
+		client: &cloudapi.Client{Name: "tensorlake", Key: cfg.APIKey, KeyHint: cfg.CredentialHint,
+			Auth: cloudapi.Bearer, HTTP: hc},
+		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
+		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
+		locks:    map[string]*sync.Mutex{},
+	}
+	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	return p, nil
 }
 
 // Name returns the configured name, "tensorlake" by default.
@@ -213,130 +214,20 @@ var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 // imageName is what a Tensorlake image name looks like (registered names, registry references).
 var imageName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
 
-// apiError is a non-2xx answer of either API: the management API answers plain text, the
-// sandbox API {"error": "...", "code": "..."}.
-type apiError = apierr.Error
-
 // kind maps an HTTP outcome to an agentenv error kind (see apierr.Kind).
 func kind(err error) error { return apierr.Kind(err) }
 
-// checkKey fails when no API key is configured: a configuration error (ErrInvalid: nothing is
-// made) that also makes the provider unavailable, so that a chain moves on.
-func (p *Provider) checkKey() error {
-	if p.cfg.APIKey == "" {
-		return fmt.Errorf("tensorlake: no API key: %s: %w: %w", p.cfg.CredentialHint, agentenv.ErrInvalid, agentenv.ErrUnavailable)
-	}
-	return nil
-}
-
-// maxAnswer bounds a JSON answer read into memory.
-const maxAnswer = 16 << 20
-
 // do sends one request with the key as a bearer token and returns the 2xx answer's body open
-// (the caller closes it); a non-2xx answer is an *apiError.
+// (the caller closes it), as cloudapi.Client.Do: a non-2xx answer is an *apierr.Error (the
+// management API answers plain text, the sandbox API {"error": "...", "code": "..."}).
 func (p *Provider) do(ctx context.Context, method, url string, body io.Reader, contentType string) (*http.Response, error) {
-	if err := p.checkKey(); err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
-	if err != nil {
-		return nil, fmt.Errorf("request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
-	req.Header.Set("Accept", "application/json")
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	ae := &apiError{Status: resp.StatusCode}
-	var pe struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-	}
-	if json.Unmarshal(b, &pe) == nil && pe.Error != "" {
-		ae.Message = pe.Error
-		if pe.Code != "" {
-			ae.Message += " (" + pe.Code + ")"
-		}
-	} else {
-		ae.Message = strings.TrimSpace(string(b[:min(len(b), 300)]))
-	}
-	return nil, ae
+	return p.client.Do(ctx, method, url, body, contentType)
 }
 
 // call sends a JSON request (in may be nil) and decodes a 2xx JSON answer into out (if not nil).
 func (p *Provider) call(ctx context.Context, method, url string, in, out any) error {
-	var body io.Reader
-	ct := ""
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
-		}
-		body, ct = bytes.NewReader(b), "application/json"
-	}
-	resp, err := p.do(ctx, method, url, body, ct)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
-		return fmt.Errorf("%s: read answer: %w", method, err)
-	}
-	if out != nil && len(bytes.TrimSpace(b)) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s: decode answer: %w", method, err)
-		}
-	}
-	return nil
-}
-
-// timeout is the backstop lifetime of spec, in whole seconds, never zero.
-func (p *Provider) timeout(spec agentenv.SandboxSpec) int64 {
-	t := spec.Timeout
-	if t <= 0 && !spec.Expires.IsZero() {
-		t = time.Until(spec.Expires) + p.cfg.Margin
-	}
-	if t <= 0 {
-		t = p.cfg.Timeout
-	}
-	t = min(t.Round(time.Second)+time.Second, p.cfg.MaxTimeout)
-	return max(1, int64(t/time.Second))
-}
-
-// release terminates sandbox id after a create that will not be used, on a detached bounded
-// context; a failure is logged naming the sandbox (gc finds it by name).
-func (p *Provider) release(ctx context.Context, id, record string) {
-	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-	defer cancel()
-	if err := p.Terminate(cctx, id); err != nil {
-		p.log.Warn("sandbox was not terminated after a failed or cancelled create; it runs until its idle timeout unless gc removes it",
-			"sandbox_id", id, "record_id", record, "err", err)
-	}
-}
-
-// releaseRecord terminates whatever runs under the name record, after a create whose outcome is
-// unknown.
-func (p *Provider) releaseRecord(ctx context.Context, record string) {
-	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-	defer cancel()
-	sbs, err := p.List(cctx, map[string]string{agentenv.LabelRecord: record})
-	if err != nil {
-		p.log.Warn("list after a failed create; gc will find the sandbox by name", "record_id", record, "err", err)
-		return
-	}
-	for _, sb := range sbs {
-		p.release(ctx, sb.ID, record)
-	}
+	_, err := p.client.JSON(ctx, method, url, in, out)
+	return err
 }
 
 // vmLock returns the lock of VM id.

@@ -21,14 +21,7 @@ const apiKey = "tl_apiKey_0123456789abcdef"
 // emulator starts the Tensorlake emulator, failing the test if it still runs a sandbox at the end.
 func emulator(t *testing.T) *tensorlakeemu.Server {
 	t.Helper()
-	emu := tensorlakeemu.Start(apiKey)
-	t.Cleanup(func() {
-		if left := emu.Running(); len(left) != 0 {
-			t.Errorf("the emulator still runs %v", left)
-		}
-		emu.Close()
-	})
-	return emu
+	return providertest.CloseAtEnd(t, tensorlakeemu.Start(apiKey))
 }
 
 // newProvider returns a provider pointed at emu; cfg's zero fields get test values.

@@ -48,14 +48,14 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create vm %s: %w: %w", spec.Name, err, agentenv.ErrInvalid)
 	}
-	req := createRequest{Name: spec.Name, Image: p.cfg.VMImage, Entrypoint: ep, TimeoutSecs: p.timeout(spec),
+	req := createRequest{Name: spec.Name, Image: p.cfg.VMImage, Entrypoint: ep, TimeoutSecs: p.backstop.Seconds(spec),
 		Resources: p.resources(spec), AllowUnauthenticatedAccess: true}
 	si, err := p.create(ctx, spec.Name, req, false)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
 	if err := p.awaitDocker(ctx, si.ID); err != nil {
-		p.release(ctx, si.ID, spec.Name)
+		p.rel.Release(ctx, si.ID, spec.Name)
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create vm %s: %w", spec.Name, err)
 	}
 	return p.sandbox(si), nil
@@ -198,14 +198,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	if err != nil {
 		return fmt.Errorf("tensorlake: remove %s from %s: %w", name, vm, err)
 	}
-	res, err := p.run(ctx, vm, []string{"/bin/sh", "-c", vmdocker.RemoveScript(name)})
-	switch {
-	case errors.Is(err, agentenv.ErrGone):
-		return nil
-	case err == nil:
-		err = vmdocker.Removed(res.ExitCode, res.Stderr)
-	}
-	if err != nil {
+	if err := vmdocker.Remove(ctx, vmShell{p, vm}, name); err != nil {
 		return fmt.Errorf("tensorlake: remove %s from %s: %w", name, vm, err)
 	}
 	return nil

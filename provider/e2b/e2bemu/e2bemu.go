@@ -41,21 +41,18 @@
 package e2bemu
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/agentenv/agentenv/internal/emuapi"
 	"github.com/agentenv/agentenv/internal/emufault"
-	"github.com/agentenv/agentenv/internal/emuvm"
 )
 
 // CreateFault makes POST /sandboxes misbehave (see emufault.Create).
@@ -90,24 +87,21 @@ type Sandbox struct {
 	ExitCode int // once ended: the main process's code, or -1 (killed or timed out)
 }
 
-// Server is the emulator. Its methods are safe for concurrent use.
+// Server is the emulator. Its methods are safe for concurrent use. The embedded Base gives it
+// URL, Calls (create, list, get, kill, timeout, process), SetCreateFault, SetKillFault (kills
+// fail and leave the sandbox running), VM, DirectAddr and VMErrors.
 type Server struct {
-	ts     *httptest.Server
-	apiKey string
-	closed chan struct{}
+	*emuapi.Base
 
 	mu        sync.Mutex
 	templates map[string]bool
 	sandboxes map[string]*sandbox
-	faults    emufault.Faults
 	pageSize  int
-	calls     map[string]int
 	commands  []Command
 	uploads   []Upload
 
 	backend     VMBackend
 	vmTemplates map[string]bool
-	vms         emuvm.Reaper
 }
 
 type sandbox struct {
@@ -115,56 +109,47 @@ type sandbox struct {
 	started time.Time
 	endAt   time.Time
 	token   string
-	vm      VM // the VM behind it, with a VM backend, from its start to its removal
 }
 
 // Start runs an emulator on a loopback port until Close. Requests must carry apiKey in X-API-Key.
 // It knows the templates "base" and "docker" (AddTemplate adds more).
 func Start(apiKey string) *Server {
 	s := &Server{
-		apiKey: apiKey, closed: make(chan struct{}),
+		Base: emuapi.New(emuapi.Header("X-API-Key", apiKey), func(w http.ResponseWriter, _ *http.Request) {
+			writeError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs to get your API key")
+		}),
 		templates: map[string]bool{"base": true, "docker": true},
-		sandboxes: map[string]*sandbox{}, calls: map[string]int{}, pageSize: 100,
+		sandboxes: map[string]*sandbox{}, pageSize: 100,
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /sandboxes", s.auth("create", s.create))
-	mux.HandleFunc("GET /sandboxes", s.auth("list", s.list))
-	mux.HandleFunc("GET /v2/sandboxes", s.auth("list", s.list))
-	mux.HandleFunc("GET /sandboxes/{id}", s.auth("get", s.get))
-	mux.HandleFunc("DELETE /sandboxes/{id}", s.auth("kill", s.kill))
-	mux.HandleFunc("POST /sandboxes/{id}/timeout", s.auth("timeout", s.setTimeout))
-	mux.HandleFunc("/sandbox/{id}/{port}/{rest...}", s.traffic)
-	mux.HandleFunc("/sandbox/{id}/{port}", s.traffic)
-	s.ts = httptest.NewServer(mux)
+	s.Handle("POST /sandboxes", "create", s.create)
+	s.Handle("GET /sandboxes", "list", s.list)
+	s.Handle("GET /v2/sandboxes", "list", s.list)
+	s.Handle("GET /sandboxes/{id}", "get", s.get)
+	s.Handle("DELETE /sandboxes/{id}", "kill", s.kill)
+	s.Handle("POST /sandboxes/{id}/timeout", "timeout", s.setTimeout)
+	s.Open("/sandbox/{id}/{port}/{rest...}", s.traffic)
+	s.Open("/sandbox/{id}/{port}", s.traffic)
+	s.Serve()
 	return s
 }
 
-// URL is the API's base URL (E2B's https://api.e2b.app).
-func (s *Server) URL() string { return s.ts.URL }
-
 // SandboxURL is the base URL of port of sandbox id (E2B's https://PORT-ID.e2b.app).
 func (s *Server) SandboxURL(id string, port int) string {
-	return fmt.Sprintf("%s/sandbox/%s/%d", s.ts.URL, url.PathEscape(id), port)
+	return fmt.Sprintf("%s/sandbox/%s/%d", s.URL(), url.PathEscape(id), port)
 }
 
 // Close releases requests held by faults, ends every sandbox, stops the server and, with a VM
 // backend, removes every VM (waiting for each removal, each bounded by a minute).
 func (s *Server) Close() {
-	close(s.closed)
-	s.mu.Lock()
-	var all []*sandbox
-	for _, sb := range s.sandboxes {
-		if sb.Running {
-			sb.Running, sb.ExitCode = false, -1
+	s.Base.Close(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, sb := range s.sandboxes {
+			if sb.Running {
+				sb.Running, sb.ExitCode = false, -1
+			}
 		}
-		all = append(all, sb)
-	}
-	s.mu.Unlock()
-	s.ts.Close() // waits for handlers: a create in flight removes its own VM
-	for _, sb := range all {
-		s.removeVM(sb)
-	}
-	s.vms.Wait()
+	})
 }
 
 // AddTemplate makes template known, so that sandboxes can be created from it.
@@ -174,17 +159,6 @@ func (s *Server) AddTemplate(template string) {
 	s.templates[template] = true
 }
 
-// SetCreateFault makes the next creates misbehave as f says; nil clears it.
-func (s *Server) SetCreateFault(f *CreateFault) {
-	s.faults.SetCreate(f)
-}
-
-// SetKillFault makes the next times kills (every one if times is 0) fail with HTTP status code
-// and leave the sandbox running; code 0 clears it.
-func (s *Server) SetKillFault(code, times int) {
-	s.faults.SetKill(code, times)
-}
-
 // SetPageSize caps the page size of GET /v2/sandboxes (default 100, E2B's maximum).
 func (s *Server) SetPageSize(n int) {
 	s.mu.Lock()
@@ -192,25 +166,11 @@ func (s *Server) SetPageSize(n int) {
 	s.pageSize = n
 }
 
-// Calls returns how many requests of op (create, list, get, kill, timeout, process) arrived.
-func (s *Server) Calls(op string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[op]
-}
-
 // Running returns the ids of the sandboxes still running, sorted.
 func (s *Server) Running() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var ids []string
-	for id, sb := range s.sandboxes {
-		if s.alive(sb) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
+	return emuapi.Running(s.sandboxes, s.alive)
 }
 
 // Sandbox returns what the emulator holds of sandbox id, running or ended.
@@ -260,29 +220,11 @@ func (s *Server) alive(sb *sandbox) bool {
 	return sb.Running
 }
 
-// auth checks the API key and counts the call.
-func (s *Server) auth(op string, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.calls[op]++
-		s.mu.Unlock()
-		if r.Header.Get("X-API-Key") != s.apiKey {
-			writeError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs to get your API key")
-			return
-		}
-		h(w, r)
-	}
-}
-
 func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]any{"code": code, "message": msg})
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, code int, v any) { emuapi.WriteJSON(w, code, v) }
 
 // newSandbox is the NewSandbox schema.
 type newSandbox struct {
@@ -301,7 +243,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	known := s.templates[req.TemplateID]
-	f := s.faults.TakeCreate()
+	f := s.TakeCreate()
 	s.mu.Unlock()
 	if !known {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("template '%s' not found", req.TemplateID))
@@ -311,7 +253,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, f.Status, f.Message)
 		return
 	}
-	if !f.Hold(s.closed) {
+	if !f.Hold(s.Closed()) {
 		return
 	}
 	timeout := 15 // NewSandbox's default
@@ -319,13 +261,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		timeout = *req.Timeout
 	}
 	sb := &sandbox{
-		Sandbox: Sandbox{ID: "i" + randHex(10), Template: req.TemplateID, Metadata: req.Metadata, EnvVars: req.EnvVars,
+		Sandbox: Sandbox{ID: "i" + emuapi.RandHex(10), Template: req.TemplateID, Metadata: req.Metadata, EnvVars: req.EnvVars,
 			Timeout: time.Duration(timeout) * time.Second, Running: true},
 		started: time.Now().UTC(),
 	}
 	sb.endAt = sb.started.Add(sb.Timeout)
 	if req.Secure {
-		sb.token = randHex(16)
+		sb.token = emuapi.RandHex(16)
 	}
 	s.mu.Lock()
 	s.sandboxes[sb.ID] = sb
@@ -344,7 +286,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		emufault.DropAnswer(w)
 		return
 	}
-	f.Linger(s.closed)
+	f.Linger(s.Closed())
 	body := map[string]any{"templateID": sb.Template, "sandboxID": sb.ID, "clientID": "emu", "envdVersion": "0.2.0", "domain": nil}
 	if sb.token != "" {
 		body["envdAccessToken"] = sb.token
@@ -432,14 +374,14 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 	running := ok && s.alive(sb)
 	code := 0
 	if running {
-		code = s.faults.TakeKill()
+		code = s.TakeKill()
 	}
 	if running && code == 0 {
 		sb.Running, sb.ExitCode = false, -1
 	}
 	s.mu.Unlock()
 	if running && code == 0 {
-		s.removeVM(sb) // E2B answers once the sandbox is gone
+		s.RemoveVM(sb.ID) // E2B answers once the sandbox is gone
 	}
 	switch {
 	case code != 0:
@@ -472,10 +414,4 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)[:n]
 }

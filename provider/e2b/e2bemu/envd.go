@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentenv/agentenv/internal/emuapi"
 )
 
 // envdPort is the port of envd, the in-sandbox daemon.
@@ -37,9 +39,9 @@ func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
 	sb, ok := s.sandboxes[id]
 	running := ok && s.alive(sb)
 	token := ""
-	var vm VM
+	vm, _ := s.VM(id)
 	if ok {
-		token, vm = sb.token, sb.vm
+		token = sb.token
 	}
 	s.mu.Unlock()
 	if !running {
@@ -95,8 +97,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, id string, vm VM
 			return
 		}
 	}
+	s.Count("upload")
 	s.mu.Lock()
-	s.calls["upload"]++
 	s.uploads = append(s.uploads, Upload{Sandbox: id, Path: name, User: r.URL.Query().Get("username"), Data: data})
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, []map[string]string{{"path": name, "name": path.Base(name), "type": "file"}})
@@ -131,8 +133,8 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, id string, vm VM)
 	if n := len(cmd.Args); n >= 2 && cmd.Args[n-2] == "-c" {
 		cmd.Script = strings.TrimSpace(cmd.Args[n-1])
 	}
+	s.Count("process")
 	s.mu.Lock()
-	s.calls["process"]++
 	s.commands = append(s.commands, cmd)
 	s.mu.Unlock()
 
@@ -194,7 +196,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, id string, vm VM)
 			out += fmt.Sprintf("port %s 0.0.0.0:%s\n", m[1], m[1])
 		}
 		if out == "" {
-			out = randHex(12) + "\n"
+			out = emuapi.RandHex(12) + "\n"
 		}
 		end(0, out, "")
 		return
@@ -209,7 +211,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, id string, vm VM)
 		select {
 		case <-r.Context().Done():
 			return
-		case <-s.closed:
+		case <-s.Closed():
 			return
 		case <-t.C:
 		}

@@ -1,21 +1,12 @@
 package e2bemu
 
 import (
-	"context"
-	"fmt"
 	"maps"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
-	"strings"
-	"time"
 
-	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/emuapi"
 	"github.com/agentenv/agentenv/internal/emuvm"
 )
-
-// vmStartBound bounds the start of a VM the emulator makes on its own behalf.
-const vmStartBound = 3 * time.Minute
 
 // VM is the real machine behind a sandbox (see emuvm.Machine).
 type VM = emuvm.Machine
@@ -45,38 +36,13 @@ func (s *Server) SetVMBackend(b VMBackend, templates ...string) {
 	}
 }
 
-// VM returns the VM behind sandbox id while it has one.
-func (s *Server) VM(id string) (VM, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sb, ok := s.sandboxes[id]
-	if !ok || sb.vm == nil {
-		return nil, false
-	}
-	return sb.vm, true
-}
-
-// DirectAddr returns host:port at which this process reaches port of sandbox id's VM without
-// the emulator's HTTP proxy (for protocols other than HTTP, which E2B's port URLs do not
-// carry), or "" if id has no VM.
-func (s *Server) DirectAddr(id string, port int) string {
-	vm, ok := s.VM(id)
-	if !ok {
-		return ""
-	}
-	return vm.Addr(port)
-}
-
 // vmName is the name of the VM behind sandbox id.
 func vmName(id string) string { return "e2bemu-" + id }
 
-// startVM starts the VM of sb, which create has recorded as running, on a detached bounded
-// context (E2B finishes a create whether or not its client waits). If sb was killed meanwhile
-// the VM is removed at once. It reports whether sb runs on a VM.
+// startVM starts the VM of sb, which create has recorded as running (E2B finishes a create
+// whether or not its client waits). If sb was killed meanwhile the VM is removed at once.
 func (s *Server) startVM(r *http.Request, sb *sandbox, b VMBackend) error {
-	ctx, cancel := cleanup.Detached(r.Context(), vmStartBound)
-	defer cancel()
-	vm, err := b.StartVM(ctx, vmName(sb.ID), maps.Clone(sb.Metadata))
+	vm, err := s.StartVM(r, b, vmName(sb.ID), maps.Clone(sb.Metadata))
 	s.mu.Lock()
 	if err != nil {
 		if sb.Running {
@@ -85,85 +51,37 @@ func (s *Server) startVM(r *http.Request, sb *sandbox, b VMBackend) error {
 		s.mu.Unlock()
 		return err
 	}
-	sb.vm = vm
+	s.SetVM(sb.ID, vm)
 	running := s.alive(sb)
 	s.mu.Unlock()
 	if !running {
-		s.removeVM(sb)
+		s.RemoveVM(sb.ID)
 	}
 	return nil
 }
 
-// removeVM removes sb's VM, if it has one, and waits for it. Call without s.mu.
-func (s *Server) removeVM(sb *sandbox) {
-	s.mu.Lock()
-	vm := sb.vm
-	sb.vm = nil
-	s.mu.Unlock()
-	if vm == nil {
-		return
-	}
-	s.vms.Remove(sb.ID, vm)
-}
-
 // ended is called, with s.mu held, when sb stops running: its VM is removed in the background
 // (Close waits for it).
-func (s *Server) ended(sb *sandbox) {
-	if sb.vm == nil {
-		return
-	}
-	s.vms.Go(func() { s.removeVM(sb) })
-}
-
-// VMErrors returns the errors of VM removals so far (a test asserts there are none).
-func (s *Server) VMErrors() []error {
-	return s.vms.Errors()
-}
+func (s *Server) ended(sb *sandbox) { s.RemoveVMLater(sb.ID) }
 
 // proxy reverse-proxies a request for port of sandbox id to its VM, streaming (no buffering),
-// with the /sandbox/ID/PORT prefix stripped.
+// with the /sandbox/ID/PORT prefix stripped; a closed port is E2B's 502.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, vm VM, port int) {
-	target := &url.URL{Scheme: "http", Host: vm.Addr(port)}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.URL.Path = "/" + strings.TrimPrefix(pr.In.PathValue("rest"), "/")
-			pr.Out.URL.RawPath = ""
-			pr.Out.Host = target.Host
-		},
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			writeJSON(w, http.StatusBadGateway, map[string]any{"code": http.StatusBadGateway,
-				"message": fmt.Sprintf("port %d of the sandbox is not open: %v", port, err)})
-		},
-	}
-	rp.ServeHTTP(w, r)
+	emuapi.Proxy(w, r, vm, port, func(w http.ResponseWriter, msg string) {
+		writeJSON(w, http.StatusBadGateway, map[string]any{"code": http.StatusBadGateway, "message": msg})
+	})
 }
 
 // runInVM runs an envd process in vm and streams its result as envd would: the output, then
 // its end. The output is sent when the process ends, not as it comes. A process outlives the
 // request (closing the stream does not stop it on E2B either).
 func (s *Server) runInVM(r *http.Request, id string, vm VM, script string, fail func(string), end func(int, string, string)) {
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := emuapi.WhileAlive(r.Context(), nil, func() bool { // the process ends with the sandbox
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.alive(s.sandboxes[id])
+	})
 	defer cancel()
-	go func() { // the process ends with the sandbox
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			s.mu.Lock()
-			running := s.alive(s.sandboxes[id])
-			s.mu.Unlock()
-			if !running {
-				cancel()
-				return
-			}
-		}
-	}()
 	res, err := vm.Run(ctx, script, nil)
 	if err != nil {
 		if r.Context().Err() != nil {

@@ -42,15 +42,11 @@ package tensorlakeemu
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"regexp"
 	"slices"
@@ -60,14 +56,11 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/emuapi"
 	"github.com/agentenv/agentenv/internal/emufault"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
-
-// vmStartBound bounds the start of a VM the emulator makes on its own behalf.
-const vmStartBound = 3 * time.Minute
 
 // CreateFault makes POST /sandboxes misbehave (see emufault.Create).
 type CreateFault = emufault.Create
@@ -100,11 +93,12 @@ type VMBackend = emuvm.Backend
 // DinD returns a VMBackend whose VMs are h's Docker-in-Docker containers.
 func DinD(h *emuvm.Host) VMBackend { return emuvm.DinD(h) }
 
-// Server is the emulator. Its methods are safe for concurrent use.
+// Server is the emulator. Its methods are safe for concurrent use. The embedded Base gives it
+// URL, Calls (create, list, get, update, delete, process, ...), SetCreateFault, SetKillFault
+// (deletes fail and leave the sandbox running), VM, DirectAddr and VMErrors.
 type Server struct {
-	ts     *httptest.Server
+	*emuapi.Base
 	apiKey string
-	closed chan struct{}
 
 	// StartDelay is how long a sandbox stays pending; ExitAfter how long one whose entrypoint
 	// exits runs. Set them before the first create.
@@ -116,10 +110,7 @@ type Server struct {
 	backend   VMBackend
 	sandboxes map[string]*sandbox
 	order     []string
-	faults    emufault.Faults
-	calls     map[string]int
 	commands  []Command
-	vms       emuvm.Reaper
 }
 
 type sandbox struct {
@@ -132,7 +123,6 @@ type sandbox struct {
 	reason     string
 	files      map[string][]byte
 	procs      []*proc
-	vm         VM
 }
 
 type proc struct {
@@ -149,56 +139,49 @@ type proc struct {
 // token. It knows the default image ("") and "ubuntu-minimal" (AddImage adds more).
 func Start(apiKey string) *Server {
 	s := &Server{
-		apiKey: apiKey, closed: make(chan struct{}),
+		Base: emuapi.New(emuapi.Bearer(apiKey), func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "unauthorized: invalid or missing API key", http.StatusUnauthorized)
+		}),
+		apiKey:     apiKey,
 		StartDelay: 20 * time.Millisecond, ExitAfter: 100 * time.Millisecond,
 		images:    map[string]bool{"": true, "ubuntu-minimal": true},
 		vmImages:  map[string]bool{},
-		sandboxes: map[string]*sandbox{}, calls: map[string]int{},
+		sandboxes: map[string]*sandbox{},
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /sandboxes", s.auth("create", s.create))
-	mux.HandleFunc("GET /sandboxes", s.auth("list", s.list))
-	mux.HandleFunc("GET /sandboxes/{id}", s.auth("get", s.get))
-	mux.HandleFunc("PATCH /sandboxes/{id}", s.auth("update", s.update))
-	mux.HandleFunc("DELETE /sandboxes/{id}", s.auth("delete", s.kill))
-	mux.HandleFunc("POST /proxy/{id}/api/v1/processes", s.auth("process", s.startProcess))
-	mux.HandleFunc("GET /proxy/{id}/api/v1/processes/{pid}", s.auth("process_get", s.getProcess))
-	mux.HandleFunc("GET /proxy/{id}/api/v1/processes/{pid}/{stream}", s.auth("process_output", s.output))
-	mux.HandleFunc("PUT /proxy/{id}/api/v1/files", s.auth("write_file", s.writeFile))
-	mux.HandleFunc("GET /proxy/{id}/api/v1/files", s.auth("read_file", s.readFile))
-	mux.HandleFunc("/port/{id}/{port}/{rest...}", s.traffic)
-	mux.HandleFunc("/port/{id}/{port}", s.traffic)
-	s.ts = httptest.NewServer(mux)
+	s.Handle("POST /sandboxes", "create", s.create)
+	s.Handle("GET /sandboxes", "list", s.list)
+	s.Handle("GET /sandboxes/{id}", "get", s.get)
+	s.Handle("PATCH /sandboxes/{id}", "update", s.update)
+	s.Handle("DELETE /sandboxes/{id}", "delete", s.kill)
+	s.Handle("POST /proxy/{id}/api/v1/processes", "process", s.startProcess)
+	s.Handle("GET /proxy/{id}/api/v1/processes/{pid}", "process_get", s.getProcess)
+	s.Handle("GET /proxy/{id}/api/v1/processes/{pid}/{stream}", "process_output", s.output)
+	s.Handle("PUT /proxy/{id}/api/v1/files", "write_file", s.writeFile)
+	s.Handle("GET /proxy/{id}/api/v1/files", "read_file", s.readFile)
+	s.Open("/port/{id}/{port}/{rest...}", s.traffic)
+	s.Open("/port/{id}/{port}", s.traffic)
+	s.Serve()
 	return s
 }
 
-// URL is the management API's base URL (Tensorlake's https://api.tensorlake.ai).
-func (s *Server) URL() string { return s.ts.URL }
-
 // ProxyURL is the base of sandbox id's own API (Tensorlake's https://ID.sandbox.tensorlake.ai).
-func (s *Server) ProxyURL(id string) string { return s.ts.URL + "/proxy/" + url.PathEscape(id) }
+func (s *Server) ProxyURL(id string) string { return s.URL() + "/proxy/" + url.PathEscape(id) }
 
 // PortURL is the base URL of port of sandbox id (Tensorlake's https://PORT-ID.sandbox.tensorlake.ai).
 func (s *Server) PortURL(id string, port int) string {
-	return fmt.Sprintf("%s/port/%s/%d", s.ts.URL, url.PathEscape(id), port)
+	return fmt.Sprintf("%s/port/%s/%d", s.URL(), url.PathEscape(id), port)
 }
 
 // Close releases requests held by faults, ends every sandbox, stops the server and, with a VM
 // backend, removes every VM.
 func (s *Server) Close() {
-	close(s.closed)
-	s.mu.Lock()
-	var all []*sandbox
-	for _, sb := range s.sandboxes {
-		s.end(sb, "terminated", "server closed")
-		all = append(all, sb)
-	}
-	s.mu.Unlock()
-	s.ts.Close()
-	for _, sb := range all {
-		s.removeVM(sb)
-	}
-	s.vms.Wait()
+	s.Base.Close(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, sb := range s.sandboxes {
+			s.end(sb, "terminated", "server closed")
+		}
+	})
 }
 
 // AddImage makes image known, so that sandboxes can be created from it.
@@ -220,36 +203,11 @@ func (s *Server) SetVMBackend(b VMBackend, images ...string) {
 	}
 }
 
-// SetCreateFault makes the next creates misbehave as f says; nil clears it.
-func (s *Server) SetCreateFault(f *CreateFault) {
-	s.faults.SetCreate(f)
-}
-
-// SetKillFault makes the next times deletes (every one if times is 0) fail with HTTP status code
-// and leave the sandbox running; code 0 clears it.
-func (s *Server) SetKillFault(code, times int) {
-	s.faults.SetKill(code, times)
-}
-
-// Calls returns how many requests of op (create, list, get, update, delete, process, ...) arrived.
-func (s *Server) Calls(op string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[op]
-}
-
 // Running returns the ids of the sandboxes not terminated (pending or running), sorted.
 func (s *Server) Running() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var ids []string
-	for id, sb := range s.sandboxes {
-		if s.alive(sb) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
+	return emuapi.Running(s.sandboxes, s.alive)
 }
 
 // Sandbox returns what the emulator holds of sandbox id.
@@ -289,11 +247,6 @@ func (s *Server) Expire(id string) {
 	}
 }
 
-// VMErrors returns the errors of VM removals so far (a test asserts there are none).
-func (s *Server) VMErrors() []error {
-	return s.vms.Errors()
-}
-
 // status brings sb's status up to now and returns it. Call with s.mu held.
 func (s *Server) status(sb *sandbox) string {
 	now := time.Now()
@@ -320,43 +273,10 @@ func (s *Server) end(sb *sandbox, outcome, reason string) {
 		return
 	}
 	sb.Status, sb.outcome, sb.reason = "terminated", outcome, reason
-	if sb.vm == nil {
-		return
-	}
-	s.vms.Go(func() { s.removeVM(sb) })
+	s.RemoveVMLater(sb.ID)
 }
 
-// removeVM removes sb's VM, if it has one, and waits for it. Call without s.mu.
-func (s *Server) removeVM(sb *sandbox) {
-	s.mu.Lock()
-	vm := sb.vm
-	sb.vm = nil
-	s.mu.Unlock()
-	if vm == nil {
-		return
-	}
-	s.vms.Remove(sb.ID, vm)
-}
-
-// auth checks the API key and counts the call.
-func (s *Server) auth(op string, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.calls[op]++
-		s.mu.Unlock()
-		if r.Header.Get("Authorization") != "Bearer "+s.apiKey {
-			http.Error(w, "unauthorized: invalid or missing API key", http.StatusUnauthorized)
-			return
-		}
-		h(w, r)
-	}
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, code int, v any) { emuapi.WriteJSON(w, code, v) }
 
 // sandboxError answers an error of the sandbox API, {"error", "code"}.
 func sandboxError(w http.ResponseWriter, status int, code, msg string) {
@@ -426,7 +346,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			taken = true
 		}
 	}
-	f := s.faults.TakeCreate()
+	f := s.TakeCreate()
 	s.mu.Unlock()
 	switch {
 	case !known:
@@ -439,12 +359,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, f.Message, f.Status)
 		return
 	}
-	if !f.Hold(s.closed) {
+	if !f.Hold(s.Closed()) {
 		return
 	}
 	now := time.Now()
 	sb := &sandbox{
-		Sandbox: Sandbox{ID: randHex(20), Name: req.Name, Image: req.Image, Entrypoint: req.Entrypoint,
+		Sandbox: Sandbox{ID: emuapi.RandHex(20), Name: req.Name, Image: req.Image, Entrypoint: req.Entrypoint,
 			Labels: labelsOf(req.Entrypoint), Status: "pending", Timeout: time.Duration(req.TimeoutSecs) * time.Second,
 			ExposedPorts: req.ExposedPorts, Public: req.Public},
 		created: now, runningAt: now.Add(s.StartDelay), lastActive: now, files: map[string][]byte{},
@@ -470,31 +390,29 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		emufault.DropAnswer(w)
 		return
 	}
-	f.Linger(s.closed)
+	f.Linger(s.Closed())
 	writeJSON(w, http.StatusOK, map[string]any{"sandbox_id": sb.ID, "status": "pending", "name": sb.Name})
 }
 
-// startVM starts the VM of sb on a detached bounded context (Tensorlake finishes a create
-// whether or not its client waits); if sb ended meanwhile the VM is removed at once.
+// startVM starts the VM of sb (Tensorlake finishes a create whether or not its client waits);
+// if sb ended meanwhile the VM is removed at once.
 func (s *Server) startVM(r *http.Request, sb *sandbox, b VMBackend) error {
-	ctx, cancel := cleanup.Detached(r.Context(), vmStartBound)
-	defer cancel()
 	labels := maps.Clone(sb.Labels)
 	if labels[agentenv.LabelRecord] == "" {
 		labels[agentenv.LabelRecord] = sb.Name
 	}
-	vm, err := b.StartVM(ctx, "tlemu-"+sb.ID, labels)
+	vm, err := s.StartVM(r, b, "tlemu-"+sb.ID, labels)
 	s.mu.Lock()
 	if err != nil {
 		s.end(sb, "failure", "vm failed to start")
 		s.mu.Unlock()
 		return err
 	}
-	sb.vm = vm
+	s.SetVM(sb.ID, vm)
 	running := s.alive(sb)
 	s.mu.Unlock()
 	if !running {
-		s.removeVM(sb)
+		s.RemoveVM(sb.ID)
 	}
 	return nil
 }
@@ -594,14 +512,14 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 	alive := ok && s.alive(sb)
 	code := 0
 	if alive {
-		code = s.faults.TakeKill()
+		code = s.TakeKill()
 	}
 	if alive && code == 0 {
 		sb.Status, sb.outcome, sb.reason = "terminated", "success", "terminated by request"
 	}
 	s.mu.Unlock()
 	if alive && code == 0 {
-		s.removeVM(sb) // answered once the sandbox is gone
+		s.RemoveVM(sb.ID) // answered once the sandbox is gone
 	}
 	switch {
 	case code != 0:
@@ -650,7 +568,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	sb.procs = append(sb.procs, pr)
 	pid := len(sb.procs)
-	vm := sb.vm
+	vm, _ := s.VM(sb.ID)
 	s.commands = append(s.commands, Command{Sandbox: sb.ID, Argv: argv})
 	s.mu.Unlock()
 	if vm == nil {
@@ -664,29 +582,12 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 
 // runInVM runs pr in vm until it exits or the sandbox ends.
 func (s *Server) runInVM(id string, vm VM, pr *proc) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := emuapi.WhileAlive(context.Background(), s.Closed(), func() bool { // the process ends with the sandbox
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.alive(s.sandboxes[id])
+	})
 	defer cancel()
-	go func() { // the process ends with the sandbox
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.closed:
-				cancel()
-				return
-			case <-t.C:
-			}
-			s.mu.Lock()
-			alive := s.alive(s.sandboxes[id])
-			s.mu.Unlock()
-			if !alive {
-				cancel()
-				return
-			}
-		}
-	}()
 	res, err := vm.Run(ctx, shellquote.Join(pr.argv), nil)
 	if err != nil {
 		pr.finish(137, "", err.Error())
@@ -776,9 +677,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	vm := sb.vm
-	s.mu.Unlock()
+	vm, _ := s.VM(sb.ID)
 	if vm != nil {
 		q := shellquote.Join([]string{path})
 		res, err := vm.Run(r.Context(), "mkdir -p \"$(dirname "+q+")\" && cat >"+q, r.Body)
@@ -809,8 +708,8 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	vm, _ := s.VM(sb.ID)
 	s.mu.Lock()
-	vm := sb.vm
 	data, found := sb.files[path]
 	s.mu.Unlock()
 	if vm != nil {
@@ -848,7 +747,8 @@ func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
 	var vm VM
 	if ok {
 		status = s.status(sb)
-		exposed, public, vm = slices.Contains(sb.ExposedPorts, port), sb.Public, sb.vm
+		exposed, public = slices.Contains(sb.ExposedPorts, port), sb.Public
+		vm, _ = s.VM(id)
 		sb.lastActive = time.Now()
 	}
 	s.mu.Unlock()
@@ -870,35 +770,5 @@ func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok"))
 		return
 	}
-	target := &url.URL{Scheme: "http", Host: vm.Addr(port)}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.URL.Path = "/" + strings.TrimPrefix(pr.In.PathValue("rest"), "/")
-			pr.Out.URL.RawPath = ""
-			pr.Out.Host = target.Host
-		},
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			http.Error(w, fmt.Sprintf("port %d of the sandbox is not open: %v", port, err), http.StatusBadGateway)
-		},
-	}
-	rp.ServeHTTP(w, r)
-}
-
-// VM returns the VM behind sandbox id while it has one.
-func (s *Server) VM(id string) (VM, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sb, ok := s.sandboxes[id]
-	if !ok || sb.vm == nil {
-		return nil, false
-	}
-	return sb.vm, true
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)[:n]
+	emuapi.Proxy(w, r, vm, port, func(w http.ResponseWriter, msg string) { http.Error(w, msg, http.StatusBadGateway) })
 }
