@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
@@ -310,7 +312,7 @@ func (p *Provider) create(ctx context.Context, req createRequest, guest []int, l
 		err = ctx.Err()
 	}
 	if err != nil {
-		p.release(ctx, record)
+		p.rel.Release(ctx, record, record)
 		return machineInfo{}, fmt.Errorf("smol_vm: create %s: %w", record, ctxerr.Prefer(ctx, kind(err)))
 	}
 	if mi.State == "" {
@@ -327,10 +329,10 @@ func (p *Provider) createAndStart(ctx, cctx context.Context, req createRequest) 
 	var mi machineInfo
 	err := p.call(cctx, http.MethodPost, "/machines", req, &mi)
 	if err != nil {
-		if st := status(err); (st < 400 || st >= 500) && !errors.Is(err, agentenv.ErrInvalid) {
+		if st := apierr.Status(err); (st < 400 || st >= 500) && !errors.Is(err, agentenv.ErrInvalid) {
 			// The answer may be lost though the machine exists: find it by name and delete it.
 			// (A server that could not be reached, ErrInvalid, got nothing.)
-			p.releaseRecord(ctx, req.Name)
+			p.rel.Record(ctx, req.Name)
 		}
 		return machineInfo{}, fmt.Errorf("smol_vm: create %s: %w", req.Name, kind(err))
 	}
@@ -338,7 +340,7 @@ func (p *Provider) createAndStart(ctx, cctx context.Context, req createRequest) 
 		err = p.call(cctx, http.MethodPost, machinePath(req.Name, "/start"), nil, &mi)
 	}
 	if err != nil {
-		p.release(ctx, req.Name)
+		p.rel.Release(ctx, req.Name, req.Name)
 		if portTaken(err) {
 			err = fmt.Errorf("a published port was taken before the machine started: %w: %w", agentenv.ErrUnavailable, err)
 		}
@@ -349,7 +351,7 @@ func (p *Provider) createAndStart(ctx, cctx context.Context, req createRequest) 
 
 // portTaken reports whether err is smolvm's 409 PORT_IN_USE at a start.
 func portTaken(err error) bool {
-	var ae *apiError
+	var ae *apierr.Error
 	return errors.As(err, &ae) && ae.Status == http.StatusConflict && strings.Contains(ae.Message, "PORT_IN_USE")
 }
 
@@ -365,7 +367,7 @@ func (p *Provider) awaitAgent(ctx context.Context, name string) error {
 		if err == nil && res.ExitCode == 0 {
 			return nil
 		}
-		if err != nil && !errors.Is(err, agentenv.ErrUnavailable) && status(err) < 500 {
+		if err != nil && !errors.Is(err, agentenv.ErrUnavailable) && apierr.Status(err) < 500 {
 			return fmt.Errorf("wait for the machine to run commands: %w", err)
 		}
 		select {
@@ -407,34 +409,6 @@ func (p *Provider) writeLabels(ctx context.Context, name string, labels map[stri
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// release deletes machine name after a create that will not be used, on a detached bounded
-// context; a failure is logged naming it (gc finds it by name).
-func (p *Provider) release(ctx context.Context, name string) {
-	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-	defer cancel()
-	if err := p.Terminate(cctx, name); err != nil {
-		p.log.Warn("machine was not deleted after a failed or cancelled create; it runs until gc removes it",
-			"machine", name, "err", err)
-	}
-}
-
-// releaseRecord deletes machine name if smolvm lists it, after a create whose outcome is
-// unknown.
-func (p *Provider) releaseRecord(ctx context.Context, name string) {
-	cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-	defer cancel()
-	var mi machineInfo
-	err := p.call(cctx, http.MethodGet, machinePath(name, ""), nil, &mi)
-	if status(err) == http.StatusNotFound {
-		return
-	}
-	if err != nil {
-		p.log.Warn("get after a failed create; gc will find the machine by name", "machine", name, "err", err)
-		return
-	}
-	p.release(ctx, name)
 }
 
 // info returns GET /machines/{name}; 404 is ErrNotFound.
@@ -559,7 +533,7 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 		return nil
 	}
 	err := p.call(ctx, http.MethodDelete, machinePath(id, ""), nil, nil)
-	if status(err) == http.StatusNotFound {
+	if apierr.Status(err) == http.StatusNotFound {
 		p.log.Debug("already gone", "machine", id)
 		p.forget(id)
 		return nil
@@ -627,7 +601,7 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 				if byRecord && len(labels) == 1 {
 					out = append(out, p.sandbox(mi, map[string]string{agentenv.LabelRecord: mi.Name}, &f))
 				}
-			case matches(f.labels, labels):
+			case agentenv.MatchLabels(f.labels, labels):
 				out = append(out, p.sandbox(mi, f.labels, &f))
 			}
 		}()
@@ -638,15 +612,6 @@ func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agente
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
-}
-
-func matches(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
 
 // exec runs req in machine name and returns its outcome; HTTP 200 with a non-zero exitCode is
@@ -697,7 +662,7 @@ func (p *Provider) put(ctx context.Context, name, path string, r io.Reader) erro
 	}
 	defer resp.Body.Close()
 	var ur uploadResponse
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&ur); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, cloudapi.MaxAnswer)).Decode(&ur); err != nil {
 		return fmt.Errorf("upload %s: decode answer: %w", path, err)
 	}
 	if ur.Size != cr.n {
@@ -725,7 +690,7 @@ var missingFile = regexp.MustCompile(`(?i)no such file|not found`)
 // it) is ErrNotFound.
 func (p *Provider) get(ctx context.Context, name, path string) ([]byte, error) {
 	resp, err := p.do(ctx, http.MethodGet, filePath(name, path), nil, "")
-	var ae *apiError
+	var ae *apierr.Error
 	if errors.As(err, &ae) && ae.Status == http.StatusInternalServerError && missingFile.MatchString(ae.Message) {
 		return nil, fmt.Errorf("%s: %w: %w", path, agentenv.ErrNotFound, err)
 	}

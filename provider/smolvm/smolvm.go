@@ -38,9 +38,7 @@
 package smolvm
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +55,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 )
 
 // Defaults for the zero values of Config.
@@ -117,7 +116,8 @@ type Config struct {
 type Provider struct {
 	cfg  Config
 	log  *slog.Logger
-	http *http.Client
+	api  *cloudapi.Client // no key: smolvm's local API has no authentication
+	rel  cloudapi.Releaser
 	base string // the API's base URL, http://unix/api/v1 for a socket
 
 	mu     sync.Mutex
@@ -201,8 +201,11 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{cfg: cfg, log: logger.With("provider", cfg.Name), http: hc, base: base + "/api/v1",
-		locks: map[string]*sync.Mutex{}, picked: map[int]bool{}}, nil
+	p := &Provider{cfg: cfg, log: logger.With("provider", cfg.Name), base: base + "/api/v1",
+		api:   &cloudapi.Client{Name: cfg.Name, HTTP: hc},
+		locks: map[string]*sync.Mutex{}, picked: map[int]bool{}}
+	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	return p, nil
 }
 
 // unixClient returns a copy of hc that dials the Unix socket sock for every request.
@@ -237,103 +240,40 @@ var machineName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9_]|-[A-Za-z0-9_])
 // validName reports whether name is a machine name smolvm accepts.
 func validName(name string) bool { return len(name) <= 128 && machineName.MatchString(name) }
 
-// apiError is a non-2xx answer; smolvm answers {"error": "...", "code": "NOT_FOUND"}.
-type apiError = apierr.Error
-
-// maxAnswer bounds an answer read into memory (a file read is bounded by maxFile).
-const maxAnswer = 16 << 20
-
-// do sends one request and returns the 2xx answer's body open (the caller closes it); a
-// non-2xx answer is an *apiError with smolvm's code in its message, and a server that cannot
-// be reached (nothing sent) is ErrInvalid and ErrUnavailable naming the URL and its setting.
+// do sends one request to the API path and returns the 2xx answer's body open (the caller
+// closes it); a non-2xx answer is an *apierr.Error with smolvm's code in its message (its
+// {"error", "code"}), and a server that cannot be reached (nothing sent) is ErrInvalid and
+// ErrUnavailable naming the URL and its setting.
 func (p *Provider) do(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, p.base+path, body)
-	if err != nil {
-		return nil, fmt.Errorf("request: %w", err)
-	}
-	req.Header.Set("Accept", "application/json")
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := p.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var oe *net.OpError
-		if errors.As(err, &oe) && oe.Op == "dial" {
-			// Nothing was sent, so nothing was made: a configuration to fix (ErrInvalid), and a
-			// provider a chain moves on from (ErrUnavailable).
-			return nil, fmt.Errorf("no smolvm server answers at %s (start one with `smolvm serve start`, or set %s): %w: %w: %w", p.cfg.URL, p.cfg.URLHint, agentenv.ErrInvalid, agentenv.ErrUnavailable, err)
-		}
-		return nil, err
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	ae := &apiError{Status: resp.StatusCode}
-	var pe struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-	}
-	if json.Unmarshal(b, &pe) == nil && pe.Error != "" {
-		ae.Message = pe.Error
-		if pe.Code != "" {
-			ae.Message += " (" + pe.Code + ")"
-		}
-	} else {
-		ae.Message = strings.TrimSpace(string(b[:min(len(b), 300)]))
-	}
-	return nil, ae
+	resp, err := p.api.Do(ctx, method, p.base+path, body, contentType)
+	return resp, p.unreached(ctx, err)
 }
 
-// call sends a JSON request (in may be nil) and decodes a 2xx JSON answer into out (if not nil).
+// call sends a JSON request (in may be nil) to the API path and decodes a 2xx JSON answer into
+// out (if not nil), with do's errors.
 func (p *Provider) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	ct := ""
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
-		}
-		body, ct = bytes.NewReader(b), "application/json"
-	}
-	resp, err := p.do(ctx, method, path, body, ct)
-	if err != nil {
+	_, err := p.api.JSON(ctx, method, p.base+path, in, out)
+	return p.unreached(ctx, err)
+}
+
+// unreached makes err, when the server could not be dialled, say so, naming the URL and its
+// setting: ErrInvalid (nothing was sent, so nothing made) and ErrUnavailable (a chain moves on).
+func (p *Provider) unreached(ctx context.Context, err error) error {
+	var oe *net.OpError
+	if err == nil || ctx.Err() != nil || !errors.As(err, &oe) || oe.Op != "dial" {
 		return err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
-		return fmt.Errorf("%s: read answer: %w", method, err)
-	}
-	if out != nil && len(bytes.TrimSpace(b)) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s: decode answer: %w", method, err)
-		}
-	}
-	return nil
+	return fmt.Errorf("no smolvm server answers at %s (start one with `smolvm serve start`, or set %s): %w: %w: %w",
+		p.cfg.URL, p.cfg.URLHint, agentenv.ErrInvalid, agentenv.ErrUnavailable, err)
 }
 
 // kind maps an HTTP outcome to an agentenv error kind (see apierr.Kind); smolvm's 408 (a
 // request that timed out in the server) is ErrUnavailable too.
 func kind(err error) error {
-	var ae *apiError
-	if errors.As(err, &ae) && ae.Status == http.StatusRequestTimeout {
+	if apierr.Status(err) == http.StatusRequestTimeout {
 		return fmt.Errorf("%w: %w", agentenv.ErrUnavailable, err)
 	}
 	return apierr.Kind(err)
-}
-
-// status returns the HTTP status of an *apiError in err's chain, 0 if none.
-func status(err error) int {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return ae.Status
-	}
-	return 0
 }
 
 // machinePath is the route of machine name, with suffix (such as "/exec") appended.

@@ -248,13 +248,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	} else if err != nil {
 		return fmt.Errorf("smol_vm: remove %s from %s: %w", name, vm, err)
 	}
-	res, err := vmShell{p, vm}.Run(ctx, vmdocker.RemoveScript(name))
-	switch {
-	case errors.Is(err, agentenv.ErrGone):
-		return nil
-	case err == nil:
-		err = vmdocker.Removed(res.ExitCode, res.Stderr)
-	}
+	err := vmdocker.Remove(ctx, vmShell{p, vm}, name)
 	if err != nil {
 		return fmt.Errorf("smol_vm: remove %s from %s: %w", name, vm, err)
 	}
