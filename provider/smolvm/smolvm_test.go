@@ -24,14 +24,7 @@ import (
 // emulator starts the smolvm emulator, failing the test if a machine is left at the end.
 func emulator(t *testing.T) *smolvmemu.Server {
 	t.Helper()
-	emu := smolvmemu.Start()
-	t.Cleanup(func() {
-		if left := emu.Running(); len(left) != 0 {
-			t.Errorf("the emulator still holds machines %v", left)
-		}
-		emu.Close()
-	})
-	return emu
+	return providertest.CloseAtEnd(t, smolvmemu.Start())
 }
 
 // newProvider returns a provider pointed at emu; cfg's zero fields get test values.
@@ -182,7 +175,7 @@ func TestAnUploadBeforeTheWorkloadRunsIsLost(t *testing.T) {
 
 	// Uploads stay lost a while after execs answer: the labels are written again until they
 	// read back.
-	emu.UploadLag = 300 * time.Millisecond
+	emu.UploadLag = time.Second
 	p := newProvider(t, emu, smolvm.Config{}, nil)
 	sb, err := p.Create(t.Context(), spec("sb-late"))
 	if err != nil {

@@ -37,6 +37,9 @@
 // (background execs detached), files are written and read in it, its published ports are
 // forwarded over TCP to the VM's guest ports while it runs, and its delete removes the VM.
 //
+// The HTTP plumbing (routes and counts, faults, the VMs by machine name) is internal/emuapi's, as
+// every cloud emulator's; smolvm's API has no authentication, so every request is let through.
+//
 // It misbehaves on demand: SetCreateFault (a create answered after the client gave up while the
 // machine exists, one that hangs, one refused with a status such as 429 or 503, one whose answer
 // is lost), SetKillFault (deletes failing N times) and SetPortTaken (starts finding a published
@@ -52,7 +55,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path"
 	"regexp"
 	"slices"
@@ -62,14 +64,11 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/emuapi"
 	"github.com/agentenv/agentenv/internal/emufault"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
-
-// vmStartBound bounds the start of a VM the emulator makes on a machine's start.
-const vmStartBound = 3 * time.Minute
 
 // CreateFault makes POST /api/v1/machines misbehave (see emufault.Create).
 type CreateFault = emufault.Create
@@ -100,8 +99,7 @@ type Machine struct {
 
 // Server is the emulator. Its methods are safe for concurrent use.
 type Server struct {
-	ts     *httptest.Server
-	closed chan struct{}
+	*emuapi.Base // URL, Calls, SetCreateFault, SetKillFault, VMErrors; the VMs by machine name
 
 	// WorkloadDelay is how long after a start a machine's workload comes up (the gap both traps
 	// live in); ExitAfter how long a workload whose command exits runs. Set them before the
@@ -116,11 +114,8 @@ type Server struct {
 	backend  VMBackend
 	machines map[string]*machine
 	made     []string
-	faults   emufault.Faults
-	calls    map[string]int
 	taken    int // starts to come that find a published port taken
 	commands []Command
-	vms      emuvm.Reaper
 }
 
 type machine struct {
@@ -129,7 +124,6 @@ type machine struct {
 	upAt    time.Time // when the workload (or guest agent) comes up after the last start
 	exitAt  time.Time // zero: the workload does not exit
 	files   map[string][]byte
-	vm      emuvm.Machine
 	ports   []net.Listener
 }
 
@@ -145,49 +139,38 @@ func Start() *Server {
 // StartOn runs an emulator on l (a Unix socket's listener, say) until Close.
 func StartOn(l net.Listener) *Server {
 	s := &Server{
-		closed: make(chan struct{}), WorkloadDelay: 50 * time.Millisecond, ExitAfter: 50 * time.Millisecond,
-		machines: map[string]*machine{}, calls: map[string]int{},
+		// smolvm's local API has no authentication: every request is let through.
+		Base:          emuapi.New(func(*http.Request) bool { return true }, nil),
+		WorkloadDelay: 50 * time.Millisecond, ExitAfter: 50 * time.Millisecond,
+		machines: map[string]*machine{},
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": "smolvmemu"})
+	s.Open("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		emuapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": "smolvmemu"})
 	})
-	mux.HandleFunc("POST /api/v1/machines", s.count("create", s.create))
-	mux.HandleFunc("GET /api/v1/machines", s.count("list", s.list))
-	mux.HandleFunc("GET /api/v1/machines/{name}", s.count("get", s.get))
-	mux.HandleFunc("DELETE /api/v1/machines/{name}", s.count("delete", s.delete))
-	mux.HandleFunc("POST /api/v1/machines/{name}/start", s.count("start", s.start))
-	mux.HandleFunc("POST /api/v1/machines/{name}/stop", s.count("stop", s.stop))
-	mux.HandleFunc("POST /api/v1/machines/{name}/exec", s.count("exec", s.exec))
-	mux.HandleFunc("PUT /api/v1/machines/{name}/files/{path...}", s.count("upload", s.upload))
-	mux.HandleFunc("GET /api/v1/machines/{name}/files/{path...}", s.count("download", s.download))
-	s.ts = httptest.NewUnstartedServer(mux)
-	s.ts.Listener.Close()
-	s.ts.Listener = l
-	s.ts.Start()
+	s.Handle("POST /api/v1/machines", "create", s.create)
+	s.Handle("GET /api/v1/machines", "list", s.list)
+	s.Handle("GET /api/v1/machines/{name}", "get", s.get)
+	s.Handle("DELETE /api/v1/machines/{name}", "delete", s.delete)
+	s.Handle("POST /api/v1/machines/{name}/start", "start", s.start)
+	s.Handle("POST /api/v1/machines/{name}/stop", "stop", s.stop)
+	s.Handle("POST /api/v1/machines/{name}/exec", "exec", s.exec)
+	s.Handle("PUT /api/v1/machines/{name}/files/{path...}", "upload", s.upload)
+	s.Handle("GET /api/v1/machines/{name}/files/{path...}", "download", s.download)
+	s.ServeOn(l)
 	return s
 }
-
-// URL is the server's base URL (http://127.0.0.1:PORT; for a Unix socket, the socket serves it).
-func (s *Server) URL() string { return s.ts.URL }
 
 // Close releases requests held by faults, deletes every machine (their VMs removed) and stops
 // the server.
 func (s *Server) Close() {
-	close(s.closed)
-	s.mu.Lock()
-	var all []*machine
-	for _, m := range s.machines {
-		s.halt(m)
-		all = append(all, m)
-	}
-	s.machines = map[string]*machine{}
-	s.mu.Unlock()
-	s.ts.Close()
-	for _, m := range all {
-		s.removeVM(m)
-	}
-	s.vms.Wait()
+	s.Base.Close(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, m := range s.machines {
+			s.halt(m)
+		}
+		s.machines = map[string]*machine{}
+	})
 }
 
 // SetVMBackend backs every machine with no image started from now on with a VM of b.
@@ -197,27 +180,12 @@ func (s *Server) SetVMBackend(b VMBackend) {
 	s.backend = b
 }
 
-// SetCreateFault makes the next creates misbehave as f says; nil clears it.
-func (s *Server) SetCreateFault(f *CreateFault) { s.faults.SetCreate(f) }
-
-// SetKillFault makes the next times deletes (every one if times is 0) fail with HTTP status code
-// and leave the machine; code 0 clears it.
-func (s *Server) SetKillFault(code, times int) { s.faults.SetKill(code, times) }
-
 // SetPortTaken makes the next times starts of a machine that publishes ports find one taken by
 // another process (409 PORT_IN_USE), as a port picked free can be taken before the start binds it.
 func (s *Server) SetPortTaken(times int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.taken = times
-}
-
-// Calls returns how many requests of op (create, list, get, delete, start, stop, exec, upload,
-// download) arrived.
-func (s *Server) Calls(op string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[op]
 }
 
 // Running returns the names of the machines that exist (made and not deleted: a machine
@@ -273,27 +241,9 @@ func (s *Server) Expire(name string) {
 	s.exit(m, 137)
 }
 
-// VMErrors returns the errors of VM removals so far (a test asserts there are none).
-func (s *Server) VMErrors() []error { return s.vms.Errors() }
-
-func (s *Server) count(op string, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.calls[op]++
-		s.mu.Unlock()
-		h(w, r)
-	}
-}
-
 // apiError writes smolvm's ApiErrorResponse.
 func apiError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg, "code": code})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	emuapi.WriteJSON(w, status, map[string]string{"error": msg, "code": code})
 }
 
 // decode reads a JSON body into v, refusing unknown fields with 422 as smolvm's axum server does.
@@ -369,7 +319,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	name := *req.Name
 	s.mu.Lock()
 	_, taken := s.machines[name]
-	f := s.faults.TakeCreate()
+	f := s.TakeCreate()
 	s.mu.Unlock()
 	switch {
 	case taken:
@@ -379,7 +329,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		apiError(w, f.Status, strings.ToUpper(strings.ReplaceAll(http.StatusText(f.Status), " ", "_")), f.Message)
 		return
 	}
-	if !f.Hold(s.closed) {
+	if !f.Hold(s.Closed()) {
 		return
 	}
 	m := &machine{Machine: Machine{Name: name, State: "created", Image: image, Entrypoint: req.Entrypoint, Cmd: req.Cmd, Env: map[string]string{}},
@@ -404,8 +354,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		emufault.DropAnswer(w)
 		return
 	}
-	f.Linger(s.closed)
-	writeJSON(w, http.StatusOK, info)
+	f.Linger(s.Closed())
+	emuapi.WriteJSON(w, http.StatusOK, info)
 }
 
 // info is MachineInfo. Call with s.mu held.
@@ -482,7 +432,7 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
 		out = append(out, s.info(s.machines[name]))
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"machines": out})
+	emuapi.WriteJSON(w, http.StatusOK, map[string]any{"machines": out})
 }
 
 // lookup returns machine name, or answers 404 as smolvm does. Call without s.mu.
@@ -504,12 +454,12 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	info := s.info(m)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, info)
+	emuapi.WriteJSON(w, http.StatusOK, info)
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if code := s.faults.TakeKill(); code != 0 {
+	if code := s.TakeKill(); code != 0 {
 		apiError(w, code, "INTERNAL_ERROR", fmt.Sprintf("machine '%s' process is still alive after shutdown; not removing", name))
 		return
 	}
@@ -524,8 +474,8 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("machine '%s' not found", name))
 		return
 	}
-	s.removeVM(m)
-	writeJSON(w, http.StatusOK, map[string]string{"deleted": name})
+	s.RemoveVM(name)
+	emuapi.WriteJSON(w, http.StatusOK, map[string]string{"deleted": name})
 }
 
 // halt stops m's workload and closes its ports. Call with s.mu held.
@@ -544,17 +494,6 @@ func (s *Server) closePorts(m *machine) {
 	m.ports = nil
 }
 
-// removeVM removes m's VM, if it has one, and waits for it. Call without s.mu.
-func (s *Server) removeVM(m *machine) {
-	s.mu.Lock()
-	vm := m.vm
-	m.vm = nil
-	s.mu.Unlock()
-	if vm != nil {
-		s.vms.Remove(m.Name, vm)
-	}
-}
-
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	m, ok := s.started(w, r)
 	if !ok {
@@ -563,7 +502,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	info := s.info(m)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, info)
+	emuapi.WriteJSON(w, http.StatusOK, info)
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
@@ -575,7 +514,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	s.halt(m)
 	info := s.info(m)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, info)
+	emuapi.WriteJSON(w, http.StatusOK, info)
 }
 
 // started returns the machine r names, started unless it ran (as smolvm's ensure_running does
@@ -585,7 +524,7 @@ func (s *Server) started(w http.ResponseWriter, r *http.Request) (*machine, bool
 	if !ok {
 		return nil, false
 	}
-	if status, code, msg := s.ensureRunning(r.Context(), m); status != 0 {
+	if status, code, msg := s.ensureRunning(r, m); status != 0 {
 		apiError(w, status, code, msg)
 		return nil, false
 	}
@@ -595,29 +534,27 @@ func (s *Server) started(w http.ResponseWriter, r *http.Request) (*machine, bool
 // ensureRunning starts m unless it runs, as smolvm's start (and its exec and files routes) do:
 // its VM (with a backend and no image) on its first start, then its published ports. It
 // returns the error answer's status, code and message, or 0.
-func (s *Server) ensureRunning(ctx context.Context, m *machine) (int, string, string) {
+func (s *Server) ensureRunning(r *http.Request, m *machine) (int, string, string) {
 	s.mu.Lock()
 	if m.State == "running" {
 		s.mu.Unlock()
 		return 0, "", ""
 	}
-	backend, vm := s.backend, m.vm
+	backend := s.backend
 	s.mu.Unlock()
-	if backend != nil && m.Image == "" && vm == nil {
-		cctx, cancel := cleanup.Detached(ctx, vmStartBound)
-		v, err := backend.StartVM(cctx, "smolemu-"+m.Name, map[string]string{agentenv.LabelRecord: m.Name})
-		cancel()
+	if _, has := s.VM(m.Name); backend != nil && m.Image == "" && !has {
+		v, err := s.StartVM(r, backend, "smolemu-"+m.Name, map[string]string{agentenv.LabelRecord: m.Name})
 		if err != nil {
 			return http.StatusInternalServerError, "INTERNAL_ERROR", "failed to start machine: " + err.Error()
 		}
+		s.SetVM(m.Name, v)
 		s.mu.Lock()
-		if s.machines[m.Name] != m { // deleted meanwhile
-			s.mu.Unlock()
-			s.vms.Remove(m.Name, v)
+		gone := s.machines[m.Name] != m
+		s.mu.Unlock()
+		if gone { // deleted while its VM started
+			s.RemoveVM(m.Name)
 			return http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("machine '%s' not found", m.Name)
 		}
-		m.vm = v
-		s.mu.Unlock()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -653,10 +590,8 @@ func (s *Server) ensureRunning(ctx context.Context, m *machine) (int, string, st
 // serve answers connections to a published port of m: forwarded to guest on its VM, else (a
 // machine in memory) HTTP 200 "ok".
 func (s *Server) serve(m *machine, l net.Listener, guest int) {
-	s.mu.Lock()
-	vm := m.vm
-	s.mu.Unlock()
-	if vm == nil {
+	vm, ok := s.VM(m.Name)
+	if !ok {
 		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }),
 			ReadHeaderTimeout: 10 * time.Second}
 		srv.Serve(l)
@@ -722,10 +657,11 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.commands = append(s.commands, Command{Machine: m.Name, Argv: slices.Clone(req.Command), Background: req.Background})
-	up, vm := s.up(m), m.vm
+	up := s.up(m)
 	s.mu.Unlock()
+	vm, _ := s.VM(m.Name)
 	answer := func(code int, stdout, stderr []byte) {
-		writeJSON(w, http.StatusOK, map[string]any{"exitCode": code, "stdout": string(stdout), "stderr": string(stderr),
+		emuapi.WriteJSON(w, http.StatusOK, map[string]any{"exitCode": code, "stdout": string(stdout), "stderr": string(stderr),
 			"stdoutB64": stdout, "stderrB64": stderr})
 	}
 	if !up {
@@ -798,8 +734,9 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	p := guestPath(r)
 	s.mu.Lock()
-	up, vm := s.filesUp(m), m.vm
+	up := s.filesUp(m)
 	s.mu.Unlock()
+	vm, _ := s.VM(m.Name)
 	var n int64
 	var err error
 	switch {
@@ -829,7 +766,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusInternalServerError, "INTERNAL_ERROR", fmt.Sprintf("failed to write %s: %v", p, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"path": p, "size": n})
+	emuapi.WriteJSON(w, http.StatusOK, map[string]any{"path": p, "size": n})
 }
 
 // counter counts what it reads.
@@ -851,9 +788,10 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	}
 	p := guestPath(r)
 	s.mu.Lock()
-	up, vm := s.filesUp(m), m.vm
+	up := s.filesUp(m)
 	data, have := m.files[p]
 	s.mu.Unlock()
+	vm, _ := s.VM(m.Name)
 	missing := func() {
 		apiError(w, http.StatusInternalServerError, "INTERNAL_ERROR", fmt.Sprintf("failed to read %s in the workload container: No such file or directory (os error 2)", p))
 	}
