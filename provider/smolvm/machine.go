@@ -158,7 +158,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 		Env: envList(spec.Env), Workdir: spec.WorkDir, Network: true,
 		CPUs: int(math.Ceil(spec.CPUs)), MemoryMB: spec.Memory >> 20, Restart: &restartSpec{Policy: "never"},
 	}
-	labels := p.labelsOf(spec)
+	labels := spec.LabelsWithExpiry()
 	labels[labelMode] = modeBare
 	mi, err := p.create(ctx, req, spec.Ports, labels, nil)
 	if err != nil {
@@ -226,18 +226,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// labelsOf returns spec's labels with the expiry, a fresh map.
-func (p *Provider) labelsOf(spec agentenv.SandboxSpec) map[string]string {
-	labels := maps.Clone(spec.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	if _, ok := labels[agentenv.LabelExpires]; !ok && !spec.Expires.IsZero() {
-		labels[agentenv.LabelExpires] = spec.Expires.UTC().Format(time.RFC3339)
-	}
-	return labels
 }
 
 // check validates spec before anything is sent.

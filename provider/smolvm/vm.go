@@ -69,7 +69,7 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 		mem = spec.Memory >> 20
 	}
 	req := createRequest{Name: spec.Name, CPUs: cpus, MemoryMB: mem, StorageGB: p.cfg.VMStorageGB, Network: true}
-	labels := p.labelsOf(spec)
+	labels := spec.LabelsWithExpiry()
 	labels[labelMode] = modeVM
 	mi, err := p.create(ctx, req, guest, labels, func(ctx context.Context) error { return p.startDocker(ctx, spec.Name) })
 	if err != nil {
