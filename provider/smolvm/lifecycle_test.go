@@ -51,22 +51,29 @@ func (e kitEmulator) CreateLost(t *testing.T, record string) {
 	}
 }
 
-// TestGCCollectsAnExpiredMachine: smolvm machines have no lifetime of their own, so gc by the
-// expiry label is what bounds them. A machine whose expiry passed is collected whether this
-// ledger recorded it or not (another ledger's, read from the labels file in the machine).
-func TestGCCollectsAnExpiredMachine(t *testing.T) {
+// managed is a smol_vm provider on an emulator under a lifecycle manager with a SQLite ledger.
+func managed(t *testing.T) (*smolvmemu.Server, *smolvm.Provider, agentenv.Ledger, *lifecycle.Manager) {
+	t.Helper()
 	emu := emulator(t)
 	p := newProvider(t, emu, smolvm.Config{Image: "python:3.12-alpine"}, nil)
 	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer led.Close()
+	t.Cleanup(func() { led.Close() })
 	mgr, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: map[string]agentenv.Provider{"smol_vm": p}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mgr.Close()
+	t.Cleanup(mgr.Close)
+	return emu, p, led, mgr
+}
+
+// TestGCCollectsAnExpiredMachine: smolvm machines have no lifetime of their own, so gc by the
+// expiry label is what bounds them. A machine whose expiry passed is collected whether this
+// ledger recorded it or not (another ledger's, read from the labels file in the machine).
+func TestGCCollectsAnExpiredMachine(t *testing.T) {
+	emu, p, _, mgr := managed(t)
 	past := time.Now().Add(-time.Minute)
 	// Unrecorded: made by a process whose ledger this is not, expired a minute ago.
 	foreign := spec("sb-foreign")
@@ -103,18 +110,7 @@ func TestGCCollectsAnExpiredMachine(t *testing.T) {
 // its labels read, yet gc still finds it by name when its record is gone (a teardown that listed
 // by deployment missed it) and deletes it.
 func TestGCCollectsAStoppedMachineWhoseRecordIsGone(t *testing.T) {
-	emu := emulator(t)
-	p := newProvider(t, emu, smolvm.Config{Image: "python:3.12-alpine"}, nil)
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer led.Close()
-	mgr, err := lifecycle.New(lifecycle.Config{Ledger: led, Providers: map[string]agentenv.Provider{"smol_vm": p}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mgr.Close()
+	emu, _, led, mgr := managed(t)
 	rec, _, err := mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "smol_vm", ID: "sb-stopped", Spec: agentenv.SandboxSpec{Command: serve}})
 	if err != nil {
 		t.Fatal(err)
