@@ -1,7 +1,8 @@
 // Package smolvm is the agentenv provider smol_vm: smolvm machines (libkrun microVMs) through
 // the local HTTP API that `smolvm serve` serves (/api/v1/machines and, under a machine, start,
-// exec and files), written with net/http and no SDK from smolvm's own documentation
-// (docs/local-api, docs/docker-in-machine) and its server's request and answer types.
+// exec and files), through internal/cloudapi's client (with no key: the API has none) and no
+// SDK, written from smolvm's own documentation (docs/local-api, docs/docker-in-machine) and its
+// server's request and answer types.
 //
 // smolvm runs on this machine: its API has no authentication (whoever reaches the socket runs
 // machines), listens on a Unix socket by default ($XDG_RUNTIME_DIR/smolvm.sock, else
@@ -136,8 +137,8 @@ var (
 
 // New returns a Provider for cfg. It does no I/O: a server that cannot be reached fails each
 // call with ErrInvalid and ErrUnavailable naming the URL and its setting, before anything is
-// made, so that a chain moves on. A URL that is neither unix:// nor http(s):// is ErrInvalid. A nil logger
-// discards.
+// made, so that a chain moves on. A URL that is neither unix:// nor http(s):// is ErrInvalid.
+// A nil logger discards.
 func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.Name == "" {
 		cfg.Name = DefaultName
