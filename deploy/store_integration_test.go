@@ -7,12 +7,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
@@ -28,8 +31,9 @@ import (
 // state up` starts one), recorded under the rig's manager, and the store's provider over it.
 type storeRig struct {
 	*rig
-	store *deploy.Store
-	dsn   string
+	store     *deploy.Store
+	dsn       string
+	container string // the store's container
 }
 
 func newStoreRig(t *testing.T, wrap func(*docker.Provider) agentenv.Provider) *storeRig {
@@ -86,7 +90,17 @@ func newStoreRig(t *testing.T, wrap func(*docker.Provider) agentenv.Provider) *s
 	}
 	t.Cleanup(mgr.Close)
 	r.mgr, r.d = mgr, deploy.New(mgr, nil)
-	return &storeRig{rig: r, dsn: dsn, store: &deploy.Store{Provider: "state", DSN: dsn, Networks: []string{"docker"}}}
+	return &storeRig{rig: r, dsn: dsn, container: sb.ID, store: &deploy.Store{Provider: "state", DSN: dsn, Networks: []string{"docker"}}}
+}
+
+// networks returns the networks the store's container is on.
+func (s *storeRig) networks(t *testing.T) []string {
+	t.Helper()
+	res, err := s.dc.ContainerInspect(t.Context(), s.container, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Sorted(maps.Keys(res.Container.NetworkSettings.Networks))
 }
 
 func waitDB(t *testing.T, dsn string) {
@@ -192,6 +206,7 @@ func TestStoreDeployThenTeardown(t *testing.T) {
 			t.Errorf("left after teardown: %v", left)
 		}
 	}
+
 	left := s.databases(t, pgstore.DatabasePrefix+"servicedb-")
 	if len(left) != 0 {
 		t.Errorf("databases after teardown: %v, want none", left)
@@ -213,6 +228,49 @@ func TestStoreDeployThenTeardown(t *testing.T) {
 	if roles != 0 {
 		t.Errorf("%d login roles of dropped databases left", roles)
 	}
+}
+
+// TestStoreLeavesTheNetworkWithItsDatabase: the store's container joins a deployment's private
+// network with the database made for it, and leaves it when that database is dropped, while
+// the network still exists, rather than being pulled off by the network's removal: endpoint
+// changes of one container under way at once make Docker 20.10 leave stale endpoints that no
+// one can remove.
+func TestStoreLeavesTheNetworkWithItsDatabase(t *testing.T) {
+	t.Parallel()
+	s := newStoreRig(t, nil)
+	id := s.name()
+	netRec, net, err := s.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "docker", Kind: agentenv.KindNetwork, ID: lifecycle.NewID("net"), Deployment: id, Role: agentenv.RoleNetwork})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := func() bool {
+		return slices.Contains(s.networks(t), net.ID) || slices.Contains(s.networks(t), netRec.ID)
+	}
+	dbRec, _, err := s.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "state", Deployment: id, Role: agentenv.RoleServiceDB,
+		Spec: agentenv.SandboxSpec{Network: net.ID, Aliases: []string{"servicedb"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !on() {
+		t.Fatalf("the store's container is on %v, want network %s too", s.networks(t), net.ID)
+	}
+	assertReceiptClean(t, mustTeardown(t, s.mgr, dbRec), false)
+	if on() {
+		t.Errorf("after its database was dropped, the store's container is still on network %s", net.ID)
+	}
+	assertReceiptClean(t, mustTeardown(t, s.mgr, netRec), false)
+	if left := s.leftovers(id); len(left) != 0 {
+		t.Errorf("left: %v", left)
+	}
+}
+
+func mustTeardown(t *testing.T, mgr *lifecycle.Manager, recs ...agentenv.Record) agentenv.Receipt {
+	t.Helper()
+	rc, err := mgr.Teardown(context.Background(), recs)
+	if err != nil {
+		t.Fatalf("teardown: %v (%+v)", err, rc)
+	}
+	return rc
 }
 
 // TestStoreChainFirstMemberFailsKeepsOnlyTheWinnersDatabase fails the first chain member after

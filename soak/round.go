@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,7 +167,7 @@ func (s *soaker) inject(ctx context.Context, r *Round, kind Kind, c *child, w *w
 	time.Sleep(time.Duration(s.rnd.Int64N(int64(1500 * time.Millisecond))))
 	switch kind {
 	case Kill:
-		s.kill(ctx, r, w)
+		s.kill(ctx, r, w, c.exited, deadline)
 	case Interrupt:
 		c.signal(syscall.SIGINT)
 		r.Injected = append(r.Injected, fmt.Sprintf("SIGINT to the runner (pid %d) with %d episodes under way", c.cmd.Process.Pid, w.runningRuns()))
@@ -178,33 +177,61 @@ func (s *soaker) inject(ctx context.Context, r *Round, kind Kind, c *child, w *w
 	}
 }
 
-// kill removes or kills one running container of a random quarter of the episodes under way,
-// behind agentenv's back: even victims are killed (docker kill), odd ones removed (docker rm -f).
-func (s *soaker) kill(ctx context.Context, r *Round, w *watcher) {
-	byRun := w.running()
-	runs := slices.Sorted(maps.Keys(byRun))
-	s.rnd.Shuffle(len(runs), func(i, j int) { runs[i], runs[j] = runs[j], runs[i] })
-	runs = runs[:min(len(runs), max(1, s.cfg.Episodes/4))]
-	victims := make([]Resource, 0, len(runs))
-	for _, run := range runs {
-		cs := byRun[run]
-		victims = append(victims, cs[s.rnd.IntN(len(cs))])
-	}
-	for i, v := range victims {
-		cctx, cancel := cleanup.Context(ctx, engineTimeout)
-		verb, err := "killed", error(nil)
-		if i%2 == 0 {
-			err = s.cfg.Engine.Kill(cctx, v.ID)
-		} else {
-			verb, err = "removed", s.cfg.Engine.Remove(cctx, v.ID)
+// kill removes or kills one running container of a quarter of the episodes, behind agentenv's
+// back: even victims are killed (docker kill), odd ones removed (docker rm -f). Under admission
+// control only a few episodes are under way at once, and with a state store each lasts seconds,
+// so it goes on through the round, from a fresh listing each time, until a quarter of the
+// episodes have lost a container or the runner exits: a container that ended before the kill
+// reached it is a miss, not a hit, and the next victim is drawn.
+func (s *soaker) kill(ctx context.Context, r *Round, w *watcher, exited <-chan struct{}, deadline time.Time) {
+	want := max(1, s.cfg.Episodes/4)
+	hit := map[string]bool{}
+	misses := 0
+	for len(hit) < want {
+		w.poll()
+		var runs []string
+		byRun := w.running()
+		for run := range byRun {
+			if !hit[run] {
+				runs = append(runs, run)
+			}
 		}
-		cancel()
-		if err != nil {
-			r.Injected = append(r.Injected, fmt.Sprintf("could not kill %s of run %s: %v", v.Name, v.Labels[agentenv.LabelRun], err))
+		slices.Sort(runs)
+		if len(runs) > 0 {
+			run := runs[s.rnd.IntN(len(runs))]
+			cs := byRun[run]
+			v := cs[s.rnd.IntN(len(cs))]
+			cctx, cancel := cleanup.Context(ctx, engineTimeout)
+			verb, err := "killed", error(nil)
+			if len(hit)%2 == 0 {
+				err = s.cfg.Engine.Kill(cctx, v.ID)
+			} else {
+				verb, err = "removed", s.cfg.Engine.Remove(cctx, v.ID)
+			}
+			cancel()
+			if err != nil {
+				misses++
+			} else {
+				hit[run] = true
+				r.Hit = append(r.Hit, run)
+				r.Injected = append(r.Injected, fmt.Sprintf("%s container %s (%s) of run %s", verb, v.Name, v.Labels[agentenv.LabelRole], run))
+			}
+		}
+		// Spread the kills over the round.
+		select {
+		case <-exited:
+		case <-ctx.Done():
+		case <-time.After(time.Until(deadline)):
+		case <-time.After(time.Duration(s.rnd.Int64N(int64(500 * time.Millisecond)))):
 			continue
 		}
-		r.Hit = append(r.Hit, v.Labels[agentenv.LabelRun])
-		r.Injected = append(r.Injected, fmt.Sprintf("%s container %s (%s) of run %s", verb, v.Name, v.Labels[agentenv.LabelRole], v.Labels[agentenv.LabelRun]))
+		break
+	}
+	if misses > 0 {
+		r.Injected = append(r.Injected, fmt.Sprintf("%d victims had ended before the kill reached them; others were drawn", misses))
+	}
+	if len(hit) < want {
+		r.Injected = append(r.Injected, fmt.Sprintf("%d of the %d episodes meant to lose a container did: the runner exited first", len(hit), want))
 	}
 }
 

@@ -26,6 +26,7 @@ var providerTable = []struct {
 	{stateProvider, newStateStore},
 	{"tensorlake", newTensorlake},
 	{"smol_vm", newSmolVM},
+	{"vercel", newVercel},
 }
 
 func newDocker(a *app) (agentenv.Provider, error) {

@@ -5,6 +5,11 @@
 // a stack publishes, and parses what they print; Upload aside, it does no I/O. The label that
 // remembers where a VM's ports are published (FormatSlots) is docker_vm's too.
 //
+// A provider that reaches its VMs only through its cloud's API gives a Shell (a root shell and a
+// file upload) and gets the rest over it: Start, Remove, and, as a Host, RunIn (a container
+// started and its ports published), ExecIn (a command with its stdin as a file) and AwaitEngine
+// (the wait for a VM's engine).
+//
 // Every container it starts joins the stack's network (Network, or the spec's own Network) under its name and aliases,
 // runs with every capability dropped but the spec's CapAdd, with no-new-privileges, and with the
 // spec's memory and CPU limits. An image the VM's engine does not have is never pulled: the

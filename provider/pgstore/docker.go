@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,6 +28,11 @@ type DockerAttacher struct {
 
 	mu        sync.Mutex
 	container string
+	// ops lets one connect or disconnect of the store's container run at a time: the container
+	// joins and leaves the network of every deployment, and Docker 20.10 leaves a stale endpoint
+	// behind (a network that no one can remove until dockerd restarts) when one container's
+	// endpoints change concurrently.
+	ops sync.Mutex
 }
 
 // NewDockerAttacher returns an Attacher for the store container publishing port on the engine
@@ -73,12 +79,33 @@ func (a *DockerAttacher) Attach(ctx context.Context, networkID string, aliases [
 	if err != nil {
 		return err
 	}
+	a.ops.Lock()
+	defer a.ops.Unlock()
 	_, err = a.cli.NetworkConnect(ctx, networkID, client.NetworkConnectOptions{
 		Container:      id,
 		EndpointConfig: &network.EndpointSettings{Aliases: aliases},
 	})
 	if err != nil && !strings.Contains(err.Error(), "already exists") {
 		return fmt.Errorf("connect %s to %s: %w", id, networkID, engine.Kind(a.host, err))
+	}
+	return nil
+}
+
+// Detach disconnects the store's container from network; a container not on it, a network
+// that is gone, or no store container at all, is no error.
+func (a *DockerAttacher) Detach(ctx context.Context, networkID string) error {
+	id, err := a.Find(ctx)
+	if errors.Is(err, agentenv.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	a.ops.Lock()
+	defer a.ops.Unlock()
+	_, err = a.cli.NetworkDisconnect(ctx, networkID, client.NetworkDisconnectOptions{Container: id})
+	if err != nil && !engine.IsGone(err) && !strings.Contains(err.Error(), "is not connected") {
+		return fmt.Errorf("disconnect %s from %s: %w", id, networkID, engine.Kind(a.host, err))
 	}
 	return nil
 }

@@ -48,6 +48,9 @@ type Attacher interface {
 	// Attach connects the server to network (a provider's network id) under aliases. Attaching
 	// to a network it is already on is no error.
 	Attach(ctx context.Context, network string, aliases []string) error
+	// Detach disconnects the server from network. A server not on it, or a network that is
+	// gone, is no error.
+	Detach(ctx context.Context, network string) error
 }
 
 // Config configures the provider.
@@ -158,6 +161,9 @@ func RolePrefix(database string) string {
 type comment struct {
 	Agentenv map[string]string `json:"agentenv"`
 	Created  time.Time         `json:"created"`
+	// Network is the private network the server joined for the database (SandboxSpec.Network),
+	// which it leaves when the database is dropped.
+	Network string `json:"network,omitempty"`
 }
 
 // Create makes the database of spec.Name from the template spec.Image (DefaultTemplate if
@@ -182,7 +188,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	}
 	name := DatabaseName(spec.Name)
 	created := time.Now().UTC().Truncate(time.Second)
-	text, err := json.Marshal(comment{Agentenv: spec.Labels, Created: created})
+	text, err := json.Marshal(comment{Agentenv: spec.Labels, Created: created, Network: spec.Network})
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("pgstore: create %s: %w", spec.Name, err)
 	}
@@ -194,6 +200,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 			if derr := p.drop(cctx, name); derr != nil {
 				p.log.Warn("pgstore: undo a failed create; gc will find the database", "database", name, "err", derr)
 			}
+			p.detach(cctx, name, spec.Network)
 		}
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w (%w)", cerr, err)
@@ -268,10 +275,50 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 		// Not one of ours: nothing of ours to drop, and a user's database is never touched.
 		return nil
 	}
+	network, err := p.network(ctx, id)
+	if err != nil {
+		return fmt.Errorf("pgstore: terminate %s: %w", id, err)
+	}
 	if err := p.drop(ctx, id); err != nil {
 		return fmt.Errorf("pgstore: terminate %s: %w", id, err)
 	}
+	p.detach(ctx, id, network)
 	return nil
+}
+
+// network returns the network the server joined for database name: "" if none, or if the
+// database is gone.
+func (p *Provider) network(ctx context.Context, name string) (string, error) {
+	if p.cfg.Attach == nil {
+		return "", nil
+	}
+	pool, err := p.db(ctx)
+	if err != nil {
+		return "", err
+	}
+	var text string
+	err = pool.QueryRow(ctx, `SELECT coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database WHERE datname = $1`, name).Scan(&text)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", mapErr(err)
+	}
+	var c comment
+	_ = json.Unmarshal([]byte(text), &c) // a database made before its comment joined no network
+	return c.Network, nil
+}
+
+// detach takes the server off the network it joined for database name, if any. A failure is
+// logged, not returned: the database is gone, and the network's own teardown disconnects
+// whatever is still on it.
+func (p *Provider) detach(ctx context.Context, name, network string) {
+	if network == "" || p.cfg.Attach == nil {
+		return
+	}
+	if err := p.cfg.Attach.Detach(ctx, network); err != nil {
+		p.log.Warn("pgstore: the store's server did not leave the network of a dropped database", "database", name, "network", network, "err", err)
+	}
 }
 
 func (p *Provider) drop(ctx context.Context, name string) error {
