@@ -104,7 +104,6 @@ type execRequest struct {
 	Command     []string `json:"command"`
 	Env         []envVar `json:"env,omitempty"`
 	TimeoutSecs int64    `json:"timeoutSecs,omitempty"`
-	Stdin       *string  `json:"stdin,omitempty"`
 	// Background runs the command detached and answers its PID at once: smolvm's way of
 	// running a daemon that outlives the request.
 	Background bool `json:"background,omitempty"`

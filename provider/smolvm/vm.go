@@ -1,9 +1,7 @@
 package smolvm
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
@@ -98,23 +93,11 @@ func (p *Provider) startDocker(ctx context.Context, vm string) error {
 			return fmt.Errorf("start dockerd: %w", err)
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, p.cfg.DockerWait)
-	defer cancel()
-	for {
-		res, err := p.exec(wctx, vm, execRequest{Command: []string{"docker", "info"}})
-		if err == nil && res.ExitCode == 0 {
-			return nil
-		}
-		if err != nil && wctx.Err() == nil && (errors.Is(err, agentenv.ErrNotFound) || errors.Is(err, agentenv.ErrUnavailable)) {
-			return fmt.Errorf("docker engine: %w", err)
-		}
-		select {
-		case <-wctx.Done():
-			log, _ := p.exec(ctx, vm, execRequest{Command: []string{"tail", "-n", "20", dockerLog}})
-			return fmt.Errorf("docker engine did not answer within %s (%s): %w", p.cfg.DockerWait, strings.TrimSpace(string(log.Stdout)), wctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
+	if err := vmdocker.AwaitEngine(ctx, vmShell{p, vm}, p.cfg.DockerWait); err != nil {
+		log, _ := p.exec(ctx, vm, execRequest{Command: []string{"tail", "-n", "20", dockerLog}})
+		return fmt.Errorf("%w (dockerd's log: %s)", err, strings.TrimSpace(string(log.Stdout)))
 	}
+	return nil
 }
 
 // vmInfo returns VM vm's machine and labels; a VM smolvm does not list, or that is not running,
@@ -160,58 +143,46 @@ func (p *Provider) slots(mi machineInfo) (map[int]int, []int) {
 }
 
 // RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with
-// `docker create` and `docker start` through smolvm's exec, on the stack's network under
-// spec.Name and spec.Aliases. Each of spec.Ports is published on a free slot of the VM (a guest
-// port smolvm published at create), chosen under a lock per VM, and reached at that slot's host
-// port. An image the VM lacks is uploaded from this host's Docker engine (Config.DockerHost)
-// through the files route, and one missing from both is ErrInvalid naming it (nothing is
-// pulled). spec.Files are packed in a tar, uploaded into the VM and copied into the container
-// before it starts. On error it removes the container it made.
+// `docker create` and `docker start` through smolvm's exec (vmdocker.RunIn), on the stack's
+// network under spec.Name and spec.Aliases. Each of spec.Ports is published on a free slot of
+// the VM (a guest port smolvm published at create), chosen and taken under a lock per VM, and
+// reached at that slot's host port. An image the VM lacks is uploaded from this host's Docker
+// engine (Config.DockerHost) through the files route, and one missing from both is ErrInvalid
+// naming it (nothing is pulled). spec.Files are packed in a tar, uploaded into the VM and
+// copied into the container before it starts. On error it removes the container it made.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	if !validName(spec.Name) || spec.Image == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
-	}
-	archive, err := vmdocker.Prepare(spec)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: run %s in %s: %w", spec.Name, vm, err)
 	}
 	mi, vmLabels, err := p.vmInfo(ctx, vm)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: run %s in %s: %w", spec.Name, vm, err)
 	}
-	labels := maps.Clone(vmLabels)
-	maps.Copy(labels, spec.Labels)
 	hostOf, pool := p.slots(mi)
-	sh := vmShell{p, vm}
-	st, err := func() (vmdocker.Started, error) {
-		// Slots are chosen and taken (by the container's start) under the VM's lock.
-		l := p.vmLock(vm)
-		l.Lock()
-		defer l.Unlock()
-		var slots map[int]int
-		if len(spec.Ports) > 0 {
-			res, err := sh.Run(ctx, vmdocker.UsedPortsScript)
-			if err != nil {
-				return vmdocker.Started{}, fmt.Errorf("list the stack's ports: %w", err)
-			}
-			if slots, err = vmdocker.PickSlots(pool, vmdocker.ParseUsedPorts(string(res.Stdout)), spec.Ports); err != nil {
-				return vmdocker.Started{}, err
-			}
+	h := p.host(vm, vmLabels)
+	h.URL = func(slot int) string { return net.JoinHostPort(p.cfg.PortHost, strconv.Itoa(hostOf[slot])) }
+	h.Slots = func(ctx context.Context, ports []int) (map[int]int, error) {
+		res, err := h.Shell.Run(ctx, vmdocker.UsedPortsScript)
+		if err != nil {
+			return nil, fmt.Errorf("list the stack's ports: %w", err)
 		}
-		run := vmdocker.Run{Spec: spec, Labels: labels, Slots: slots}
-		return vmdocker.Start(ctx, sh, run, archive, vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: imageHint}, p.log.With("vm", vm))
-	}()
+		return vmdocker.PickSlots(pool, vmdocker.ParseUsedPorts(string(res.Stdout)), ports)
+	}
+	// Slots are chosen and taken (by the container's start) under the VM's lock.
+	l := p.vmLock(vm)
+	l.Lock()
+	defer l.Unlock()
+	sb, err := vmdocker.RunIn(ctx, h, p.cfg.Name, spec)
 	if err != nil {
-		cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-		defer cancel()
-		if rerr := p.RemoveFromVM(cctx, vm, spec.Name); rerr != nil {
-			p.log.Warn("remove a container that failed to start; it goes with the vm", "vm", vm, "container", spec.Name, "err", rerr)
-		}
 		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: run %s in %s: %w", spec.Name, vm, err)
 	}
-	return vmdocker.Sandbox(st, spec, p.cfg.Name, labels, func(slot int) string {
-		return net.JoinHostPort(p.cfg.PortHost, strconv.Itoa(hostOf[slot]))
-	}), nil
+	return sb, nil
+}
+
+// host is VM vm, labelled labels, as vmdocker drives it.
+func (p *Provider) host(vm string, labels map[string]string) vmdocker.Host {
+	return vmdocker.Host{Shell: vmShell{p, vm}, Labels: labels, Cleanup: p.cfg.RequestTimeout, Log: p.log.With("vm", vm),
+		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: imageHint}}
 }
 
 // imageHint says, in a missing image's error, where smol_vm gets its images.
@@ -255,10 +226,10 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	return nil
 }
 
-// ExecInVM implements agentenv.VMExecer with `docker exec` through smolvm's exec. stdin goes in
-// the exec request (smolvm's stdin field is text) when it is UTF-8, else it is uploaded to a
-// file in the VM first and removed afterwards. A container that does not exist is ErrNotFound;
-// a VM that is gone, ErrGone.
+// ExecInVM implements agentenv.VMExecer with `docker exec` through smolvm's exec
+// (vmdocker.ExecIn); stdin is written to a file in the VM first (byte-exact, which smolvm's
+// text stdin field is not) and removed afterwards. A container that does not exist is
+// ErrNotFound; a VM that is gone, ErrGone.
 func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
 	if !validName(name) || len(argv) == 0 {
 		return agentenv.ExecResult{}, fmt.Errorf("smol_vm: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
@@ -266,36 +237,9 @@ func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string,
 	if _, _, err := p.vmInfo(ctx, vm); err != nil {
 		return agentenv.ExecResult{}, fmt.Errorf("smol_vm: exec in %s of %s: %w", vm, name, err)
 	}
-	req := execRequest{Command: []string{"/bin/sh", "-c", vmdocker.ExecScript(name, argv, env, "")}}
-	switch {
-	case stdin == nil:
-	case utf8.Valid(stdin):
-		in := string(stdin)
-		req.Stdin = &in
-		req.Command[2] = vmdocker.ExecScript(name, argv, env, "/dev/stdin")
-	default:
-		file := "/tmp/agentenv-stdin-" + rand.Text()
-		if err := p.put(ctx, vm, file, bytes.NewReader(stdin)); err != nil {
-			return agentenv.ExecResult{}, fmt.Errorf("smol_vm: exec in %s of %s: stdin: %w", vm, name, err)
-		}
-		defer func() {
-			cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-			defer cancel()
-			if _, err := p.exec(cctx, vm, execRequest{Command: []string{"rm", "-f", file}}); err != nil {
-				p.log.Warn("remove a command's stdin file in the vm; it goes with the vm", "vm", vm, "file", file, "err", err)
-			}
-		}()
-		req.Command[2] = vmdocker.ExecScript(name, argv, env, file)
-	}
-	res, err := p.exec(ctx, vm, req)
-	if errors.Is(err, agentenv.ErrNotFound) {
-		err = fmt.Errorf("vm %s: %w: %w", vm, agentenv.ErrGone, err)
-	}
+	res, err := vmdocker.ExecIn(ctx, p.host(vm, nil), name, argv, env, stdin)
 	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("smol_vm: exec in %s of %s: %w", vm, name, err)
-	}
-	if res.ExitCode != 0 && vmdocker.NoSuchContainer(res.Stderr) {
-		return res, fmt.Errorf("smol_vm: exec in %s: no container %s: %w", vm, name, agentenv.ErrNotFound)
+		return res, fmt.Errorf("smol_vm: exec in %s of %s: %w", vm, name, err)
 	}
 	return res, nil
 }
