@@ -57,6 +57,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cloudapi"
+	"github.com/agentenv/agentenv/internal/keylock"
 )
 
 // Defaults for the zero values of Config.
@@ -121,9 +122,9 @@ type Provider struct {
 	rel  cloudapi.Releaser
 	base string // the API's base URL, http://unix/api/v1 for a socket
 
+	vms    keylock.Set // VM mode: one lock per VM, held while its port slots are chosen
 	mu     sync.Mutex
-	locks  map[string]*sync.Mutex // VM mode: one per VM, held while its port slots are chosen
-	picked map[int]bool           // host ports handed to creates whose start has not bound them yet
+	picked map[int]bool // host ports handed to creates whose start has not bound them yet
 }
 
 var (
@@ -203,8 +204,8 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Provider{cfg: cfg, log: logger.With("provider", cfg.Name), base: base + "/api/v1",
-		api:   &cloudapi.Client{Name: cfg.Name, HTTP: hc},
-		locks: map[string]*sync.Mutex{}, picked: map[int]bool{}}
+		api:    &cloudapi.Client{Name: cfg.Name, HTTP: hc},
+		picked: map[int]bool{}}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
 	return p, nil
 }
@@ -280,21 +281,5 @@ func kind(err error) error {
 // machinePath is the route of machine name, with suffix (such as "/exec") appended.
 func machinePath(name, suffix string) string { return "/machines/" + url.PathEscape(name) + suffix }
 
-// vmLock returns the lock of VM name.
-func (p *Provider) vmLock(name string) *sync.Mutex {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l, ok := p.locks[name]
-	if !ok {
-		l = &sync.Mutex{}
-		p.locks[name] = l
-	}
-	return l
-}
-
 // forget drops what this Provider keeps of machine name.
-func (p *Provider) forget(name string) {
-	p.mu.Lock()
-	delete(p.locks, name)
-	p.mu.Unlock()
-}
+func (p *Provider) forget(name string) { p.vms.Forget(name) }

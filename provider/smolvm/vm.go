@@ -169,9 +169,7 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 		return vmdocker.PickSlots(pool, vmdocker.ParseUsedPorts(string(res.Stdout)), ports)
 	}
 	// Slots are chosen and taken (by the container's start) under the VM's lock.
-	l := p.vmLock(vm)
-	l.Lock()
-	defer l.Unlock()
+	defer p.vms.Lock(vm)()
 	sb, err := vmdocker.RunIn(ctx, h, p.cfg.Name, spec)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: run %s in %s: %w", spec.Name, vm, err)
