@@ -39,6 +39,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -110,6 +111,15 @@ func (b *Base) Open(pattern string, h http.HandlerFunc) { b.mux.HandleFunc(patte
 
 // Serve starts the server on a loopback port, until Close.
 func (b *Base) Serve() { b.ts = httptest.NewServer(b.mux) }
+
+// ServeOn starts the server on l (a Unix socket's listener, for an API served there), until
+// Close.
+func (b *Base) ServeOn(l net.Listener) {
+	b.ts = httptest.NewUnstartedServer(b.mux)
+	b.ts.Listener.Close()
+	b.ts.Listener = l
+	b.ts.Start()
+}
 
 // URL is the server's base URL.
 func (b *Base) URL() string { return b.ts.URL }
