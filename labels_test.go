@@ -1,6 +1,9 @@
 package agentenv
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestMatchLabels(t *testing.T) {
 	have := map[string]string{LabelRecord: "r1", LabelRun: "", "team": "a"}
@@ -23,5 +26,25 @@ func TestMatchLabels(t *testing.T) {
 	}
 	if MatchLabels(nil, map[string]string{"a": "b"}) {
 		t.Error("MatchLabels(nil, {a:b}) = true, want false")
+	}
+}
+
+func TestLabelsWithExpiry(t *testing.T) {
+	exp := time.Date(2026, 12, 2, 10, 0, 0, 0, time.FixedZone("x", 3600))
+	spec := SandboxSpec{Labels: map[string]string{LabelRecord: "r1"}, Expires: exp}
+	got := spec.LabelsWithExpiry()
+	if got[LabelRecord] != "r1" || got[LabelExpires] != "2026-12-02T09:00:00Z" {
+		t.Errorf("LabelsWithExpiry = %v, want the record and the expiry in UTC", got)
+	}
+	got["x"] = "y"
+	if _, ok := spec.Labels["x"]; ok {
+		t.Error("LabelsWithExpiry returned the spec's own map, want a copy")
+	}
+	spec.Labels[LabelExpires] = "set"
+	if got := spec.LabelsWithExpiry(); got[LabelExpires] != "set" {
+		t.Errorf("LabelsWithExpiry = %v, want the label already set kept", got)
+	}
+	if got := (SandboxSpec{}).LabelsWithExpiry(); got == nil || len(got) != 0 {
+		t.Errorf("LabelsWithExpiry of nothing = %v, want an empty map", got)
 	}
 }

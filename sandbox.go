@@ -119,6 +119,19 @@ type SandboxSpec struct {
 	Expires time.Time // when gc may remove the sandbox; also written as LabelExpires
 }
 
+// LabelsWithExpiry returns a fresh copy of s.Labels with LabelExpires set from s.Expires (RFC
+// 3339, UTC) when Labels has none and Expires is set: the labels a provider stores on a sandbox.
+func (s SandboxSpec) LabelsWithExpiry() map[string]string {
+	labels := make(map[string]string, len(s.Labels)+1)
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	if _, ok := labels[LabelExpires]; !ok && !s.Expires.IsZero() {
+		labels[LabelExpires] = s.Expires.UTC().Format(time.RFC3339)
+	}
+	return labels
+}
+
 // DefaultPidsLimit is the process limit of a container whose spec sets none, where the backend
 // can limit processes: enough for any env server, and a fork bomb in a sandbox stops there
 // instead of taking the host.

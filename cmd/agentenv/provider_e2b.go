@@ -14,14 +14,7 @@ import (
 // set, so that commands not naming e2b are unaffected.
 func newE2B(a *app) (agentenv.Provider, error) {
 	cfg := e2b.Config{}
-	if key, err := a.cfg.Get("provider.e2b.api_key"); err == nil && key != "" {
-		cfg.APIKey = key
-	} else {
-		cfg.CredentialHint = "set provider.e2b.api_key (for example env:E2B_API_KEY)"
-		if err != nil {
-			cfg.CredentialHint += ": " + err.Error()
-		}
-	}
+	cfg.APIKey, cfg.CredentialHint = a.credential("provider.e2b.api_key", "env:E2B_API_KEY")
 	var err error
 	for key, dst := range map[string]*string{"provider.e2b.domain": &cfg.Domain, "provider.e2b.template": &cfg.Template, "provider.e2b.vm_template": &cfg.VMTemplate} {
 		if *dst, err = a.cfg.Get(key); err != nil {

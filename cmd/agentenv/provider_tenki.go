@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/provider/tenki"
@@ -20,15 +21,16 @@ const (
 // set, so that commands not naming tenki are unaffected and a chain moves on.
 func newTenki(a *app) (agentenv.Provider, error) {
 	cfg := tenki.Config{}
-	token, err := a.cfg.Get(tenkiTokenKey)
-	if err != nil || token == "" {
-		token, err = a.cfg.Get(tenkiAPIKeyKey)
+	var hint string
+	if cfg.Token, cfg.CredentialHint = a.credential(tenkiTokenKey, "env:TENKI_AUTH_TOKEN"); cfg.Token == "" {
+		// As the SDKs do, TENKI_API_KEY when TENKI_AUTH_TOKEN is unset.
+		if cfg.Token, hint = a.credential(tenkiAPIKeyKey, "env:TENKI_API_KEY"); cfg.Token == "" {
+			cfg.CredentialHint += " or " + strings.TrimPrefix(hint, "set ")
+		} else {
+			cfg.CredentialHint = ""
+		}
 	}
-	if err == nil && token != "" {
-		cfg.Token = token
-	} else {
-		cfg.CredentialHint = fmt.Sprintf("set %s or %s (by default the variables TENKI_AUTH_TOKEN or TENKI_API_KEY)", tenkiTokenKey, tenkiAPIKeyKey)
-	}
+	var err error
 	if cfg.APIURL, err = a.cfg.Get(tenkiURLKey); err != nil {
 		if a.cfg.Raw(tenkiURLKey) != "env:TENKI_API_ENDPOINT" {
 			return nil, err

@@ -14,14 +14,7 @@ import (
 // what to set, so that commands not naming tensorlake are unaffected and a chain moves on.
 func newTensorlake(a *app) (agentenv.Provider, error) {
 	cfg := tensorlake.Config{}
-	if key, err := a.cfg.Get("provider.tensorlake.api_key"); err == nil && key != "" {
-		cfg.APIKey = key
-	} else {
-		cfg.CredentialHint = "set provider.tensorlake.api_key (for example env:TENSORLAKE_API_KEY)"
-		if err != nil {
-			cfg.CredentialHint += ": " + err.Error()
-		}
-	}
+	cfg.APIKey, cfg.CredentialHint = a.credential("provider.tensorlake.api_key", "env:TENSORLAKE_API_KEY")
 	var err error
 	for key, dst := range map[string]*string{"provider.tensorlake.api_url": &cfg.APIURL, "provider.tensorlake.image": &cfg.Image, "provider.tensorlake.vm_image": &cfg.VMImage} {
 		if *dst, err = a.cfg.Get(key); err != nil {

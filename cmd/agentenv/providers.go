@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 
 	"github.com/agentenv/agentenv"
@@ -26,6 +27,7 @@ var providerTable = []struct {
 	{stateProvider, newStateStore},
 	{"tensorlake", newTensorlake},
 	{"tenki", newTenki},
+	{"smol_vm", newSmolVM},
 	{"vercel", newVercel},
 }
 
@@ -50,4 +52,19 @@ func newProcess(a *app) (agentenv.Provider, error) {
 		root = filepath.Join(sd, "sandboxes")
 	}
 	return process.New(process.Config{Root: root}, a.log)
+}
+
+// credential reads the credential at config key: its value, or "" and a hint saying what to
+// set (example: the env: reference the key usually takes) when it is empty or does not
+// resolve. A cloud provider given no credential refuses every call with that hint, before
+// creating anything, so that commands not naming it are unaffected and a chain moves on.
+func (a *app) credential(key, example string) (value, hint string) {
+	v, err := a.cfg.Get(key)
+	switch {
+	case err != nil:
+		return "", fmt.Sprintf("set %s (%s = %s does not resolve)", key, key, a.cfg.Raw(key))
+	case v == "":
+		return "", fmt.Sprintf("set %s (for example %s)", key, example)
+	}
+	return v, ""
 }

@@ -56,7 +56,8 @@ type Client struct {
 	Name    string // the provider's name, which prefixes the missing-key error
 	Key     string // the API key; never logged, sent only by Auth
 	KeyHint string // what to set when Key is empty, for the error
-	// Auth puts key on a request's headers (see [Bearer], [Header]); required.
+	// Auth puts key on a request's headers (see [Bearer], [Header]). Nil for an API with no
+	// authentication (smolvm's local server): no key is then needed or sent.
 	Auth func(h http.Header, key string)
 	// Message makes the message of a non-2xx answer from (the start of) its body; default
 	// [Message].
@@ -81,19 +82,23 @@ func (c *Client) CheckKey() error {
 	return nil
 }
 
-// Do sends one request to rawURL with the key, Accept: application/json and, when contentType
+// Do sends one request to rawURL with the key (unless Auth is nil), Accept: application/json and, when contentType
 // is not empty, that Content-Type, and returns a 2xx answer with its body open (the caller
 // closes it). A non-2xx answer is an *[apierr.Error] carrying its status and message; a
 // transport error is returned as it is (map both with [apierr.Kind]).
 func (c *Client) Do(ctx context.Context, method, rawURL string, body io.Reader, contentType string) (*http.Response, error) {
-	if err := c.CheckKey(); err != nil {
-		return nil, err
+	if c.Auth != nil {
+		if err := c.CheckKey(); err != nil {
+			return nil, err
+		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, rawURL, body)
 	if err != nil {
 		return nil, fmt.Errorf("request: %w", err)
 	}
-	c.Auth(req.Header, c.Key)
+	if c.Auth != nil {
+		c.Auth(req.Header, c.Key)
+	}
 	req.Header.Set("Accept", "application/json")
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)

@@ -71,6 +71,24 @@ func TestClientSendsTheKeyAndDecodesAnswers(t *testing.T) {
 	}
 }
 
+// TestClientWithoutAuth: an API with no authentication (a local server) needs no key and gets
+// no Authorization header.
+func TestClientWithoutAuth(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			http.Error(w, "a key was sent", http.StatusBadRequest)
+			return
+		}
+		w.Write([]byte(`{"A": 1}`))
+	}))
+	defer srv.Close()
+	c := &Client{Name: "local", HTTP: srv.Client()}
+	var out struct{ A int }
+	if _, err := c.JSON(context.Background(), http.MethodGet, srv.URL, nil, &out); err != nil || out.A != 1 {
+		t.Errorf("JSON without Auth = %+v, %v; want the answer, no key asked for or sent", out, err)
+	}
+}
+
 func TestMessage(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"code": 404, "message": "not found"}`:        "not found",

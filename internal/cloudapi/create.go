@@ -81,7 +81,7 @@ func (r Releaser) Release(ctx context.Context, id, record string) {
 	cctx, cancel := cleanup.Context(ctx, r.Timeout)
 	defer cancel()
 	if err := r.Provider.Terminate(cctx, id); err != nil {
-		r.Log.Warn("sandbox was not terminated after a failed or cancelled create; it runs until its backstop lifetime unless gc removes it",
+		r.Log.Warn("sandbox was not terminated after a failed or cancelled create; it runs until gc removes it (or its backstop lifetime ends, where the cloud has one)",
 			"sandbox_id", id, "record_id", record, "err", err)
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -130,6 +131,15 @@ func (b *Base) Serve() {
 	b.ts.Config.Protocols = new(http.Protocols)
 	b.ts.Config.Protocols.SetHTTP1(true)
 	b.ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	b.ts.Start()
+}
+
+// ServeOn starts the server on l (a Unix socket's listener, for an API served there), until
+// Close.
+func (b *Base) ServeOn(l net.Listener) {
+	b.ts = httptest.NewUnstartedServer(b.mux)
+	b.ts.Listener.Close()
+	b.ts.Listener = l
 	b.ts.Start()
 }
 

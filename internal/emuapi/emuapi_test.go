@@ -166,3 +166,28 @@ func TestRunningAndRandHex(t *testing.T) {
 		}
 	}
 }
+
+func TestServeOnAUnixSocket(t *testing.T) {
+	sock := t.TempDir() + "/api.sock"
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(func(*http.Request) bool { return true }, nil)
+	b.Handle("GET /ping", "ping", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("pong")) })
+	b.ServeOn(l)
+	defer b.Close(func() {})
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	resp, err := hc.Get("http://unix/ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "pong" || b.Calls("ping") != 1 {
+		t.Errorf("GET /ping over the socket = %q, %d calls; want pong, 1", body, b.Calls("ping"))
+	}
+}

@@ -27,6 +27,10 @@ type Host struct {
 	Publish func(ctx context.Context, published map[int]int) (url func(vmPort int) string, err error)
 	// URL is the URL of a VM port when Publish is nil.
 	URL func(vmPort int) string
+	// Slots, when not nil, chooses the VM port of each of a container's ports (see Run.Slots),
+	// for a VM whose ports are published at its create (smol_vm); nil lets the VM's engine pick.
+	// The caller serializes RunIn on one VM while slots are chosen and taken.
+	Slots func(ctx context.Context, ports []int) (map[int]int, error)
 	// Cleanup bounds the removal of a container that failed to start, and of a stdin file.
 	Cleanup time.Duration
 	Log     *slog.Logger
@@ -49,7 +53,13 @@ func RunIn(ctx context.Context, h Host, provider string, spec agentenv.SandboxSp
 		labels = map[string]string{}
 	}
 	maps.Copy(labels, spec.Labels)
-	st, err := Start(ctx, h.Shell, Run{Spec: spec, Labels: labels}, archive, h.Images, log)
+	run := Run{Spec: spec, Labels: labels}
+	if h.Slots != nil && len(spec.Ports) > 0 {
+		if run.Slots, err = h.Slots(ctx, spec.Ports); err != nil {
+			return agentenv.Sandbox{}, err
+		}
+	}
+	st, err := Start(ctx, h.Shell, run, archive, h.Images, log)
 	url := h.URL
 	if err == nil && h.Publish != nil && len(spec.Ports) > 0 {
 		url, err = h.Publish(ctx, st.Ports)

@@ -44,6 +44,20 @@ func TestRunInPublishesThePortsOrRemovesTheContainer(t *testing.T) {
 	}
 }
 
+func TestRunInPublishesOnTheSlotsChosen(t *testing.T) {
+	sh := &scriptShell{out: agentenv.ExecResult{Stdout: []byte("cid\nport 5432 0.0.0.0:20001\nstate true 0\n")}}
+	h := vmdocker.Host{Shell: sh, URL: func(vp int) string { return fmt.Sprintf("127.0.0.1:%d", vp+10000) },
+		Slots: func(_ context.Context, ports []int) (map[int]int, error) { return map[int]int{ports[0]: 20001}, nil }}
+	sb, err := vmdocker.RunIn(t.Context(), h, "acme", agentenv.SandboxSpec{Name: "db", Image: "img", Ports: []int{5432}})
+	if err != nil || sb.Endpoints["5432"] != "127.0.0.1:30001" || !strings.Contains(sh.scripts[0], "'-p' '20001:5432'") {
+		t.Errorf("RunIn = %+v, %v, script %q; want 5432 published on slot 20001", sb, err, sh.scripts)
+	}
+	h.Slots = func(context.Context, []int) (map[int]int, error) { return nil, agentenv.ErrUnavailable }
+	if _, err := vmdocker.RunIn(t.Context(), h, "acme", agentenv.SandboxSpec{Name: "db", Image: "img", Ports: []int{5432}}); !errors.Is(err, agentenv.ErrUnavailable) {
+		t.Errorf("RunIn with no free slot = %v, want Slots' error", err)
+	}
+}
+
 func TestExecInPutsStdinAndSaysAMissingContainer(t *testing.T) {
 	sh := &scriptShell{}
 	if _, err := vmdocker.ExecIn(t.Context(), vmdocker.Host{Shell: sh}, "db", []string{"psql"}, nil, []byte("select 1")); err != nil {

@@ -320,3 +320,23 @@ func path(p string) string {
 	}
 	return quote(p)
 }
+
+// PickSlots chooses a slot for each of ports from pool, the VM ports published for a stack, in
+// pool's order, skipping those taken (ParseUsedPorts'). A pool with too few free slots is
+// agentenv.ErrUnavailable.
+func PickSlots(pool []int, taken map[int]bool, ports []int) (map[int]int, error) {
+	taken = maps.Clone(taken)
+	if taken == nil {
+		taken = map[int]bool{}
+	}
+	out := map[int]int{}
+	for _, port := range ports {
+		i := slices.IndexFunc(pool, func(s int) bool { return !taken[s] })
+		if i < 0 {
+			return nil, fmt.Errorf("no free slot for port %d (a vm has %d): %w", port, len(pool), agentenv.ErrUnavailable)
+		}
+		out[port] = pool[i]
+		taken[pool[i]] = true
+	}
+	return out, nil
+}

@@ -246,3 +246,17 @@ func TestSlots(t *testing.T) {
 		t.Errorf("ParseUsedPorts = %v", got)
 	}
 }
+
+func TestPickSlotsTakesFreeSlotsInPoolOrder(t *testing.T) {
+	pool := []int{20000, 20001, 20002}
+	got, err := vmdocker.PickSlots(pool, map[int]bool{20000: true}, []int{8080, 5432})
+	if err != nil || got[8080] != 20001 || got[5432] != 20002 {
+		t.Errorf("PickSlots = %v, %v; want 8080 on 20001 and 5432 on 20002", got, err)
+	}
+	if _, err := vmdocker.PickSlots(pool, map[int]bool{20001: true}, []int{1, 2, 3}); !errors.Is(err, agentenv.ErrUnavailable) {
+		t.Errorf("PickSlots of more ports than free slots = %v, want ErrUnavailable", err)
+	}
+	if got, err := vmdocker.PickSlots(nil, nil, nil); err != nil || len(got) != 0 {
+		t.Errorf("PickSlots of no ports = %v, %v", got, err)
+	}
+}

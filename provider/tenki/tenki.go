@@ -48,6 +48,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cloudapi"
+	"github.com/agentenv/agentenv/internal/keylock"
 	"github.com/agentenv/agentenv/provider/tenki/internal/wire"
 )
 
@@ -122,8 +123,8 @@ type Provider struct {
 	sessionCredential *connect.Client[wire.SessionID, wire.CreateSessionCredentialResponse]
 
 	mu     sync.Mutex
-	planes map[string]plane       // data plane of each session seen, until its credential expires
-	locks  map[string]*sync.Mutex // VM mode: one per VM, held while its ports are exposed
+	planes map[string]plane // data plane of each session seen, until its credential expires
+	vms    keylock.Set      // VM mode: one lock per VM, held while its ports are exposed
 }
 
 var (
@@ -185,7 +186,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		key:      &cloudapi.Client{Name: "tenki", Key: cfg.Token, KeyHint: cfg.CredentialHint, Auth: cloudapi.Bearer, HTTP: hc},
 		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
-		planes:   map[string]plane{}, locks: map[string]*sync.Mutex{},
+		planes:   map[string]plane{},
 	}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
 	opts := []connect.ClientOption{connect.WithCodec(wire.Codec{}), connect.WithInterceptors(authInterceptor(cfg.Token))}
@@ -305,22 +306,10 @@ func refused(err error) bool {
 	return false
 }
 
-// vmLock returns the lock of VM id.
-func (p *Provider) vmLock(id string) *sync.Mutex {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l, ok := p.locks[id]
-	if !ok {
-		l = &sync.Mutex{}
-		p.locks[id] = l
-	}
-	return l
-}
-
 // forget drops what this Provider keeps of session id.
 func (p *Provider) forget(id string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	delete(p.planes, id)
-	delete(p.locks, id)
+	p.mu.Unlock()
+	p.vms.Forget(id)
 }

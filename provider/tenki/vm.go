@@ -111,9 +111,7 @@ func (p *Provider) host(vm string, labels map[string]string) vmdocker.Host {
 // exposeVM exposes the VM ports of published (container port -> VM port) and returns the
 // preview URL of each VM port.
 func (p *Provider) exposeVM(ctx context.Context, vm string, published map[int]int) (map[int]string, error) {
-	l := p.vmLock(vm)
-	l.Lock()
-	defer l.Unlock()
+	defer p.vms.Lock(vm)()
 	urls := map[int]string{}
 	for _, vp := range slices.Sorted(maps.Values(published)) {
 		url, err := p.expose(ctx, vm, vp)
