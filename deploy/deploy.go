@@ -157,7 +157,7 @@ func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Re
 	var deadline time.Time // the budget's end, set at the first admission
 	for i, member := range members {
 		if i > 0 {
-			d.log.Warn("deploy failed on a chain member; trying the next", "deployment", id, "failed", members[i-1], "next", member)
+			d.log.Warn("deploy failed on a chain member; trying the next", "deployment", id, "failed", members[i-1], "next", member, "err", errs[len(errs)-1])
 		}
 		res, err := d.admitted(ctx, env, member, doc, opts, &deadline)
 		if err == nil {
