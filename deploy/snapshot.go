@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -264,6 +265,39 @@ func (st *stack) restoreSnapshot(ctx context.Context) error {
 		return fmt.Errorf("restore snapshot %s: %w", img, err)
 	}
 	return nil
+}
+
+// SnapshotInfo describes one snapshot of env state for a listing.
+type SnapshotInfo struct {
+	Name     string    `json:"name"`
+	Kind     string    `json:"kind"` // "image", or "store" for a template database of a state store
+	Env      string    `json:"env"`
+	Provider string    `json:"provider"`
+	Ref      string    `json:"ref"` // the image reference, or the store's database
+	Record   string    `json:"record"`
+	Created  time.Time `json:"created"`
+}
+
+// Snapshots lists the live snapshots of env state, of both kinds, by name.
+func (d *Deployer) Snapshots(ctx context.Context) ([]SnapshotInfo, error) {
+	recs, err := d.mgr.Ledger().List(ctx, agentenv.Filter{States: []agentenv.State{agentenv.StateLive}})
+	if err != nil {
+		return nil, fmt.Errorf("snapshots: %w", err)
+	}
+	var out []SnapshotInfo
+	for _, r := range recs {
+		if r.Role != RoleSnapshot {
+			continue
+		}
+		info := SnapshotInfo{Name: strings.TrimPrefix(r.ID, SnapshotRecord("")), Kind: "store", Env: r.Labels[labelSnapshotEnv],
+			Provider: r.Provider, Ref: pgstore.DatabaseName(r.ID), Record: r.ID, Created: r.Created}
+		if r.Kind == agentenv.KindImage {
+			info.Kind, info.Ref = "image", r.Attrs[agentenv.AttrImageRef]
+		}
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, b SnapshotInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // RemoveSnapshot tears down snapshot name, of either kind, and returns the receipt.
