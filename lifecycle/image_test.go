@@ -114,3 +114,53 @@ func TestGCCollectsImages(t *testing.T) {
 	}
 	r.assertClean(t, "after gc")
 }
+
+// An image build whose creator died goes on in the engine after it: gc removes what it has made
+// so far and keeps the record abandoned, in flight, until the create timeout; then it closes it.
+func TestGCWatchesAnImageBuildInFlight(t *testing.T) {
+	r := newRig(t)
+	dead := r.manager(t, agentenv.Owner{Host: hostname(t), PID: 1 << 30, Start: 7}, time.Now)
+	req := imageRequest()
+	req.ID = "snap-inflight"
+	if _, _, err := dead.Create(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	// The creator died before it recorded the image live.
+	if _, err := r.led.Update(t.Context(), req.ID, func(x *agentenv.Record) error { x.State = agentenv.StateCreating; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	gc := func(now time.Time) lifecycle.GCReport {
+		t.Helper()
+		m, err := lifecycle.New(lifecycle.Config{Ledger: r.fl, Providers: map[string]agentenv.Provider{"fake": r.fp},
+			Owner: agentenv.Owner{Host: hostname(t), PID: 3, Start: 3}, CreateTimeout: time.Minute, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := m.GC(t.Context(), lifecycle.GCOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := gc(time.Now())
+	if len(rep.InFlight) != 1 || len(rep.Actions) != 0 {
+		t.Errorf("first gc = %+v, want the image build in flight", rep)
+	}
+	if imgs := r.fake.Images(); len(imgs) != 0 {
+		t.Errorf("images after the first gc: %v, want what the build made removed", imgs)
+	}
+	if got, _ := r.led.Get(t.Context(), req.ID); got.State != agentenv.StateAbandoned {
+		t.Errorf("record after the first gc is %s, want abandoned", got.State)
+	}
+	// What the engine made after the first gc looked (the step it was in) is removed by the next.
+	if _, err := r.fake.CreateImage(t.Context(), agentenv.ImageSpec{Name: req.ID, Base: "pg", Labels: map[string]string{agentenv.LabelRecord: req.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := gc(time.Now()); len(rep.InFlight) != 1 || len(r.fake.Images()) != 0 {
+		t.Errorf("second gc = %+v, images %v; want the late image removed and the build still watched", rep, r.fake.Images())
+	}
+	if rep := gc(time.Now().Add(2 * time.Minute)); len(rep.InFlight) != 0 || !rep.Clean() {
+		t.Errorf("gc past the create timeout = %+v, want the record closed", rep)
+	}
+	r.assertClean(t, "after gc past the create timeout")
+}

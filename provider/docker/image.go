@@ -77,19 +77,19 @@ func (p *Provider) CreateImage(ctx context.Context, spec agentenv.ImageSpec) (ag
 	}, nil
 }
 
-// imageContext returns the build context of spec: a Dockerfile that labels spec.Base and adds
-// files.tar, which holds spec.Files (modes as SandboxSpec.Files says).
+// imageContext returns the build context of spec: a Dockerfile that labels spec.Base (one step)
+// and adds files.tar, which holds spec.Files (modes as SandboxSpec.Files says).
 func imageContext(spec agentenv.ImageSpec) ([]byte, error) {
 	files, err := filetar.Pack("/", spec.Files)
 	if err != nil {
 		return nil, err
 	}
 	var df strings.Builder
-	fmt.Fprintf(&df, "FROM %s\n", spec.Base)
+	fmt.Fprintf(&df, "FROM %s\nLABEL", spec.Base)
 	for _, k := range slices.Sorted(maps.Keys(spec.Labels)) {
-		fmt.Fprintf(&df, "LABEL %s=%s\n", dockerfileQuote(k), dockerfileQuote(spec.Labels[k]))
+		fmt.Fprintf(&df, " %s=%s", dockerfileQuote(k), dockerfileQuote(spec.Labels[k]))
 	}
-	df.WriteString("ADD files.tar /\n")
+	df.WriteString("\nADD files.tar /\n")
 	var out bytes.Buffer
 	tw := tar.NewWriter(&out)
 	for _, f := range []struct {
