@@ -198,7 +198,6 @@ func (p *Provider) CreateImage(ctx context.Context, spec agentenv.ImageSpec) (ag
 	_, taken := p.boxes[spec.Name]
 	if !taken {
 		p.images[ref] = maps.Clone(spec.Files)
-		p.seq++
 		p.boxes[spec.Name] = &agentenv.Sandbox{
 			ID: spec.Name, Name: spec.Name, Provider: p.name, State: agentenv.SandboxRunning,
 			Labels: maps.Clone(spec.Labels), Endpoints: map[string]string{}, Created: time.Now(), Image: ref,
