@@ -17,7 +17,8 @@ import (
 // TestImageSnapshotDeployedTwiceExportsTheSame does without a store what the store's test does:
 // the source's service DB is a container, its snapshot an image of it with its dump, and the
 // two deployments of the snapshot run that image as their service DB. The restored tables are
-// their server's (it writes), db-mcp reads them, and rm-snapshot leaves no image.
+// their server's (it writes) and db-mcp reads them. rm-snapshot is refused while a deployment
+// runs the image (the record stays for gc's retry) and then leaves no image.
 func TestImageSnapshotDeployedTwiceExportsTheSame(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, nil)
@@ -39,9 +40,18 @@ func TestImageSnapshotDeployedTwiceExportsTheSame(t *testing.T) {
 		t.Errorf("db-mcp count = %s, want 3: the two restored notes and one more", got)
 	}
 	cs.Close()
+	// The engine will not remove an image a running container uses: the snapshot stays,
+	// terminate_failed, and no deploy takes it any more.
+	name := strings.TrimPrefix(snap.ID, "snap-")
+	if rc, err := r.d.RemoveSnapshot(t.Context(), name); err == nil || rc.Count(agentenv.OutcomeFailed) != 1 || !strings.Contains(rc.Items[0].Reason, "running container") {
+		t.Errorf("rm-snapshot of an image in use = %+v, %v; want it refused by the engine", rc, err)
+	}
+	if _, err := r.d.Deploy(t.Context(), snapEnv, deploy.Options{Provider: "docker", Name: r.name()}); err == nil || !strings.Contains(err.Error(), "service_db.from_snapshot") {
+		t.Errorf("deploy of a snapshot being removed = %v, want an error at service_db.from_snapshot", err)
+	}
 	assertReceiptClean(t, teardown(t, r, id), false)
 
-	rc, err := r.d.RemoveSnapshot(t.Context(), strings.TrimPrefix(snap.ID, "snap-"))
+	rc, err := r.d.RemoveSnapshot(t.Context(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
