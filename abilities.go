@@ -18,6 +18,9 @@ const (
 	AbilityImages   Ability = "images"   // ImageChecker: images checked before a deploy
 	AbilityLogs     Ability = "logs"     // LogReader: a sandbox's output, for error messages
 	AbilityLocation Ability = "location" // Locator: where the sandboxes are, for warnings
+	// AbilityImageBuild is Imager: images built from a base with files added, such as a
+	// snapshot of a service DB, which the provider's own sandboxes then run.
+	AbilityImageBuild Ability = "image_build"
 )
 
 // Abilities are a provider's optional abilities, each nil where the provider lacks it. They are
@@ -32,6 +35,7 @@ type Abilities struct {
 	ImageChecker ImageChecker
 	LogReader    LogReader
 	Locator      Locator
+	Imager       Imager
 }
 
 // Abler is implemented by providers that declare their abilities themselves: decorators, which
@@ -57,6 +61,7 @@ func AbilitiesOf(p Provider) Abilities {
 	a.ImageChecker, _ = p.(ImageChecker)
 	a.LogReader, _ = p.(LogReader)
 	a.Locator, _ = p.(Locator)
+	a.Imager, _ = p.(Imager)
 	return a
 }
 
@@ -79,6 +84,7 @@ func (a Abilities) List() []Ability {
 	add(a.ImageChecker != nil, AbilityImages)
 	add(a.LogReader != nil, AbilityLogs)
 	add(a.Locator != nil, AbilityLocation)
+	add(a.Imager != nil, AbilityImageBuild)
 	return out
 }
 
@@ -104,6 +110,7 @@ const (
 	OpReadFile      = "read_file"
 	OpEnsureImage   = "ensure_image"
 	OpLogs          = "logs"
+	OpCreateImage   = "create_image"
 )
 
 // Intercept returns p with every operation, of the Provider interface and of each ability p
@@ -132,6 +139,9 @@ func Intercept(p Provider, f Interceptor) Provider {
 	}
 	if in.LogReader != nil {
 		w.abilities.LogReader = icLogs{in.LogReader, f}
+	}
+	if in.Imager != nil {
+		w.abilities.Imager = icImager{in.Imager, f}
 	}
 	w.abilities.Locator = in.Locator
 	return w
@@ -249,4 +259,14 @@ type icLogs struct {
 func (w icLogs) Logs(ctx context.Context, id string, tail int) (out string, err error) {
 	err = w.f(ctx, OpLogs, func(ctx context.Context) (err error) { out, err = w.x.Logs(ctx, id, tail); return })
 	return out, err
+}
+
+type icImager struct {
+	x Imager
+	f Interceptor
+}
+
+func (w icImager) CreateImage(ctx context.Context, spec ImageSpec) (sb Sandbox, err error) {
+	err = w.f(ctx, OpCreateImage, func(ctx context.Context) (err error) { sb, err = w.x.CreateImage(ctx, spec); return })
+	return sb, err
 }

@@ -44,6 +44,10 @@ const (
 	// record's Attrs[AttrVM] names the VM's record and Attrs[AttrInVMName] the container's name
 	// in that VM; its id is InVMRecordID of the two, so that one name in one VM has one record.
 	KindInVM Kind = "in_vm"
+	// KindImage is an image a provider built (Imager), such as a snapshot of a service DB; like
+	// networks, images are torn down after the sandboxes that may run them. Its record's
+	// Attrs[AttrImageRef] is the reference that runs it.
+	KindImage Kind = "image"
 )
 
 // Attributes of an in_vm record.
@@ -51,6 +55,10 @@ const (
 	AttrVM       = "vm"         // the record id of the VM the container is in
 	AttrInVMName = "in_vm.name" // the container's name in the VM's stack
 )
+
+// AttrImageRef is the attribute of an image record that holds the reference SandboxSpec.Image
+// takes to run it (Sandbox.Image of the build).
+const AttrImageRef = "image.ref"
 
 // InVMRecordID is the record id of the container name in the VM with record id vm: one name in
 // one VM has one record id, so that claiming it is one insert.
@@ -99,7 +107,7 @@ func ParseOwner(s string) (Owner, error) {
 // is called and updated at every transition.
 type Record struct {
 	ID         string    // client-generated; the sandbox's name and LabelRecord
-	Kind       Kind      // sandbox, vm or network
+	Kind       Kind      // sandbox, vm, network, in_vm or image
 	Provider   string    // the provider (chain member) that makes it; teardown goes there
 	SandboxID  string    // the provider's id, once known
 	Image      string    // what it runs, for messages

@@ -162,6 +162,9 @@ type Sandbox struct {
 	PrivateHost string
 	Created     time.Time
 	ExitCode    int // meaningful when State is SandboxExited
+	// Image is, for an image an Imager built, the reference that SandboxSpec.Image takes to run
+	// it on the same provider; empty for everything else.
+	Image string
 }
 
 // Capabilities declares the facts about a provider that no interface can say. What it can do
@@ -235,6 +238,28 @@ type Networker interface {
 	// CreateNetwork makes a private network that sandboxes join by setting SandboxSpec.Network
 	// to the returned id. The same idempotence and error rules as Provider.Create apply.
 	CreateNetwork(ctx context.Context, spec NetworkSpec) (Sandbox, error)
+}
+
+// ImageSpec says what image to build: Base with Files added on top, for the same provider's
+// sandboxes to run.
+type ImageSpec struct {
+	Name   string            // record id; required
+	Base   string            // the image it is built from, which the provider has
+	Files  map[string][]byte // absolute path -> content, modes as in SandboxSpec.Files
+	Labels map[string]string // the agentenv.* labels, and any others to carry
+}
+
+// Imager is implemented by providers that build images of their own, which their sandboxes
+// then run (a snapshot of a deployment's service DB). An image is recorded and terminated like
+// a network: Terminate(ctx, id) of the id that CreateImage returned removes it (one that is
+// gone counts as removed), and List finds it by label with State SandboxRunning, also when
+// the build's answer was lost.
+type Imager interface {
+	// CreateImage builds spec and returns once the image can run: the returned Sandbox's Image
+	// is the reference SandboxSpec.Image takes. The same idempotence and error rules as
+	// Provider.Create apply; a Base the provider does not have is ErrInvalid, and a name in use
+	// is ErrConflict.
+	CreateImage(ctx context.Context, spec ImageSpec) (Sandbox, error)
 }
 
 // ExecResult is the outcome of a command run inside a sandbox.

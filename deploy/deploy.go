@@ -245,10 +245,8 @@ func (d *Deployer) attempt(ctx context.Context, env *spec.Env, member string, do
 			st.undo(ctx)
 		}
 	}()
-	st.useStore(mode)
-	if env.ServiceDB != nil && env.ServiceDB.FromSnapshot != "" && st.store == nil {
-		return nil, env.FieldError("service_db.from_snapshot", "snapshot %q is in a state store, which this deploy does not use on %s in %s mode: set state.store (or --state-store) to a store its sandboxes reach",
-			env.ServiceDB.FromSnapshot, member, mode)
+	if err := st.fromSnapshot(ctx, mode); err != nil {
+		return nil, err
 	}
 	if mode == ModeContainer {
 		err = st.upContainers(ctx)

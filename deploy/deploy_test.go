@@ -25,6 +25,7 @@ import (
 type rig struct {
 	fake   *fake.Provider
 	broken *fault.Provider // a second member whose creates fail, for chains
+	plain  *fake.Provider  // a member that builds no images
 	led    agentenv.Ledger
 	mgr    *lifecycle.Manager
 	d      *Deployer
@@ -38,13 +39,13 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { led.Close() })
-	r := &rig{fake: fake.New("fake"), led: led}
+	r := &rig{fake: fake.New("fake"), plain: fake.New("plain", agentenv.AbilityImageBuild), led: led}
 	r.broken = fault.WrapProvider(fake.New("broken"), fault.NewPlan(
 		fault.Rule{Op: agentenv.OpCreate, Action: fault.Error},
 		fault.Rule{Op: agentenv.OpRunInVM, Action: fault.Error},
 	))
 	r.mgr, err = lifecycle.New(lifecycle.Config{
-		Ledger: led, Providers: map[string]agentenv.Provider{"fake": r.fake, "broken": r.broken},
+		Ledger: led, Providers: map[string]agentenv.Provider{"fake": r.fake, "broken": r.broken, "plain": r.plain},
 	})
 	if err != nil {
 		t.Fatal(err)

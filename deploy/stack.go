@@ -47,6 +47,10 @@ type stack struct {
 	store       *spec.StoreDB // the service DB is a database of the state store (store.go), if set
 	storeRec    string        // that database's record id
 	storeAttach bool          // the store's server joins the private network
+
+	snapTemplate string // service_db.from_snapshot: the store's template database to copy, if set
+	snapImage    string // service_db.from_snapshot: the image snapshot the service DB runs, if set
+	serviceDB    string // container mode: the service DB container's record id, once created
 }
 
 func (st *stack) emit(c spec.Component, phase, detail string) {
@@ -374,6 +378,11 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 		return err
 	}
 	addr := sb.Endpoints[strconv.Itoa(c.Port)]
+	if c.Role == agentenv.RoleServiceDB {
+		st.mu.Lock()
+		st.serviceDB = rec
+		st.mu.Unlock()
+	}
 	st.emit(c, "created", addr)
 	if sb.State == agentenv.SandboxExited {
 		err := fmt.Errorf("%w: exit code %d%s", errExited, sb.ExitCode, st.logs(ctx, rec))
@@ -466,6 +475,9 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 		// The superuser's URL is for the init alone; the deployment hands out the verifier's.
 		url := db.URL(addr, db.User, st.db.Superuser, "")
 		if err := waitPostgres(ctx, url); err != nil {
+			return err
+		}
+		if err := st.restoreSnapshot(ctx); err != nil {
 			return err
 		}
 		if err := initDB(ctx, url, c.Files, st.d.log); err != nil {

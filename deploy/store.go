@@ -76,23 +76,20 @@ func (st *stack) useStore(mode string) {
 
 // topology returns the options components are rendered with.
 func (st *stack) topology(host func(string) string) spec.TopologyOptions {
-	return spec.TopologyOptions{DB: &st.db, Pass: st.pass(), Host: host, Store: st.store}
+	return spec.TopologyOptions{DB: &st.db, Pass: st.pass(), Host: host, Store: st.store, SnapshotImage: st.snapImage}
 }
 
 // upStore makes the deployment's database in the store from the env's template, and its login
 // roles; container mode has made the private network the store joins.
 func (st *stack) upStore(ctx context.Context) error {
 	c := spec.Component{Name: "servicedb", Role: agentenv.RoleServiceDB}
-	var tpl string
-	var err error
-	if st.env.ServiceDB.FromSnapshot != "" {
-		tpl, err = st.snapshotTemplate(ctx)
-	} else {
-		tpl, err = st.template(ctx)
-	}
-	if err != nil {
-		st.emit(c, "failed", err.Error())
-		return fmt.Errorf("servicedb: state store template: %w", err)
+	tpl := st.snapTemplate // service_db.from_snapshot's, else the env's own
+	if tpl == "" {
+		var err error
+		if tpl, err = st.template(ctx); err != nil {
+			st.emit(c, "failed", err.Error())
+			return fmt.Errorf("servicedb: state store template: %w", err)
+		}
 	}
 	sp := agentenv.SandboxSpec{Image: tpl}
 	if st.storeAttach {

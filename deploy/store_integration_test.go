@@ -25,6 +25,7 @@ import (
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/docker"
 	"github.com/agentenv/agentenv/provider/pgstore"
+	"github.com/agentenv/agentenv/spec"
 )
 
 // storeRig is a rig with a state store: a real PostgreSQL container on the engine (as `agentenv
@@ -320,46 +321,12 @@ func TestStoreChainFirstMemberFailsKeepsOnlyTheWinnersDatabase(t *testing.T) {
 func TestSnapshotDeployedTwiceExportsTheSame(t *testing.T) {
 	t.Parallel()
 	s := newStoreRig(t, nil)
-	env := s.notesEnv(false)
-	src := s.name()
-	res, err := s.d.Deploy(t.Context(), env, deploy.Options{Provider: "docker", Name: src, Store: s.store})
-	if err != nil {
-		t.Fatal(err)
+	snap, snapEnv := snapshotDeployedTwice(t, s.rig, s.store)
+	if snap.Kind != agentenv.KindSandbox || snap.Provider != "state" {
+		t.Errorf("snapshot record %+v, want a database of the store", snap)
 	}
-	cs := envtest.Connect(t, res.GatewayURL, res.Token)
-	envtest.Call(t, cs, "add_note", map[string]any{"title": "seeded", "body": "paid once", "tags": []string{"load"}})
-	envtest.Call(t, cs, "add_note", map[string]any{"title": "second", "body": "also seeded"})
-	cs.Close()
-	name := "seeded-" + strings.TrimPrefix(s.name(), "dep-")
-	if _, err := s.d.Snapshot(t.Context(), src, name, s.store); err != nil {
-		t.Fatal(err)
-	}
-	// The source keeps working after its sessions were closed for the copy.
-	cs = envtest.Connect(t, res.GatewayURL, res.Token)
-	envtest.Call(t, cs, "add_note", map[string]any{"title": "after", "body": "not in the snapshot"})
-	cs.Close()
-	assertReceiptClean(t, teardown(t, s.rig, src), false)
-
-	y := strings.Replace(notesYAML(s), "service_db:\n", "service_db:\n  from_snapshot: "+name+"\n", 1)
-	snapEnv := s.parse("notes", y)
-	var exports []string
-	for range 2 {
-		id := s.name()
-		res, err := s.d.Deploy(t.Context(), snapEnv, deploy.Options{Provider: "docker", Name: id, Store: s.store})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// notes has no port of its own: its data plane is the gateway's, with the admin token.
-		exports = append(exports, string(envtest.DataVia(t, strings.TrimSuffix(res.GatewayURL, envproto.MCPPath), res.Token, "data/get", nil)))
-		assertReceiptClean(t, teardown(t, s.rig, id), false)
-	}
-	if exports[0] != exports[1] {
-		t.Errorf("data/get of two deployments of one snapshot differ:\n%s\n%s", exports[0], exports[1])
-	}
-	if !strings.Contains(exports[0], "paid once") || strings.Contains(exports[0], "not in the snapshot") {
-		t.Errorf("data/get = %s, want the two seeded notes only", exports[0])
-	}
-
+	name := snapEnv.ServiceDB.FromSnapshot
+	y := strings.Replace(notesYAML(s.rig), "service_db:\n", "service_db:\n  from_snapshot: "+name+"\n", 1)
 	missing := s.parse("notes", strings.Replace(y, name, "no-such-snapshot", 1))
 	if _, err := s.d.Deploy(t.Context(), missing, deploy.Options{Provider: "docker", Name: s.name(), Store: s.store}); err == nil ||
 		!strings.Contains(err.Error(), "notes.yaml:") || !strings.Contains(err.Error(), "service_db.from_snapshot") {
@@ -381,8 +348,57 @@ func TestSnapshotDeployedTwiceExportsTheSame(t *testing.T) {
 	}
 }
 
+// snapshotDeployedTwice deploys notes (its service DB a database of store, or a container
+// without one), adds two notes through its server, snapshots it under a fresh name, adds a note
+// the snapshot must not hold, and tears the source down; then it deploys the snapshot twice
+// and checks that both deployments export the same data (data/get), the two seeded notes. It
+// returns the snapshot's record and the env deployed from it; the caller removes the snapshot.
+func snapshotDeployedTwice(t *testing.T, r *rig, store *deploy.Store) (agentenv.Record, *spec.Env) {
+	t.Helper()
+	env := r.parse("notes", notesYAML(r))
+	src := r.name()
+	res, err := r.d.Deploy(t.Context(), env, deploy.Options{Provider: "docker", Name: src, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := envtest.Connect(t, res.GatewayURL, res.Token)
+	envtest.Call(t, cs, "add_note", map[string]any{"title": "seeded", "body": "paid once", "tags": []string{"load"}})
+	envtest.Call(t, cs, "add_note", map[string]any{"title": "second", "body": "also seeded"})
+	cs.Close()
+	name := "seeded-" + strings.TrimPrefix(r.name(), "dep-")
+	snap, err := r.d.Snapshot(t.Context(), src, name, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The source keeps working after the snapshot.
+	cs = envtest.Connect(t, res.GatewayURL, res.Token)
+	envtest.Call(t, cs, "add_note", map[string]any{"title": "after", "body": "not in the snapshot"})
+	cs.Close()
+	assertReceiptClean(t, teardown(t, r, src), false)
+
+	snapEnv := r.parse("notes", strings.Replace(notesYAML(r), "service_db:\n", "service_db:\n  from_snapshot: "+name+"\n", 1))
+	var exports []string
+	for range 2 {
+		id := r.name()
+		res, err := r.d.Deploy(t.Context(), snapEnv, deploy.Options{Provider: "docker", Name: id, Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// notes has no port of its own: its data plane is the gateway's, with the admin token.
+		exports = append(exports, string(envtest.DataVia(t, strings.TrimSuffix(res.GatewayURL, envproto.MCPPath), res.Token, "data/get", nil)))
+		assertReceiptClean(t, teardown(t, r, id), false)
+	}
+	if exports[0] != exports[1] {
+		t.Errorf("data/get of two deployments of one snapshot differ:\n%s\n%s", exports[0], exports[1])
+	}
+	if !strings.Contains(exports[0], "paid once") || !strings.Contains(exports[0], "also seeded") || strings.Contains(exports[0], "not in the snapshot") {
+		t.Errorf("data/get = %s, want the two seeded notes only", exports[0])
+	}
+	return snap, snapEnv
+}
+
 // notesYAML is the notes env of notesEnv without the web UI, as a file.
-func notesYAML(s *storeRig) string {
+func notesYAML(r *rig) string {
 	return fmt.Sprintf(`name: notes
 servers:
   - name: notes
@@ -397,5 +413,5 @@ service_db:
     image: %[1]s
 gateway:
   image: %[1]s
-`, s.runtime, postgresImage)
+`, r.runtime, postgresImage)
 }

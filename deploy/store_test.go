@@ -38,19 +38,22 @@ func TestStoreUnreachableFallsBackToAContainer(t *testing.T) {
 	}
 }
 
-// TestFromSnapshotNeedsAStore: an env deployed from a snapshot without a store it can use fails
-// at the field, before anything is created.
+// TestFromSnapshotNeedsAStore: an env deployed from a store snapshot without a store it can use
+// fails at the field, before anything is created.
 func TestFromSnapshotNeedsAStore(t *testing.T) {
 	r := newRig(t)
-	env := *r.env
-	db := *env.ServiceDB
-	db.FromSnapshot = "seeded"
-	env.ServiceDB = &db
-	_, err := r.d.Deploy(t.Context(), &env, Options{Provider: "fake"})
-	if err == nil || !strings.Contains(err.Error(), "service_db.from_snapshot") {
-		t.Fatalf("Deploy = %v, want an error naming service_db.from_snapshot", err)
+	snap := agentenv.Record{ID: SnapshotRecord("seeded"), Provider: "state", Role: RoleSnapshot, State: agentenv.StateLive,
+		Labels: map[string]string{labelSnapshotEnv: r.env.Name}}
+	if err := r.led.Put(t.Context(), snap); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.d.Deploy(t.Context(), fromSnapshot(r.env, "seeded"), Options{Provider: "fake"})
+	if err == nil || !strings.Contains(err.Error(), "service_db.from_snapshot") || !strings.Contains(err.Error(), "state store") {
+		t.Fatalf("Deploy = %v, want an error naming service_db.from_snapshot and the state store", err)
 	}
 	for _, rec := range r.up(t) {
-		t.Errorf("record %s (%s) left", rec.ID, rec.Role)
+		if rec.ID != snap.ID {
+			t.Errorf("record %s (%s) left", rec.ID, rec.Role)
+		}
 	}
 }

@@ -15,14 +15,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/build"
-	"github.com/moby/moby/api/types/jsonstream"
 	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // RuntimeTag is the tag of the image built from the running agentenv binary (see BuildSelf).
@@ -74,7 +73,7 @@ func Build(ctx context.Context, cli *client.Client, spec Spec) error {
 		return fmt.Errorf("images: build %s: %w", spec.Tag, err)
 	}
 	defer res.Body.Close()
-	if err := readBuildOutput(res.Body); err != nil {
+	if err := engine.ReadBuild(res.Body); err != nil {
 		return fmt.Errorf("images: build %s: %w", spec.Tag, err)
 	}
 	return nil
@@ -200,28 +199,4 @@ func writeTar(tw *tar.Writer, entries []tarEntry) error {
 		}
 	}
 	return tw.Close()
-}
-
-// readBuildOutput drains the build's JSON message stream and returns the first error it
-// reports, with the last lines of output for context.
-func readBuildOutput(r io.Reader) error {
-	dec := json.NewDecoder(r)
-	var tail []string
-	for {
-		var m jsonstream.Message
-		if err := dec.Decode(&m); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("read build output: %w", err)
-		}
-		if s := strings.TrimSpace(m.Stream); s != "" {
-			tail = append(tail, s)
-			if len(tail) > 5 {
-				tail = tail[1:]
-			}
-		}
-		if m.Error != nil {
-			return fmt.Errorf("%s (after: %s)", m.Error.Message, strings.Join(tail, " | "))
-		}
-	}
 }

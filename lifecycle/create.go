@@ -16,7 +16,7 @@ import (
 // CreateRequest says what to create and under which record.
 type CreateRequest struct {
 	Provider   string        // the provider name; see CreateChain for a chain
-	Kind       agentenv.Kind // sandbox (default), vm or network
+	Kind       agentenv.Kind // sandbox (default), vm, network, or image: Spec.Image with Spec.Files added
 	ID         string        // record id; NewID("sb") if empty
 	Spec       agentenv.SandboxSpec
 	Run        string
@@ -176,7 +176,7 @@ func (m *Manager) run(ctx context.Context, pc *pendingCreate, b *backend, rec ag
 	}
 }
 
-// callCreate calls the provider's Create, CreateNetwork or CreateVM, by kind.
+// callCreate calls the provider's Create, CreateNetwork, CreateVM or CreateImage, by kind.
 func callCreate(ctx context.Context, b *backend, kind agentenv.Kind, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	switch kind {
 	case agentenv.KindNetwork:
@@ -189,6 +189,11 @@ func callCreate(ctx context.Context, b *backend, kind agentenv.Kind, spec agente
 			return agentenv.Sandbox{}, fmt.Errorf("%s cannot host VMs: %w", b.p.Name(), agentenv.ErrInvalid)
 		}
 		return b.a.VMHost.CreateVM(ctx, spec)
+	case agentenv.KindImage:
+		if b.a.Imager == nil {
+			return agentenv.Sandbox{}, fmt.Errorf("%s cannot build images: %w", b.p.Name(), agentenv.ErrInvalid)
+		}
+		return b.a.Imager.CreateImage(ctx, agentenv.ImageSpec{Name: spec.Name, Base: spec.Image, Files: spec.Files, Labels: spec.Labels})
 	}
 	return b.p.Create(ctx, spec)
 }
@@ -203,11 +208,14 @@ func (m *Manager) settle(ctx context.Context, pc *pendingCreate, b *backend, rec
 	upd, err := m.cfg.Ledger.Update(ctx, rec.ID, func(r *agentenv.Record) error {
 		r.State = agentenv.StateLive
 		r.SandboxID = sb.ID
-		if len(sb.Endpoints) > 0 && r.Attrs == nil {
+		if (len(sb.Endpoints) > 0 || sb.Image != "") && r.Attrs == nil {
 			r.Attrs = map[string]string{}
 		}
 		for port, addr := range sb.Endpoints {
 			r.Attrs["endpoint."+port] = addr
+		}
+		if sb.Image != "" {
+			r.Attrs[agentenv.AttrImageRef] = sb.Image
 		}
 		return nil
 	})

@@ -34,9 +34,10 @@ type GCReport struct {
 	// their expired unrecorded sandboxes were not looked for.
 	Unlisted []string `json:"unlisted,omitempty"`
 	// InFlight names records whose creator died while its create may still be running in the
-	// backend: nothing is listed for them yet, and they are young enough that something may
-	// still appear. They stay abandoned; a later gc collects what appears, or closes them once
-	// they are older than the create timeout.
+	// backend: nothing is listed for them yet (or, for an image build, what was listed has been
+	// removed), and they are young enough that something may still appear. They stay
+	// abandoned; a later gc collects what appears, or closes them once they are older than the
+	// create timeout.
 	InFlight []string `json:"in_flight,omitempty"`
 }
 
@@ -199,9 +200,12 @@ func (m *Manager) ownerAlive(o agentenv.Owner, leaseUntil, now time.Time) bool {
 }
 
 // inFlight reports whether r's create may still be running in the backend after its creator
-// died: r never became live, is younger than the create timeout, and nothing is listed under it
-// yet. Collecting it now would close a record whose sandbox may appear a moment later. Such a
-// record is marked abandoned (unless on a dry run).
+// died: r never became live and is younger than the create timeout, and nothing is listed under
+// it yet, or it is an image. Collecting it now would close a record whose sandbox may appear a
+// moment later. An image build goes on in the backend after its client is gone (an engine ends
+// the step it is in, which makes one more image): what it made so far is removed now, and the
+// record is watched until its create timeout. Such a record is marked abandoned (unless on a
+// dry run, which removes nothing either).
 func (m *Manager) inFlight(ctx context.Context, r agentenv.Record, now time.Time, dryRun bool) bool {
 	if r.State != agentenv.StateCreating && r.State != agentenv.StateAbandoned {
 		return false
@@ -219,10 +223,18 @@ func (m *Manager) inFlight(ctx context.Context, r agentenv.Record, now time.Time
 		return false
 	}
 	listed, err := b.p.List(ctx, map[string]string{agentenv.LabelRecord: r.ID})
-	if err != nil || len(listed) > 0 {
+	if err != nil || len(listed) > 0 && r.Kind != agentenv.KindImage {
 		return false
 	}
-	if !dryRun && r.State == agentenv.StateCreating {
+	if dryRun {
+		return true
+	}
+	for _, sb := range listed {
+		if err := b.p.Terminate(ctx, sb.ID); err != nil {
+			m.log.Warn("gc: remove what an image build in flight made so far; the next gc retries", "record_id", r.ID, "err", err)
+		}
+	}
+	if r.State == agentenv.StateCreating {
 		m.finish(ctx, r.ID, agentenv.StateAbandoned, "its creator died with the create in flight")
 	}
 	return true

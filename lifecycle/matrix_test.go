@@ -69,12 +69,15 @@ func (r *rig) gcElsewhere(t *testing.T) lifecycle.GCReport {
 	return rep
 }
 
-// assertClean fails unless the fake holds no sandbox and every record is gone, and says
-// whether it failed.
+// assertClean fails unless the fake holds no sandbox and no image and every record is gone,
+// and says whether it failed.
 func (r *rig) assertClean(t *testing.T, when string) bool {
 	t.Helper()
 	if live := r.fake.Live(); len(live) > 0 {
 		t.Errorf("%s: fake provider still holds %v", when, live)
+	}
+	if imgs := r.fake.Images(); len(imgs) > 0 {
+		t.Errorf("%s: fake provider still holds images %v", when, imgs)
 	}
 	recs, err := r.led.List(context.Background(), agentenv.Filter{})
 	if err != nil {
@@ -99,7 +102,8 @@ type step struct {
 
 var actions = []fault.Action{fault.Error, fault.Hang, fault.Cancel, fault.Panic, fault.Lost}
 
-// TestFaultMatrix injects every fault at every step of create, teardown and gc, and checks that
+// TestFaultMatrix injects every fault at every step of create (of a sandbox, an image, a VM),
+// teardown and gc, and checks that
 // nothing is left alive and, after one gc, no record is short of gone.
 func TestFaultMatrix(t *testing.T) {
 	t.Parallel()
@@ -121,6 +125,21 @@ func TestFaultMatrix(t *testing.T) {
 				_, _, err := r.mgr.Create(ctx, createSpec)
 				if err == nil {
 					// A create that survived its fault is torn down like any other.
+					_, err = r.mgr.TeardownIDs(context.Background(), mustIDs(r)...)
+				}
+				return err
+			},
+		},
+		{
+			name: "image",
+			steps: []step{
+				{"ledger", "put", 1}, {"provider", "create_image", 1}, {"ledger", "update", 1},
+				{"provider", "list", 1}, {"provider", "terminate", 1}, {"ledger", "update", 2},
+			},
+			run: func(ctx context.Context, r *rig, _ []string) error {
+				// As env snapshot does: an image built under its record, torn down later.
+				_, _, err := r.mgr.Create(ctx, imageRequest())
+				if err == nil {
 					_, err = r.mgr.TeardownIDs(context.Background(), mustIDs(r)...)
 				}
 				return err

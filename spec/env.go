@@ -164,9 +164,12 @@ type ServiceDB struct {
 	InitSQL []string `yaml:"init_sql"`
 	// Seed are SQL files, relative to the env file, run after InitSQL: the initial data.
 	Seed []string `yaml:"seed"`
-	// FromSnapshot names a snapshot in the state store (`agentenv env snapshot`) that the
-	// deployment's database is copied from, in place of running InitSQL and Seed. It needs a
-	// state store; a deploy fails naming this field when the store has no such snapshot.
+	// FromSnapshot names a snapshot (`agentenv env snapshot`) the deployment's database starts
+	// from, in place of running the schemas, InitSQL and Seed: a template database of the state
+	// store (a deploy that uses that store copies it), or an image of a service DB container
+	// with its dump (a container-mode deploy on the provider that built it runs it and restores
+	// the dump; no store needed). A deploy fails naming this field, before it creates anything,
+	// when there is no such snapshot, it is of another env, or this deploy cannot use it.
 	FromSnapshot string `yaml:"from_snapshot"`
 	// WebUI is the DB web UI sidecar (adminer by default).
 	WebUI Sidecar `yaml:"web_ui"`

@@ -91,6 +91,11 @@ type TopologyOptions struct {
 	// service DB component: no servicedb component is returned, and DATABASE_URL and db-mcp's
 	// URL name Store's server, database and login roles.
 	Store *StoreDB
+	// SnapshotImage, if set, is an image snapshot of the service DB (`agentenv env snapshot` of
+	// a deployment whose service DB was a container), which the service DB component runs: its
+	// files are then the roles file alone, as the snapshot's dump, which the deployer restores
+	// first, holds what the schemas, init_sql and seed made.
+	SnapshotImage string
 	// TokenFile, if set, is passed to the gateway as --token-file. Otherwise the deployer gives
 	// the gateway its token in AGENTENV_GATEWAY_TOKEN.
 	TokenFile string
@@ -126,7 +131,12 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 			}
 		}
 		if opts.Store == nil {
-			out = append(out, e.serviceDBComponent(pw))
+			comp := e.serviceDBComponent(pw)
+			if opts.SnapshotImage != "" {
+				comp.Image = opts.SnapshotImage
+				comp.Files = slices.DeleteFunc(comp.Files, func(f File) bool { return f.Target != rolesFile })
+			}
+			out = append(out, comp)
 			dbAfter = []string{nameServiceDB}
 		}
 	}

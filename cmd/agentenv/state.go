@@ -186,9 +186,15 @@ naming a PostgreSQL server, each deployment's service DB is a database of its ow
 copied from a template that the env's init_sql and seed made once per env digest, with its
 own login roles. Every database is a ledger record: torn down with the deployment (verified
 gone from pg_database) and collected by gc. A store you name is borrowed: only the databases
-agentenv made in it are ever dropped. 'state up' starts a local store on the Docker engine.`,
+agentenv made in it are ever dropped. 'state up' starts a local store on the Docker engine.
+
+Snapshots of env state ('agentenv env snapshot') are of two kinds: a template database of the
+store, or, for a deployment whose service DB is a container, an image of that container's
+image holding its database's dump, which needs no store. An env file's
+service_db.from_snapshot deploys from either. 'state ls' lists them and 'state rm-snapshot'
+removes one, with a verified receipt.`,
 	}
-	cmd.AddCommand(newStateUpCmd(a), newStateDownCmd(a), newStateRmSnapshotCmd(a))
+	cmd.AddCommand(newStateUpCmd(a), newStateDownCmd(a), newStateLsCmd(a), newStateRmSnapshotCmd(a))
 	return cmd
 }
 
@@ -197,12 +203,21 @@ func newEnvSnapshotCmd(a *app) *cobra.Command {
 	var f struct{ name, stateStore string }
 	cmd := &cobra.Command{
 		Use:   "snapshot DEPLOYMENT --name NAME",
-		Short: "Save a deployment's service DB (each server's schema) as a named snapshot in the state store",
-		Long: `snapshot copies the deployment's database in the state store into a template database
-named NAME, recorded in the ledger until 'agentenv state rm-snapshot NAME'. An env file's
-service_db.from_snapshot: NAME then deploys from it, so a long load_data is paid once. The
-deployment's open sessions are closed for the moment of the copy; its servers reconnect. A
-deployment whose service DB is a container cannot be snapshotted: deploy it with a store.`,
+		Short: "Save a deployment's service DB (each server's schema) as a named snapshot",
+		Long: `snapshot saves the deployment's service DB as snapshot NAME, recorded in the ledger until
+'agentenv state rm-snapshot NAME'. An env file's service_db.from_snapshot: NAME then deploys
+from it, so a long load_data is paid once. What it makes follows where the service DB is:
+
+  a database of the state store   a template database of the store, copied from it; the
+                                  deployment's open sessions are closed for the moment of
+                                  the copy and its servers reconnect
+  a container (docker)            an image of the service DB's image holding pg_dump's dump
+                                  of its database, taken while the deployment runs on; it
+                                  deploys on the provider that built it, in container mode,
+                                  without a store
+
+A deployment in VM mode, or on a provider that builds no images and without a store, cannot
+be snapshotted.`,
 		Example: `  agentenv env snapshot dep-0123456789ab --name seeded`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -223,7 +238,11 @@ deployment whose service DB is a container cannot be snapshotted: deploy it with
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "snapshot %s (record %s) of deployment %s\n", f.name, rec.ID, args[0])
+			what := "template database " + pgstore.DatabaseName(rec.ID) + " of the state store"
+			if rec.Kind == agentenv.KindImage {
+				what = "image " + rec.Attrs[agentenv.AttrImageRef] + " on " + rec.Provider
+			}
+			fmt.Fprintf(a.stdout, "snapshot %s (record %s) of deployment %s: %s\n", f.name, rec.ID, args[0], what)
 			return nil
 		},
 	}
@@ -235,7 +254,7 @@ deployment whose service DB is a container cannot be snapshotted: deploy it with
 func newStateRmSnapshotCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "rm-snapshot NAME",
-		Short: "Remove a snapshot of env state from the store, with a verified receipt",
+		Short: "Remove a snapshot of env state (a store's template database or an image), with a verified receipt",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mgr, err := a.manager(cmd.Context())
@@ -247,6 +266,39 @@ func newStateRmSnapshotCmd(a *app) *cobra.Command {
 			return err
 		},
 	}
+}
+
+func newStateLsCmd(a *app) *cobra.Command {
+	var f struct{ json bool }
+	cmd := &cobra.Command{
+		Use:   "ls [--json]",
+		Short: "List the snapshots of env state: template databases of a store and images",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			mgr, err := a.manager(cmd.Context())
+			if err != nil {
+				return err
+			}
+			snaps, err := deploy.New(mgr, a.log).Snapshots(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if f.json {
+				if snaps == nil {
+					snaps = []deploy.SnapshotInfo{}
+				}
+				return printJSON(a.stdout, snaps)
+			}
+			rows := make([][]string, 0, len(snaps))
+			for _, s := range snaps {
+				rows = append(rows, []string{s.Name, s.Kind, s.Env, s.Provider, s.Ref, ago(s.Created)})
+			}
+			table(a.stdout, []string{"NAME", "KIND", "ENV", "PROVIDER", "REF", "CREATED"}, rows)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
+	return cmd
 }
 
 func newStateUpCmd(a *app) *cobra.Command {

@@ -46,11 +46,16 @@ func (c *cli) stateUp() string {
 	return out.DSN
 }
 
-// notesEnvFile writes the notes example on this checkout's runtime image.
-func (c *cli) notesEnvFile() string {
+// notesEnvFile writes the notes example on this checkout's runtime image, with serviceDB's
+// lines (such as "from_snapshot: NAME") added to its service_db, in a folder of its own.
+func (c *cli) notesEnvFile(serviceDB ...string) string {
 	c.t.Helper()
 	runtime, _ := dockertest.RuntimeImage(c.t)
 	p := filepath.Join(c.t.TempDir(), "env.yaml")
+	var extra strings.Builder
+	for _, l := range serviceDB {
+		extra.WriteString("  " + l + "\n")
+	}
 	y := fmt.Sprintf(`name: notes
 servers:
   - name: notes
@@ -59,12 +64,12 @@ servers:
     port: 8080
     database: true
 service_db:
-  db_mcp:
+%[2]s  db_mcp:
     enabled: true
     image: %[1]s
 gateway:
   image: %[1]s
-`, runtime)
+`, runtime, extra.String())
 	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
 		c.t.Fatal(err)
 	}

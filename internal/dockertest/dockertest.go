@@ -134,8 +134,8 @@ func buildImage(ctx context.Context, cli *client.Client, pkg, repo string, entry
 	return tag, bin, err
 }
 
-// Leftovers returns the containers, networks and volumes that carry every one of labels, as
-// "container NAME", "network NAME" and "volume NAME", sorted. labels must not be empty: an
+// Leftovers returns the containers, networks, volumes and images that carry every one of
+// labels, as "container NAME", "network NAME", "volume NAME" and "image TAG", sorted. labels must not be empty: an
 // empty filter would match everything on a shared engine.
 func Leftovers(ctx context.Context, cli *client.Client, labels map[string]string) ([]string, error) {
 	f, err := engine.LabelFilter(labels)
@@ -160,13 +160,20 @@ func Leftovers(ctx context.Context, cli *client.Client, labels map[string]string
 	for _, v := range l.Volumes {
 		out = append(out, "volume "+v.Name)
 	}
+	for _, im := range l.Images {
+		name := im.ID
+		if len(im.RepoTags) > 0 {
+			name = im.RepoTags[0]
+		}
+		out = append(out, "image "+name)
+	}
 	sort.Strings(out)
 	return out, nil
 }
 
-// CheckNoLeftovers registers a cleanup that fails tb if any container, network or volume with
-// labels remains when tb ends, and then removes them so the next test starts clean. Call it
-// before creating anything, so that its cleanup runs after the test's own.
+// CheckNoLeftovers registers a cleanup that fails tb if any container, network, volume or image
+// with labels remains when tb ends, and then removes them so the next test starts clean. Call
+// it before creating anything, so that its cleanup runs after the test's own.
 func CheckNoLeftovers(tb testing.TB, cli *client.Client, labels map[string]string) {
 	tb.Helper()
 	if len(labels) == 0 {
@@ -190,8 +197,8 @@ func CheckNoLeftovers(tb testing.TB, cli *client.Client, labels map[string]strin
 	})
 }
 
-// Remove force-removes the containers (with their anonymous volumes), then the networks, then
-// the volumes that carry every one of labels. labels must not be empty.
+// Remove force-removes the containers (with their anonymous volumes), then the networks, the
+// volumes and the images that carry every one of labels. labels must not be empty.
 func Remove(ctx context.Context, cli *client.Client, labels map[string]string) error {
 	f, err := engine.LabelFilter(labels)
 	if err != nil {
@@ -222,6 +229,15 @@ func Remove(ctx context.Context, cli *client.Client, labels map[string]string) e
 	} else {
 		for _, v := range vs.Items {
 			if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if is, err := cli.ImageList(ctx, client.ImageListOptions{Filters: f}); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, im := range is.Items {
+			if _, err := cli.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, err)
 			}
 		}

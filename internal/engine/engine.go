@@ -7,14 +7,18 @@ package engine
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/api/types/jsonstream"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/api/types/volume"
 	"github.com/moby/moby/client"
@@ -102,24 +106,53 @@ type Listing struct {
 	Containers []container.Summary // running or not
 	Networks   []network.Summary
 	Volumes    []volume.Volume
+	// Images are the top-level images (tagged, or untagged without children: what a build cut
+	// short leaves); an image's untagged parents go with it when it is removed.
+	Images []image.Summary
 }
 
-// List lists the containers (running or not), networks and volumes that match f, the three
-// concurrently. One unreachable engine fails all three alike; the error is the first.
+// List lists the containers (running or not), networks, volumes and images that match f, the
+// four concurrently. One unreachable engine fails them all alike; the error is the first.
 func List(ctx context.Context, cli *client.Client, f client.Filters) (Listing, error) {
 	var (
-		wg               sync.WaitGroup
-		cs               client.ContainerListResult
-		ns               client.NetworkListResult
-		vs               client.VolumeListResult
-		cErr, nErr, vErr error
+		wg                     sync.WaitGroup
+		cs                     client.ContainerListResult
+		ns                     client.NetworkListResult
+		vs                     client.VolumeListResult
+		is                     client.ImageListResult
+		cErr, nErr, vErr, iErr error
 	)
 	wg.Go(func() { cs, cErr = cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}) })
 	wg.Go(func() { ns, nErr = cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}) })
 	wg.Go(func() { vs, vErr = cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}) })
+	wg.Go(func() { is, iErr = cli.ImageList(ctx, client.ImageListOptions{Filters: f}) })
 	wg.Wait()
-	if err := cmp.Or(cErr, nErr, vErr); err != nil {
+	if err := cmp.Or(cErr, nErr, vErr, iErr); err != nil {
 		return Listing{}, err
 	}
-	return Listing{Containers: cs.Items, Networks: ns.Items, Volumes: vs.Items}, nil
+	return Listing{Containers: cs.Items, Networks: ns.Items, Volumes: vs.Items, Images: is.Items}, nil
+}
+
+// ReadBuild drains an image build's JSON message stream (ImageBuild's body) and returns the
+// first error it reports, with the last lines of output for context.
+func ReadBuild(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	var tail []string
+	for {
+		var m jsonstream.Message
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read build output: %w", err)
+		}
+		if s := strings.TrimSpace(m.Stream); s != "" {
+			tail = append(tail, s)
+			if len(tail) > 5 {
+				tail = tail[1:]
+			}
+		}
+		if m.Error != nil {
+			return fmt.Errorf("%s (after: %s)", m.Error.Message, strings.Join(tail, " | "))
+		}
+	}
 }

@@ -148,8 +148,12 @@ func (p *Provider) createContainer(ctx context.Context, opts client.ContainerCre
 	}
 }
 
-// pull pulls image and waits for the pull to finish.
+// pull pulls image and waits for the pull to finish. An image of ImageRepo is one CreateImage
+// built here, never a registry's: it is not asked for.
 func (p *Provider) pull(ctx context.Context, image string) error {
+	if strings.HasPrefix(image, ImageRepo+":") {
+		return fmt.Errorf("an image agentenv builds on this engine (CreateImage), not pulled; it was removed or never built")
+	}
 	p.log.Info("pull image", "image", image)
 	resp, err := p.cli.ImagePull(ctx, image, client.ImagePullOptions{})
 	if err != nil {

@@ -1,7 +1,10 @@
 package docker
 
 import (
+	"archive/tar"
+	"bytes"
 	"errors"
+	"io"
 	"net/netip"
 	"slices"
 	"strings"
@@ -195,7 +198,7 @@ func TestNew_Defaults(t *testing.T) {
 	if !caps.OnThisMachine || !caps.ListByLabel || caps.BackstopLifetime {
 		t.Errorf("Capabilities = %+v", caps)
 	}
-	want := []agentenv.Ability{agentenv.AbilityNetworks, agentenv.AbilityVMs, agentenv.AbilityExec, agentenv.AbilityFiles, agentenv.AbilityImages, agentenv.AbilityLogs}
+	want := []agentenv.Ability{agentenv.AbilityNetworks, agentenv.AbilityVMs, agentenv.AbilityExec, agentenv.AbilityFiles, agentenv.AbilityImages, agentenv.AbilityLogs, agentenv.AbilityImageBuild}
 	if got := agentenv.AbilitiesOf(p).List(); !slices.Equal(got, want) {
 		t.Errorf("abilities = %v, want %v", got, want)
 	}
@@ -213,5 +216,39 @@ func TestCreate_RecordLabelMustBeTheName(t *testing.T) {
 	s.Labels[agentenv.LabelRecord] = "r-2"
 	if _, err := p.Create(t.Context(), s); !errors.Is(err, agentenv.ErrInvalid) {
 		t.Errorf("Create with another record label = %v, want ErrInvalid before any engine call", err)
+	}
+}
+
+func TestImageContext(t *testing.T) {
+	ctx, err := imageContext(agentenv.ImageSpec{Name: "snap-x", Base: "pg:15",
+		Files:  map[string][]byte{"/agentenv/snapshot.sql": []byte("SELECT 1;")},
+		Labels: map[string]string{agentenv.LabelRecord: "snap-x", "note": `a "$HOME" \ b`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(bytes.NewReader(ctx))
+	files := map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		files[h.Name], _ = io.ReadAll(tr)
+	}
+	want := "FROM pg:15\nLABEL \"agentenv.record\"=\"snap-x\" \"note\"=\"a \\\"\\$HOME\\\" \\\\ b\"\nADD files.tar /\n"
+	if got := string(files["Dockerfile"]); got != want {
+		t.Errorf("Dockerfile =\n%s\nwant\n%s", got, want)
+	}
+	inner := tar.NewReader(bytes.NewReader(files["files.tar"]))
+	var names []string
+	for {
+		h, err := inner.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, h.Name)
+	}
+	if !slices.Equal(names, []string{"agentenv/", "agentenv/snapshot.sql"}) {
+		t.Errorf("files.tar holds %v, want the dump under agentenv/", names)
 	}
 }

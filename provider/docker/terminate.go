@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -17,9 +18,11 @@ import (
 )
 
 // Terminate removes everything labelled agentenv.record=id: its containers (forced, with their
-// anonymous volumes), then its networks (disconnecting any container still attached), then its
-// volumes. The listings run concurrently, and so do the removals of each kind. An object that
-// is already gone, or being removed, counts as removed; Terminate of an unknown id is nil.
+// anonymous volumes), then its networks (disconnecting any container still attached), its
+// volumes and its images (forced, children first, with their untagged parents). The listings
+// run concurrently, and so do the removals of each kind. An object that is already gone, or
+// being removed, counts as removed; Terminate of an unknown id is nil. An image that a running
+// container of another record still uses is not removed: the engine's error says which.
 func (p *Provider) Terminate(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return fmt.Errorf("docker: terminate: %w", err)
@@ -37,7 +40,9 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 		wg                 sync.WaitGroup
 		nets               []string
 		vols               []string
+		imgs, parents      []string
 		netErr, volErr     error
+		imgErr             error
 		containerErrs      []error
 		containerErrsMutex sync.Mutex
 	)
@@ -48,6 +53,13 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 		netErr = err
 		for _, n := range res.Items {
 			nets = append(nets, n.ID)
+		}
+	})
+	wg.Go(func() {
+		res, err := p.cli.ImageList(ctx, client.ImageListOptions{Filters: f})
+		imgErr = err
+		for _, im := range res.Items {
+			imgs, parents = append(imgs, im.ID), append(parents, im.ParentID)
 		}
 	})
 	wg.Go(func() {
@@ -80,6 +92,9 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 	if volErr != nil {
 		errs = append(errs, fmt.Errorf("list volumes: %w", volErr))
 	}
+	if imgErr != nil {
+		errs = append(errs, fmt.Errorf("list images: %w", imgErr))
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -100,6 +115,15 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 			if err != nil && !engine.IsGone(err) {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("remove volume %s: %w", v, err))
+				mu.Unlock()
+			}
+		})
+	}
+	if len(imgs) > 0 {
+		wg.Go(func() {
+			if err := p.removeImages(ctx, imgs, parents); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
 				mu.Unlock()
 			}
 		})
@@ -173,10 +197,11 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 	return sb, nil
 }
 
-// List returns one Sandbox per record among the containers, networks and volumes that carry
-// every one of labels and the agentenv.record label. A record is running if any of its
-// containers runs (or it has only networks and volumes), exited if all its containers
-// finished, and creating if none has started yet.
+// List returns one Sandbox per record among the containers, networks, volumes and images that
+// carry every one of labels and the agentenv.record label. A record is running if any of its
+// containers runs (or it has only networks, volumes and images), exited if all its containers
+// finished, and creating if none has started yet. A record's image reference (ImageRepo:ID)
+// is its Sandbox.Image.
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
 	sbs, err := p.list(ctx, labels)
 	if err != nil {
@@ -200,6 +225,12 @@ func (p *Provider) list(ctx context.Context, labels map[string]string) ([]agente
 	for _, v := range l.Volumes {
 		created, _ := time.Parse(time.RFC3339, v.CreatedAt)
 		g.other(v.Labels, created)
+	}
+	for _, im := range l.Images {
+		gr := g.get(im.Labels, time.Unix(im.Created, 0))
+		if ref := ImageRepo + ":" + gr.sb.ID; slices.Contains(im.RepoTags, ref) {
+			gr.sb.Image = ref
+		}
 	}
 	return g.sandboxes(), nil
 }

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ type Provider struct {
 	files   map[string]map[string][]byte // sandbox id -> path -> content
 	inVM    map[string]map[string]bool   // VM id -> names of the containers of its stack
 	servers map[string][]*http.Server    // sandbox id -> what its published ports answer
+	images  map[string]map[string][]byte // image reference -> the files it adds to its base
 	seq     int
 	calls   map[string]int
 }
@@ -46,6 +48,7 @@ var (
 	_ agentenv.Files        = (*Provider)(nil)
 	_ agentenv.ImageChecker = (*Provider)(nil)
 	_ agentenv.LogReader    = (*Provider)(nil)
+	_ agentenv.Imager       = (*Provider)(nil)
 )
 
 // New returns an empty fake provider called name, with every ability but those listed in
@@ -58,6 +61,7 @@ func New(name string, without ...agentenv.Ability) *Provider {
 		files:   make(map[string]map[string][]byte),
 		inVM:    make(map[string]map[string]bool),
 		servers: make(map[string][]*http.Server),
+		images:  make(map[string]map[string][]byte),
 		calls:   make(map[string]int),
 	}
 	for _, a := range without {
@@ -95,11 +99,15 @@ func (p *Provider) Abilities() agentenv.Abilities {
 	if !p.without[agentenv.AbilityLogs] {
 		a.LogReader = p
 	}
+	if !p.without[agentenv.AbilityImageBuild] {
+		a.Imager = p
+	}
 	return a
 }
 
-// Create implements agentenv.Provider. It fails with ErrInvalid for an image named "missing" and
-// for a spec whose record label does not match its name.
+// Create implements agentenv.Provider. It fails with ErrInvalid for an image named "missing", an
+// image of its own (CreateImage) that is gone, and a spec whose record label does not match its
+// name. A sandbox of an image of its own starts with that image's files.
 func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	p.count("create")
 	if err := ctx.Err(); err != nil {
@@ -108,10 +116,15 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err := checkName(spec.Name, spec.Labels); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("fake: create: %w", err)
 	}
-	if spec.Image == "missing" {
-		return agentenv.Sandbox{}, fmt.Errorf("fake: create %s: image %q not found: %w", spec.Name, spec.Image, agentenv.ErrInvalid)
+	if err := p.image(spec.Image); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create %s: %w", spec.Name, err)
 	}
 	sb := p.add(spec.Name, spec.Labels, spec.Ports)
+	p.mu.Lock()
+	if files, ok := p.images[spec.Image]; ok {
+		p.files[sb.ID] = maps.Clone(files)
+	}
+	p.mu.Unlock()
 	if code, ok := exitCode(spec.Command); ok {
 		p.Kill(sb.ID, code)
 		sb.State, sb.ExitCode = agentenv.SandboxExited, code
@@ -161,6 +174,47 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	box.ID = spec.Name
 	p.boxes[box.ID] = box
 	return *box, nil
+}
+
+// imagePrefix starts the references of the images CreateImage builds.
+const imagePrefix = "fake.local/"
+
+// CreateImage implements agentenv.Imager: the image is a record of the files it adds to its
+// base, which a sandbox created from its reference starts with. Its id is its record id, as a
+// network's; a base named "missing" is not there, and a name in use is ErrConflict.
+func (p *Provider) CreateImage(ctx context.Context, spec agentenv.ImageSpec) (agentenv.Sandbox, error) {
+	p.count("create_image")
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create image %s: %w", spec.Name, err)
+	}
+	if err := checkName(spec.Name, spec.Labels); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create image: %w", err)
+	}
+	if err := p.image(spec.Base); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create image %s: base: %w", spec.Name, err)
+	}
+	ref := imagePrefix + spec.Name
+	p.mu.Lock()
+	_, taken := p.boxes[spec.Name]
+	if !taken {
+		p.images[ref] = maps.Clone(spec.Files)
+		p.boxes[spec.Name] = &agentenv.Sandbox{
+			ID: spec.Name, Name: spec.Name, Provider: p.name, State: agentenv.SandboxRunning,
+			Labels: maps.Clone(spec.Labels), Endpoints: map[string]string{}, Created: time.Now(), Image: ref,
+		}
+	}
+	p.mu.Unlock()
+	if taken {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create image %s: name in use: %w", spec.Name, agentenv.ErrConflict)
+	}
+	return p.Get(ctx, spec.Name)
+}
+
+// Images returns the references of the images CreateImage built that still exist, sorted.
+func (p *Provider) Images() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.images))
 }
 
 func (p *Provider) add(name string, labels map[string]string, ports []int) agentenv.Sandbox {
@@ -244,6 +298,9 @@ func (p *Provider) drop(id string) {
 	delete(p.boxes, id)
 	delete(p.files, id)
 	delete(p.inVM, id)
+	if ok && sb.Image != "" {
+		delete(p.images, sb.Image)
+	}
 	if !ok || sb.Labels[labelVM] != "" {
 		return
 	}
@@ -316,10 +373,20 @@ func (p *Provider) ReadFile(ctx context.Context, id, file string) ([]byte, error
 	return slices.Clone(data), nil
 }
 
-// EnsureImage implements agentenv.ImageChecker: the image "missing" is not there.
+// EnsureImage implements agentenv.ImageChecker: the image "missing" is not there, nor is an
+// image of its own (CreateImage) that was terminated.
 func (p *Provider) EnsureImage(ctx context.Context, image string) error {
 	p.count("ensure_image")
-	if image == "missing" {
+	return p.image(image)
+}
+
+// image says whether image is there: anything but "missing" and the images of its own that
+// were terminated.
+func (p *Provider) image(image string) error {
+	p.mu.Lock()
+	_, built := p.images[image]
+	p.mu.Unlock()
+	if image == "missing" || strings.HasPrefix(image, imagePrefix) && !built {
 		return fmt.Errorf("fake: image %q not found: %w", image, agentenv.ErrInvalid)
 	}
 	return nil

@@ -86,6 +86,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) agentenv.Provider, opts Op
 		{"CreateCancelledMidway", s.createCancelledMidway},
 		{"InvalidRecordLabel", s.invalidRecordLabel},
 		{"Network", s.network},
+		{"Image", s.image},
 		{"Abilities", s.abilities},
 	}
 	for _, tt := range tests {
@@ -396,6 +397,69 @@ func (s *suite) network(t *testing.T, p agentenv.Provider) {
 		if sbs := listRecord(t, p, rid); len(sbs) != 0 {
 			t.Errorf("List(record=%s) after Terminate = %v, want none", rid, sbs)
 		}
+	}
+}
+
+// image checks, where p builds images (agentenv.Imager), that an image is found by its record
+// label, runs with its files in a sandbox, refuses a second build of its name, and is gone
+// after Terminate, which is idempotent.
+func (s *suite) image(t *testing.T, p agentenv.Provider) {
+	im := agentenv.AbilitiesOf(p).Imager
+	if im == nil {
+		t.Logf("%s builds no images", p.Name())
+		return
+	}
+	ctx := t.Context()
+	imgID, id := NewID(), NewID()
+	terminateAtEnd(t, p, id)
+	terminateAtEnd(t, p, imgID)
+	const file = "/agentenv-conformance/image.txt"
+	want := []byte("built by providertest\n")
+	spec := agentenv.ImageSpec{Name: imgID, Base: s.opts.Image, Files: map[string][]byte{file: want}, Labels: map[string]string{agentenv.LabelRecord: id}}
+	if _, err := im.CreateImage(ctx, spec); !errors.Is(err, agentenv.ErrInvalid) {
+		t.Errorf("CreateImage with a mismatched record label = %v, want ErrInvalid", err)
+	}
+	spec.Labels = s.labels(imgID)
+	img, err := im.CreateImage(ctx, spec)
+	if err != nil {
+		t.Fatalf("CreateImage(%s) = %v", imgID, err)
+	}
+	if img.Image == "" {
+		t.Errorf("CreateImage(%s) returned no image reference", imgID)
+	}
+	if sbs := listRecord(t, p, imgID); len(sbs) != 1 || sbs[0].State != agentenv.SandboxRunning {
+		t.Errorf("List(record=%s) = %v, want the image, running", imgID, sbs)
+	}
+	if _, err := im.CreateImage(ctx, spec); !errors.Is(err, agentenv.ErrConflict) {
+		t.Errorf("CreateImage of a name in use = %v, want ErrConflict", err)
+	}
+	run := s.spec(id, s.opts.Command)
+	run.Image = img.Image
+	sb, err := p.Create(ctx, run)
+	if err != nil {
+		t.Fatalf("Create(%s) from image %s = %v", id, img.Image, err)
+	}
+	if f := agentenv.AbilitiesOf(p).Files; f != nil {
+		if got, err := f.ReadFile(ctx, sb.ID, file); err != nil || string(got) != string(want) {
+			t.Errorf("ReadFile(%s) in a sandbox of the image = %q, %v; want %q", file, got, err, want)
+		}
+	}
+	if err := p.Terminate(ctx, sb.ID); err != nil {
+		t.Errorf("Terminate(%s) = %v", sb.ID, err)
+	}
+	for range 2 {
+		if err := p.Terminate(ctx, img.ID); err != nil {
+			t.Errorf("Terminate(image %s) = %v, want nil", img.ID, err)
+		}
+	}
+	if sbs := listRecord(t, p, imgID); len(sbs) != 0 {
+		t.Errorf("List(record=%s) after Terminate = %v, want none", imgID, sbs)
+	}
+	run = s.spec(NewID(), s.opts.Command)
+	run.Image = img.Image
+	if _, err := p.Create(ctx, run); err == nil {
+		p.Terminate(ctx, run.Name) //nolint:errcheck // the error below says what matters
+		t.Errorf("Create from a terminated image = nil error, want one")
 	}
 }
 
