@@ -31,6 +31,7 @@ require (
 )
 
 require (
+	connectrpc.com/connect v1.19.1 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/aristanetworks/gomap v0.0.0-20230726210543-f4e41046dced // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

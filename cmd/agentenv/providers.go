@@ -26,6 +26,7 @@ var providerTable = []struct {
 	{"e2b", newE2B},
 	{stateProvider, newStateStore},
 	{"tensorlake", newTensorlake},
+	{"tenki", newTenki},
 	{"smol_vm", newSmolVM},
 	{"vercel", newVercel},
 }

@@ -87,6 +87,10 @@ func DinDCloud(t *testing.T, kit VMKit, preload ...string) VMCloud {
 	return c
 }
 
+// vmBudget bounds each deploy of VMModeOfNotes. The first also loads the DinD template's
+// preloaded images, which takes minutes on a loaded machine.
+const vmBudget = 6 * time.Minute
+
 // VMModeOfNotes deploys examples/notes in VM mode on kit's provider against its emulator, each
 // sandbox of the Docker-capable template a DinD VM whose engine holds the env's images:
 // PostgreSQL, the notes server, adminer, db-mcp and the gateway run inside, the gateway is
@@ -135,7 +139,7 @@ func VMModeOfNotes(t *testing.T, kit VMKit) {
 	}
 
 	id := fmt.Sprintf("dep-t%s%x", kit.Short, time.Now().UnixNano()&0xffffff)
-	res, events := Deploy(t, d, env, deploy.Options{Provider: kit.Name, Name: id, Budget: 3 * time.Minute})
+	res, events := Deploy(t, d, env, deploy.Options{Provider: kit.Name, Name: id, Budget: vmBudget})
 	if res.Doc.Mode != deploy.ModeVM || len(res.Records) != 1 {
 		t.Errorf("mode %s, records %v; want vm with one VM record", res.Doc.Mode, res.Records)
 	}
@@ -178,7 +182,7 @@ func VMModeOfNotes(t *testing.T, kit VMKit) {
 	t.Logf("deploy, call and teardown took %s", time.Since(start))
 
 	// Cancelled at the k-th progress event, for every k: each leaves nothing.
-	CancelAtEachEvent(t, d, env, deploy.Options{Provider: kit.Name, Budget: 3 * time.Minute}, events,
+	CancelAtEachEvent(t, d, env, deploy.Options{Provider: kit.Name, Budget: vmBudget}, events,
 		func(t *testing.T, k int) string { return fmt.Sprintf("%sc%02d", id, k) }, checkGone)
 	if left := c.Emulator.Running(); len(left) != 0 {
 		t.Errorf("the emulator runs %v after the cancelled deploys", left)

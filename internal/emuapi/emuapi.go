@@ -67,10 +67,12 @@ type Base struct {
 	unauthorized http.HandlerFunc
 	faults       emufault.Faults
 
-	mu    sync.Mutex
-	calls map[string]int
-	vms   map[string]emuvm.Machine // by sandbox id, from its start to its removal
-	reap  emuvm.Reaper
+	mu       sync.Mutex
+	calls    map[string]int
+	vms      map[string]emuvm.Machine // by sandbox id, from its start to its removal
+	reap     emuvm.Reaper
+	stopping bool           // Close has begun: Handle routes take no new request
+	handlers sync.WaitGroup // Handle routes running (their requests may outlive an HTTP/2 connection)
 }
 
 // New returns a Base whose Handle routes answer with unauthorized unless authorized accepts
@@ -94,10 +96,22 @@ func Header(name, key string) func(*http.Request) bool {
 }
 
 // Handle serves pattern with h for requests the key check accepts, counting each request as a
-// call of op (see Calls) before the check.
+// call of op (see Calls) before the check. Close waits for h; a request arriving once Close has
+// begun is answered 503.
 func (b *Base) Handle(pattern, op string, h http.HandlerFunc) {
 	b.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		b.Count(op)
+		b.mu.Lock()
+		b.calls[op]++
+		stopping := b.stopping
+		if !stopping {
+			b.handlers.Add(1)
+		}
+		b.mu.Unlock()
+		if stopping {
+			http.Error(w, "the emulator is closing", http.StatusServiceUnavailable)
+			return
+		}
+		defer b.handlers.Done()
 		if !b.authorized(r) {
 			b.unauthorized(w, r)
 			return
@@ -110,7 +124,15 @@ func (b *Base) Handle(pattern, op string, h http.HandlerFunc) {
 func (b *Base) Open(pattern string, h http.HandlerFunc) { b.mux.HandleFunc(pattern, h) }
 
 // Serve starts the server on a loopback port, until Close.
-func (b *Base) Serve() { b.ts = httptest.NewServer(b.mux) }
+func (b *Base) Serve() {
+	b.ts = httptest.NewUnstartedServer(b.mux)
+	// Cleartext HTTP/2 (prior knowledge) beside HTTP/1.1: Connect's bidirectional streams, which
+	// provider/tenki's emulator serves, need HTTP/2.
+	b.ts.Config.Protocols = new(http.Protocols)
+	b.ts.Config.Protocols.SetHTTP1(true)
+	b.ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	b.ts.Start()
+}
 
 // ServeOn starts the server on l (a Unix socket's listener, for an API served there), until
 // Close.
@@ -132,8 +154,14 @@ func (b *Base) Closed() <-chan struct{} { return b.closed }
 // removes every VM left, waiting for each removal, each bounded by a minute.
 func (b *Base) Close(end func()) {
 	close(b.closed)
+	b.mu.Lock()
+	b.stopping = true
+	b.mu.Unlock()
 	end()
 	b.ts.Close()
+	// The server waits for the handlers of its open connections; a handler whose HTTP/2
+	// connection is gone (a client killed mid-create) is waited for here.
+	b.handlers.Wait()
 	b.mu.Lock()
 	ids := make([]string, 0, len(b.vms))
 	for id := range b.vms {
