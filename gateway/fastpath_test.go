@@ -106,27 +106,32 @@ func TestFastPath_AnswersAsTheSDKPath(t *testing.T) {
 	}
 }
 
-// A backend that answers with an event stream, sending a notification and a request of its
-// own before its answer, is relayed by the fast path.
+// A backend that answers with an event stream, sending a notification and requests of its own
+// (ping, roots/list) before its answer, is relayed by the fast path.
 func TestFastPath_EventStreamBackend(t *testing.T) {
 	be := startBackend(t, "s", backendOpts{sse: true, count: true}, "echo")
 	mcp.AddTool(be.mcp, &mcp.Tool{Name: "chatty"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: "p", Progress: 1, Message: "half"})
-			roots, err := req.Session.ListRoots(ctx, nil)
+			if err := req.Session.Ping(ctx, nil); err != nil {
+				return nil, nil, fmt.Errorf("ping the client: %w", err)
+			}
+			// Roots stay in the protocol through their deprecation window: the fast path
+			// answers them as the SDK client does.
+			roots, err := req.Session.ListRoots(ctx, nil) //lint:ignore SA1019 still served while deprecated
 			if err != nil {
 				return nil, nil, fmt.Errorf("list roots: %w", err)
 			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("roots:%d:%s", len(roots.Roots), in.Text)}}}, nil, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("pinged, roots:%d:%s", len(roots.Roots), in.Text)}}}, nil, nil
 		})
 	_, gw := newGateway(t, gateway.Config{}, be)
 	cs := connect(t, gw.URL, "", nil)
-	for i, c := range []struct{ tool, want string }{{"echo", "s/echo:a"}, {"chatty", "roots:0:a"}, {"echo", "s/echo:a"}} {
+	for i, c := range []struct{ tool, want string }{{"echo", "s/echo:a"}, {"chatty", "pinged, roots:0:a"}, {"echo", "s/echo:a"}} {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: map[string]any{"text": "a"}})
 		cancel()
 		if err != nil || res.IsError || resultText(res) != c.want {
-			t.Fatalf("call %d %s = %v, %v; want %q", i, c.tool, res, err, c.want)
+			t.Fatalf("call %d %s = %v (%s), %v; want %q", i, c.tool, res, resultText(res), err, c.want)
 		}
 	}
 	if n := be.forwarded.Load(); n != 3 {

@@ -234,8 +234,9 @@ func answer(m rpcMessage) (json.RawMessage, error) {
 
 // readStream reads an event stream until the response with id. Notifications on it are
 // dropped, as the SDK client drops them for the gateway (progress is not relayed); a request
-// of the backend is answered as the gateway's SDK client would: an empty roots/list, and
-// "method not found" for anything else (the gateway declares no sampling or elicitation).
+// of the backend is answered as the gateway's SDK client would: ping with an empty result, an
+// empty roots/list, and "method not found" for anything else (the gateway declares no sampling
+// or elicitation).
 func (b *backend) readStream(ctx context.Context, sid, version string, id []byte, body io.Reader) (json.RawMessage, error) {
 	rd := bufio.NewReaderSize(body, 16<<10)
 	var data []byte
@@ -295,9 +296,12 @@ func (b *backend) readStream(ctx context.Context, sid, version string, id []byte
 // replyAsync answers a backend's request m on session sid, in the background, bounded.
 func (b *backend) replyAsync(ctx context.Context, sid, version string, m rpcMessage) {
 	var reply []byte
-	if m.Method == "roots/list" {
+	switch m.Method {
+	case "ping":
+		reply = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+	case "roots/list":
 		reply = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"roots":[]}}`, m.ID)
-	} else {
+	default:
 		msg, _ := json.Marshal("method not found: " + m.Method)
 		reply = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, m.ID, jsonrpc.CodeMethodNotFound, msg)
 	}
