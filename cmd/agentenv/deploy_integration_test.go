@@ -196,6 +196,8 @@ func TestDeploymentOutlivesItsCLIUntilItsTTL(t *testing.T) {
 	}
 }
 
+var gcCollectedOneOrTwo = regexp.MustCompile(`\bgc: [12] collected`)
+
 // TestEnvDeployIntoSIGKILLThenGC: a deploy --into a VM that another deployment made is killed
 // (SIGKILL) once its server is up; gc removes exactly that deploy's container from the VM, by
 // its in_vm record, and leaves the VM, its own stack and a second live deployment in it alone.
@@ -258,7 +260,9 @@ func TestEnvDeployIntoSIGKILLThenGC(t *testing.T) {
 	}
 
 	gc := c.run(t.Context(), nil, "gc")
-	if gc.code != 0 || !strings.Contains(gc.stdout+gc.stderr, "1 collected") || !strings.Contains(gc.stdout, "owner process is dead") {
+	// The kill lands once kv is ready; by then the deploy may have claimed its gateway too, so
+	// gc collects one or two containers of the dead owner. What it must leave is checked next.
+	if gc.code != 0 || !gcCollectedOneOrTwo.MatchString(gc.stdout+gc.stderr) || !strings.Contains(gc.stdout, "owner process is dead") {
 		t.Errorf("gc: exit %d\n%s%s", gc.code, gc.stdout, gc.stderr)
 	}
 	if got := inVM(); !slices.Equal(got, before) {
