@@ -17,7 +17,7 @@ import (
 type CreateRequest struct {
 	Provider   string        // the provider name; see CreateChain for a chain
 	Kind       agentenv.Kind // sandbox (default), vm, network, or image: Spec.Image with Spec.Files added
-	ID         string        // record id; NewID("sb") if empty
+	ID         string        // record id; NewID("sb") if empty. A given id is claimed: taken by a record not gone, Create fails with ErrConflict
 	Spec       agentenv.SandboxSpec
 	Run        string
 	Deployment string
@@ -71,6 +71,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Recor
 	spec.Expires = rec.Expires
 
 	pc := &pendingCreate{provider: req.Provider, image: spec.Image, where: b.where, done: make(chan struct{})}
+	m.calls.Add(1)
 	go m.run(ctx, pc, b, rec, spec)
 
 	select {
@@ -147,15 +148,42 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 		Expires: expires, Labels: labels, Attrs: maps.Clone(req.Attrs), Created: now,
 	}
 	m.keepAlive()
+	if req.ID != "" {
+		return rec, m.claim(ctx, rec)
+	}
 	if err := m.cfg.Ledger.Put(ctx, rec); err != nil {
 		return agentenv.Record{}, fmt.Errorf("create: record intent: %w", err)
 	}
 	return rec, nil
 }
 
+// claim writes rec, whose id its caller chose (a snapshot's or a local store's name), only if no
+// record has the id or the one that has it is gone: of two creates of one name, one fails.
+func (m *Manager) claim(ctx context.Context, rec agentenv.Record) error {
+	err := m.cfg.Ledger.Insert(ctx, rec)
+	if !errors.Is(err, agentenv.ErrConflict) {
+		if err != nil {
+			return fmt.Errorf("create: record intent: %w", err)
+		}
+		return nil
+	}
+	_, err = m.cfg.Ledger.Update(ctx, rec.ID, func(r *agentenv.Record) error {
+		if r.State != agentenv.StateGone {
+			return fmt.Errorf("create: record %s is taken (%s): %w", rec.ID, r.State, agentenv.ErrConflict)
+		}
+		*r = rec
+		return nil
+	})
+	if err != nil && !errors.Is(err, agentenv.ErrConflict) {
+		return fmt.Errorf("create: record intent: %w", err)
+	}
+	return err
+}
+
 // run performs the provider call on a detached context and hands the result over, or, if the
 // caller has abandoned the create, undoes it itself.
 func (m *Manager) run(ctx context.Context, pc *pendingCreate, b *backend, rec agentenv.Record, spec agentenv.SandboxSpec) {
+	defer m.calls.Done()
 	cctx, cancel := cleanup.Detached(ctx, m.cfg.CreateTimeout)
 	defer cancel()
 	began := time.Now()

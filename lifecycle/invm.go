@@ -47,7 +47,9 @@ func (m *Manager) AddToVM(ctx context.Context, vm string, req CreateRequest) (ag
 		abandoned bool
 	)
 	ch := make(chan result, 1)
+	m.calls.Add(1)
 	go func() {
+		defer m.calls.Done()
 		cctx, cancel := cleanup.Detached(ctx, m.cfg.CreateTimeout)
 		defer cancel()
 		sb, err := b.a.VMHost.RunInVM(cctx, host.SandboxID, req.Spec)

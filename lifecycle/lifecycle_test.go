@@ -91,11 +91,43 @@ func TestHungCreateIsAbandonedThenReclaimedWhenItEnds(t *testing.T) {
 	if got.State != agentenv.StateAbandoned {
 		t.Errorf("record state after giving up = %s, want abandoned", got.State)
 	}
-	waitPending()
+	waitPending(t, r.mgr)
 	got, _ = r.led.Get(t.Context(), rec.ID)
 	if got.State != agentenv.StateGone {
 		t.Errorf("record state after the create ended = %s, want gone", got.State)
 	}
+}
+
+func TestAChosenIDIsClaimedOnceUntilItsRecordIsGone(t *testing.T) {
+	r := newRig(t)
+	req := lifecycle.CreateRequest{Provider: "fake", ID: "snap-seeded", Spec: agentenv.SandboxSpec{Image: "img"}}
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() { _, _, err := r.mgr.Create(t.Context(), req); errs <- err }()
+	}
+	won := 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			won++
+		case !errors.Is(err, agentenv.ErrConflict):
+			t.Errorf("a losing create: %v, want ErrConflict", err)
+		}
+	}
+	if won != 1 || len(r.fake.Live()) != 1 {
+		t.Fatalf("%d of %d creates of one id succeeded, %d sandboxes made; want 1 and 1", won, n, len(r.fake.Live()))
+	}
+	if _, err := r.mgr.TeardownIDs(t.Context(), req.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.mgr.Create(t.Context(), req); err != nil {
+		t.Fatalf("create of an id whose record is gone: %v", err)
+	}
+	if _, err := r.mgr.TeardownIDs(t.Context(), req.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.assertClean(t, "after two claims of one id")
 }
 
 func TestTeardownAlreadyGoneIsNotAFailure(t *testing.T) {
@@ -263,7 +295,7 @@ func TestExitWithACreatePendingWarnsWhereItIs(t *testing.T) {
 			t.Errorf("exit warning %q lacks %s; the log:\n%s", warning, want, &logs)
 		}
 	}
-	waitPending()
+	waitPending(t, m)
 }
 
 func TestRefusedCreateOnAnUnlistableProviderClosesItsRecord(t *testing.T) {

@@ -91,8 +91,16 @@ func (r *rig) assertClean(t *testing.T, when string) bool {
 	return t.Failed()
 }
 
-// waitPending waits (bounded) for creates abandoned by their callers to finish in the background.
-func waitPending() { time.Sleep(500 * time.Millisecond) }
+// waitPending waits (bounded) for creates abandoned by their callers to finish in the background,
+// and for their undoing.
+func waitPending(t *testing.T, m *lifecycle.Manager) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.Drain(ctx); err != nil {
+		t.Fatalf("creates still under way: %v", err)
+	}
+}
 
 type step struct {
 	target string // "provider" or "ledger"
@@ -281,7 +289,7 @@ func TestFaultMatrix(t *testing.T) {
 						}()
 						_ = op.run(ctx, r, ids)
 					}()
-					waitPending()
+					waitPending(t, r.mgr)
 					r.fp.Plan, r.fl.Plan = nil, nil
 					rep := r.gcElsewhere(t)
 					if r.assertClean(t, "after one gc") {

@@ -153,7 +153,9 @@ func (m *Manager) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxS
 		err error
 	}
 	ch := make(chan result, 1)
+	m.calls.Add(1)
 	go func() {
+		defer m.calls.Done()
 		cctx, cancel := cleanup.Detached(ctx, m.cfg.CreateTimeout)
 		defer cancel()
 		sb, err := b.a.VMHost.RunInVM(cctx, r.SandboxID, spec)
