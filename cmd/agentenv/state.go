@@ -343,9 +343,19 @@ func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager, name string) (
 	if err != nil {
 		return "", err
 	}
-	if rec, err := mgr.Ledger().Get(ctx, name); err == nil && rec.State == agentenv.StateLive && ls != nil {
-		if _, err := mgr.Get(ctx, name); err == nil {
+	if rec, err := mgr.Ledger().Get(ctx, name); err == nil && rec.State == agentenv.StateLive {
+		_, err := mgr.Get(ctx, name)
+		switch {
+		case err == nil && ls != nil:
 			return ls.DSN, waitStore(ctx, ls.DSN)
+		case err == nil:
+			return "", fmt.Errorf("state up: the store %s runs but its DSN file is gone; remove it with agentenv state down --name %s: %w", name, name, agentenv.ErrConflict)
+		case errors.Is(err, agentenv.ErrNotFound):
+			// Its container was removed behind our back: close the record (a verified
+			// teardown) so the name can be claimed again.
+			if _, err := mgr.Teardown(ctx, []agentenv.Record{rec}); err != nil {
+				return "", fmt.Errorf("state up: replace the store %s: %w", name, err)
+			}
 		}
 	}
 	image, err := a.cfg.Get("images.postgres")
