@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv/internal/dockertest"
 )
@@ -180,4 +181,29 @@ func lastMatch(s, sub string) string {
 		}
 	}
 	return ""
+}
+
+// TestStateUpReplacesAStoreRemovedByHand: a store whose container someone removed (docker rm
+// -f) leaves a live record under the store's name; state up closes it with a verified
+// teardown and starts a new store under the same name, with a DSN that works.
+func TestStateUpReplacesAStoreRemovedByHand(t *testing.T) {
+	c := newCLI(t)
+	first := c.stateUp()
+	name := "state-" + c.tag
+	if _, err := c.dc.ContainerRemove(t.Context(), name, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatalf("remove the store's container by hand: %v", err)
+	}
+	r := c.run(t.Context(), nil, "state", "up", "--json", "--name", name)
+	if r.code != 0 {
+		t.Fatalf("state up after the container was removed: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var out struct{ DSN string }
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.DSN == first {
+		t.Fatalf("state up --json = %s (%v), want a new DSN", r.stdout, err)
+	}
+	conn, err := pgx.Connect(t.Context(), out.DSN)
+	if err != nil {
+		t.Fatalf("connect to the new store: %v", err)
+	}
+	conn.Close(context.Background())
 }
