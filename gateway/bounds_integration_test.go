@@ -175,10 +175,11 @@ func TestSessionCap(t *testing.T) {
 	}
 }
 
-// TestStepMemoryBounded sends 2,000 /step calls with 4 MiB arguments and checks the heap stays
+// TestStepMemoryBounded sends 500 /step calls with 4 MiB arguments (2 GiB in all, four times
+// the bound, and the trajectory's 64 MiB default 30 times over) and checks the heap stays
 // bounded (the trajectory keeps at most its byte bound; nothing else may pile up).
 func TestStepMemoryBounded(t *testing.T) {
-	const calls, bound = 2000, 512 << 20
+	const calls, bound = 500, 512 << 20
 	b := newBackend(t, "alpha", false)
 	mcp.AddTool(b.mcp, &mcp.Tool{Name: "size"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(len(in.Text))}}}, nil, nil
