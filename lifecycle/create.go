@@ -161,11 +161,11 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 // record has the id or the one that has it is gone: of two creates of one name, one fails.
 func (m *Manager) claim(ctx context.Context, rec agentenv.Record) error {
 	err := m.cfg.Ledger.Insert(ctx, rec)
-	if !errors.Is(err, agentenv.ErrConflict) {
-		if err != nil {
-			return fmt.Errorf("create: record intent: %w", err)
-		}
+	if err == nil {
 		return nil
+	}
+	if !errors.Is(err, agentenv.ErrConflict) {
+		return fmt.Errorf("create: record intent: %w", err)
 	}
 	_, err = m.cfg.Ledger.Update(ctx, rec.ID, func(r *agentenv.Record) error {
 		if r.State != agentenv.StateGone {

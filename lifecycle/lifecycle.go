@@ -221,8 +221,9 @@ func (m *Manager) Release(ctx context.Context, until time.Time, ids ...string) e
 }
 
 // Drain waits until every provider create and start in a VM this manager began has returned,
-// and every one its caller gave up on has been undone, or until ctx ends, whose error it then returns. A
-// process that can spare the time calls it before Close, so fewer records are left for gc.
+// and every one its caller gave up on has been undone, or until ctx ends, whose error it then
+// returns. A process that can spare the time calls it before Close, so fewer records are left
+// for gc.
 func (m *Manager) Drain(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { m.calls.Wait(); close(done) }()
