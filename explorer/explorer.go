@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/task"
 )
@@ -144,14 +145,10 @@ func (x *Explorer) Handler() http.Handler { return x.guard(x.mux) }
 // made, or until ctx ends.
 func (x *Explorer) Close(ctx context.Context) error {
 	x.stop()
-	done := make(chan struct{})
-	go func() { x.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("explorer: close: runs still tearing down: %w", ctx.Err())
+	if err := cleanup.Wait(ctx, &x.wg); err != nil {
+		return fmt.Errorf("explorer: close: runs still tearing down: %w", err)
 	}
+	return nil
 }
 
 // httpError is an error with the status it answers.

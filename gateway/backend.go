@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -190,11 +191,9 @@ func (b *backend) close() {
 	if cs != nil {
 		b.closeAsync(cs)
 	}
-	done := make(chan struct{})
-	go func() { b.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(closeTimeout):
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	if cleanup.Wait(ctx, &b.wg) != nil {
 		b.log.Warn("backend close timed out")
 	}
 }

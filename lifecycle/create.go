@@ -148,34 +148,37 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 		Expires: expires, Labels: labels, Attrs: maps.Clone(req.Attrs), Created: now,
 	}
 	m.keepAlive()
+	var err error
 	if req.ID != "" {
-		return rec, m.claim(ctx, rec)
+		err = m.claim(ctx, rec, func(r agentenv.Record) error {
+			return fmt.Errorf("create: record %s is taken (%s): %w", r.ID, r.State, agentenv.ErrConflict)
+		})
+	} else {
+		err = m.cfg.Ledger.Put(ctx, rec)
 	}
-	if err := m.cfg.Ledger.Put(ctx, rec); err != nil {
+	if errors.Is(err, agentenv.ErrConflict) {
+		return agentenv.Record{}, err
+	}
+	if err != nil {
 		return agentenv.Record{}, fmt.Errorf("create: record intent: %w", err)
 	}
 	return rec, nil
 }
 
-// claim writes rec, whose id its caller chose (a snapshot's or a local store's name), only if no
-// record has the id or the one that has it is gone: of two creates of one name, one fails.
-func (m *Manager) claim(ctx context.Context, rec agentenv.Record) error {
+// claim writes rec only if no record has its id or the one that has it is gone: an insert, or
+// a replace decided inside one atomic update, so that of several claims of one id (a snapshot's
+// or a local store's name, a container's name in a VM) exactly one wins. A record not yet gone
+// keeps the id, and claim returns taken(that record), which must wrap ErrConflict.
+func (m *Manager) claim(ctx context.Context, rec agentenv.Record, taken func(agentenv.Record) error) error {
 	err := m.cfg.Ledger.Insert(ctx, rec)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, agentenv.ErrConflict) {
-		return fmt.Errorf("create: record intent: %w", err)
-	}
-	_, err = m.cfg.Ledger.Update(ctx, rec.ID, func(r *agentenv.Record) error {
-		if r.State != agentenv.StateGone {
-			return fmt.Errorf("create: record %s is taken (%s): %w", rec.ID, r.State, agentenv.ErrConflict)
-		}
-		*r = rec
-		return nil
-	})
-	if err != nil && !errors.Is(err, agentenv.ErrConflict) {
-		return fmt.Errorf("create: record intent: %w", err)
+	if errors.Is(err, agentenv.ErrConflict) {
+		_, err = m.cfg.Ledger.Update(ctx, rec.ID, func(r *agentenv.Record) error {
+			if r.State != agentenv.StateGone {
+				return taken(*r)
+			}
+			*r = rec
+			return nil
+		})
 	}
 	return err
 }

@@ -108,9 +108,9 @@ func (m *Manager) AddToVM(ctx context.Context, vm string, req CreateRequest) (ag
 	return rec, agentenv.Sandbox{}, fmt.Errorf("start %s in %s: %w", name, vm, context.Cause(ctx))
 }
 
-// claimInVM writes the creating record of container name in the VM host: an insert of its id,
-// or, if a record of that id is gone (an earlier container of that name, removed), a replace of
-// it decided inside one atomic update. A record not yet gone keeps its name.
+// claimInVM writes the creating record of container name in the VM host, claimed (see claim):
+// a record of that id that is gone (an earlier container of that name, removed) is replaced; one
+// not yet gone keeps its name.
 func (m *Manager) claimInVM(ctx context.Context, host agentenv.Record, name string, req CreateRequest) (agentenv.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return agentenv.Record{}, fmt.Errorf("add to vm %s: %w", host.ID, err)
@@ -132,17 +132,10 @@ func (m *Manager) claimInVM(ctx context.Context, host agentenv.Record, name stri
 		Expires: now.Add(ttl).Truncate(time.Second), Attrs: attrs, Created: now,
 	}
 	m.keepAlive()
-	err := m.cfg.Ledger.Insert(ctx, rec)
-	if errors.Is(err, agentenv.ErrConflict) {
-		_, err = m.cfg.Ledger.Update(ctx, rec.ID, func(r *agentenv.Record) error {
-			if r.State != agentenv.StateGone {
-				return fmt.Errorf("add to vm %s: %s is already in that vm, for deployment %s (record %s, %s): %w",
-					host.ID, name, r.Deployment, r.ID, r.State, agentenv.ErrConflict)
-			}
-			*r = rec
-			return nil
-		})
-	}
+	err := m.claim(ctx, rec, func(r agentenv.Record) error {
+		return fmt.Errorf("add to vm %s: %s is already in that vm, for deployment %s (record %s, %s): %w",
+			host.ID, name, r.Deployment, r.ID, r.State, agentenv.ErrConflict)
+	})
 	if err != nil {
 		if errors.Is(err, agentenv.ErrConflict) {
 			return agentenv.Record{}, err

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
 // Defaults for the zero values of Config.
@@ -225,14 +226,10 @@ func (m *Manager) Release(ctx context.Context, until time.Time, ids ...string) e
 // returns. A process that can spare the time calls it before Close, so fewer records are left
 // for gc.
 func (m *Manager) Drain(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { m.calls.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("drain: %w", context.Cause(ctx))
+	if err := cleanup.Wait(ctx, &m.calls); err != nil {
+		return fmt.Errorf("drain: %w", err)
 	}
+	return nil
 }
 
 // Close stops renewing the owner lease and logs every create that is still pending after its

@@ -13,6 +13,7 @@ package cleanup
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -78,4 +79,17 @@ func Stopped(ctx context.Context) bool {
 // ignores ctx's cancellation and its hard stop, and ends after d. Call cancel when done.
 func Detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
+// Wait waits until wg's work is done or ctx ends, and then returns ctx's cause: for a close or a
+// drain that gives work still under way a bounded time to finish.
+func Wait(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }

@@ -2,6 +2,8 @@ package cleanup_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,5 +102,20 @@ func TestDoRunsOnACleanupContext(t *testing.T) {
 	}
 	if err != context.Canceled {
 		t.Errorf("Do = %v, want f's error", err)
+	}
+}
+
+func TestWaitEndsWithTheWorkOrAtTheBound(t *testing.T) {
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	wg.Go(func() { <-release })
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := cleanup.Wait(ctx, &wg); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with the work under way = %v, want the deadline", err)
+	}
+	close(release)
+	if err := cleanup.Wait(t.Context(), &wg); err != nil {
+		t.Fatalf("Wait after the work ended = %v", err)
 	}
 }
