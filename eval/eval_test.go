@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3"
+	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/agent"
@@ -296,7 +296,7 @@ func TestStatusLine(t *testing.T) {
 }
 
 // TestExportChatJSONL exports an episode whose trajectory has two turns of tool calls and
-// checks each line against openai-go's chat message types: roles, every tool result answering
+// checks each line against go-openai's chat message type: roles, every tool result answering
 // a call of the assistant message before it, secrets redacted.
 func TestExportChatJSONL(t *testing.T) {
 	r := newRig(t)
@@ -359,30 +359,28 @@ func TestExportChatJSONL(t *testing.T) {
 		var roles []string
 		calls := map[string]bool{}
 		for _, m := range rec.Messages {
-			var p openai.ChatCompletionMessageParamUnion
+			var p openai.ChatCompletionMessage
 			if err := json.Unmarshal(m, &p); err != nil {
 				t.Fatalf("message %s: %v", m, err)
 			}
-			role := p.GetRole()
-			if role == nil {
+			if p.Role == "" {
 				t.Fatalf("message %s has no role", m)
 			}
-			roles = append(roles, *role)
-			switch {
-			case p.OfAssistant != nil:
-				for _, c := range p.OfAssistant.ToolCalls {
-					fn := c.GetFunction()
-					if c.GetID() == nil || fn == nil || fn.Name == "" || !json.Valid([]byte(fn.Arguments)) {
+			roles = append(roles, p.Role)
+			switch p.Role {
+			case openai.ChatMessageRoleAssistant:
+				for _, c := range p.ToolCalls {
+					if c.ID == "" || c.Type != openai.ToolTypeFunction || c.Function.Name == "" || !json.Valid([]byte(c.Function.Arguments)) {
 						t.Errorf("tool call %s", m)
 						continue
 					}
-					calls[*c.GetID()] = true
+					calls[c.ID] = true
 				}
-			case p.OfTool != nil:
-				if !calls[p.OfTool.ToolCallID] {
-					t.Errorf("tool message answers %q, no call before it", p.OfTool.ToolCallID)
+			case openai.ChatMessageRoleTool:
+				if !calls[p.ToolCallID] {
+					t.Errorf("tool message answers %q, no call before it", p.ToolCallID)
 				}
-				delete(calls, p.OfTool.ToolCallID)
+				delete(calls, p.ToolCallID)
 			}
 		}
 		if got := strings.Join(roles, ","); got != "user,assistant,tool,tool,assistant" {

@@ -1,5 +1,5 @@
-// Package model is the built-in model agent: a tool-calling loop on the official SDKs, OpenAI's
-// (any OpenAI-compatible chat completions endpoint) and Anthropic's (the Messages API). It
+// Package model is the built-in model agent: a tool-calling loop on OpenAI's chat completions
+// (any OpenAI-compatible endpoint, through go-openai) and Anthropic's Messages API. It
 // offers the gateway's tools to the model as functions, makes the calls the model asks for
 // through the gateway with the step's headers, and loops until the model answers or a cap of
 // the Prompt (turns, summed output tokens, cost, wall time) ends the loop.
@@ -19,7 +19,7 @@ import (
 // Providers: which API the model endpoint speaks.
 const (
 	OpenAI    = "openai"    // chat completions; BaseURL ends in /v1
-	Anthropic = "anthropic" // messages; BaseURL is the root the SDK appends v1/messages to
+	Anthropic = "anthropic" // messages; BaseURL is the root v1/messages is appended to
 )
 
 // DefaultMaxTurns is the turn budget when the Prompt sets none.

@@ -84,7 +84,7 @@ func readLines(t *testing.T, path string) []agent.Line {
 	return out
 }
 
-// TestCaps runs each cap against the scripted model server on both SDKs: the loop ends with
+// TestCaps runs each cap against the scripted model server on both APIs: the loop ends with
 // the cap's Stop, an ErrAgent naming it, and a stop line with the total usage.
 func TestCaps(t *testing.T) {
 	prices := model.Prices{Input: 3, Output: 15} // USD per million tokens

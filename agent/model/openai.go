@@ -6,27 +6,28 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/shared"
+	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/agentenv/agentenv/agent"
 )
 
+// Chat completions are spoken through sashabaranov/go-openai: it does the same job as OpenAI's
+// own Go SDK, whose generated packages cost about 1,000 times its compile CPU on an empty
+// cache (BENCHMARKS.md, "Build weight"). It makes no retries: the step fails plainly, and its
+// caps bound it.
+
 // openaiConv is a chat completions conversation.
 type openaiConv struct {
-	client openai.Client
-	params openai.ChatCompletionNewParams
+	client *openai.Client
+	req    openai.ChatCompletionRequest
 }
 
 // openaiClient is the client of cfg's OpenAI-compatible endpoint.
-func openaiClient(cfg Config) openai.Client {
-	return openai.NewClient(
-		option.WithBaseURL(cfg.BaseURL),
-		option.WithAPIKey(cfg.APIKey),
-		option.WithHTTPClient(cfg.HTTP),
-		option.WithMaxRetries(0), // the step fails plainly; its caps bound it
-	)
+func openaiClient(cfg Config) *openai.Client {
+	c := openai.DefaultConfig(cfg.APIKey)
+	c.BaseURL = cfg.BaseURL
+	c.HTTPClient = cfg.HTTP
+	return openai.NewClientWithConfig(c)
 }
 
 // Completion is the answer of one chat completion without tools.
@@ -47,13 +48,12 @@ func Complete(ctx context.Context, cfg Config, system, user string) (Completion,
 	if cfg.HTTP == nil {
 		cfg.HTTP = http.DefaultClient
 	}
-	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(cfg.Model)}
+	req := openai.ChatCompletionRequest{Model: cfg.Model}
 	if system != "" {
-		params.Messages = append(params.Messages, openai.SystemMessage(system))
+		req.Messages = append(req.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: system})
 	}
-	params.Messages = append(params.Messages, openai.UserMessage(user))
-	client := openaiClient(cfg)
-	resp, err := client.Chat.Completions.New(ctx, params)
+	req.Messages = append(req.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: user})
+	resp, err := openaiClient(cfg).CreateChatCompletion(ctx, req)
 	if err != nil {
 		return Completion{}, err
 	}
@@ -61,38 +61,33 @@ func Complete(ctx context.Context, cfg Config, system, user string) (Completion,
 		return Completion{}, errors.New("chat completion without a choice")
 	}
 	ch := resp.Choices[0]
-	return Completion{Text: ch.Message.Content, Refusal: ch.Message.Refusal, FinishReason: ch.FinishReason,
-		Model: resp.Model, InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}, nil
+	return Completion{Text: ch.Message.Content, Refusal: ch.Message.Refusal, FinishReason: string(ch.FinishReason),
+		Model: resp.Model, InputTokens: int64(resp.Usage.PromptTokens), OutputTokens: int64(resp.Usage.CompletionTokens)}, nil
 }
 
 func newOpenAI(cfg Config, model string, p agent.Prompt, ts tools) *openaiConv {
-	c := &openaiConv{client: openaiClient(cfg)}
-	c.params.Model = shared.ChatModel(model)
+	c := &openaiConv{client: openaiClient(cfg), req: openai.ChatCompletionRequest{Model: model}}
 	if p.SystemPrompt != "" {
-		c.params.Messages = append(c.params.Messages, openai.SystemMessage(p.SystemPrompt))
+		c.req.Messages = append(c.req.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: p.SystemPrompt})
 	}
-	c.params.Messages = append(c.params.Messages, openai.UserMessage(p.Text))
+	c.req.Messages = append(c.req.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: p.Text})
 	for _, t := range ts.list {
-		fd := shared.FunctionDefinitionParam{Name: t.fn, Parameters: shared.FunctionParameters(t.schema)}
-		if t.description != "" {
-			fd.Description = openai.String(t.description)
-		}
-		c.params.Tools = append(c.params.Tools, openai.ChatCompletionFunctionTool(fd))
+		c.req.Tools = append(c.req.Tools, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: t.fn, Description: t.description, Parameters: t.schema}})
 	}
 	return c
 }
 
 func (c *openaiConv) turn(ctx context.Context, maxTokens int64) (reply, error) {
-	params := c.params
+	req := c.req
 	if maxTokens > 0 {
-		params.MaxCompletionTokens = openai.Int(maxTokens)
+		req.MaxCompletionTokens = int(maxTokens)
 	}
-	resp, err := c.client.Chat.Completions.New(ctx, params)
+	resp, err := c.client.CreateChatCompletion(ctx, req)
 	if err != nil {
-		// The SDK's message names only the status; the endpoint's own words say why.
-		var apiErr *openai.Error
-		if errors.As(err, &apiErr) && apiErr.Message != "" {
-			return reply{}, fmt.Errorf("%w: %s", err, apiErr.Message)
+		var apiErr *openai.APIError
+		if errors.As(err, &apiErr) {
+			return reply{}, fmt.Errorf("status %d: %w", apiErr.HTTPStatusCode, err)
 		}
 		return reply{}, err
 	}
@@ -100,8 +95,8 @@ func (c *openaiConv) turn(ctx context.Context, maxTokens int64) (reply, error) {
 		return reply{}, errors.New("no choices in the response")
 	}
 	msg := resp.Choices[0].Message
-	c.params.Messages = append(c.params.Messages, msg.ToParam())
-	r := reply{text: msg.Content, usage: agent.Usage{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}}
+	c.req.Messages = append(c.req.Messages, msg)
+	r := reply{text: msg.Content, usage: agent.Usage{InputTokens: int64(resp.Usage.PromptTokens), OutputTokens: int64(resp.Usage.CompletionTokens)}}
 	for _, tc := range msg.ToolCalls {
 		r.calls = append(r.calls, call{id: tc.ID, name: tc.Function.Name, args: tc.Function.Arguments})
 	}
@@ -110,6 +105,6 @@ func (c *openaiConv) turn(ctx context.Context, maxTokens int64) (reply, error) {
 
 func (c *openaiConv) results(rs []result) {
 	for _, r := range rs {
-		c.params.Messages = append(c.params.Messages, openai.ToolMessage(r.text, r.id))
+		c.req.Messages = append(c.req.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, Content: r.text, ToolCallID: r.id})
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3"
+	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/dockertest"
@@ -176,7 +176,7 @@ func sameFloats(a, b map[string]float64) bool {
 // TestEvalKilledThenGCThenResume SIGKILLs a group mid-way, runs gc, resumes it: the totals are
 // an uninterrupted run's (every episode passes: 5 of 5, pass@k 1 for each k), the finished
 // episodes keep their runs, nothing is left on the engine, and the group's export is one line
-// per episode, each message valid in openai-go's chat types with every tool result answering
+// per episode, each message valid in go-openai's chat message type with every tool result answering
 // a call.
 func TestEvalKilledThenGCThenResume(t *testing.T) {
 	t.Parallel()
@@ -291,21 +291,24 @@ func TestEvalKilledThenGCThenResume(t *testing.T) {
 		open := map[string]bool{}
 		var roles []string
 		for _, m := range rec.Messages {
-			var p openai.ChatCompletionMessageParamUnion
-			if err := json.Unmarshal(m, &p); err != nil || p.GetRole() == nil {
+			var p openai.ChatCompletionMessage
+			if err := json.Unmarshal(m, &p); err != nil || p.Role == "" {
 				t.Fatalf("line %d: message %s: %v", i+1, m, err)
 			}
-			roles = append(roles, *p.GetRole())
-			if p.OfAssistant != nil {
-				for _, tc := range p.OfAssistant.ToolCalls {
-					open[*tc.GetID()] = true
+			roles = append(roles, p.Role)
+			if p.Role == openai.ChatMessageRoleAssistant {
+				for _, tc := range p.ToolCalls {
+					if tc.ID == "" || tc.Function.Name == "" {
+						t.Errorf("line %d: tool call %s", i+1, m)
+					}
+					open[tc.ID] = true
 				}
 			}
-			if p.OfTool != nil {
-				if !open[p.OfTool.ToolCallID] {
-					t.Errorf("line %d: tool result %q answers no call before it", i+1, p.OfTool.ToolCallID)
+			if p.Role == openai.ChatMessageRoleTool {
+				if !open[p.ToolCallID] {
+					t.Errorf("line %d: tool result %q answers no call before it", i+1, p.ToolCallID)
 				}
-				delete(open, p.OfTool.ToolCallID)
+				delete(open, p.ToolCallID)
 				withTools++
 			}
 		}
