@@ -24,6 +24,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/explorer"
 	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/internal/testbin"
 	"github.com/agentenv/agentenv/ledger/sqlite"
 )
 
@@ -47,13 +48,7 @@ type browserTest struct {
 
 func buildCLI(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agentenv")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/agentenv")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build agentenv: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Agentenv(t)
 }
 
 func (b *browserTest) cmd(ctx context.Context, args ...string) *exec.Cmd {

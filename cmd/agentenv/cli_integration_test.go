@@ -23,26 +23,15 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/internal/testbin"
 )
 
-// bin is the agentenv binary under test, built once by TestMain.
+// bin is the agentenv binary under test, had once by TestMain.
 var bin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "agentenv-cli-")
-	if err != nil {
-		panic(err)
-	}
-	bin = filepath.Join(dir, "agentenv")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build agentenv: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	bin = testbin.Main()
+	os.Exit(m.Run())
 }
 
 // cli runs agentenv commands against one private state folder (ledger, work folders), so that

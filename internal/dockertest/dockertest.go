@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/agentenv/agentenv/images"
 	"github.com/agentenv/agentenv/internal/engine"
+	"github.com/agentenv/agentenv/internal/testbin"
 )
 
 // host returns the engine address the client dials, for messages.
@@ -73,7 +73,7 @@ func TestImage(tb testing.TB) string {
 // It also returns the path of the static binary, which tests may run.
 func RuntimeImage(tb testing.TB) (tag, binary string) {
 	tb.Helper()
-	tag = runtimeImage.get(tb, "github.com/agentenv/agentenv/cmd/agentenv", "agentenv-runtime", nil)
+	tag = runtimeImage.get(tb, testbin.Package, "agentenv-runtime", nil)
 	return tag, runtimeImage.bin
 }
 
@@ -91,9 +91,15 @@ func (b *builtImage) get(tb testing.TB, pkg, repo string, entrypoint []string) s
 	tb.Helper()
 	cli := Require(tb)
 	b.once.Do(func() {
+		bin := ""
+		if pkg == testbin.Package {
+			// The command is built once for every test process (scripts/test); its build
+			// has its own bound.
+			bin = testbin.Agentenv(tb)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		b.tag, b.bin, b.err = buildImage(ctx, cli, pkg, repo, entrypoint)
+		b.tag, b.bin, b.err = buildImage(ctx, cli, pkg, bin, repo, entrypoint)
 	})
 	if b.err != nil {
 		tb.Fatalf("build %s image: %v", repo, b.err)
@@ -101,18 +107,18 @@ func (b *builtImage) get(tb testing.TB, pkg, repo string, entrypoint []string) s
 	return b.tag
 }
 
-// buildImage builds pkg statically into a folder that lives as long as the process, and the
-// image repo:<hash> from it unless the engine has it already.
-func buildImage(ctx context.Context, cli *client.Client, pkg, repo string, entrypoint []string) (string, string, error) {
-	dir, err := os.MkdirTemp("", "agentenv-image-")
-	if err != nil {
-		return "", "", err
-	}
-	bin := filepath.Join(dir, "agentenv")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("go build %s: %w: %s", pkg, err, out)
+// buildImage builds pkg statically into a folder that lives as long as the process (unless bin
+// is that build already), and the image repo:<hash> from it unless the engine has it already.
+func buildImage(ctx context.Context, cli *client.Client, pkg, bin, repo string, entrypoint []string) (string, string, error) {
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "agentenv-image-")
+		if err != nil {
+			return "", "", err
+		}
+		bin = filepath.Join(dir, "agentenv")
+		if err := testbin.Build(ctx, pkg, bin); err != nil {
+			return "", "", err
+		}
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {

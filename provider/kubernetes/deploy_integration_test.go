@@ -19,6 +19,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/fault"
+	"github.com/agentenv/agentenv/internal/testbin"
 	"github.com/agentenv/agentenv/provider/kubernetes"
 	"github.com/agentenv/agentenv/spec"
 )
@@ -184,11 +185,7 @@ func TestCLI_killedThenGC(t *testing.T) {
 	p := newProvider(t, nil)
 	cs := clientset(t, p)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "agentenv")
-	build := exec.Command("go", "build", "-o", bin, "github.com/agentenv/agentenv/cmd/agentenv")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testbin.Agentenv(t)
 	envFile := filepath.Join(dir, "notes.yaml")
 	if err := os.WriteFile(envFile, []byte(`name: notes
 servers:
