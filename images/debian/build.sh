@@ -65,6 +65,12 @@ image() {
 	else
 		: >"$ctx/host-ca.crt"
 	fi
+	if [ -f "$ctx/npm-packages" ]; then
+		command -v npm >/dev/null || { log "npm missing: the $name image's packages are installed with the host's npm"; exit 1; }
+		log "npm install -g $(tr '\n' ' ' <"$ctx/npm-packages")"
+		# shellcheck disable=SC2046 # one package a line
+		npm install --global --prefix "$ctx/npm" --no-audit --no-fund --loglevel=error $(cat "$ctx/npm-packages") >&2
+	fi
 	log "build $itag"
 	docker build -q --build-arg "BASE=agentenv-debian:$suite" --label "agentenv.image=$name" --label "agentenv.recipe=$recipe" -t "$itag" "$ctx" >/dev/null
 	rm -rf "$ctx"
