@@ -37,7 +37,7 @@ the checkout, bench/internal/hold); and one sandbox create/terminate against 'do
 the marked section of that file; --only takes some of the measures. Without docker compose v5
 it says how to build it (sh bench/build-compose.sh) and measures the rest. Run it from the
 repository root.`,
-		Example: `  CGO_ENABLED=0 go build -o agentenv ./cmd/agentenv && ./agentenv images build
+		Example: `  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o agentenv ./cmd/agentenv && ./agentenv images build
   ./agentenv bench --write BENCHMARKS.md
   ./agentenv bench --only gc --orphans 10`,
 		Args: cobra.NoArgs,
