@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,18 +12,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentenv/agentenv/images"
+	"github.com/agentenv/agentenv/internal/testbin"
 )
 
-// buildStatic builds internal/testserver with CGO_ENABLED=0 and returns its path.
+// buildStatic returns the path of internal/testserver built with CGO_ENABLED=0.
 func buildStatic(tb testing.TB) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "testserver")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/agentenv/agentenv/internal/testserver")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build: %v: %s", err, out)
-	}
-	return bin
+	return testbin.TestServer(tb)
 }
 
 func TestCheckStatic(t *testing.T) {

@@ -64,7 +64,7 @@ var testImage builtImage
 // cached artifacts and are not removed.
 func TestImage(tb testing.TB) string {
 	tb.Helper()
-	return testImage.get(tb, "github.com/agentenv/agentenv/internal/testserver", "agentenv-testserver", []string{"/agentenv"})
+	return testImage.get(tb, testbin.ServerPackage, "agentenv-testserver", []string{"/agentenv"})
 }
 
 // RuntimeImage returns the tag of the runtime image built from the agentenv command of this
@@ -91,10 +91,10 @@ func (b *builtImage) get(tb testing.TB, pkg, repo string, entrypoint []string) s
 	tb.Helper()
 	cli := Require(tb)
 	b.once.Do(func() {
-		bin := ""
+		// Both binaries are built once for every test process (scripts/test); their
+		// builds have their own bound.
+		bin := testbin.TestServer(tb)
 		if pkg == testbin.Package {
-			// The command is built once for every test process (scripts/test); its build
-			// has its own bound.
 			bin = testbin.Agentenv(tb)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

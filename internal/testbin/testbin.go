@@ -1,10 +1,12 @@
-// Package testbin gives integration tests the agentenv binary of this checkout, built once.
+// Package testbin gives tests the binaries of this checkout they run, each built once: the
+// agentenv command and the test workload (internal/testserver).
 //
-// scripts/test builds it before the integration tier and names it in AGENTENV_TEST_BINARY, so
-// that the test processes of a dozen packages do not each compile the same 700 packages at
-// once, racing each other for two cores. Without the variable (a developer running one
-// package's tests), the first test of a process builds it into a folder that lives as long as
-// the process, under a bound long enough for a cold build cache.
+// scripts/test builds both before the tests and names them in AGENTENV_TEST_BINARY and
+// AGENTENV_TEST_SERVER_BINARY, so that the test processes of a dozen packages do not each
+// compile the same packages at once, racing each other for two cores. Without the variables (a
+// developer running one package's tests), the first test of a process that asks builds the
+// binary into a folder that lives as long as the process, under a bound long enough for a
+// cold build cache.
 package testbin
 
 import (
@@ -18,29 +20,54 @@ import (
 	"time"
 )
 
-// Env names the prebuilt binary.
-const Env = "AGENTENV_TEST_BINARY"
+// The variables naming the prebuilt binaries.
+const (
+	Env       = "AGENTENV_TEST_BINARY"
+	ServerEnv = "AGENTENV_TEST_SERVER_BINARY"
+)
 
 // buildTimeout bounds a build on an empty cache while other test processes run (a cold build of
 // the command takes about five minutes of CPU on two cores).
 const buildTimeout = 20 * time.Minute
 
-// Package is the command Agentenv builds.
-const Package = "github.com/agentenv/agentenv/cmd/agentenv"
+// The packages Agentenv and TestServer build.
+const (
+	Package       = "github.com/agentenv/agentenv/cmd/agentenv"
+	ServerPackage = "github.com/agentenv/agentenv/internal/testserver"
+)
 
-var built struct {
-	once sync.Once
-	bin  string
-	err  error
+// binary is one binary, had once per process.
+type binary struct {
+	env, pkg string
+	once     sync.Once
+	bin      string
+	err      error
 }
+
+var (
+	agentenvBin = &binary{env: Env, pkg: Package}
+	serverBin   = &binary{env: ServerEnv, pkg: ServerPackage}
+)
 
 // Agentenv returns the path of a static (CGO_ENABLED=0) agentenv binary built from this
 // checkout, failing tb if it cannot be had. The binary must not be modified or removed.
 func Agentenv(tb testing.TB) string {
 	tb.Helper()
-	bin, err := agentenv()
+	bin, err := agentenvBin.get()
 	if err != nil {
 		tb.Fatalf("agentenv binary: %v", err)
+	}
+	return bin
+}
+
+// TestServer returns the path of a static build of internal/testserver (the test workload:
+// "serve ADDR", "sleep", "exit N", ...), failing tb if it cannot be had. The binary must not
+// be modified or removed.
+func TestServer(tb testing.TB) string {
+	tb.Helper()
+	bin, err := serverBin.get()
+	if err != nil {
+		tb.Fatalf("testserver binary: %v", err)
 	}
 	return bin
 }
@@ -48,7 +75,7 @@ func Agentenv(tb testing.TB) string {
 // Main is Agentenv for a TestMain, which has no testing.TB: it exits the process with a message
 // if the binary cannot be had.
 func Main() string {
-	bin, err := agentenv()
+	bin, err := agentenvBin.get()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agentenv binary: %v\n", err)
 		os.Exit(1)
@@ -56,27 +83,28 @@ func Main() string {
 	return bin
 }
 
-func agentenv() (string, error) {
-	built.once.Do(func() {
-		if p := os.Getenv(Env); p != "" {
+// get returns the binary named by b.env, or builds b.pkg once.
+func (b *binary) get() (string, error) {
+	b.once.Do(func() {
+		if p := os.Getenv(b.env); p != "" {
 			if _, err := os.Stat(p); err != nil {
-				built.err = fmt.Errorf("%s: %w", Env, err)
+				b.err = fmt.Errorf("%s: %w", b.env, err)
 				return
 			}
-			built.bin = p
+			b.bin = p
 			return
 		}
 		dir, err := os.MkdirTemp("", "agentenv-testbin-")
 		if err != nil {
-			built.err = err
+			b.err = err
 			return
 		}
-		built.bin = filepath.Join(dir, "agentenv")
+		b.bin = filepath.Join(dir, filepath.Base(b.pkg))
 		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 		defer cancel()
-		built.err = Build(ctx, Package, built.bin)
+		b.err = Build(ctx, b.pkg, b.bin)
 	})
-	return built.bin, built.err
+	return b.bin, b.err
 }
 
 // Build compiles pkg into out as scripts/test does: static, without paths or debug information.

@@ -3,12 +3,12 @@ package process_test
 import (
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/testbin"
 	"github.com/agentenv/agentenv/provider/process"
 	"github.com/agentenv/agentenv/provider/providertest"
 )
@@ -17,11 +17,7 @@ import (
 // (internal/testserver) serving HTTP on a free loopback port.
 func TestConformance(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "testserver")
-	build := exec.Command("go", "build", "-o", bin, "github.com/agentenv/agentenv/internal/testserver")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build testserver: %v\n%s", err, out)
-	}
+	bin := testbin.TestServer(t)
 	port := freePort(t)
 	root := filepath.Join(dir, "sandboxes")
 	providertest.Run(t, func(t *testing.T) agentenv.Provider {
