@@ -219,7 +219,7 @@ func (b *bencher) exec(ctx context.Context, timeout time.Duration, env []string,
 
 // agentenv runs the binary under test on the bench's ledger.
 func (b *bencher) agentenv(ctx context.Context, timeout time.Duration, args ...string) (result, error) {
-	args = append([]string{"--ledger", filepath.Join(b.cfg.Dir, "ledger.db")}, args...)
+	args = append([]string{"--ledger", filepath.Join(b.cfg.Dir, "ledger.bolt")}, args...)
 	return b.exec(ctx, timeout, nil, b.cfg.Binary, args...)
 }
 

@@ -296,7 +296,7 @@ func (b *bencher) orphans(ctx context.Context) {
 	}
 	hctx, cancel := context.WithTimeout(ctx, holdTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(hctx, hold, "--ledger", filepath.Join(b.cfg.Dir, "ledger.db"),
+	cmd := exec.CommandContext(hctx, hold, "--ledger", filepath.Join(b.cfg.Dir, "ledger.bolt"),
 		"--n", strconv.Itoa(b.cfg.Orphans), "--image", b.cfg.Image, "--docker-host", b.cfg.DockerHost)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(b.cfg.Dir, "state"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

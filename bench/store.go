@@ -55,7 +55,7 @@ func (b *bencher) storeDeploys(ctx context.Context) {
 			env = []string{"AGENTENV_STATE_STORE=" + up.DSN}
 		}
 		run := func(timeout time.Duration, args ...string) (result, error) {
-			return b.exec(ctx, timeout, env, b.cfg.Binary, append([]string{"--ledger", filepath.Join(b.cfg.Dir, "ledger.db")}, args...)...)
+			return b.exec(ctx, timeout, env, b.cfg.Binary, append([]string{"--ledger", filepath.Join(b.cfg.Dir, "ledger.bolt")}, args...)...)
 		}
 		r, err := run(deployTimeout, "env", "deploy", b.cfg.EnvFile, "--json", "--ttl", "30m")
 		var dep struct{ ID string }

@@ -31,7 +31,7 @@ type Key struct {
 
 // Keys lists every setting agentenv reads.
 var Keys = []Key{
-	{Name: "ledger.dsn", Doc: "ledger database: a SQLite path or sqlite://PATH (default: $XDG_STATE_HOME/agentenv/ledger.db), or postgres://…", Secret: true},
+	{Name: "ledger.dsn", Doc: "ledger database: a bbolt file path or bolt://PATH (default: $XDG_STATE_HOME/agentenv/ledger.bolt), or postgres://…", Secret: true},
 	{Name: "provider.default", Default: "docker", Doc: "provider or comma chain used when a command names none"},
 	{Name: "provider.docker.host", Doc: "Docker engine address (default: DOCKER_HOST, else unix:///var/run/docker.sock)"},
 	{Name: "provider.process.root", Doc: "work folders of the process provider (default: $XDG_STATE_HOME/agentenv/sandboxes)"},

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"
 	"github.com/agentenv/agentenv/spec"
@@ -17,7 +17,7 @@ import (
 // A deploy that waits in the admission queue longer than its whole budget still deploys: the
 // budget counts from admission. Its wait is in the result and in the progress events.
 func TestDeployBudgetCountsFromAdmission(t *testing.T) {
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/envtest"
 	"github.com/agentenv/agentenv/internal/fault"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/mcpclient"
 	"github.com/agentenv/agentenv/provider/docker"
@@ -36,7 +36,7 @@ import (
 // postgresImage is built by images/debian/build.sh postgres (.ci/run does it).
 const postgresImage = "agentenv-postgres:local"
 
-// rig is a real docker provider, a SQLite ledger and a deployer over them.
+// rig is a real docker provider, a bbolt ledger and a deployer over them.
 type rig struct {
 	t       *testing.T
 	dc      *client.Client
@@ -51,7 +51,7 @@ func newRig(t *testing.T, wrap func(*docker.Provider) agentenv.Provider) *rig {
 	t.Helper()
 	dc := dockertest.Require(t)
 	runtime, _ := dockertest.RuntimeImage(t)
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/fault"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"
 	"github.com/agentenv/agentenv/spec"
@@ -34,7 +34,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestReattach(t *testing.T) {
 // (it failed with "cannot host a VM stack" when the wrapper forwarded only private networks).
 func TestDeployThroughAFaultWrapper(t *testing.T) {
 	inner := fake.New("chaos")
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/agent"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/process"
 	"github.com/agentenv/agentenv/task"
@@ -52,7 +52,7 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	dir := t.TempDir()
-	l, err := sqlite.Open(t.Context(), filepath.Join(dir, "ledger.db"), nil)
+	l, err := bolt.Open(t.Context(), filepath.Join(dir, "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

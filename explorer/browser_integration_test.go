@@ -25,7 +25,7 @@ import (
 	"github.com/agentenv/agentenv/explorer"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/testbin"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 )
 
 // chromium is Debian's Chromium (apt-get install chromium), which .ci/run installs.
@@ -74,7 +74,7 @@ func (b *browserTest) run(args ...string) string {
 // deployments lists every deployment id in the test's ledger.
 func (b *browserTest) deployments() []string {
 	b.t.Helper()
-	l, err := sqlite.Open(context.Background(), b.ledgerDB, nil)
+	l, err := bolt.Open(context.Background(), b.ledgerDB, nil)
 	if err != nil {
 		b.t.Fatalf("open ledger: %v", err)
 	}
@@ -177,7 +177,7 @@ func (b *browserTest) startFromPage(k, concurrency, shot string) {
 func newBrowserTest(t *testing.T) *browserTest {
 	dc := dockertest.Require(t)
 	b := &browserTest{t: t, bin: buildCLI(t), state: t.TempDir(), dc: dc}
-	b.ledgerDB = filepath.Join(b.state, "agentenv", "ledger.db")
+	b.ledgerDB = filepath.Join(b.state, "agentenv", "ledger.bolt")
 	b.shots = os.Getenv("AGENTENV_TEST_ARTIFACTS")
 	if b.shots == "" {
 		b.shots = t.TempDir()
@@ -299,7 +299,7 @@ func (b *browserTest) putScriptTrajectory() string {
 	if err := os.WriteFile(traj, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		b.t.Fatal(err)
 	}
-	l, err := sqlite.Open(context.Background(), b.ledgerDB, nil)
+	l, err := bolt.Open(context.Background(), b.ledgerDB, nil)
 	if err != nil {
 		b.t.Fatal(err)
 	}

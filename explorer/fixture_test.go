@@ -15,11 +15,11 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/explorer"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 )
 
-// rig is an explorer over a SQLite ledger in a temporary folder, served by httptest.
+// rig is an explorer over a bbolt ledger in a temporary folder, served by httptest.
 type rig struct {
 	ledger  agentenv.Ledger
 	runsDir string
@@ -31,7 +31,7 @@ type rig struct {
 func newRig(t testing.TB, cfg explorer.Config) *rig {
 	t.Helper()
 	dir := t.TempDir()
-	l, err := sqlite.Open(context.Background(), filepath.Join(dir, "ledger.db"), nil)
+	l, err := bolt.Open(context.Background(), filepath.Join(dir, "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatalf("open ledger: %v", err)
 	}

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,16 +10,16 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/ledger"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 )
 
 func TestDefaultPath(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	tests := []struct{ xdg, want string }{
-		{"/var/state", "/var/state/agentenv/ledger.db"},
-		{"", filepath.Join(home, ".local/state/agentenv/ledger.db")},
-		{"relative/state", filepath.Join(home, ".local/state/agentenv/ledger.db")},
+		{"/var/state", "/var/state/agentenv/ledger.bolt"},
+		{"", filepath.Join(home, ".local/state/agentenv/ledger.bolt")},
+		{"relative/state", filepath.Join(home, ".local/state/agentenv/ledger.bolt")},
 	}
 	for _, tt := range tests {
 		t.Setenv("XDG_STATE_HOME", tt.xdg)
@@ -29,17 +30,17 @@ func TestDefaultPath(t *testing.T) {
 	}
 }
 
-// TestOpenSQLite opens each SQLite form of DSN and checks that it reached the file it names.
-func TestOpenSQLite(t *testing.T) {
+// TestOpenBolt opens each bbolt form of DSN and checks that it reached the file it names.
+func TestOpenBolt(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	t.Chdir(dir)
 	tests := []struct{ dsn, path string }{
-		{filepath.Join(dir, "plain.db"), filepath.Join(dir, "plain.db")},
-		{"relative.db", filepath.Join(dir, "relative.db")},
-		{"sqlite://" + filepath.Join(dir, "url.db"), filepath.Join(dir, "url.db")},
-		{"SQLite://sub/rel.db", filepath.Join(dir, "sub", "rel.db")},
-		{"", filepath.Join(dir, "state", "agentenv", "ledger.db")},
+		{filepath.Join(dir, "plain.bolt"), filepath.Join(dir, "plain.bolt")},
+		{"relative.bolt", filepath.Join(dir, "relative.bolt")},
+		{"bolt://" + filepath.Join(dir, "url.bolt"), filepath.Join(dir, "url.bolt")},
+		{"Bolt://sub/rel.bolt", filepath.Join(dir, "sub", "rel.bolt")},
+		{"", filepath.Join(dir, "state", "agentenv", "ledger.bolt")},
 	}
 	for _, tt := range tests {
 		l, err := ledger.Open(t.Context(), tt.dsn, nil)
@@ -47,9 +48,9 @@ func TestOpenSQLite(t *testing.T) {
 			t.Errorf("Open(%q) = %v", tt.dsn, err)
 			continue
 		}
-		s, ok := l.(*sqlite.Ledger)
+		s, ok := l.(*bolt.Ledger)
 		if !ok {
-			t.Errorf("Open(%q) = %T, want *sqlite.Ledger", tt.dsn, l)
+			t.Errorf("Open(%q) = %T, want *bolt.Ledger", tt.dsn, l)
 		} else if s.Path() != tt.path {
 			t.Errorf("Open(%q) opened %s, want %s", tt.dsn, s.Path(), tt.path)
 		}
@@ -71,7 +72,10 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{"mysql://root:s3cret@db.example/x", true, "mysql://root:xxxxx@db.example/x"},
 		{"redis://:s3cret@cache:6379", true, `unknown scheme "redis"`},
-		{"sqlite://", true, "sqlite"},
+		{"bolt://", true, "bolt"},
+		// The SQLite ledger is gone: its DSN says what to name instead.
+		{"sqlite://" + filepath.Join(t.TempDir(), "ledger.db"), true, "replaced by a bbolt file: name one as bolt://PATH"},
+		{"SQLite://", true, "bolt://PATH"},
 		// Port 1 refuses at once: this checks the dispatch, not PostgreSQL.
 		{"postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=5&sslmode=disable", false, "postgres: open postgres://u:xxxxx@127.0.0.1:1/db"},
 		{"postgresql://u:s3cret@127.0.0.1:1/db?sslmode=disable", false, "postgres: open postgresql://u:xxxxx@127.0.0.1:1/db"},
@@ -92,5 +96,39 @@ func TestOpenErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("Open(%q) = %q, want it to say %q and never the password", tt.dsn, err, tt.want)
 		}
+	}
+}
+
+// TestOpenSQLiteRefused checks that a sqlite:// DSN neither opens nor makes a file.
+func TestOpenSQLiteRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	if _, err := ledger.Open(t.Context(), "sqlite://"+path, nil); !errors.Is(err, agentenv.ErrInvalid) {
+		t.Fatalf("Open(sqlite://...) = %v, want ErrInvalid", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open(sqlite://%s) left a file: %v", path, err)
+	}
+}
+
+// TestOpenWarnsOfOldLedger checks that the default ledger warns of an SQLite ledger left by an
+// earlier version beside it, whose records it does not hold.
+func TestOpenWarnsOfOldLedger(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	old := filepath.Join(state, "agentenv", "ledger.db")
+	if err := os.MkdirAll(filepath.Dir(old), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, append([]byte("SQLite format 3\x00"), make([]byte, 4096)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	l, err := ledger.Open(t.Context(), "", slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if !strings.Contains(logs.String(), "SQLite ledger") || !strings.Contains(logs.String(), old) {
+		t.Errorf("Open(\"\") beside %s logged %q, want a warning naming it", old, logs.String())
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"
 )
@@ -16,7 +16,7 @@ import (
 // admissionRig is a manager over the fake provider with cfg's admission settings.
 func admissionRig(t *testing.T, cfg lifecycle.Config) (*lifecycle.Manager, agentenv.Ledger, *fake.Provider) {
 	t.Helper()
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"
 )
@@ -66,7 +66,7 @@ func TestImageRecordsIntentBeforeBuild(t *testing.T) {
 // A provider without the ability refuses the image before it makes anything, and the record
 // ends gone.
 func TestImageOnAProviderThatBuildsNone(t *testing.T) {
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,12 +10,12 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/fault"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"
 )
 
-// rig is one fake provider and one SQLite ledger, each wrapped with a swappable fault plan.
+// rig is one fake provider and one bbolt ledger, each wrapped with a swappable fault plan.
 type rig struct {
 	fake *fake.Provider
 	fp   *fault.Provider
@@ -30,7 +30,7 @@ var (
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/procinfo"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"
 )
@@ -19,7 +19,7 @@ import (
 // lease, and leaves the live ones alone (before, a shared host name made gc check the pid in its
 // own PID namespace, find it dead, and tear down the other's live sandbox).
 func TestGCDoesNotJudgeAnotherPIDNamespaceByPID(t *testing.T) {
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestCurrentOwnerNamesThePIDSpace(t *testing.T) {
 // A record past its expiry whose owner still works is left alone (gc --help says so): a run
 // longer than its TTL is not torn down under it.
 func TestGCLeavesAnExpiredRecordOfALiveOwner(t *testing.T) {
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestGCLeavesAnExpiredRecordOfALiveOwner(t *testing.T) {
 // A teardown is most often asked for by a caller that was just cancelled (the first Ctrl-C):
 // TeardownIDs with a cancelled context still tears down.
 func TestTeardownIDsAfterCancellation(t *testing.T) {
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

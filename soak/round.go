@@ -110,7 +110,7 @@ func (s *soaker) round(ctx context.Context, n int, kind Kind) (r Round) {
 	defer func() { r.Elapsed = time.Since(start) }()
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 
-	args := []string{"--ledger", filepath.Join(s.cfg.Dir, "ledger.db"), "--log-level", "warn",
+	args := []string{"--ledger", filepath.Join(s.cfg.Dir, "ledger.bolt"), "--log-level", "warn",
 		"run", s.task, "--k", strconv.Itoa(s.cfg.Episodes), "--concurrency", strconv.Itoa(s.cfg.Episodes), "--json"}
 	if s.cfg.Provider != "" {
 		args = append(args, "--provider", s.cfg.Provider)
@@ -340,7 +340,7 @@ const (
 // gcPass runs one gc and returns how many creates it reported still in flight.
 func (s *soaker) gcPass(r *Round, n, pass int) (inFlight int, ok bool) {
 	logPath := filepath.Join(s.cfg.Dir, fmt.Sprintf("round-%d-gc-%d.log", n, pass))
-	c, err := s.start("gc", logPath, "--ledger", filepath.Join(s.cfg.Dir, "ledger.db"), "--log-level", "warn", "gc", "--json")
+	c, err := s.start("gc", logPath, "--ledger", filepath.Join(s.cfg.Dir, "ledger.bolt"), "--log-level", "warn", "gc", "--json")
 	if err != nil {
 		r.Problems = append(r.Problems, fmt.Sprintf("gc did not start: %v", err))
 		return 0, false

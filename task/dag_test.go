@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 )
 
 // trace records what probe steps did, to check order and overlap.
@@ -91,7 +91,7 @@ func testKinds(tr *trace) map[string]kind {
 
 func testRunner(t *testing.T) *Runner {
 	t.Helper()
-	l, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	l, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"
 	"github.com/agentenv/agentenv/provider/process"
 	"github.com/agentenv/agentenv/task"
 )
 
-// rig is a Runner over a SQLite ledger, the process provider and the fake provider, all in
+// rig is a Runner over a bbolt ledger, the process provider and the fake provider, all in
 // temporary folders.
 type rig struct {
 	runner  *task.Runner
@@ -29,9 +29,9 @@ type rig struct {
 func newRig(tb testing.TB, wrap func(agentenv.Ledger) agentenv.Ledger) *rig {
 	tb.Helper()
 	dir := tb.TempDir()
-	l, err := sqlite.Open(tb.Context(), filepath.Join(dir, "ledger.db"), nil)
+	l, err := bolt.Open(tb.Context(), filepath.Join(dir, "ledger.bolt"), nil)
 	if err != nil {
-		tb.Fatalf("sqlite.Open = %v", err)
+		tb.Fatalf("bolt.Open = %v", err)
 	}
 	tb.Cleanup(func() { l.Close() })
 	var led agentenv.Ledger = l

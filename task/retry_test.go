@@ -10,7 +10,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/fault"
 	"github.com/agentenv/agentenv/internal/modeltest"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"
 	"github.com/agentenv/agentenv/task"
@@ -20,9 +20,9 @@ import (
 func faultRig(tb testing.TB, plan *fault.Plan) *rig {
 	tb.Helper()
 	dir := tb.TempDir()
-	l, err := sqlite.Open(tb.Context(), filepath.Join(dir, "ledger.db"), nil)
+	l, err := bolt.Open(tb.Context(), filepath.Join(dir, "ledger.bolt"), nil)
 	if err != nil {
-		tb.Fatalf("sqlite.Open = %v", err)
+		tb.Fatalf("bolt.Open = %v", err)
 	}
 	tb.Cleanup(func() { l.Close() })
 	fk := fake.New("fake")

@@ -35,7 +35,7 @@ timeout), panic or lost (the call succeeds but its answer is lost). For example
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.flags.config, "config", "", "config file (default: .agentenv/config.toml found upwards, or $AGENTENV_CONFIG)")
-	pf.StringVar(&a.flags.ledger, "ledger", "", "ledger DSN: a SQLite path or postgres://… (overrides ledger.dsn)")
+	pf.StringVar(&a.flags.ledger, "ledger", "", "ledger DSN: a bbolt file path or postgres://… (overrides ledger.dsn)")
 	pf.StringVar(&a.flags.logLevel, "log-level", "", "debug, info, warn or error (overrides log.level)")
 
 	root.AddCommand(

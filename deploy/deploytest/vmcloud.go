@@ -19,7 +19,7 @@ import (
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/envtest"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/providertest"
 )
@@ -103,7 +103,7 @@ func VMModeOfNotes(t *testing.T, kit VMKit) {
 	env := Example(t, "notes", runtime)
 	// The cloud's template for this env is built with its images.
 	c := DinDCloud(t, kit, runtime, env.ServiceDB.Image, env.ServiceDB.WebUI.Image)
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

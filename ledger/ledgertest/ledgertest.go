@@ -3,7 +3,7 @@
 //
 //	func TestLedger(t *testing.T) {
 //		ledgertest.Run(t, func(t *testing.T) agentenv.Ledger {
-//			l, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+//			l, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 //			if err != nil {
 //				t.Fatal(err)
 //			}

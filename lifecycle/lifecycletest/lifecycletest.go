@@ -4,7 +4,7 @@
 // sandbox torn down, a lost answer reclaimed by the creator and a killed creator reclaimed by gc.
 //
 // A provider's test calls [Run] with a [Kit] over its emulator (a fake of the cloud, which cannot
-// be reached here); the manager, the SQLite ledger and the provider are the real ones.
+// be reached here); the manager, the bbolt ledger and the provider are the real ones.
 package lifecycletest
 
 import (
@@ -20,7 +20,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/emufault"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"
 )
@@ -86,7 +86,7 @@ type kitRun struct{ Kit }
 // second is the name of the second provider on the rig's emulator, for chains.
 func (k *kitRun) second() string { return k.Name + "2" }
 
-// rig is a lifecycle manager over a SQLite ledger with two providers on one emulator (Name and
+// rig is a lifecycle manager over a bbolt ledger with two providers on one emulator (Name and
 // second) and a fake ("spare"), for chains.
 type rig struct {
 	kit   *kitRun
@@ -100,7 +100,7 @@ type rig struct {
 func (k *kitRun) newRig(t *testing.T, reclaim time.Duration) *rig {
 	t.Helper()
 	emu := k.Emulator(t)
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

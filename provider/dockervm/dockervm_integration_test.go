@@ -19,7 +19,7 @@ import (
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/envtest"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/dockervm"
 	"github.com/agentenv/agentenv/provider/providertest"
@@ -83,7 +83,7 @@ func TestBadInputCreatesNothing(t *testing.T) {
 func TestVMModeDeployOfKV(t *testing.T) {
 	cli := dockertest.Require(t)
 	runtime, _ := dockertest.RuntimeImage(t)
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func inVM(t *testing.T, vm string) []string {
 func TestTwoEnvsShareACallersVM(t *testing.T) {
 	cli := dockertest.Require(t)
 	runtime, _ := dockertest.RuntimeImage(t)
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

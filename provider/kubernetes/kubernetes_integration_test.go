@@ -18,7 +18,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/fault"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/kubernetes"
 	"github.com/agentenv/agentenv/provider/providertest"
@@ -130,7 +130,7 @@ func TestConformance(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) agentenv.Provider { return p }, opts)
 }
 
-// rig is the provider under a lifecycle manager with a SQLite ledger, optionally wrapped.
+// rig is the provider under a lifecycle manager with a bbolt ledger, optionally wrapped.
 type rig struct {
 	p   *kubernetes.Provider
 	cs  kubernetes.API
@@ -141,7 +141,7 @@ func newRig(t *testing.T, logger *slog.Logger, wrap func(agentenv.Provider) agen
 	t.Helper()
 	p := newProvider(t, logger)
 	cs := clientset(t, p)
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/agentenv/agentenv/deploy/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/envtest"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/modal"
 	"github.com/agentenv/agentenv/provider/modal/modalemu"
@@ -31,7 +31,7 @@ import (
 const postgresImage = "agentenv-postgres:local"
 
 // dockerRig is the emulator backed by the local engine, the modal provider pointed at it, a
-// SQLite ledger and a deployer over them.
+// bbolt ledger and a deployer over them.
 type dockerRig struct {
 	cli *client.Client
 	emu *modalemu.Server
@@ -44,7 +44,7 @@ func newDockerRig(t *testing.T) *dockerRig {
 	t.Helper()
 	runtime, _ := dockertest.RuntimeImage(t)
 	emu, cli, _ := dockerEmulator(t, false)
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestContainerModeBadInputOnDocker(t *testing.T) {
 		t.Errorf("Create of an image the engine lacks = %v, want ErrInvalid naming it", err)
 	}
 
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"
 	"github.com/agentenv/agentenv/provider/modal"
@@ -201,7 +201,7 @@ func TestTimeoutIsAlwaysSet(t *testing.T) {
 	}
 }
 
-// rig is a lifecycle manager over a SQLite ledger with the modal provider (and a fake as the
+// rig is a lifecycle manager over a bbolt ledger with the modal provider (and a fake as the
 // second chain member).
 type rig struct {
 	emu   *modalemu.Server
@@ -213,7 +213,7 @@ type rig struct {
 func newRig(t *testing.T, reclaim time.Duration) *rig {
 	t.Helper()
 	emu := emulator(t)
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,13 +15,13 @@ import (
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/internal/envtest"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/modal"
 )
 
 // newVMRig is the emulator with real containers and real VMs (internal/emuvm), a modal_vm
-// provider on it, a SQLite ledger and a deployer, and examples/notes with this checkout's
+// provider on it, a bbolt ledger and a deployer, and examples/notes with this checkout's
 // runtime image. The VMs start with the service DB's and the web UI's images in their engine:
 // they stand in for a VM image (provider.modal_vm.image) built with those large, rarely
 // changing images baked in. The runtime image is not: every deploy uploads it into its VM.
@@ -32,7 +32,7 @@ func newVMRig(t *testing.T) *dockerRig {
 	env := deploytest.Example(t, "notes", runtime)
 
 	emu, _, _ := dockerEmulator(t, true, env.ServiceDB.Image, env.ServiceDB.WebUI.Image)
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

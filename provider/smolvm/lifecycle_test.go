@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/ledger/sqlite"
+	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/lifecycle/lifecycletest"
 	"github.com/agentenv/agentenv/provider/smolvm"
@@ -51,12 +51,12 @@ func (e kitEmulator) CreateLost(t *testing.T, record string) {
 	}
 }
 
-// managed is a smol_vm provider on an emulator under a lifecycle manager with a SQLite ledger.
+// managed is a smol_vm provider on an emulator under a lifecycle manager with a bbolt ledger.
 func managed(t *testing.T) (*smolvmemu.Server, *smolvm.Provider, agentenv.Ledger, *lifecycle.Manager) {
 	t.Helper()
 	emu := emulator(t)
 	p := newProvider(t, emu, smolvm.Config{Image: "python:3.12-alpine"}, nil)
-	led, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
