@@ -2,14 +2,17 @@
 // pure Go), shared safely by every agentenv process here.
 //
 // bbolt locks its file (flock) for as long as a handle is open, so a Ledger never keeps one
-// open: each operation takes this process's turn (a token, so that goroutines queue here and
-// give up when their context ends), then a blocking flock(LOCK_EX) on the sibling file
-// PATH.lock, which the kernel grants to one process at a time, then opens the bbolt file,
-// runs one transaction and closes it again. Every wait is bounded by the caller's context and
-// by a busy timeout. A flock still blocked when the context ends is left to a goroutine that
-// releases the lock as soon as it gets it, and only then gives back the process's turn; so an
-// abandoned wait never leaves the file locked. A write is one bbolt transaction under that
-// lock, so [Ledger.Update] and [Ledger.Insert] are atomic across processes.
+// open between operations. An operation takes this Ledger's turn (a token, so that goroutines
+// queue here and give up when their context ends), then a blocking flock(LOCK_EX) on the
+// sibling file PATH.lock, which the kernel grants to one process at a time, then opens the
+// bbolt file, runs one transaction and closes the file again. Operations of this Ledger that
+// queue meanwhile share that open of the file, one after the other, for at most 32 operations
+// or 50 ms (a burst); then the lock goes back to the kernel's queue, so other processes get
+// their turn. Every wait is bounded by the caller's context and by a busy timeout. A flock
+// still blocked when the context ends is left to a goroutine that releases the lock as soon
+// as it gets it, and only then gives back the turn; so an abandoned wait never leaves the file
+// locked. A write is one bbolt transaction under that lock, so [Ledger.Update] and
+// [Ledger.Insert] are atomic across processes.
 //
 // The file holds buckets of JSON values: records by id, deployments and runs by id, an index
 // of each by creation time (the key is the time, an insertion sequence and the id, so that
@@ -59,8 +62,9 @@ type Ledger struct {
 	// turn holds a token while one of this Ledger's operations has the file (or a goroutine
 	// still waits for the lock of an operation that gave up), so that goroutines queue here
 	// and give up when their context ends; other processes queue on the lock file.
-	turn   chan struct{}
-	closed atomic.Bool
+	turn    chan struct{}
+	handoff chan *session // unbuffered: a session passes only to an operation waiting for it
+	closed  atomic.Bool
 
 	deployments *docStore[agentenv.Deployment]
 	runs        *docStore[agentenv.Run]
@@ -86,7 +90,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Ledger, error
 	if err := create(abs); err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", abs, err)
 	}
-	l := &Ledger{path: abs, log: logger.With("ledger", abs), turn: make(chan struct{}, 1)}
+	l := &Ledger{path: abs, log: logger.With("ledger", abs), turn: make(chan struct{}, 1), handoff: make(chan *session)}
 	if err := l.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", abs, err)
 	}

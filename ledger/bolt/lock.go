@@ -28,38 +28,58 @@ const sqliteHeader = "SQLite format 3\x00"
 // boltMagic is the magic number of a bbolt meta page, the first page of every bbolt file.
 const boltMagic = 0xED0CDAED
 
-// session is one operation's hold on the file: this Ledger's turn, the lock file locked and
-// the bbolt file open.
+// A burst is a run of this Ledger's operations on one open of the file: an operation that
+// ends while another already waits for the turn hands its session over instead of closing
+// the file. A burst ends after burstOps operations or burstTime, so that other processes
+// waiting for the lock get their turn.
+const (
+	burstOps  = 32
+	burstTime = 50 * time.Millisecond
+)
+
+// session is this Ledger's hold on the file for one operation or a burst of them: the turn,
+// the lock file locked and the bbolt file open.
 type session struct {
-	l    *Ledger
-	lock *os.File
-	db   *bbolt.DB
+	l      *Ledger
+	lock   *os.File
+	db     *bbolt.DB
+	opened time.Time
+	ops    int  // operations done in this session
+	sound  bool // the last operation's transaction ended as bbolt meant: the handle can go on
 }
 
-// view runs fn in a read transaction of its own session.
+// view runs fn in a read transaction.
 func (l *Ledger) view(ctx context.Context, fn func(tx *bbolt.Tx) error) (err error) {
-	s, err := l.begin(ctx, false)
+	s, err := l.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { err = s.end(err) }() // deferred, so that a panic in fn ends the session too
-	return s.db.View(fn)
+	s.sound = false
+	var fnErr error
+	err = s.db.View(func(tx *bbolt.Tx) error { fnErr = fn(tx); return fnErr })
+	s.sound = err == fnErr
+	return err
 }
 
-// update runs fn in a write transaction of its own session and commits it if fn returns nil.
-// fn's error is returned as it is.
+// update runs fn in a write transaction and commits it if fn returns nil. fn's error is
+// returned as it is.
 func (l *Ledger) update(ctx context.Context, fn func(tx *bbolt.Tx) error) (err error) {
-	s, err := l.begin(ctx, true)
+	s, err := l.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { err = s.end(err) }() // deferred, so that a panic in fn ends the session too
-	return s.db.Update(fn)
+	s.sound = false
+	var fnErr error
+	err = s.db.Update(func(tx *bbolt.Tx) error { fnErr = fn(tx); return fnErr })
+	s.sound = err == fnErr // not so after an error of the commit itself
+	return err
 }
 
-// begin waits for this Ledger's turn and the file's lock, then opens the file (read-only
-// unless write), all within ctx and busyTimeout.
-func (l *Ledger) begin(ctx context.Context, write bool) (*session, error) {
+// begin waits for this Ledger's turn, or a session handed over, and then for the file's lock,
+// and opens the file, all within ctx and busyTimeout.
+func (l *Ledger) begin(ctx context.Context) (*session, error) {
 	if l.closed.Load() {
 		return nil, errClosed
 	}
@@ -67,6 +87,11 @@ func (l *Ledger) begin(ctx context.Context, write bool) (*session, error) {
 	defer cancel()
 	select {
 	case l.turn <- struct{}{}:
+	case s := <-l.handoff:
+		if l.closed.Load() {
+			return nil, s.close(errClosed)
+		}
+		return s, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("wait for this process's other ledger operations: %w", context.Cause(ctx))
 	}
@@ -84,18 +109,33 @@ func (l *Ledger) begin(ctx context.Context, write bool) (*session, error) {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d), time.Millisecond)
 	}
-	db, err := bbolt.Open(l.path, 0o600, &bbolt.Options{Timeout: timeout, ReadOnly: !write, NoStatistics: true})
+	db, err := bbolt.Open(l.path, 0o600, &bbolt.Options{Timeout: timeout, NoStatistics: true})
 	if err != nil {
 		unlock(lock)
 		<-l.turn
 		return nil, l.describe(err)
 	}
-	return &session{l: l, lock: lock, db: db}, nil
+	return &session{l: l, lock: lock, db: db, opened: time.Now()}, nil
 }
 
-// end closes the file, releases its lock and gives back the turn. It returns err, or the
-// error of the close when err is nil.
+// end hands the session to an operation of this Ledger that waits for the turn, while the
+// burst lasts and the handle is sound, or else closes it. It returns err, or the error of
+// the close when err is nil.
 func (s *session) end(err error) error {
+	s.ops++
+	if s.sound && s.ops < burstOps && time.Since(s.opened) < burstTime {
+		select {
+		case s.l.handoff <- s:
+			return err
+		default: // nobody waits
+		}
+	}
+	return s.close(err)
+}
+
+// close closes the file, releases its lock and gives back the turn. It returns err, or the
+// error of the close when err is nil.
+func (s *session) close(err error) error {
 	cerr := s.db.Close()
 	unlock(s.lock)
 	<-s.l.turn

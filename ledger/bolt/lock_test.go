@@ -150,3 +150,43 @@ func TestPanicInUpdate(t *testing.T) {
 		t.Errorf("Get after a panicking Update = %v, %v; want the record unchanged", r.State, err)
 	}
 }
+
+// TestCloseDuringBurst closes a Ledger while its goroutines queue for the file, sharing one
+// open of it: every operation ends, those after Close fail, and the file's lock is free for
+// another Ledger at once.
+func TestCloseDuringBurst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.bolt")
+	l := open(t, path)
+	if err := l.Put(t.Context(), agentenv.Record{ID: "r", State: agentenv.StateLive}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				if _, err := l.Update(t.Context(), "r", func(*agentenv.Record) error { return nil }); err != nil {
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	l.Close()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("operations still run 5s after Close")
+	}
+	if _, err := l.Get(t.Context(), "r"); err == nil {
+		t.Errorf("Get after Close = nil error, want one")
+	}
+	holder := lockFile(t, path+".lock") // fails t unless the lock is free
+	unix.Flock(int(holder.Fd()), unix.LOCK_UN)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := open(t, path).Put(ctx, agentenv.Record{ID: "next", State: agentenv.StateLive}); err != nil {
+		t.Errorf("Put on another Ledger after Close = %v", err)
+	}
+}
