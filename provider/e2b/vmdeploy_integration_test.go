@@ -12,9 +12,10 @@ import (
 )
 
 // vmKit is e2b on its emulator for deploytest's VM-mode kits: every sandbox of the Docker
-// template is a DinD VM.
+// template is a DinD VM. Its test cancels the VM-mode deploy at every progress event: the stack
+// inside the VM, which every cloud shares, is swept here once.
 var vmKit = deploytest.VMKit{
-	Name: "e2b", Short: "e2b", TestLabel: "agentenv.test.e2bvm",
+	Name: "e2b", Short: "e2b", TestLabel: "agentenv.test.e2bvm", EveryEvent: true,
 	Start: func(t *testing.T, vms emuvm.Backend) deploytest.VMCloud {
 		emu := e2bemu.Start(apiKey)
 		emu.SetVMBackend(vms)
@@ -35,7 +36,7 @@ var vmKit = deploytest.VMKit{
 
 // TestVMModeDeployOfNotes deploys examples/notes in VM mode on e2b against the emulator, each
 // sandbox of the Docker template a DinD VM, calls it, tears it down, and cancels it at each of
-// its progress events; each leaves nothing (deploytest.VMModeOfNotes).
+// its progress events; each leaves nothing (deploytest.VMModeOfNotes, EveryEvent).
 func TestVMModeDeployOfNotes(t *testing.T) {
 	deploytest.VMModeOfNotes(t, vmKit)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/agentenv/agentenv/deploy/deploytest"
 	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/provider/modal/modalemu"
@@ -28,7 +29,7 @@ func dockerEmulator(t *testing.T, vm bool, preload ...string) (*modalemu.Server,
 	dockertest.CheckNoLeftovers(t, cli, labels)
 	o := modalemu.Options{Docker: cli}
 	if vm {
-		host, err := emuvm.New(emuvm.Config{Labels: labels, InMemory: true, Preload: preload},
+		host, err := emuvm.New(emuvm.Config{Labels: labels, InMemory: true, Preload: preload, ReadyWait: deploytest.ReadyWait},
 			slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})))
 		if err != nil {
 			t.Fatal(err)

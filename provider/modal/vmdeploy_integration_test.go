@@ -54,7 +54,8 @@ func newVMRig(t *testing.T) *dockerRig {
 // the notes server, adminer, db-mcp and the gateway (with the stdio bridge's files copied in)
 // run inside on slot ports, reached through the VM's tunnels. A tool is called through the
 // gateway with an MCP client, and the teardown leaves nothing. Then the same deploy is
-// cancelled at each of its progress events in turn, and each leaves nothing either.
+// cancelled at each of deploytest.VMEvents in turn (the upload of the runtime image among them),
+// and each leaves nothing either; e2b's test sweeps every event of the shared stack.
 func TestVMDeployOfNotes(t *testing.T) {
 	start := time.Now()
 	r := newVMRig(t)
@@ -91,7 +92,7 @@ func TestVMDeployOfNotes(t *testing.T) {
 			t.Errorf("the emulator runs %v after the teardown", left)
 		}
 	})
-	deploytest.CancelAtEachEvent(t, r.d, r.env, deploy.Options{Provider: "modal_vm", Budget: 3 * time.Minute}, events,
+	deploytest.CancelAtEvents(t, r.d, r.env, deploy.Options{Provider: "modal_vm", Budget: 3 * time.Minute}, deploytest.VMEvents(events),
 		func(t *testing.T, k int) string { return r.name(t, fmt.Sprintf("vc%02d", k)) }, r.settled)
 	if left := r.emu.Running(); len(left) != 0 {
 		t.Errorf("the emulator runs %v after the cancelled deploys", left)

@@ -40,7 +40,7 @@ var vmKit = deploytest.VMKit{
 // TestVMModeDeployOfNotes deploys examples/notes in VM mode on smol_vm against the emulator, the
 // VM a DinD machine, calls it through the gateway (the service DB and the gateway reached on
 // host ports forwarded to the VM's slots), runs commands in the stack, tears it down, and
-// cancels it at each of its progress events; each leaves nothing (deploytest.VMModeOfNotes).
+// cancels it at each of deploytest.VMEvents; each leaves nothing (deploytest.VMModeOfNotes).
 func TestVMModeDeployOfNotes(t *testing.T) {
 	deploytest.VMModeOfNotes(t, vmKit)
 }

@@ -40,7 +40,7 @@ var vmKit = deploytest.VMKit{
 // TestVMModeDeployOfNotes deploys examples/notes in VM mode on tenki against the emulator, the
 // VM's session a DinD VM running the stack through Run, calls it at the gateway's preview URL,
 // execs in the stack with a stdin of several Run frames, tears it down, and cancels it at each
-// of its progress events; each leaves nothing (deploytest.VMModeOfNotes).
+// of deploytest.VMEvents; each leaves nothing (deploytest.VMModeOfNotes).
 func TestVMModeDeployOfNotes(t *testing.T) {
 	deploytest.VMModeOfNotes(t, vmKit)
 }

@@ -38,8 +38,8 @@ var vmKit = deploytest.VMKit{
 }
 
 // TestVMModeDeployOfNotes deploys examples/notes in VM mode on tensorlake against the emulator,
-// each sandbox of the VM image a DinD VM, calls it, tears it down, and cancels it at each of its
-// progress events; each leaves nothing (deploytest.VMModeOfNotes).
+// each sandbox of the VM image a DinD VM, calls it, tears it down, and cancels it at each of
+// deploytest.VMEvents; each leaves nothing (deploytest.VMModeOfNotes).
 func TestVMModeDeployOfNotes(t *testing.T) {
 	deploytest.VMModeOfNotes(t, vmKit)
 }
