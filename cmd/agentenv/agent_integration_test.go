@@ -52,12 +52,19 @@ func jsAgentImage(t *testing.T, c *cli) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "docker", "build", "-q", "-t", tag, "--label", "agentenv-test="+c.tag, "-f", "-", jsAgentDir)
 	cmd.Stdin = strings.NewReader(df)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	out, err := cmd.CombinedOutput()
+	if err != nil {
 		t.Fatalf("docker build %s: %v\n%s", tag, err, out)
 	}
+	id := strings.TrimSpace(string(out))
 	t.Cleanup(func() {
-		if out, err := exec.Command("docker", "rmi", "-f", tag).CombinedOutput(); err != nil {
-			t.Errorf("docker rmi %s: %v\n%s", tag, err, out)
+		// By id, not tag: removing a tag whose image a container still uses only untags it,
+		// and the leftover check would find a nameless image. Such a container is the leak.
+		if ps, _ := exec.Command("docker", "ps", "-a", "--filter", "ancestor="+id, "--format", "{{.Names}} {{.Status}} {{.Labels}}").Output(); len(bytes.TrimSpace(ps)) > 0 {
+			t.Errorf("containers of %s are left:\n%s", tag, ps)
+		}
+		if out, err := exec.Command("docker", "rmi", "-f", id).CombinedOutput(); err != nil {
+			t.Errorf("docker rmi %s (%s): %v\n%s", id, tag, err, out)
 		}
 	})
 	return tag

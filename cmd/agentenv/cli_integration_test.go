@@ -439,7 +439,8 @@ func TestBadInputIsClearAndLeavesNothing(t *testing.T) {
 		{"missing image", nil, []string{"sandbox", "create", "--image", "agentenv-no-such-image:0", "--label", "agentenv-test=" + c.tag}, 2, "agentenv-no-such-image:0"},
 		{"malformed label", nil, c.createArgs("--label", "no-equals-sign"), 2, "want key=value"},
 		{"reserved label", nil, c.createArgs("--label", "agentenv.record=x"), 2, "reserved"},
-		{"corrupt ledger", []string{"AGENTENV_LEDGER_DSN=" + corruptFile(t)}, c.createArgs(), 1, "ledger"},
+		// A file that is not a ledger where the ledger belongs is bad input: refused, named.
+		{"not a ledger", []string{"AGENTENV_LEDGER_DSN=" + corruptFile(t)}, c.createArgs(), 2, "corrupt.db: not a bbolt ledger"},
 		{"unwritable ledger", []string{"AGENTENV_LEDGER_DSN=/proc/agentenv/ledger.db"}, c.createArgs(), 1, "/proc/agentenv"},
 	}
 	for _, tc := range cases {
