@@ -263,6 +263,9 @@ func Parse(name, what string, data []byte) (*yaml.Node, error) {
 		d.YAMLError("", err)
 		return d.Errs[0]
 	}
+	if len(data) > MaxSize {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("%s of %d bytes: more than the %d a file may have", what, len(data), MaxSize)}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -281,5 +284,45 @@ func Parse(name, what string, data []byte) (*yaml.Node, error) {
 	if len(doc.Content) == 0 {
 		return nil, &Error{File: name, Msg: "empty " + what}
 	}
+	if err := bounded(name, doc.Content[0]); err != nil {
+		return nil, err
+	}
 	return doc.Content[0], nil
+}
+
+// MaxDepth bounds how deeply a file's mappings and lists may nest, aliases expanded.
+const MaxDepth = 64
+
+// MaxSize bounds the bytes of one file, before it is parsed.
+const MaxSize = 8 << 20
+
+// bounded walks root as a decoder would, aliases expanded, and refuses it once it counts more
+// than NodeBudget nodes or nests deeper than MaxDepth: a few hundred bytes of nested anchors
+// expand to billions of nodes, and every decoder after Parse (yaml's own included) would pay
+// for them. The walk stops at the bound, so it costs at most NodeBudget steps.
+func bounded(name string, root *yaml.Node) error {
+	type item struct {
+		n     *yaml.Node
+		depth int
+	}
+	budget := NodeBudget
+	stack := []item{{root, 1}}
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n := it.n
+		for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
+			n = n.Alias
+		}
+		if budget--; budget < 0 {
+			return &Error{File: name, Line: it.n.Line, Msg: TooLarge}
+		}
+		if it.depth > MaxDepth {
+			return &Error{File: name, Line: it.n.Line, Msg: fmt.Sprintf("nested more than %d levels deep", MaxDepth)}
+		}
+		for _, c := range n.Content {
+			stack = append(stack, item{c, it.depth + 1})
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package yamlfile_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -24,6 +25,44 @@ func TestParse(t *testing.T) {
 				t.Errorf("Parse = %v, want ErrInvalid starting %q", err, c.want)
 			}
 		})
+	}
+}
+
+// bomb is n levels of anchors, each a list of nine aliases of the one before: 9^n nodes from a
+// few hundred bytes.
+func bomb(n int) string {
+	var b strings.Builder
+	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "a%d: &a%d [", i, i)
+		for j := range 9 {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "*a%d", i-1)
+		}
+		b.WriteString("]\n")
+	}
+	return b.String()
+}
+
+// TestParseBounds: an alias bomb, deep nesting and an oversized file are refused by Parse,
+// before any decoder walks them, naming the bound.
+func TestParseBounds(t *testing.T) {
+	for _, c := range []struct{ name, in, want string }{
+		{"alias bomb", bomb(10), "document too large"},
+		{"deep nesting", strings.Repeat("[", 100) + strings.Repeat("]", 100), "nested more than 64 levels deep"},
+		{"oversized", "a: \"" + strings.Repeat("x", yamlfile.MaxSize) + "\"\n", "more than the 8388608 a file may have"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := yamlfile.Parse("f.yaml", "thing", []byte(c.in))
+			if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Parse = %v, want ErrInvalid naming %q", err, c.want)
+			}
+		})
+	}
+	if _, err := yamlfile.Parse("f.yaml", "thing", []byte(bomb(3))); err != nil {
+		t.Errorf("Parse of 9^3 nodes = %v, want it accepted", err)
 	}
 }
 
