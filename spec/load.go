@@ -8,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/yamlfile"
 )
 
@@ -17,7 +18,7 @@ import (
 func Load(path string) (*Env, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("load env: %w", err)
+		return nil, fmt.Errorf("load env: %w: %w", err, agentenv.ErrInvalid)
 	}
 	return Parse(path, data)
 }

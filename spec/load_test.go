@@ -142,6 +142,18 @@ gateway:
 			want: []string{`testdata/env.yaml:7: service_db.init_sql[1]: file "missing.sql" does not exist (relative to testdata)`},
 		},
 		{
+			name: "init_sql and seed outside the env's folder",
+			in: minimal + `service_db:
+  init_sql: [../../../etc/passwd, /etc/hostname]
+  seed: [../load.go]
+`,
+			want: []string{
+				`testdata/env.yaml:7: service_db.init_sql[0]: file "../../../etc/passwd" is outside the env file's folder testdata (symbolic links followed): copy it in`,
+				`testdata/env.yaml:7: service_db.init_sql[1]: file "/etc/hostname" is outside the env file's folder testdata (symbolic links followed): copy it in`,
+				`testdata/env.yaml:8: service_db.seed[0]: file "../load.go" is outside the env file's folder testdata (symbolic links followed): copy it in`,
+			},
+		},
+		{
 			name: "missing seed file",
 			in: minimal + `service_db:
   seed:

@@ -239,11 +239,17 @@ func (c *checker) serviceDB(p string, db *ServiceDB) {
 	}
 }
 
-// files checks that each path names a readable regular file.
+// files checks that each path names a readable regular file inside the env file's folder:
+// what they name is copied or mounted into the service DB, and an env file must not be able
+// to hand the host's /etc/passwd to an agent's database.
 func (c *checker) files(p string, paths []string) {
 	for i, f := range paths {
 		fp := yamlfile.Index(p, i)
 		if !c.required(fp, f) {
+			continue
+		}
+		if !c.e.inside(f) {
+			c.errorf(fp, "file %q is outside the env file's folder %s (symbolic links followed): copy it in", f, c.e.Dir)
 			continue
 		}
 		st, err := os.Stat(c.e.Path(f))
