@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentenv/agentenv/internal/atomicfile"
 	"github.com/agentenv/agentenv/soak"
 )
 
@@ -205,8 +206,8 @@ func WriteMarkdown(path, section string) error {
 	default:
 		s = strings.TrimRight(s, "\n") + "\n\n" + section
 	}
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if err := atomicfile.WriteBytes(path, 0o644, []byte(s)); err != nil {
+		return err
 	}
 	return nil
 }

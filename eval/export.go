@@ -101,6 +101,16 @@ func (r Redactor) Redact(s string) string {
 	return bearer.ReplaceAllString(s, "${1}[redacted]")
 }
 
+// CheckFormat says whether format is one Export writes, with an error wrapping
+// agentenv.ErrInvalid if not: check it before opening where the export goes.
+func CheckFormat(format string) error {
+	switch format {
+	case FormatChatJSONL, FormatCSV:
+		return nil
+	}
+	return fmt.Errorf("export format %q: want %s or %s: %w", format, FormatChatJSONL, FormatCSV, agentenv.ErrInvalid)
+}
+
 // Export writes the finished episodes of group g (the latest of each slot) to w in format:
 // chat-jsonl, one Record per line, or csv, one row of scores per episode. It returns how many
 // episodes it wrote.
@@ -159,7 +169,7 @@ func Export(ctx context.Context, l agentenv.Ledger, g Group, format string, w io
 		cw.Flush()
 		return n, cw.Error()
 	}
-	return 0, fmt.Errorf("export format %q: want %s or %s: %w", format, FormatChatJSONL, FormatCSV, agentenv.ErrInvalid)
+	return 0, CheckFormat(format)
 }
 
 // record builds the export line of episode r in slot k.

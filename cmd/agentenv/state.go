@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/internal/atomicfile"
 	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/pgstore"
@@ -406,7 +407,7 @@ func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager, name string) (
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("state up: %w", err)
 	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	if err := atomicfile.WriteBytes(path, 0o600, b); err != nil {
 		return "", fmt.Errorf("state up: %w", err)
 	}
 	return dsn, nil
