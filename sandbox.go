@@ -2,6 +2,7 @@ package agentenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -117,6 +118,25 @@ type SandboxSpec struct {
 	// timeout, Kubernetes activeDeadlineSeconds); 0 means until Expires.
 	Timeout time.Duration
 	Expires time.Time // when gc may remove the sandbox; also written as LabelExpires
+}
+
+// Check reports what no backend could make of s, before anything is recorded or created: a
+// port outside 1-65535, a negative memory, CPU, process or timeout bound. Each error wraps
+// ErrInvalid and names the field.
+func (s SandboxSpec) Check() error {
+	var errs []error
+	for _, p := range s.Ports {
+		if p < 1 || p > 65535 {
+			errs = append(errs, fmt.Errorf("port %d: want 1-65535: %w", p, ErrInvalid))
+		}
+	}
+	if s.Memory < 0 || s.CPUs < 0 || s.Pids < 0 {
+		errs = append(errs, fmt.Errorf("memory %d, cpus %g, pids %d: want 0 (the default) or more: %w", s.Memory, s.CPUs, s.Pids, ErrInvalid))
+	}
+	if s.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout %s: want 0 (until expiry) or more: %w", s.Timeout, ErrInvalid))
+	}
+	return errors.Join(errs...)
 }
 
 // LabelsWithExpiry returns a fresh copy of s.Labels with LabelExpires set from s.Expires (RFC

@@ -119,8 +119,14 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 		kind = agentenv.KindSandbox
 	}
 	ttl := req.TTL
-	if ttl <= 0 {
+	switch {
+	case ttl < 0:
+		return agentenv.Record{}, fmt.Errorf("create: ttl %s: want more than 0 (0 for the default, %s): %w", ttl, DefaultTTL, agentenv.ErrInvalid)
+	case ttl == 0:
 		ttl = DefaultTTL
+	}
+	if err := req.Spec.Check(); err != nil {
+		return agentenv.Record{}, fmt.Errorf("create: %w", err)
 	}
 	for k, v := range req.Spec.Labels {
 		if err := agentenv.ValidateLabel(k, v); err != nil {
