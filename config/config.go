@@ -140,10 +140,9 @@ type Value struct {
 
 // Config holds resolved settings.
 type Config struct {
-	values   map[string]Value
-	File     string   // the config file read, if any
-	Warnings []string // unknown keys and the like
-	getenv   func(string) string
+	values map[string]Value
+	File   string // the config file read, if any
+	getenv func(string) string
 }
 
 // Load resolves the defaults, the config file and the environment. getenv is os.Getenv in
@@ -157,7 +156,7 @@ func Load(getenv func(string) string, dir string) (*Config, error) {
 	if path == "" {
 		path = find(dir)
 	} else if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("config: AGENTENV_CONFIG=%s: %w", path, err)
+		return nil, fmt.Errorf("config: file %s (--config or AGENTENV_CONFIG): %w: %w", path, err, agentenv.ErrInvalid)
 	}
 	if path != "" {
 		if err := c.readFile(path); err != nil {
@@ -198,7 +197,7 @@ func find(dir string) string {
 func (c *Config) readFile(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return fmt.Errorf("config: %w: %w", err, agentenv.ErrInvalid)
 	}
 	var tree map[string]any
 	if err := toml.Unmarshal(b, &tree); err != nil {
@@ -221,20 +220,23 @@ func (c *Config) readFile(path string) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	// A key the file misspells would silently leave its setting at the default (a ledger in
+	// the wrong place): every unknown key is an error, all of them at once.
+	var unknown []error
 	for _, n := range names {
 		k, ok := known[n]
 		if !ok {
-			names := make([]string, len(Keys))
+			valid := make([]string, len(Keys))
 			for i, k := range Keys {
-				names[i] = k.Name
+				valid[i] = k.Name
 			}
-			best, _ := suggest.Closest(n, names)
-			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: unknown key %q (did you mean %q?)", path, n, best))
+			best, _ := suggest.Closest(n, valid)
+			unknown = append(unknown, fmt.Errorf("config: %s: unknown key %q (did you mean %q?): %w", path, n, best, agentenv.ErrInvalid))
 			continue
 		}
 		c.values[n] = Value{Key: n, Value: flat[n], Source: "file " + path, Secret: k.Secret}
 	}
-	return nil
+	return errors.Join(unknown...)
 }
 
 func flatten(prefix string, tree map[string]any, out map[string]string) {

@@ -67,15 +67,17 @@ func TestPrecedence(t *testing.T) {
 	}
 }
 
-func TestUnknownKeyWarnsWithTheClosest(t *testing.T) {
+func TestUnknownKeysAreErrorsWithTheClosest(t *testing.T) {
 	dir := t.TempDir()
-	p := write(t, dir, "c.toml", "[lifecycle]\nttll = \"1h\"\n")
-	c, err := config.Load(env(map[string]string{"AGENTENV_CONFIG": p}), dir)
-	if err != nil {
-		t.Fatal(err)
+	p := write(t, dir, "c.toml", "[lifecycle]\nttll = \"1h\"\n[ledgr]\ndsn = \"x.bolt\"\n")
+	_, err := config.Load(env(map[string]string{"AGENTENV_CONFIG": p}), dir)
+	if !errors.Is(err, agentenv.ErrInvalid) {
+		t.Fatalf("Load = %v, want ErrInvalid", err)
 	}
-	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], `"lifecycle.ttll"`) || !strings.Contains(c.Warnings[0], `"lifecycle.ttl"`) {
-		t.Errorf("warnings = %q, want one naming lifecycle.ttll and suggesting lifecycle.ttl", c.Warnings)
+	for _, want := range []string{`"lifecycle.ttll" (did you mean "lifecycle.ttl"?)`, `"ledgr.dsn" (did you mean "ledger.dsn"?)`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Load = %v, want it to name %s", err, want)
+		}
 	}
 }
 

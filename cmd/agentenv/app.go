@@ -37,13 +37,19 @@ type app struct {
 	mgr *lifecycle.Manager
 }
 
+// getenv is os.Getenv with --config in place of $AGENTENV_CONFIG when given: the flag is this
+// command's, not the process environment's.
+func (a *app) getenv(key string) string {
+	if key == "AGENTENV_CONFIG" && a.flags.config != "" {
+		return a.flags.config
+	}
+	return os.Getenv(key)
+}
+
 // load resolves the configuration and the logger; it runs before every command.
 func (a *app) load(cmd *cobra.Command) error {
-	if a.flags.config != "" {
-		os.Setenv("AGENTENV_CONFIG", a.flags.config)
-	}
 	wd, _ := os.Getwd()
-	cfg, err := config.Load(os.Getenv, wd)
+	cfg, err := config.Load(a.getenv, wd)
 	if err != nil {
 		return err
 	}
@@ -64,9 +70,6 @@ func (a *app) load(cmd *cobra.Command) error {
 		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
 	} else {
 		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
-	}
-	for _, w := range cfg.Warnings {
-		a.log.Warn(w)
 	}
 	return nil
 }

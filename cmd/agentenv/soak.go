@@ -88,10 +88,17 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 				return err
 			}
 			var childEnv []string
+			if a.flags.config != "" {
+				// The runner is a child process: the config file reaches it as its environment.
+				childEnv = append(os.Environ(), "AGENTENV_CONFIG="+a.flags.config)
+			}
 			if dsn != "" {
-				// The runner is a child process: the store reaches it as its environment. Its
-				// databases are counted with the engine's containers after every round.
-				childEnv = append(os.Environ(), "AGENTENV_STATE_STORE="+dsn)
+				// The store reaches it the same way. Its databases are counted with the engine's
+				// containers after every round.
+				if childEnv == nil {
+					childEnv = os.Environ()
+				}
+				childEnv = append(childEnv, "AGENTENV_STATE_STORE="+dsn)
 				store, err := pgstore.New(pgstore.Config{Name: stateProvider, DSN: dsn}, a.log)
 				if err != nil {
 					return err
