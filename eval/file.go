@@ -90,7 +90,7 @@ func IsEval(data []byte) bool {
 func Load(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("load eval: %w", err)
+		return nil, fmt.Errorf("load eval: %w: %w", err, agentenv.ErrInvalid)
 	}
 	return Parse(path, data)
 }

@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/suggest"
 	"github.com/agentenv/agentenv/internal/yamlfile"
 )
@@ -106,7 +107,7 @@ func Hello() *Task {
 func Load(path string) (*Task, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("load task: %w", err)
+		return nil, fmt.Errorf("load task: %w: %w", err, agentenv.ErrInvalid)
 	}
 	return Parse(path, data)
 }
@@ -115,7 +116,7 @@ func Load(path string) (*Task, error) {
 func LoadPath(path string) (*Task, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("load task: %w", err)
+		return nil, fmt.Errorf("load task: %w: %w", err, agentenv.ErrInvalid)
 	}
 	if !fi.IsDir() {
 		return Load(path)
@@ -126,7 +127,7 @@ func LoadPath(path string) (*Task, error) {
 			return Load(p)
 		}
 	}
-	return nil, fmt.Errorf("load task: %s has no task.yaml or task.json: %w", path, os.ErrNotExist)
+	return nil, fmt.Errorf("load task: %s has no task.yaml or task.json: %w: %w", path, os.ErrNotExist, agentenv.ErrInvalid)
 }
 
 // Parse decodes and validates data as a task file named name (used in errors, and its folder

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -57,5 +60,54 @@ timeout), panic or lost (the call succeeds but its answer is lost). For example
 		newUICmd(a),
 		newStateCmd(a),
 	)
+	strictArgs(root)
 	return root, a.close
+}
+
+// strictArgs makes every mistake in the shape of a command line under c a usageError (exit 2):
+// a word that names no subcommand of a command that only groups others, and a wrong number of
+// arguments. cobra's own errors for these are plain ones, a group given an unknown word prints
+// its help and succeeds, and a command that declares no Args takes any and ignores them: here
+// it takes none.
+func strictArgs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		strictArgs(sub)
+	}
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if cmd.SuggestionsMinimumDistance <= 0 {
+				cmd.SuggestionsMinimumDistance = 2
+			}
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, " or "))
+			}
+			return usageError{msg}
+		}
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		return
+	}
+	if c.Args == nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Sprintf("%s takes no arguments, got %q", cmd.CommandPath(), args)}
+			}
+			return nil
+		}
+		return
+	}
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				if errors.As(err, new(usageError)) {
+					return err
+				}
+				return usageError{fmt.Sprintf("%s: %v", cmd.CommandPath(), err)}
+			}
+			return nil
+		}
+	}
 }

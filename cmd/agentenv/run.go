@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,6 +28,28 @@ type runFlags struct {
 	resume          string
 	maxCost         float64
 	stateStore      string
+}
+
+// check refuses counts no run can mean: fewer than one episode, a negative concurrency, retry
+// count or cost cap.
+func (f runFlags) check() error {
+	var bad []string
+	if f.k < 1 {
+		bad = append(bad, fmt.Sprintf("--k %d: want 1 or more episodes per instance", f.k))
+	}
+	if f.concurrency < 0 {
+		bad = append(bad, fmt.Sprintf("--concurrency %d: want 1 or more (0: the eval file's, or 1)", f.concurrency))
+	}
+	if f.retries < 0 {
+		bad = append(bad, fmt.Sprintf("--retries %d: want 0 (none) or more", f.retries))
+	}
+	if f.maxCost < 0 || math.IsNaN(f.maxCost) {
+		bad = append(bad, fmt.Sprintf("--max-cost-usd %g: want more than 0 (0: no cap)", f.maxCost))
+	}
+	if len(bad) > 0 {
+		return usageError{strings.Join(bad, "; ")}
+	}
+	return nil
 }
 
 func newRunCmd(a *app) *cobra.Command {
@@ -59,6 +83,9 @@ when interrupted (what was made is torn down first).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if err := f.check(); err != nil {
+				return err
+			}
 			a.setStateStore(f.stateStore)
 			var (
 				ef     *eval.File
@@ -129,7 +156,7 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 	if f.resume != "" {
 		g, err := eval.Store{Ledger: mgr.Ledger()}.Get(ctx, f.resume)
 		if err != nil {
-			return err
+			return unknownID("group", f.resume, "runs ls --group", err)
 		}
 		single = g.Digest == "" && len(g.Tasks) == 1
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/config"
 	"github.com/agentenv/agentenv/eval"
+	"github.com/agentenv/agentenv/internal/atomicfile"
 	"github.com/agentenv/agentenv/task"
 )
 
@@ -73,7 +74,7 @@ func newRunsCmd(a *app) *cobra.Command {
 			}
 			r, err := mgr.Ledger().Runs().Get(ctx, args[0])
 			if err != nil {
-				return err
+				return unknownID("run or group", args[0], "runs ls", err)
 			}
 			if eval.IsGroup(r) {
 				g, err := eval.FromDoc(r)
@@ -156,25 +157,27 @@ credentials.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if err := eval.CheckFormat(f.format); err != nil {
+				return err
+			}
 			mgr, err := a.manager(ctx)
 			if err != nil {
 				return err
 			}
 			g, err := eval.Store{Ledger: mgr.Ledger()}.Get(ctx, args[0])
 			if err != nil {
-				return err
+				return unknownID("group", args[0], "runs ls --group", err)
 			}
-			var w io.Writer = a.stdout
-			var file *os.File
-			if f.out != "" && f.out != "-" {
-				if file, err = os.Create(f.out); err != nil {
+			red := eval.Redactor{Values: secretValues(a.cfg)}
+			var n int
+			if f.out == "" || f.out == "-" {
+				n, err = eval.Export(ctx, mgr.Ledger(), g, f.format, a.stdout, red)
+			} else {
+				// The file is replaced only by a whole export: a failed one leaves it as it was.
+				err = atomicfile.Write(f.out, 0o644, func(w io.Writer) (err error) {
+					n, err = eval.Export(ctx, mgr.Ledger(), g, f.format, w, red)
 					return err
-				}
-				w = file
-			}
-			n, err := eval.Export(ctx, mgr.Ledger(), g, f.format, w, eval.Redactor{Values: secretValues(a.cfg)})
-			if file != nil {
-				err = errors.Join(err, file.Close())
+				})
 			}
 			if err != nil {
 				return err
@@ -296,4 +299,13 @@ func summaryRow(name string, k int, s task.Summary) []string {
 	}
 	return []string{name, strconv.Itoa(len(s.Episodes)), strconv.Itoa(s.Passed), strconv.Itoa(s.ScoredBelow), strconv.Itoa(s.Failed),
 		strconv.Itoa(s.Errors), strconv.Itoa(s.Cancelled), mean, strings.Join(pk, " ")}
+}
+
+// unknownID makes a lookup that found nothing for an id the user typed bad input (exit 2),
+// saying which command lists the ids there are; other errors pass as they are.
+func unknownID(what, id, lister string, err error) error {
+	if errors.Is(err, agentenv.ErrNotFound) {
+		return fmt.Errorf("no %s %s in the ledger (agentenv %s lists them): %w", what, id, lister, agentenv.ErrInvalid)
+	}
+	return err
 }

@@ -32,6 +32,12 @@ func newSandboxCreateCmd(a *app) *cobra.Command {
 		Short: "Create one sandbox; it outlives this command until its TTL passes",
 		Example: `  agentenv sandbox create --image agentenv:dev --ttl 30m --label team=evals
   agentenv sandbox create --provider process -- sleep 600`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); (dash < 0 && len(args) > 0) || dash > 0 {
+				return usageError{fmt.Sprintf("sandbox create takes its command after --, got %q", args)}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			labels := map[string]string{}

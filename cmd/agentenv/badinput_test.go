@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBadCommandLinesExit2 walks command lines a user gets wrong (flags, counts, arguments,
+// commands, files and ids that do not exist) and checks each exits 2 naming what is wrong, with
+// nothing recorded in the ledger. It needs no engine: every case is refused before any provider
+// is called.
+func TestBadCommandLinesExit2(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
+	t.Setenv("HOME", dir)
+	t.Setenv("AGENTENV_CONFIG", "")
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	typo := write("typo.toml", "[ledgr]\ndsn = \"elsewhere.bolt\"\n")
+	noLedger := write("not-a-ledger.bolt", strings.Repeat("not a ledger ", 100))
+	envOut := write("env-out.yaml", "name: out\nservers:\n- {name: kv, command: [serve, kv]}\nservice_db:\n  init_sql: [/etc/hostname]\n")
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nosuchcmd"}, `unknown command "nosuchcmd" for "agentenv"`},
+		{[]string{"sandbx"}, `(did you mean sandbox?)`},
+		{[]string{"runs", "nosuch"}, `unknown command "nosuch" for "agentenv runs"`},
+		{[]string{"gc", "extra"}, `agentenv gc takes no arguments, got ["extra"]`},
+		{[]string{"version", "1"}, `agentenv version takes no arguments`},
+		{[]string{"run", "hello", "extra"}, "agentenv run: accepts at most 1 arg(s), received 2"},
+		{[]string{"runs", "get"}, "agentenv runs get: accepts 1 arg(s), received 0"},
+		{[]string{"env", "deploy"}, "agentenv env deploy: accepts 1 arg(s), received 0"},
+		{[]string{"sandbox", "create", "sleep", "1"}, "sandbox create takes its command after --"},
+		{[]string{"run", "hello", "--k", "0"}, "--k 0: want 1 or more"},
+		{[]string{"run", "hello", "--k", "-3"}, "--k -3: want 1 or more"},
+		{[]string{"run", "hello", "--concurrency", "-3"}, "--concurrency -3"},
+		{[]string{"run", "hello", "--retries", "-1"}, "--retries -1"},
+		{[]string{"run", "hello", "--max-cost-usd", "-1"}, "--max-cost-usd -1"},
+		{[]string{"run", "hello", "--k", "x"}, `invalid argument "x" for "--k"`},
+		{[]string{"run", "hello", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"sandbox", "create", "--provider", "process", "--ttl", "-1h", "--", "sleep", "1"}, "ttl -1h0m0s: want more than 0"},
+		{[]string{"sandbox", "create", "--provider", "process", "--port", "99999", "--", "sleep", "1"}, "port 99999: want 1-65535"},
+		{[]string{"run", filepath.Join(dir, "missing.yaml")}, "missing.yaml: no such file or directory"},
+		{[]string{"run", dir}, "has no task.yaml or task.json"},
+		{[]string{"env", "validate", filepath.Join(dir, "missing.yaml")}, "missing.yaml: no such file or directory"},
+		{[]string{"env", "validate", envOut}, `service_db.init_sql[0]: file "/etc/hostname" is outside the env file's folder`},
+		{[]string{"--config", filepath.Join(dir, "missing.toml"), "version"}, "missing.toml"},
+		{[]string{"--config", typo, "version"}, `unknown key "ledgr.dsn" (did you mean "ledger.dsn"?)`},
+		{[]string{"--ledger", noLedger, "runs", "ls"}, "not-a-ledger.bolt: not a bbolt ledger"},
+		{[]string{"runs", "get", "run-nope"}, "no run or group run-nope in the ledger"},
+		{[]string{"runs", "export", "group-nope"}, "no group group-nope in the ledger"},
+		{[]string{"run", "--resume", "group-nope"}, "no group group-nope in the ledger"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(c.args, strings.NewReader(""), &out, &errb)
+		if code != exitBadInput || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("agentenv %s: exit %d, stderr %q; want exit 2 naming %q", strings.Join(c.args, " "), code, errb.String(), c.want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"ledger", "ls", "--all", "--json"}, nil, &out, &errb); code != 0 || strings.Contains(out.String(), `"id"`) {
+		t.Errorf("ledger ls after bad input: exit %d, %s%s; want an empty ledger", code, out.String(), errb.String())
+	}
+}
+
+// TestExportWithABadFormatLeavesTheFile: a refused export does not touch the file it was to
+// write, and a good one replaces it whole.
+func TestExportWithABadFormatLeavesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
+	t.Setenv("HOME", dir)
+	t.Setenv("AGENTENV_CONFIG", "")
+	var out, errb bytes.Buffer
+	if code := run([]string{"run", "hello", "--json"}, nil, &out, &errb); code != 0 {
+		t.Fatalf("run hello: exit %d\n%s", code, errb.String())
+	}
+	group := ""
+	for _, f := range strings.Fields(strings.NewReplacer(`"`, " ", ",", " ").Replace(out.String())) {
+		if strings.HasPrefix(f, "group-") {
+			group = f
+			break
+		}
+	}
+	if group == "" {
+		t.Fatalf("no group id in %s", out.String())
+	}
+	target := filepath.Join(dir, "scores.csv")
+	if err := os.WriteFile(target, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	if code := run([]string{"runs", "export", group, "--format", "xml", "-o", target}, nil, &out, &errb); code != exitBadInput || !strings.Contains(errb.String(), `export format "xml"`) {
+		t.Errorf("export --format xml: exit %d, %s; want exit 2 naming the format", code, errb.String())
+	}
+	if b, _ := os.ReadFile(target); string(b) != "precious\n" {
+		t.Errorf("a refused export left the file holding %q", b)
+	}
+	if code := run([]string{"runs", "export", group, "--format", "csv", "-o", target}, nil, &out, &errb); code != 0 {
+		t.Fatalf("export --format csv: exit %d, %s", code, errb.String())
+	}
+	if b, _ := os.ReadFile(target); !strings.HasPrefix(string(b), "group,task,") || !strings.Contains(string(b), group) {
+		t.Errorf("export wrote %q, want the group's scores", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 { // state and scores.csv: no temporary file left
+		t.Errorf("the folder holds %d entries after the exports, want 2", len(ents))
+	}
+}
