@@ -282,7 +282,9 @@ func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot,
 	default:
 		g.Status = agentenv.RunCompleted
 	}
-	wctx, cancel := cleanup.Context(ctx, groupWriteTimeout)
+	// On its own bound even after a hard stop, like an episode's last write: a group left
+	// "running" would be resumed as if its runner still worked on it.
+	wctx, cancel := cleanup.Detached(ctx, groupWriteTimeout)
 	defer cancel()
 	werr := st.Put(wctx, g)
 	res, rerr := Collect(wctx, l, g)

@@ -232,7 +232,9 @@ func (e *episode) setOutputs(s *StepSpec, st *stepState, res Result) {
 }
 
 // save writes the run document. A failing write is logged and kept as a warning of the
-// episode; it never stops the run and never panics.
+// episode; it never stops the run and never panics. The write runs on its own bound even after
+// a hard stop (a second Ctrl-C): that stop ends the waits for teardowns, and the record that
+// says how the episode ended is what must not be lost with them.
 func (e *episode) save(ctx context.Context) {
 	e.saveMu.Lock()
 	defer e.saveMu.Unlock()
@@ -244,7 +246,7 @@ func (e *episode) save(ctx context.Context) {
 	}
 	doc.Error = e.redact(doc.Error)
 	e.mu.Unlock()
-	wctx, cancel := cleanup.Context(ctx, 10*time.Second)
+	wctx, cancel := cleanup.Detached(ctx, 10*time.Second)
 	defer cancel()
 	if err := putRun(wctx, e.r.runs(), doc); err != nil {
 		e.mu.Lock()

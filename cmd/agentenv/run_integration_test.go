@@ -112,6 +112,62 @@ func TestRunInterruptedLeavesNothing(t *testing.T) {
 	}
 }
 
+// TestTwoInterruptsLeaveEveryRunFinal: Ctrl-C while two episodes run, and again while their
+// teardowns hang (an injected fault): the second stops the waiting, exit 130, and every run
+// record and the group end in a final state, none "running"; gc then removes what the hung
+// teardowns left.
+func TestTwoInterruptsLeaveEveryRunFinal(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	tk := writeTask(t, `
+name: two-interrupts
+steps:
+- {id: sandbox, type: deploy_sandbox, provider: process, ttl: 10m}
+- {id: wait, type: command_succeeds, sandbox: sandbox, command: [sleep, "120"]}
+`)
+	cmd := c.cmd(t.Context(), []string{"AGENTENV_FAULTS=process/terminate:*:hang"}, "run", tk, "--k", "2", "--concurrency", "2")
+	var out, errb syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, n int) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for strings.Count(errb.String(), what) < n {
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				t.Fatalf("never saw %q %d times:\n%s", what, n, errb.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor("wait (command_succeeds) running", 2)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	waitFor("tearing down what was made", 1)
+	time.Sleep(time.Second) // the teardowns hang now
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit %d after two SIGINTs, want 130\n%s%s", code, out.String(), errb.String())
+	}
+	ls := c.run(t.Context(), nil, "runs", "ls", "--json")
+	groups := c.run(t.Context(), nil, "runs", "ls", "--group", "--json")
+	if n := strings.Count(ls.stdout, `"status": "`); n != 2 || strings.Contains(ls.stdout, `"status": "running"`) {
+		t.Errorf("runs after two interrupts (want 2, none running):\n%s", ls.stdout)
+	}
+	if strings.Contains(groups.stdout, `"status": "running"`) || !strings.Contains(groups.stdout, `"status": "`) {
+		t.Errorf("group after two interrupts (want one, not running):\n%s", groups.stdout)
+	}
+	if r := c.run(t.Context(), nil, "gc"); r.code != 0 {
+		t.Errorf("gc after two interrupts: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.run(t.Context(), nil, "ledger", "ls", "--json"); strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("gc left live records:\n%s", r.stdout)
+	}
+}
+
 // TestRunWhoseEnvIsRemovedMidEpisode: the episode fails with a clear reason, the rest is torn
 // down, and nothing is reported as "may still be up".
 func TestRunWhoseEnvIsRemovedMidEpisode(t *testing.T) {
