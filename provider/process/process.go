@@ -78,6 +78,11 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.Root == "" {
 		return nil, fmt.Errorf("process: no root folder: %w", agentenv.ErrInvalid)
 	}
+	// A root that cannot hold folders fails every create after its record is written, and gc
+	// could not list what it holds: refused here, before any record.
+	if fi, err := os.Stat(cfg.Root); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("process: root %s is not a folder: %w", cfg.Root, agentenv.ErrInvalid)
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,6 +1,7 @@
 package process_test
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -50,4 +51,19 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestNewRefusesARootThatIsAFile: a root that cannot hold work folders is refused before any
+// sandbox is recorded; one that does not exist yet is made on the first create.
+func TestNewRefusesARootThatIsAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "root")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := process.New(process.Config{Root: file}, nil); !errors.Is(err, agentenv.ErrInvalid) {
+		t.Errorf("New with a file as root = %v, want ErrInvalid", err)
+	}
+	if _, err := process.New(process.Config{Root: filepath.Join(t.TempDir(), "later")}, nil); err != nil {
+		t.Errorf("New with a root still to make = %v", err)
+	}
 }
