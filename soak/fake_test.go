@@ -9,9 +9,10 @@ import (
 
 // fakeEngine is an in-memory Engine for unit tests.
 type fakeEngine struct {
-	mu  sync.Mutex
-	res []Resource
-	err error
+	mu    sync.Mutex
+	res   []Resource
+	err   error
+	stuck map[string]bool // ids RemoveAll keeps, as an engine with a stale endpoint keeps a network
 }
 
 func (f *fakeEngine) List(_ context.Context, labels map[string]string) ([]Resource, error) {
@@ -66,6 +67,9 @@ func (f *fakeEngine) Remove(_ context.Context, id string) error {
 
 func (f *fakeEngine) RemoveAll(_ context.Context, labels map[string]string) error {
 	f.remove(func(r Resource) bool {
+		if f.stuck[r.ID] {
+			return false
+		}
 		for k, v := range labels {
 			if r.Labels[k] != v {
 				return false

@@ -148,7 +148,7 @@ func (s *soaker) round(ctx context.Context, n int, kind Kind) (r Round) {
 	time.Sleep(settle)
 	s.count(&r, labels, w.seenPorts())
 	if len(r.Leftovers) > 0 && !s.cfg.KeepLeftovers {
-		s.removeLeftovers(&r, labels)
+		s.removeLeftovers(&r, labels, w.seenPorts())
 	}
 	return r
 }
@@ -413,8 +413,10 @@ func (s *soaker) count(r *Round, labels map[string]string, ports []int) {
 	}
 }
 
-// removeLeftovers removes what count found, so that the next round starts clean.
-func (s *soaker) removeLeftovers(r *Round, labels map[string]string) {
+// removeLeftovers removes what count found, so that the next round starts clean, and counts
+// again: Removed lists only what is gone now, and what is still there is a problem of the round
+// (an engine can keep a network whose removal failed; the report must not say it was removed).
+func (s *soaker) removeLeftovers(r *Round, labels map[string]string, ports []int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*engineTimeout)
 	defer cancel()
 	if err := s.cfg.Engine.RemoveAll(ctx, labels); err != nil {
@@ -423,5 +425,22 @@ func (s *soaker) removeLeftovers(r *Round, labels map[string]string) {
 	if err := os.RemoveAll(filepath.Join(s.state, "agentenv", "sandboxes")); err != nil {
 		r.Problems = append(r.Problems, fmt.Sprintf("remove work folders: %v", err))
 	}
-	r.Removed = append(r.Removed, r.Leftovers...)
+	var again Round
+	s.count(&again, labels, ports)
+	r.Problems = append(r.Problems, again.Problems...)
+	still := map[string]bool{}
+	for _, l := range again.Leftovers {
+		still[l] = true
+	}
+	var kept []string
+	for _, l := range r.Leftovers {
+		if still[l] {
+			kept = append(kept, l)
+		} else {
+			r.Removed = append(r.Removed, l)
+		}
+	}
+	if len(kept) > 0 {
+		r.Problems = append(r.Problems, "soak could not remove what was left: "+strings.Join(kept, ", "))
+	}
 }
