@@ -52,19 +52,26 @@ func jsAgentImage(t *testing.T, c *cli) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "docker", "build", "-q", "-t", tag, "--label", "agentenv-test="+c.tag, "-f", "-", jsAgentDir)
 	cmd.Stdin = strings.NewReader(df)
-	out, err := cmd.CombinedOutput()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output() // the image id alone; the legacy builder warns on stderr
 	if err != nil {
-		t.Fatalf("docker build %s: %v\n%s", tag, err, out)
+		t.Fatalf("docker build %s: %v\n%s", tag, err, stderr.Bytes())
 	}
 	id := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(id, "sha256:") {
+		t.Fatalf("docker build -q %s printed %q, want an image id", tag, out)
+	}
 	t.Cleanup(func() {
 		// By id, not tag: removing a tag whose image a container still uses only untags it,
 		// and the leftover check would find a nameless image. Such a container is the leak.
 		if ps, _ := exec.Command("docker", "ps", "-a", "--filter", "ancestor="+id, "--format", "{{.Names}} {{.Status}} {{.Labels}}").Output(); len(bytes.TrimSpace(ps)) > 0 {
 			t.Errorf("containers of %s are left:\n%s", tag, ps)
 		}
-		if out, err := exec.Command("docker", "rmi", "-f", id).CombinedOutput(); err != nil {
-			t.Errorf("docker rmi %s (%s): %v\n%s", id, tag, err, out)
+		// docker rmi -f exits 0 even when it removed nothing: inspect says whether it did.
+		out, _ := exec.Command("docker", "rmi", "-f", id).CombinedOutput()
+		if exec.Command("docker", "image", "inspect", id).Run() == nil {
+			t.Errorf("docker rmi -f %s (%s) left the image: %s", id, tag, out)
 		}
 	})
 	return tag
