@@ -113,6 +113,12 @@ const (
 	OpCreateImage   = "create_image"
 )
 
+// Ops returns every operation name an Interceptor sees.
+func Ops() []string {
+	return []string{OpCreate, OpGet, OpTerminate, OpList, OpCreateNetwork, OpCreateVM, OpRunInVM,
+		OpRemoveFromVM, OpExecInVM, OpExec, OpWriteFile, OpReadFile, OpEnsureImage, OpLogs, OpCreateImage}
+}
+
 // Intercept returns p with every operation, of the Provider interface and of each ability p
 // has, run through f. The result has exactly p's abilities (it is an Abler), so a decorator
 // built on it cannot lose one; Name, Capabilities and Location, which do no I/O, pass through.

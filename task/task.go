@@ -199,6 +199,10 @@ func (t *Task) decode(d *decoder, root *yaml.Node) {
 		d.Errorf(root.Line, "steps", "want a list of steps")
 		return
 	}
+	if len(steps.Content) == 0 {
+		d.Errorf(steps.Line, "steps", "empty: a task needs at least one step")
+		return
+	}
 	for i, n := range steps.Content {
 		if s := t.decodeStep(d, n, yamlfile.Index("steps", i)); s != nil {
 			t.Steps = append(t.Steps, s)

@@ -207,19 +207,29 @@ type outputRef struct {
 }
 
 var (
-	refPattern   = regexp.MustCompile(`\$\{steps\.([A-Za-z_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_]*)\}`)
-	refStart     = regexp.MustCompile(`\$\{steps\.[^}]*\}?`)
+	refPattern = regexp.MustCompile(`\$\{steps\.([A-Za-z_][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_]*)\}`)
+	// refStart is what may have been meant as a reference: ${, a name and a dot. Whether it
+	// was is decided by the name (see outputRefs).
+	refStart     = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_-]*)\.[^}]*\}?`)
 	placeholderP = regexp.MustCompile(`<([A-Za-z_][A-Za-z0-9_]*)>`)
 )
 
 // outputRefs finds the output references in s.
 func outputRefs(s string) []outputRef {
-	if !strings.Contains(s, "${steps.") {
+	if !strings.Contains(s, "${") {
 		return nil
 	}
 	var out []outputRef
-	for _, loc := range refStart.FindAllStringIndex(s, -1) {
+	for _, loc := range refStart.FindAllStringSubmatchIndex(s, -1) {
 		text := s[loc[0]:loc[1]]
+		// ${step.x...} or ${Steps.x...} is a misspelt reference, to refuse rather than pass on
+		// as text; a name far from "steps" is content's own (a JS template's ${user.name}).
+		if word := s[loc[2]:loc[3]]; word != "steps" {
+			if suggest.Distance(strings.ToLower(word), "steps") <= 2 {
+				out = append(out, outputRef{bad: text})
+			}
+			continue
+		}
 		m := refPattern.FindStringSubmatch(text)
 		if m == nil || m[0] != text {
 			out = append(out, outputRef{bad: text})

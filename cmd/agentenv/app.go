@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/config"
 	"github.com/agentenv/agentenv/internal/fault"
+	"github.com/agentenv/agentenv/internal/suggest"
 	"github.com/agentenv/agentenv/ledger"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/spec"
@@ -188,6 +190,13 @@ func withFaults(providers map[string]agentenv.Provider, spec string) (map[string
 		plan, err := fault.Parse(strings.Join(rs, ","))
 		if err != nil {
 			return nil, fmt.Errorf("AGENTENV_FAULTS: %w: %w", err, agentenv.ErrInvalid)
+		}
+		// A misspelt operation would inject nothing, and the chaos run would pass.
+		for _, op := range plan.Ops() {
+			if !slices.Contains(agentenv.Ops(), op) {
+				return nil, fmt.Errorf("AGENTENV_FAULTS: %s/%s: unknown operation%s (want one of %s): %w",
+					name, op, suggest.DidYouMean(op, agentenv.Ops()), strings.Join(agentenv.Ops(), ", "), agentenv.ErrInvalid)
+			}
 		}
 		providers[name] = fault.WrapProvider(providers[name], plan)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,14 @@ func TestBadCommandLinesExit2(t *testing.T) {
 	}
 	typo := write("typo.toml", "[ledgr]\ndsn = \"elsewhere.bolt\"\n")
 	noLedger := write("not-a-ledger.bolt", strings.Repeat("not a ledger ", 100))
+	noSteps := write("no-steps.yaml", "name: x\nsteps: []\n")
+	misspelt := write("misspelt.yaml", "name: x\nsteps:\n- {id: s, type: deploy_sandbox, provider: process}\n- {id: w, type: write_file, sandbox: s, path: a, content: '${step.s.outputs.record}'}\n")
+	var bomb strings.Builder
+	bomb.WriteString("name: bomb\nsteps:\n- {id: s0, type: deploy_sandbox, provider: process, command: &a0 [x, x, x, x, x, x, x, x, x]}\n")
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintf(&bomb, "- {id: s%d, type: deploy_sandbox, provider: process, command: &a%d [%s]}\n", i, i, strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 8)+fmt.Sprintf("*a%d", i-1))
+	}
+	bombFile := write("bomb.yaml", bomb.String())
 	envOut := write("env-out.yaml", "name: out\nservers:\n- {name: kv, command: [serve, kv]}\nservice_db:\n  init_sql: [/etc/hostname]\n")
 
 	for _, c := range []struct {
@@ -60,6 +69,9 @@ func TestBadCommandLinesExit2(t *testing.T) {
 		{[]string{"runs", "get", "run-nope"}, "no run or group run-nope in the ledger"},
 		{[]string{"runs", "export", "group-nope"}, "no group group-nope in the ledger"},
 		{[]string{"run", "--resume", "group-nope"}, "no group group-nope in the ledger"},
+		{[]string{"run", noSteps}, "steps: empty: a task needs at least one step"},
+		{[]string{"run", misspelt}, `bad output reference "${step.s.outputs.record}"`},
+		{[]string{"run", bombFile}, "document too large"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(c.args, strings.NewReader(""), &out, &errb)
@@ -67,8 +79,15 @@ func TestBadCommandLinesExit2(t *testing.T) {
 			t.Errorf("agentenv %s: exit %d, stderr %q; want exit 2 naming %q", strings.Join(c.args, " "), code, errb.String(), c.want)
 		}
 	}
+	t.Setenv("AGENTENV_FAULTS", "process/craete:1:error")
 	var out, errb bytes.Buffer
-	if code := run([]string{"ledger", "ls", "--all", "--json"}, nil, &out, &errb); code != 0 || strings.Contains(out.String(), `"id"`) {
+	if code := run([]string{"run", "hello"}, nil, &out, &errb); code != exitBadInput || !strings.Contains(errb.String(), `process/craete: unknown operation (did you mean "create"?)`) {
+		t.Errorf("a misspelt AGENTENV_FAULTS operation: exit %d, stderr %q; want exit 2 naming it", code, errb.String())
+	}
+	t.Setenv("AGENTENV_FAULTS", "")
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"ledger", "ls", "--all", "--json"}, nil, &out, &errb); code != 0 || strings.TrimSpace(out.String()) != "[]" {
 		t.Errorf("ledger ls after bad input: exit %d, %s%s; want an empty ledger", code, out.String(), errb.String())
 	}
 }

@@ -84,6 +84,15 @@ func Parse(s string) (*Plan, error) {
 	return NewPlan(rules...), nil
 }
 
+// Ops returns the operations the plan's rules name, in rule order.
+func (p *Plan) Ops() []string {
+	out := make([]string, len(p.rules))
+	for i, r := range p.rules {
+		out[i] = r.Op
+	}
+	return out
+}
+
 // Calls returns how many calls of op the plan has seen.
 func (p *Plan) Calls(op string) int {
 	p.mu.Lock()
