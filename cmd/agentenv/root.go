@@ -25,9 +25,9 @@ Chaos testing: AGENTENV_FAULTS makes a provider misbehave on purpose, to check t
 leaks when a backend fails. It is a comma list of PROVIDER/OP:CALL:ACTION, where OP is a
 provider operation (create, get, terminate, list, create_network, create_vm, run_in_vm,
 remove_from_vm, exec_in_vm, exec, write_file, read_file, ensure_image, logs, create_image; any
-other is refused), CALL is the
-1-based call number or * for every call, and ACTION is error, hang (until the call's
-timeout), panic or lost (the call succeeds but its answer is lost). For example
+other is refused), CALL is the 1-based call number or * for every call, and ACTION is error,
+hang (until the call's timeout), panic or lost (the call succeeds but its answer is lost).
+For example
   AGENTENV_FAULTS='docker/create:2:error,docker/terminate:*:lost' agentenv run ...`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
