@@ -79,6 +79,12 @@ func TestBadCommandLinesExit2(t *testing.T) {
 			t.Errorf("agentenv %s: exit %d, stderr %q; want exit 2 naming %q", strings.Join(c.args, " "), code, errb.String(), c.want)
 		}
 	}
+	// With --json, the error is JSON on stdout too.
+	var jout, jerr bytes.Buffer
+	if code := run([]string{"runs", "get", "run-nope", "--json"}, nil, &jout, &jerr); code != exitBadInput ||
+		!strings.Contains(jout.String(), `"exit_code": 2`) || !strings.Contains(jout.String(), `"error": "no run or group run-nope`) {
+		t.Errorf("runs get run-nope --json: exit %d, stdout %q; want the error as JSON", code, jout.String())
+	}
 	t.Setenv("AGENTENV_FAULTS", "process/craete:1:error")
 	var out, errb bytes.Buffer
 	if code := run([]string{"run", "hello"}, nil, &out, &errb); code != exitBadInput || !strings.Contains(errb.String(), `process/craete: unknown operation (did you mean "create"?)`) {

@@ -4,12 +4,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/cobra"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
@@ -60,7 +63,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	root, closeApp := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	closeApp()
 	var ie errInterrupted
 	if errors.As(context.Cause(ctx), &ie) {
@@ -80,10 +83,25 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ee.code
 	}
 	fmt.Fprintln(stderr, "agentenv:", err)
+	code := exitFailed
 	if errors.Is(err, agentenv.ErrInvalid) || errors.As(err, new(usageError)) {
-		return exitBadInput
+		code = exitBadInput
 	}
-	return exitFailed
+	if wantsJSON(cmd) {
+		// A caller that parses --json output gets the error in the same form.
+		b, _ := json.MarshalIndent(map[string]any{"error": err.Error(), "exit_code": code}, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+	}
+	return code
+}
+
+// wantsJSON reports whether cmd was given --json.
+func wantsJSON(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	f := cmd.Flags().Lookup("json")
+	return f != nil && f.Value.String() == "true"
 }
 
 func signalCode(s os.Signal) int {
