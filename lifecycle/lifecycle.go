@@ -17,11 +17,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/suggest"
 )
 
 // Defaults for the zero values of Config.
@@ -138,7 +142,9 @@ func (m *Manager) Owner() agentenv.Owner { return m.cfg.Owner }
 func (m *Manager) backend(name string) (*backend, error) {
 	b, ok := m.backends[name]
 	if !ok {
-		return nil, fmt.Errorf("provider %q is not configured: %w", name, agentenv.ErrInvalid)
+		names := slices.Sorted(maps.Keys(m.backends))
+		return nil, fmt.Errorf("provider %q is not configured%s (configured: %s): %w",
+			name, suggest.DidYouMean(name, names), strings.Join(names, ", "), agentenv.ErrInvalid)
 	}
 	return b, nil
 }

@@ -90,6 +90,9 @@ type deployAgent struct {
 }
 
 func (s *deployAgent) Check() error {
+	if err := checkNoHostEnv(s.Env); err != nil {
+		return err
+	}
 	if s.Port <= 0 || s.Port > 65535 {
 		return fmt.Errorf("port: want 1-65535, got %d", s.Port)
 	}

@@ -38,6 +38,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top-level field", "name: x\nstesp: []\n", []string{`t.yaml:2: stesp: unknown field (did you mean "steps"?)`}},
 		{"duplicate id", "steps:\n" + sb + sb, []string{`duplicate step id "sb" (first at line 2)`}},
 		{"no steps", "steps: []", []string{"steps: empty: a task needs at least one step"}},
+		{"env of the host", "steps:\n- {id: sb, type: deploy_sandbox, env: {A: \"env:HOME\"}}", []string{`env.A: "env:HOME" would reach the sandbox as that text`}},
 		{"missing id and type", "steps:\n- {provider: x}", []string{"steps[0].id: missing field", "steps[0].type: missing field"}},
 		{"ref to a non-dependency", "steps:\n" + sb + "- {id: w, type: write_file, sandbox: sb, path: p, depends_on: []}",
 			[]string{`steps[1].sandbox: step "sb" is not a dependency of "w"`}},

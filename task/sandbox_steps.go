@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +28,9 @@ type deploySandbox struct {
 }
 
 func (s *deploySandbox) Check() error {
+	if err := checkNoHostEnv(s.Env); err != nil {
+		return err
+	}
 	if s.TTL != "" {
 		if d, err := time.ParseDuration(s.TTL); err != nil || d <= 0 {
 			return fmt.Errorf("ttl: want a positive duration such as \"10m\", got %q", s.TTL)
@@ -35,6 +40,18 @@ func (s *deploySandbox) Check() error {
 }
 
 func (s *deploySandbox) Refs() []Ref { return nil }
+
+// checkNoHostEnv refuses an env value that reads this host's environment ("env:NAME", as env
+// files may): a step passes its values as they are, and the sandbox would get the literal text.
+func checkNoHostEnv(env map[string]string) error {
+	names := slices.Sorted(maps.Keys(env))
+	for _, k := range names {
+		if name, ok := strings.CutPrefix(env[k], "env:"); ok {
+			return fmt.Errorf("env.%s: %q would reach the sandbox as that text: a task file's values are passed as they are (put %s in an env file's env, or give the value, or a <placeholder> from a seeds file)", k, env[k], name)
+		}
+	}
+	return nil
+}
 
 func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	m := sc.e.r.Manager

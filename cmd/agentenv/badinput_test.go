@@ -27,6 +27,8 @@ func TestBadCommandLinesExit2(t *testing.T) {
 	}
 	typo := write("typo.toml", "[ledgr]\ndsn = \"elsewhere.bolt\"\n")
 	noLedger := write("not-a-ledger.bolt", strings.Repeat("not a ledger ", 100))
+	badProvider := write("bad-provider.yaml", "name: x\nsteps:\n- {id: s, type: deploy_sandbox, provider: dokcer}\n")
+	hostEnv := write("host-env.yaml", "name: x\nsteps:\n- {id: s, type: deploy_sandbox, provider: process, env: {A: \"env:HOME\"}}\n")
 	noSteps := write("no-steps.yaml", "name: x\nsteps: []\n")
 	misspelt := write("misspelt.yaml", "name: x\nsteps:\n- {id: s, type: deploy_sandbox, provider: process}\n- {id: w, type: write_file, sandbox: s, path: a, content: '${step.s.outputs.record}'}\n")
 	var bomb strings.Builder
@@ -70,6 +72,10 @@ func TestBadCommandLinesExit2(t *testing.T) {
 		{[]string{"runs", "export", "group-nope"}, "no group group-nope in the ledger"},
 		{[]string{"run", "--resume", "group-nope"}, "no group group-nope in the ledger"},
 		{[]string{"run", noSteps}, "steps: empty: a task needs at least one step"},
+		{[]string{"run", badProvider}, `steps[0] (s).provider: provider "dokcer" is not configured (did you mean "docker"?)`},
+		{[]string{"run", noSteps, "--provider", "dokcer"}, "steps: empty"},
+		{[]string{"run", "hello", "--provider", "42"}, `--provider: provider "42" is not configured`},
+		{[]string{"run", hostEnv}, `env.A: "env:HOME" would reach the sandbox as that text`},
 		{[]string{"run", misspelt}, `bad output reference "${step.s.outputs.record}"`},
 		{[]string{"run", bombFile}, "document too large"},
 	} {

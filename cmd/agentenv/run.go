@@ -149,6 +149,11 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 	if err != nil {
 		return err
 	}
+	if f.provider != "" {
+		if _, err := mgr.ParseChain(f.provider); err != nil {
+			return fmt.Errorf("--provider: %w", err)
+		}
+	}
 	sd, err := stateDir()
 	if err != nil {
 		return err
