@@ -199,7 +199,7 @@ func VMModeOfNotes(t *testing.T, kit VMKit) {
 			at = append(at, k)
 		}
 	}
-	CancelAtEvents(t, d, env, deploy.Options{Provider: kit.Name, Budget: vmBudget}, at,
+	CancelAtEvents(t, d, env, deploy.Options{Provider: kit.Name, Budget: vmBudget}, events, at,
 		func(t *testing.T, k int) string { return fmt.Sprintf("%sc%02d", id, k) }, checkGone)
 	if left := c.Emulator.Running(); len(left) != 0 {
 		t.Errorf("the emulator runs %v after the cancelled deploys", left)

@@ -92,7 +92,7 @@ func TestVMDeployOfNotes(t *testing.T) {
 			t.Errorf("the emulator runs %v after the teardown", left)
 		}
 	})
-	deploytest.CancelAtEvents(t, r.d, r.env, deploy.Options{Provider: "modal_vm", Budget: 3 * time.Minute}, deploytest.VMEvents(events),
+	deploytest.CancelAtEvents(t, r.d, r.env, deploy.Options{Provider: "modal_vm", Budget: 3 * time.Minute}, events, deploytest.VMEvents(events),
 		func(t *testing.T, k int) string { return r.name(t, fmt.Sprintf("vc%02d", k)) }, r.settled)
 	if left := r.emu.Running(); len(left) != 0 {
 		t.Errorf("the emulator runs %v after the cancelled deploys", left)
