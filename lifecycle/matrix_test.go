@@ -48,7 +48,7 @@ func (r *rig) manager(t *testing.T, owner agentenv.Owner, now func() time.Time) 
 	m, err := lifecycle.New(lifecycle.Config{
 		Ledger: r.fl, Providers: map[string]agentenv.Provider{"fake": r.fp}, Owner: owner,
 		ReclaimWait: 100 * time.Millisecond, CreateTimeout: 300 * time.Millisecond,
-		TerminateTimeout: 2 * time.Second, Lease: time.Minute, Now: now,
+		TerminateTimeout: 2 * time.Second, CallTimeout: 2 * time.Second, Lease: time.Minute, Now: now,
 	})
 	if err != nil {
 		t.Fatal(err)
