@@ -302,6 +302,11 @@ func TestCombine(t *testing.T) {
 		{WeightedAverage, []float64{1, 0}, []float64{3, 1}, 0.75},
 		{WeightedAverage, []float64{0.5, 0.5}, []float64{1, 1}, 0.5},
 		{Min, []float64{0.7, 0.2, 1}, nil, 0.2},
+		// Min is the default: on pass/fail verifiers it is all_pass, and a lone judge's grade
+		// is the episode's score, not 0.
+		{Min, []float64{1, 1}, nil, 1},
+		{Min, []float64{1, 0}, nil, 0},
+		{Min, []float64{0.75}, nil, 0.75},
 	}
 	for _, tc := range tests {
 		if got := combine(tc.mode, tc.scores, tc.weights); got != tc.want {

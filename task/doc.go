@@ -6,7 +6,7 @@
 // line and field, with a suggestion) and described by the JSON Schema [Schema]:
 //
 //	name: hello
-//	score: all_pass                # all_pass, any_pass, weighted_average or min
+//	score: all_pass                # all_pass, any_pass, weighted_average or min (the default: all_pass on pass/fail verifiers, a grade kept)
 //	steps:
 //	  - id: sandbox
 //	    type: deploy_sandbox

@@ -91,7 +91,7 @@ steps:
 - {id: d, type: file_contains, sandbox: a, path: x, contains: y, depends_on: [a], fail_task_on_error: false, timeout: 3s}
 - {id: agg, type: aggregate, verifiers: [d]}
 `)
-	if tk.Name != "t" || tk.Score != task.AllPass || tk.Dir != "dir" || !strings.HasPrefix(tk.Digest, "sha256:") {
+	if tk.Name != "t" || tk.Score != task.Min || tk.Dir != "dir" || !strings.HasPrefix(tk.Digest, "sha256:") {
 		t.Errorf("task = %+v", tk)
 	}
 	if got := tk.Steps[1].DependsOn; len(got) != 1 || got[0] != "a" {

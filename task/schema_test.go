@@ -71,7 +71,7 @@ func genSchema() map[string]any {
 		"properties": map[string]any{
 			"name":        map[string]any{"type": "string"},
 			"description": map[string]any{"type": "string"},
-			"score":       map[string]any{"enum": []string{string(AllPass), string(AnyPass), string(WeightedAverage), string(Min)}, "default": string(AllPass)},
+			"score":       map[string]any{"enum": []string{string(AllPass), string(AnyPass), string(WeightedAverage), string(Min)}, "default": string(Min)},
 			"steps":       map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"$ref": "#/$defs/step"}},
 			"retries": map[string]any{"type": "object", "additionalProperties": false,
 				"description": "an episode that ends on an infrastructure error runs again from scratch, up to infra times",

@@ -38,11 +38,13 @@ func (m ScoreMode) valid() bool {
 type Task struct {
 	Name        string
 	Description string
-	Score       ScoreMode // AllPass if the file names none
-	Steps       []*StepSpec
-	File        string // the path (or name) it was parsed from
-	Dir         string // base of the relative paths in it
-	Digest      string // "sha256:" and the hex digest of the file's bytes
+	// Score is Min if the file names none: for verifiers that pass or fail it is all_pass, and
+	// a graded verifier's grade (a judge's 0.75) is kept rather than turned into 0.
+	Score  ScoreMode
+	Steps  []*StepSpec
+	File   string // the path (or name) it was parsed from
+	Dir    string // base of the relative paths in it
+	Digest string // "sha256:" and the hex digest of the file's bytes
 	// InfraRetries is how many times an episode that ended on an infrastructure error is run
 	// again from scratch (retries: {infra: N}); 0 if the file names none.
 	InfraRetries int
@@ -143,7 +145,7 @@ func parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	t := &Task{File: name, Dir: filepath.Dir(name), Digest: "sha256:" + hex.EncodeToString(sum[:]), Score: AllPass, kinds: kinds}
+	t := &Task{File: name, Dir: filepath.Dir(name), Digest: "sha256:" + hex.EncodeToString(sum[:]), Score: Min, kinds: kinds}
 	d := newDecoder(name)
 	t.decode(d, root)
 	if len(d.Errs) == 0 {

@@ -50,7 +50,7 @@ func (s *responseMatches) Run(ctx context.Context, sc *scope) (Result, error) {
 // aggregate combines the scores of named verifiers into one.
 type aggregate struct {
 	Verifiers []string           `yaml:"verifiers" task:"required"`
-	Mode      ScoreMode          `yaml:"mode"`    // all_pass if empty
+	Mode      ScoreMode          `yaml:"mode"`    // min if empty (all_pass for pass/fail verifiers)
 	Weights   map[string]float64 `yaml:"weights"` // for weighted_average; 1 for a verifier not named
 }
 
@@ -90,7 +90,7 @@ var verifierTypes = []string{TypeFileContains, TypeCommandSucceeds, TypeResponse
 func (s *aggregate) Run(ctx context.Context, sc *scope) (Result, error) {
 	mode := s.Mode
 	if mode == "" {
-		mode = AllPass
+		mode = Min
 	}
 	scores := make([]float64, len(s.Verifiers))
 	weights := make([]float64, len(s.Verifiers))
