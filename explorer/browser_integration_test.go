@@ -120,7 +120,14 @@ func (b *browserTest) do(what string, d time.Duration, actions ...chromedp.Actio
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, d)
 	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
+	err := chromedp.Do(ctx, actions...)
+	// Chromium aborts a page load when the host's network interfaces change, as they do
+	// whenever another test's engine makes a bridge network: the load is tried again.
+	for i := 0; i < 3 && err != nil && strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") && ctx.Err() == nil; i++ {
+		b.t.Logf("%s: %v; again", what, err)
+		err = chromedp.Do(ctx, actions...)
+	}
+	if err != nil {
 		b.shot("failed-" + regexp.MustCompile(`\W+`).ReplaceAllString(what, "-"))
 		b.t.Fatalf("%s: %v", what, err)
 	}

@@ -152,13 +152,23 @@ steps:
 	if code := cmd.ProcessState.ExitCode(); code != 130 {
 		t.Errorf("exit %d after two SIGINTs, want 130\n%s%s", code, out.String(), errb.String())
 	}
-	ls := c.run(t.Context(), nil, "runs", "ls", "--json")
-	groups := c.run(t.Context(), nil, "runs", "ls", "--group", "--json")
-	if n := strings.Count(ls.stdout, `"status": "`); n != 2 || strings.Contains(ls.stdout, `"status": "running"`) {
-		t.Errorf("runs after two interrupts (want 2, none running):\n%s", ls.stdout)
+	var runs, groups []struct{ ID, Status string }
+	for _, l := range []struct {
+		args []string
+		into *[]struct{ ID, Status string }
+	}{{[]string{"runs", "ls", "--json"}, &runs}, {[]string{"runs", "ls", "--group", "--json"}, &groups}} {
+		r := c.run(t.Context(), nil, l.args...)
+		if err := json.Unmarshal([]byte(r.stdout), l.into); err != nil {
+			t.Fatalf("%v: %v\n%s", l.args, err, r.stdout)
+		}
 	}
-	if strings.Contains(groups.stdout, `"status": "running"`) || !strings.Contains(groups.stdout, `"status": "`) {
-		t.Errorf("group after two interrupts (want one, not running):\n%s", groups.stdout)
+	if len(runs) != 2 || len(groups) != 1 {
+		t.Errorf("%d runs and %d groups after two interrupts, want 2 and 1: %+v %+v", len(runs), len(groups), runs, groups)
+	}
+	for _, r := range append(runs, groups...) {
+		if r.Status == "running" || r.Status == "" {
+			t.Errorf("%s is %q after two interrupts, want a final status", r.ID, r.Status)
+		}
 	}
 	if r := c.run(t.Context(), nil, "gc"); r.code != 0 {
 		t.Errorf("gc after two interrupts: exit %d\n%s%s", r.code, r.stdout, r.stderr)
