@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentenv/agentenv/eval"
 	"github.com/agentenv/agentenv/lifecycle"
 )
 
@@ -18,7 +20,8 @@ func newGCCmd(a *app) *cobra.Command {
 process is dead or whose lease or expiry has passed, retries failed terminations, resolves
 creates whose outcome is unknown by listing their labels, and removes leaked sandboxes and
 work folders. Records owned by a live process are never touched, so gc is safe to run at any
-time, also while other runs are live.`,
+time, also while other runs are live. Run groups (and their episodes) a dead process left
+"running" are marked cancelled, "interrupted: its process died"; --resume runs them again.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			mgr, err := a.manager(ctx)
@@ -29,8 +32,18 @@ time, also while other runs are live.`,
 			if err != nil {
 				return err
 			}
+			var settled []string
+			if !f.dryRun {
+				var serr error
+				if settled, serr = eval.Settle(ctx, mgr.Ledger(), time.Now().UTC()); serr != nil {
+					rep.Errors = append(rep.Errors, serr.Error())
+				}
+			}
 			if f.json {
-				if err := printJSON(a.stdout, rep); err != nil {
+				if err := printJSON(a.stdout, struct {
+					lifecycle.GCReport
+					Settled []string `json:"settled,omitempty"` // runs and groups a dead process left running, now cancelled
+				}{rep, settled}); err != nil {
 					return err
 				}
 			} else {
@@ -46,6 +59,9 @@ time, also while other runs are live.`,
 					table(a.stdout, []string{"RECORD", "PROVIDER", "REASON", "OUTCOME", "DETAIL"}, rows)
 				}
 				fmt.Fprintf(a.stdout, "gc: %d collected, %d kept\n", len(rep.Actions), rep.Kept)
+				if len(settled) > 0 {
+					fmt.Fprintf(a.stdout, "gc: %d run(s) and group(s) a dead process left running marked cancelled: %s\n", len(settled), strings.Join(settled, ", "))
+				}
 				if n := len(rep.InFlight); n > 0 {
 					fmt.Fprintf(a.stdout, "gc: %d create(s) of dead processes may still be running in their backend; run gc again in a minute to collect what they make\n", n)
 				}

@@ -1,0 +1,61 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/task"
+)
+
+// interruptedMsg is the error of a group or an episode whose runner died while it ran.
+const interruptedMsg = "interrupted: its process died"
+
+// Settle gives a final status to what a dead runner left "running": each group whose owner
+// process is gone from this host (Alive says so), and its episodes still running, become
+// cancelled with interruptedMsg and now as their end, so that no listing shows them running for
+// good. --resume runs such a group's unfinished episodes as before. It returns the ids it
+// marked; groups of other hosts and of live processes are left alone.
+func Settle(ctx context.Context, l agentenv.Ledger, now time.Time) ([]string, error) {
+	st := Store{Ledger: l}
+	groups, err := st.List(ctx, 0)
+	if err != nil {
+		return nil, fmt.Errorf("settle: %w", err)
+	}
+	var marked []string
+	var errs []error
+	for _, g := range groups {
+		if g.Status != agentenv.RunRunning || g.Owner.IsZero() || Alive(g) {
+			continue
+		}
+		runs, err := st.Episodes(ctx, g.ID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("settle %s: %w", g.ID, err))
+			continue
+		}
+		for _, r := range runs {
+			if r.Status != agentenv.RunRunning {
+				continue
+			}
+			if r.Attrs == nil {
+				r.Attrs = map[string]string{}
+			}
+			r.Status, r.Error, r.Ended = agentenv.RunCancelled, interruptedMsg, now
+			r.Attrs["outcome"] = string(task.OutcomeCancelled)
+			if err := l.Runs().Put(ctx, r); err != nil {
+				errs = append(errs, fmt.Errorf("settle %s: run %s: %w", g.ID, r.ID, err))
+				continue
+			}
+			marked = append(marked, r.ID)
+		}
+		g.Status, g.Error, g.Ended, g.Owner = agentenv.RunCancelled, interruptedMsg, now, agentenv.Owner{}
+		if err := st.Put(ctx, g); err != nil {
+			errs = append(errs, fmt.Errorf("settle: %w", err))
+			continue
+		}
+		marked = append(marked, g.ID)
+	}
+	return marked, errors.Join(errs...)
+}
