@@ -125,12 +125,17 @@ func RunScript(r Run) string {
 	return b.String()
 }
 
-// ensureNetwork makes the stack's network net unless it exists; a create that loses a race
-// with another component's is fine once the network is there.
+// ensureNetwork makes the stack's network net unless it exists. Components start side by
+// side, and an engine before 25.0 lets two concurrent creates of one name both succeed, after
+// which every use of the name is "ambiguous": the check and the create hold a flock(1) on a
+// file of the VM's /tmp (where the VM has no flock, the create goes unlocked, as before).
 func ensureNetwork(net string) string {
 	n := quote(net)
-	return "docker network inspect " + n + " >/dev/null 2>&1 || docker network create " + n +
-		" >/dev/null 2>&1 || docker network inspect " + n + " >/dev/null || exit $?"
+	return "docker network inspect " + n + " >/dev/null 2>&1 || {\n" +
+		"exec 9>/tmp/.agentenv-network.lock; flock 9 2>/dev/null\n" +
+		"docker network inspect " + n + " >/dev/null 2>&1 || docker network create " + n + " >/dev/null 2>&1 ||\n" +
+		"\tdocker network inspect " + n + " >/dev/null || exit $?\n" +
+		"flock -u 9 2>/dev/null; exec 9>&-\n}"
 }
 
 // Started is what RunScript printed of the container it started.
