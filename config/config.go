@@ -194,10 +194,16 @@ func find(dir string) string {
 	return ""
 }
 
+// maxFileSize bounds a config file: a few dozen keys, never megabytes.
+const maxFileSize = 1 << 20
+
 func (c *Config) readFile(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config: %w: %w", err, agentenv.ErrInvalid)
+	}
+	if len(b) > maxFileSize {
+		return fmt.Errorf("config: %s: %d bytes, more than the %d a config file may have: %w", path, len(b), maxFileSize, agentenv.ErrInvalid)
 	}
 	var tree map[string]any
 	if err := toml.Unmarshal(b, &tree); err != nil {

@@ -81,6 +81,15 @@ func TestUnknownKeysAreErrorsWithTheClosest(t *testing.T) {
 	}
 }
 
+func TestOversizedFileIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	p := write(t, dir, "c.toml", "[ledger]\ndsn = \""+strings.Repeat("x", 2<<20)+"\"\n")
+	_, err := config.Load(env(map[string]string{"AGENTENV_CONFIG": p}), dir)
+	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "more than the 1048576 a config file may have") {
+		t.Errorf("Load of a 2 MiB config = %v, want ErrInvalid naming the bound", err)
+	}
+}
+
 func TestMalformedFileNamesLine(t *testing.T) {
 	dir := t.TempDir()
 	p := write(t, dir, "c.toml", "[ledger]\ndsn = \"x\"\nthis is not toml\n")
