@@ -146,3 +146,52 @@ func TestExportWithABadFormatLeavesTheFile(t *testing.T) {
 		t.Errorf("the folder holds %d entries after the exports, want 2", len(ents))
 	}
 }
+
+// TestBadInputCorpus runs every file of testdata/badinput through the command that reads its
+// kind (task: run, env: env validate, eval: run, config: --config ... version); each must exit
+// 2 with stderr naming what its first line's "# want: " says, and nothing may be recorded.
+func TestBadInputCorpus(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
+	t.Setenv("HOME", dir)
+	t.Setenv("AGENTENV_CONFIG", "")
+	args := map[string]func(f string) []string{
+		"task":   func(f string) []string { return []string{"run", f} },
+		"env":    func(f string) []string { return []string{"env", "validate", f} },
+		"eval":   func(f string) []string { return []string{"run", f} },
+		"config": func(f string) []string { return []string{"--config", f, "version"} },
+	}
+	n := 0
+	for kind, cmd := range args {
+		files, err := filepath.Glob(filepath.Join("testdata", "badinput", kind, "[0-9]*"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no %s cases: %v", kind, err)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, _ := strings.Cut(string(b), "\n")
+			want, ok := strings.CutPrefix(first, "# want: ")
+			if !ok {
+				t.Fatalf("%s: the first line must be \"# want: ...\"", f)
+			}
+			before := string(b)
+			var out, errb bytes.Buffer
+			code := run(cmd(f), strings.NewReader(""), &out, &errb)
+			if code != exitBadInput || !strings.Contains(errb.String(), want) {
+				t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %q", f, code, errb.String(), want)
+			}
+			if after, _ := os.ReadFile(f); string(after) != before {
+				t.Errorf("%s changed", f)
+			}
+			n++
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"ledger", "ls", "--all", "--json"}, nil, &out, &errb); code != 0 || strings.TrimSpace(out.String()) != "[]" {
+		t.Errorf("ledger after %d bad files: exit %d, %s%s; want it empty", n, code, out.String(), errb.String())
+	}
+	t.Logf("%d bad files refused", n)
+}
