@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,7 +170,40 @@ func Load(getenv func(string) string, dir string) (*Config, error) {
 			c.values[k.Name] = Value{Key: k.Name, Value: v, Source: "env " + name, Secret: k.Secret}
 		}
 	}
+	var errs []error
+	for _, k := range Keys {
+		if v := c.values[k.Name]; !isRef(v.Value) {
+			if err := k.check(v.Value); err != nil {
+				errs = append(errs, fmt.Errorf("config: %s = %q (%s): %w: %w", k.Name, v.Value, v.Source, err, agentenv.ErrInvalid))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	return c, nil
+}
+
+// check reports whether v is a value of k's kind, which its default shows: a duration such
+// as "3h" for a key whose default is one, a number of 0 or more for a key whose default is a
+// count or a rate. A value of the wrong kind would otherwise be found only by the command that
+// reads it, or never.
+func (k Key) check(v string) error {
+	if v == "" || k.Default == "" {
+		return nil
+	}
+	if _, err := strconv.ParseFloat(k.Default, 64); err == nil {
+		if f, err := strconv.ParseFloat(v, 64); err != nil || f < 0 {
+			return errors.New("want a number of 0 or more")
+		}
+		return nil
+	}
+	if _, err := time.ParseDuration(k.Default); err == nil {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return errors.New(`want a duration such as "90s", "10m" or "3h"`)
+		}
+	}
+	return nil
 }
 
 // EnvName returns the environment variable that sets key: AGENTENV_ and the key upper-cased with

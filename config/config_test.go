@@ -81,6 +81,20 @@ func TestUnknownKeysAreErrorsWithTheClosest(t *testing.T) {
 	}
 }
 
+func TestValuesOfTheWrongKindAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	p := write(t, dir, "c.toml", "[lifecycle]\nttl = \"soon\"\n[provider.e2b]\nrate = \"-1\"\n")
+	_, err := config.Load(env(map[string]string{"AGENTENV_CONFIG": p, "AGENTENV_LIFECYCLE_LEASE": "-5s"}), dir)
+	if !errors.Is(err, agentenv.ErrInvalid) {
+		t.Fatalf("Load = %v, want ErrInvalid", err)
+	}
+	for _, want := range []string{`lifecycle.ttl = "soon" (file `, `provider.e2b.rate = "-1"`, `lifecycle.lease = "-5s" (env AGENTENV_LIFECYCLE_LEASE)`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Load = %v, want it to name %s", err, want)
+		}
+	}
+}
+
 func TestOversizedFileIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	p := write(t, dir, "c.toml", "[ledger]\ndsn = \""+strings.Repeat("x", 2<<20)+"\"\n")
