@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -323,27 +322,6 @@ func (e *Env) Path(p string) string {
 		return p
 	}
 	return filepath.Join(e.Dir, p)
-}
-
-// inside reports whether p, resolved by Path with symbolic links followed, lies within the env
-// file's folder. A path that does not exist yet is judged by its name.
-func (e *Env) inside(p string) bool {
-	base, err := filepath.Abs(e.Dir)
-	if err != nil {
-		return false
-	}
-	full, err := filepath.Abs(e.Path(p))
-	if err != nil {
-		return false
-	}
-	if r, err := filepath.EvalSymlinks(base); err == nil {
-		base = r
-	}
-	if r, err := filepath.EvalSymlinks(full); err == nil {
-		full = r
-	}
-	rel, err := filepath.Rel(base, full)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // Schema returns the name of the server's schema in the service DB: its name with '-' turned

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentenv/agentenv/internal/confine"
 	"github.com/agentenv/agentenv/internal/suggest"
 	"github.com/agentenv/agentenv/internal/yamlfile"
 )
@@ -248,7 +249,8 @@ func (c *checker) files(p string, paths []string) {
 		if !c.required(fp, f) {
 			continue
 		}
-		if !c.e.inside(f) {
+		var oe *confine.OutsideError
+		if _, err := confine.Path(c.e.Dir, f); errors.As(err, &oe) {
 			c.errorf(fp, "file %q is outside the env file's folder %s (symbolic links followed): copy it in", f, c.e.Dir)
 			continue
 		}

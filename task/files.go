@@ -3,12 +3,12 @@ package task
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/agentenv/agentenv"
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/confine"
 )
 
 // A task file is data, not a key to the house: the files its steps read from this host
@@ -21,27 +21,13 @@ func within(dir, field, p string) (string, error) {
 	if dir == "" {
 		return "", fmt.Errorf("%s: %q: this task has no folder to read files from: %w", field, p, agentenv.ErrInvalid)
 	}
-	base, err := filepath.Abs(dir)
+	full, err := confine.Path(dir, p)
+	var oe *confine.OutsideError
+	if errors.As(err, &oe) {
+		return "", fmt.Errorf("%s: %q is outside the task's folder %s: %w", field, p, oe.Dir, agentenv.ErrInvalid)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", field, err)
-	}
-	full := p
-	if !filepath.IsAbs(full) {
-		full = filepath.Join(base, p)
-	}
-	full = filepath.Clean(full)
-	real, err := filepath.EvalSymlinks(full)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		real = full // reading it fails later, with its own error
-	case err != nil:
-		return "", fmt.Errorf("%s: %w", field, err)
-	}
-	if rb, err := filepath.EvalSymlinks(base); err == nil {
-		base = rb
-	}
-	if rel, err := filepath.Rel(base, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", fmt.Errorf("%s: %q is outside the task's folder %s: %w", field, p, base, agentenv.ErrInvalid)
 	}
 	return full, nil
 }
