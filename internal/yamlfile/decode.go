@@ -296,26 +296,26 @@ const MaxDepth = 64
 // MaxSize bounds the bytes of one file, before it is parsed.
 const MaxSize = 8 << 20
 
-// bounded walks root as a decoder would, aliases expanded, and refuses it once it counts more
-// than NodeBudget nodes or nests deeper than MaxDepth: a few hundred bytes of nested anchors
-// expand to billions of nodes, and every decoder after Parse (yaml's own included) would pay
-// for them. The walk stops at the bound, so it costs at most NodeBudget steps.
+// bounded walks root as a decoder would, its aliases followed by the decoders' own Budget, and
+// refuses it once that is spent or it nests deeper than MaxDepth: a few hundred bytes of
+// nested anchors expand to billions of nodes, and every decoder after Parse (yaml's own
+// included) would pay for them. The walk stops at the bound: at most NodeBudget steps.
 func bounded(name string, root *yaml.Node) error {
 	type item struct {
 		n     *yaml.Node
 		depth int
 	}
-	budget := NodeBudget
+	budget, spent := Budget(NodeBudget), 0
 	stack := []item{{root, 1}}
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		n := it.n
-		for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
-			n = n.Alias
+		n := budget.Resolve(it.n, func(line int) { spent = line })
+		if budget <= 0 {
+			return &Error{File: name, Line: spent, Msg: TooLarge}
 		}
-		if budget--; budget < 0 {
-			return &Error{File: name, Line: it.n.Line, Msg: TooLarge}
+		if n == nil {
+			continue
 		}
 		if it.depth > MaxDepth {
 			return &Error{File: name, Line: it.n.Line, Msg: fmt.Sprintf("nested more than %d levels deep", MaxDepth)}
