@@ -252,8 +252,10 @@ func (c *Config) readFile(path string) error {
 	flat := map[string]string{}
 	flatten("", tree, flat)
 	known := map[string]Key{}
-	for _, k := range Keys {
+	valid := make([]string, len(Keys))
+	for i, k := range Keys {
 		known[k.Name] = k
+		valid[i] = k.Name
 	}
 	names := make([]string, 0, len(flat))
 	for n := range flat {
@@ -266,10 +268,6 @@ func (c *Config) readFile(path string) error {
 	for _, n := range names {
 		k, ok := known[n]
 		if !ok {
-			valid := make([]string, len(Keys))
-			for i, k := range Keys {
-				valid[i] = k.Name
-			}
 			best, _ := suggest.Closest(n, valid)
 			unknown = append(unknown, fmt.Errorf("config: %s: unknown key %q (did you mean %q?): %w", path, n, best, agentenv.ErrInvalid))
 			continue

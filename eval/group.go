@@ -129,7 +129,15 @@ func (s Store) Get(ctx context.Context, id string) (Group, error) {
 
 // List returns up to limit groups (all when limit <= 0), newest first.
 func (s Store) List(ctx context.Context, limit int) ([]Group, error) {
+	return s.list(ctx, nil, limit)
+}
+
+// list is List of the groups in one of states (any when none).
+func (s Store) list(ctx context.Context, states []agentenv.RunStatus, limit int) ([]Group, error) {
 	q := agentenv.DocQuery{Fields: map[string]string{"attrs." + AttrKind: KindGroup}, Limit: 100}
+	for _, st := range states {
+		q.States = append(q.States, string(st))
+	}
 	var out []Group
 	for {
 		p, err := s.Ledger.Runs().Page(ctx, q)

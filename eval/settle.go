@@ -20,14 +20,15 @@ const interruptedMsg = "interrupted: its process died"
 // marked; groups of other hosts and of live processes are left alone.
 func Settle(ctx context.Context, l agentenv.Ledger, now time.Time) ([]string, error) {
 	st := Store{Ledger: l}
-	groups, err := st.List(ctx, 0)
+	// Only running groups are read: gc runs this each time, over a ledger of thousands.
+	groups, err := st.list(ctx, []agentenv.RunStatus{agentenv.RunRunning}, 0)
 	if err != nil {
 		return nil, fmt.Errorf("settle: %w", err)
 	}
 	var marked []string
 	var errs []error
 	for _, g := range groups {
-		if g.Status != agentenv.RunRunning || g.Owner.IsZero() || Alive(g) {
+		if g.Owner.IsZero() || Alive(g) {
 			continue
 		}
 		runs, err := st.Episodes(ctx, g.ID)

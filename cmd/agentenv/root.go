@@ -100,15 +100,14 @@ func strictArgs(c *cobra.Command) {
 		}
 		return
 	}
-	if check := c.Args; check != nil {
-		c.Args = func(cmd *cobra.Command, args []string) error {
-			if err := check(cmd, args); err != nil {
-				if errors.As(err, new(usageError)) {
-					return err
-				}
-				return usageError{fmt.Sprintf("%s: %v", cmd.CommandPath(), err)}
+	check := c.Args
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			if errors.As(err, new(usageError)) {
+				return err
 			}
-			return nil
+			return usageError{fmt.Sprintf("%s: %v", cmd.CommandPath(), err)}
 		}
+		return nil
 	}
 }

@@ -87,18 +87,21 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 			if err != nil {
 				return err
 			}
-			var childEnv []string
+			// The runner is a child process: the config file and the store reach it as its
+			// environment.
+			var extra []string
 			if a.flags.config != "" {
-				// The runner is a child process: the config file reaches it as its environment.
-				childEnv = append(os.Environ(), "AGENTENV_CONFIG="+a.flags.config)
+				extra = append(extra, "AGENTENV_CONFIG="+a.flags.config)
 			}
 			if dsn != "" {
-				// The store reaches it the same way. Its databases are counted with the engine's
-				// containers after every round.
-				if childEnv == nil {
-					childEnv = os.Environ()
-				}
-				childEnv = append(childEnv, "AGENTENV_STATE_STORE="+dsn)
+				extra = append(extra, "AGENTENV_STATE_STORE="+dsn)
+			}
+			var childEnv []string // nil: the soak's own environment
+			if len(extra) > 0 {
+				childEnv = append(os.Environ(), extra...)
+			}
+			if dsn != "" {
+				// The store's databases are counted with the engine's containers after every round.
 				store, err := pgstore.New(pgstore.Config{Name: stateProvider, DSN: dsn}, a.log)
 				if err != nil {
 					return err

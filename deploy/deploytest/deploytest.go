@@ -43,11 +43,16 @@ func CancelAtEachEvent(t *testing.T, d *deploy.Deployer, env *spec.Env, opts dep
 	if events == 0 {
 		t.Fatal("no uncancelled deploy to count the progress events of")
 	}
+	CancelAtEvents(t, d, env, opts, events, everyEvent(events), name, settled)
+}
+
+// everyEvent numbers the events of a deploy, 1 to events.
+func everyEvent(events int) []int {
 	at := make([]int, events)
 	for k := range at {
 		at[k] = k + 1
 	}
-	CancelAtEvents(t, d, env, opts, events, at, name, settled)
+	return at
 }
 
 // VMEvents is the sample of a VM-mode deploy's events progress events that a cloud's own code

@@ -194,10 +194,7 @@ func VMModeOfNotes(t *testing.T, kit VMKit) {
 	// leaves nothing.
 	at := VMEvents(events)
 	if kit.EveryEvent {
-		at = at[:0]
-		for k := 1; k <= events; k++ {
-			at = append(at, k)
-		}
+		at = everyEvent(events)
 	}
 	CancelAtEvents(t, d, env, deploy.Options{Provider: kit.Name, Budget: vmBudget}, events, at,
 		func(t *testing.T, k int) string { return fmt.Sprintf("%sc%02d", id, k) }, checkGone)
