@@ -178,8 +178,8 @@ func (r *Runner) instances(t *Task, seeds string, fixed map[string]string) ([]in
 			}
 			in.fields[s.ID] = f
 			// A step's provider is checked here, with the rest of the file, not when the step runs.
-			if p := providerOf(f); p != "" && r.Manager != nil {
-				if _, err := r.Manager.ParseChain(p); err != nil {
+			if p := field(f, "provider"); p != nil && p.Kind == yaml.ScalarNode && p.Value != "" && r.Manager != nil {
+				if _, err := r.Manager.ParseChain(p.Value); err != nil {
 					errs = append(errs, fmt.Errorf("%s:%d: %s (%s).provider: %w", t.File, s.Line, s.path, s.ID, err))
 				}
 			}
@@ -190,19 +190,6 @@ func (r *Runner) instances(t *Task, seeds string, fixed map[string]string) ([]in
 		out = append(out, in)
 	}
 	return out, nil
-}
-
-// providerOf returns the provider field of a step's fields, or "".
-func providerOf(fields *yaml.Node) string {
-	if fields == nil || fields.Kind != yaml.MappingNode {
-		return ""
-	}
-	for i := 0; i+1 < len(fields.Content); i += 2 {
-		if k, v := fields.Content[i], fields.Content[i+1]; k.Value == "provider" && v.Kind == yaml.ScalarNode {
-			return v.Value
-		}
-	}
-	return ""
 }
 
 // Run runs t: K episodes of each task instance (one per seeds row, or one), Concurrency at a
