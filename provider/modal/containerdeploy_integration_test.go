@@ -191,3 +191,51 @@ func TestContainerModeBadInputOnDocker(t *testing.T) {
 		t.Errorf("SandboxCreate called %d times, want 0", n)
 	}
 }
+
+// TestEmulatorClosedDuringACreateLeavesNothing: the emulator closed while a sandbox's container
+// is being made (a create goes on after its client is gone, as Modal's does) removes that
+// container too: nothing of it is on the engine once Close returns, nor a moment later.
+func TestEmulatorClosedDuringACreateLeavesNothing(t *testing.T) {
+	runtime, _ := dockertest.RuntimeImage(t)
+	cli := dockertest.Require(t)
+	emu, err := modalemu.StartWith(modalemu.Options{Docker: cli})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockertest.CheckNoLeftovers(t, cli, emu.Labels())
+	t.Cleanup(emu.Close)
+	t.Setenv("MODAL_SERVER_URL", emu.URL())
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("MODAL_SANDBOX_V2", "0")
+
+	id := fmt.Sprintf("close-race-%x", rand.Uint64())
+	sp := agentenv.SandboxSpec{Image: runtime, Command: []string{"/agentenv", "serve", "kv", "--listen", ":8080"},
+		Ports: []int{8080}, Name: id, Labels: map[string]string{agentenv.LabelRecord: id}}
+	created := make(chan error, 1)
+	go func() {
+		_, err := newProvider(t, modal.Config{Region: "us-east-1"}).Create(context.Background(), sp)
+		created <- err
+	}()
+	// The emulator lists the sandbox once it is reserved, before its container is made.
+	for deadline := time.Now().Add(time.Minute); len(emu.Running()) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the emulator did not take the create within a minute")
+		}
+	}
+	emu.Close()
+	select {
+	case <-created:
+	case <-time.After(time.Minute):
+		t.Fatal("Create did not return within a minute of the emulator's Close")
+	}
+	for _, wait := range []time.Duration{0, 2 * time.Second} {
+		time.Sleep(wait)
+		left, err := dockertest.Leftovers(context.Background(), cli, emu.Labels())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) > 0 {
+			t.Fatalf("%v after the emulator's Close returned, the engine has %v", wait, left)
+		}
+	}
+}

@@ -40,6 +40,10 @@ const (
 func (s *Server) createContainer(ctx context.Context, req *pb.SandboxCreateRequest) (string, error) {
 	def := req.GetDefinition()
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return "", status.Error(codes.Unavailable, "the emulator is closing")
+	}
 	if name := def.GetName(); name != "" {
 		for _, o := range s.sandboxes {
 			if o.name == name && o.app == req.GetAppId() && !o.done() {
@@ -70,7 +74,9 @@ func (s *Server) createContainer(ctx context.Context, req *pb.SandboxCreateReque
 	id := sb.id
 	sb.onStop = func() { s.removeContainer(id) }
 	s.sandboxes[sb.id] = sb
+	s.creating.Add(1) // Close sweeps after this create
 	s.mu.Unlock()
+	defer s.creating.Done()
 
 	cctx, cancel := cleanup.Context(ctx, startBound)
 	defer cancel()
@@ -85,7 +91,8 @@ func (s *Server) createContainer(ctx context.Context, req *pb.SandboxCreateReque
 		return "", status.Errorf(codes.Internal, "run sandbox %s: %v", sb.id, err)
 	}
 	if sb.finished || s.closed {
-		// Terminated (or the emulator closed) while it started: remove what start made.
+		// Terminated (or the emulator closed, whose sweep follows) while it started: remove
+		// what start made.
 		if !s.closed {
 			s.removeContainer(sb.id)
 		}

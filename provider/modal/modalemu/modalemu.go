@@ -118,7 +118,8 @@ type Server struct {
 	termTimes int
 	calls     map[string]int
 	pending   sync.WaitGroup
-	work      sync.WaitGroup // container removals and exit watchers in flight
+	creating  sync.WaitGroup // container creates in flight; Close sweeps after them
+	work      sync.WaitGroup // container removals, exit watchers and VM creates in flight
 }
 
 type sandbox struct {
@@ -193,8 +194,10 @@ func (s *Server) Labels() map[string]string { return map[string]string{labelEmul
 func (s *Server) URL() string { return "http://" + s.addr }
 
 // Close stops the server and every workload, once the requests held by faults end. With a
-// Docker backend it removes every container and network the emulator made (bounded; a failure
-// is logged), and returns once its removals and watchers have ended.
+// Docker backend it waits for the container creates in flight (gRPC's Stop does not wait for
+// their handlers, and a create goes on after its client gave up), then removes every container
+// and network the emulator made (bounded; a failure is logged), and returns once its removals
+// and watchers have ended.
 func (s *Server) Close() {
 	s.gs.Stop()
 	s.pending.Wait()
@@ -208,6 +211,7 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	if s.docker != nil {
+		s.creating.Wait()
 		s.sweep()
 	}
 	s.work.Wait()
