@@ -82,6 +82,44 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestParseReportsEveryErrorAtOnce: errors of the top level, of a step's type, of a step's
+// fields, of the graph and of references all come in one answer, and a step that names a
+// broken step is not blamed for it.
+func TestParseReportsEveryErrorAtOnce(t *testing.T) {
+	src := `nmae: x
+score: al_pass
+steps:
+- {id: sb, type: deploy_sandbox, provider: fake}
+- {id: up, type: deploy_sandbx}
+- {id: w, type: write_file, sandbox: sb, pth: p, depends_on: [sb]}
+- {id: x, type: exec, sandbox: up, command: [ls], depends_on: [up, nope]}
+- {id: y, type: write_file, sandbox: sb, path: p, content: '${step.sb.outputs.record}', depends_on: [sb]}
+- {id: z, type: write_file, sandbox: sb, path: q, content: '${steps.up.outputs.record}', depends_on: [sb, up]}
+`
+	_, err := task.Parse("t.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("Parse = nil, want errors")
+	}
+	for _, w := range []string{
+		`t.yaml:1: nmae: unknown field (did you mean "name"?)`,
+		`t.yaml:2: score: want all_pass`,
+		`t.yaml:5: steps[1].type: unknown step type "deploy_sandbx"`,
+		`steps[2].pth: unknown field (did you mean "path"?)`,
+		`steps[3].depends_on[1]: unknown step "nope"`,
+		`bad output reference "${step.sb.outputs.record}"`,
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Parse error:\n%v\nwant it to contain %q", err, w)
+		}
+	}
+	// x and z name up, whose type is the error: they are not blamed for it.
+	for _, no := range []string{`step "up" is a`, `has no output "record"`, "steps[5]"} {
+		if strings.Contains(err.Error(), no) {
+			t.Errorf("Parse error:\n%v\nblames a step for another's error (%q)", err, no)
+		}
+	}
+}
+
 func TestParseDefaults(t *testing.T) {
 	tk := mustParse(t, "dir/t.yaml", `
 steps:

@@ -68,6 +68,7 @@ type StepSpec struct {
 
 	fields *yaml.Node // the type-specific fields, a mapping
 	path   string     // "steps[2]", for messages
+	broken bool       // its own fields gave errors: validate checks only what refers to it
 }
 
 // StepRetry is a step's retry: {max: N, from: STEP_ID}. When the step fails with an
@@ -148,9 +149,7 @@ func parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
 	t := &Task{File: name, Dir: filepath.Dir(name), Digest: "sha256:" + hex.EncodeToString(sum[:]), Score: Min, kinds: kinds}
 	d := newDecoder(name)
 	t.decode(d, root)
-	if len(d.Errs) == 0 {
-		t.validate(d)
-	}
+	t.validate(d)
 	if len(d.Errs) > 0 {
 		return nil, errors.Join(d.Errs...)
 	}
@@ -206,13 +205,17 @@ func (t *Task) decode(d *decoder, root *yaml.Node) {
 		return
 	}
 	for i, n := range steps.Content {
+		before := len(d.Errs)
 		if s := t.decodeStep(d, n, yamlfile.Index("steps", i)); s != nil {
+			s.broken = s.broken || len(d.Errs) > before
 			t.Steps = append(t.Steps, s)
 		}
 	}
 }
 
-// decodeStep reads one step's common fields and checks its type-specific ones.
+// decodeStep reads one step's common fields and checks its type-specific ones. A step of no
+// known type is returned broken, so that the steps naming it are not blamed as well; nil is a
+// step that is not a mapping.
 func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 	s := &StepSpec{Line: n.Line, path: path, FailTaskOnError: true, Weight: 1}
 	pairs, ok := d.Pairs(n, path, "field")
@@ -262,14 +265,22 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 	if s.ID == "" {
 		d.Errorf(n.Line, yamlfile.Join(path, "id"), "missing field")
 	}
+	if deps != nil {
+		s.DependsOn = d.Strings(deps, yamlfile.Join(path, "depends_on"))
+		if s.DependsOn == nil {
+			s.DependsOn = []string{} // depends_on: null is no dependency, like []
+		}
+	}
 	if s.Type == "" {
 		d.Errorf(n.Line, yamlfile.Join(path, "type"), "missing field")
-		return nil
+		s.broken = true
+		return s
 	}
 	k, ok := t.kinds[s.Type]
 	if !ok {
 		d.Errorf(n.Line, yamlfile.Join(path, "type"), "unknown step type %q%s", s.Type, suggest.DidYouMean(s.Type, t.kindNames()))
-		return nil
+		s.broken = true
+		return s
 	}
 	if weight != nil && !k.verifier {
 		d.Errorf(weight.Line, yamlfile.Join(path, "weight"), "only verifiers have a weight")
@@ -283,12 +294,6 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 	}
 	typ := reflect.TypeOf(k.new())
 	d.check(s.fields, typ, path, extra)
-	if deps != nil {
-		s.DependsOn = d.Strings(deps, yamlfile.Join(path, "depends_on"))
-		if s.DependsOn == nil {
-			s.DependsOn = []string{} // depends_on: null is no dependency, like []
-		}
-	}
 	return s
 }
 

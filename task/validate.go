@@ -2,6 +2,7 @@ package task
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,8 +17,11 @@ import (
 var validID = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`)
 
 // validate checks the DAG, the references between steps and the output references, before
-// anything runs.
+// anything runs. It runs whatever decode found, so that every error of the file is reported at
+// once: a broken step's own fields are not checked again, and the checks that need a sound
+// graph (is a step an ancestor of another) run only when the graph is.
 func (t *Task) validate(d *decoder) {
+	start := len(d.Errs)
 	pos := map[string]int{}
 	for i, s := range t.Steps {
 		if s.ID == "" {
@@ -45,32 +49,30 @@ func (t *Task) validate(d *decoder) {
 			}
 		}
 	}
-	if len(d.Errs) > 0 {
-		return
-	}
 	onCycle := t.cycles(d, pos)
 	for i, s := range t.Steps {
 		for j, dep := range s.DependsOn {
-			if pos[dep] >= i && !onCycle[s.ID+"\x00"+dep] {
+			if k, ok := pos[dep]; ok && k >= i && !onCycle[s.ID+"\x00"+dep] {
 				d.Errorf(s.Line, yamlfile.Index(yamlfile.Join(s.path, "depends_on"), j),
 					"step %q comes later: a step may depend only on earlier steps", dep)
 			}
 		}
 	}
-	if len(d.Errs) > 0 {
-		return
-	}
+	graphOK := len(d.Errs) == start
 	anc := t.ancestors()
 	t.anc = anc
 	seen := map[string]bool{}
 	for _, s := range t.Steps {
-		t.validateStep(d, s, anc[s.ID])
+		if !s.broken {
+			t.validateStep(d, s, anc[s.ID], graphOK)
+		}
 		if r := s.Retry; r != nil {
 			if r.From == "" {
 				r.From = s.ID
 			}
-			if r.From != s.ID && !anc[s.ID][r.From] {
-				d.Errorf(r.line, yamlfile.Join(s.path, "retry.from"), "step %q is not %q or a dependency of it%s", r.From, s.ID, suggest.DidYouMean(r.From, t.stepIDs()))
+			if graphOK && r.From != s.ID && !anc[s.ID][r.From] {
+				span := append([]string{s.ID}, slices.Sorted(maps.Keys(anc[s.ID]))...)
+				d.Errorf(r.line, yamlfile.Join(s.path, "retry.from"), "step %q is not %q or a dependency of it%s", r.From, s.ID, suggest.DidYouMean(r.From, span))
 			}
 		}
 		eachString(s.fields, func(n *yaml.Node) {
@@ -101,6 +103,9 @@ func (t *Task) cycles(d *decoder, pos map[string]int) map[string]bool {
 		stack = append(stack, id)
 		s := t.Steps[pos[id]]
 		for _, dep := range s.DependsOn {
+			if _, ok := pos[dep]; !ok {
+				continue // unknown, and already reported
+			}
 			switch color[dep] {
 			case white:
 				visit(dep)
@@ -140,8 +145,10 @@ func (t *Task) ancestors() map[string]map[string]bool {
 	return out
 }
 
-// validateStep decodes a step's fields and checks its references to other steps.
-func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool) {
+// validateStep decodes a step's fields and checks its references to other steps; with
+// graphOK, also that each step it refers to is among its ancestors anc. A reference to a step
+// of no known type is not checked further (that step's type is the error).
+func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool, graphOK bool) {
 	st, err := t.decodeFields(s, s.fields)
 	if err != nil {
 		d.Errs = append(d.Errs, err)
@@ -155,9 +162,10 @@ func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool) {
 			d.Errorf(s.Line, p, "missing step id")
 		case other == nil:
 			d.Errorf(s.Line, p, "unknown step %q%s", r.ID, suggest.DidYouMean(r.ID, t.stepIDs()))
+		case !t.typed(other):
 		case len(r.Types) > 0 && !slices.Contains(r.Types, other.Type):
 			d.Errorf(s.Line, p, "step %q is a %s; want %s", r.ID, other.Type, strings.Join(r.Types, " or "))
-		case !anc[r.ID]:
+		case graphOK && !anc[r.ID]:
 			d.Errorf(s.Line, p, "step %q is not a dependency of %q: add it to depends_on", r.ID, s.ID)
 		}
 	}
@@ -170,8 +178,9 @@ func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool) {
 				d.Errorf(n.Line, p, "bad output reference %q: want ${steps.<id>.outputs.<name>}", ref.bad)
 			case other == nil:
 				d.Errorf(n.Line, p, "%s: unknown step %q%s", ref.text, ref.step, suggest.DidYouMean(ref.step, t.stepIDs()))
-			case !anc[ref.step]:
+			case graphOK && !anc[ref.step]:
 				d.Errorf(n.Line, p, "%s: step %q is not a dependency of %q: add it to depends_on", ref.text, ref.step, s.ID)
+			case !t.typed(other):
 			default:
 				if _, ok := t.kinds[other.Type].output(ref.name); !ok {
 					d.Errorf(n.Line, p, "%s: a %s step has no output %q (it has %s)", ref.text, other.Type, ref.name, outputNames(t.kinds[other.Type]))
@@ -179,6 +188,12 @@ func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool) {
 			}
 		}
 	})
+}
+
+// typed reports whether s is of a known step type.
+func (t *Task) typed(s *StepSpec) bool {
+	_, ok := t.kinds[s.Type]
+	return ok
 }
 
 func (t *Task) stepIDs() []string {

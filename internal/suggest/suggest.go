@@ -8,14 +8,15 @@ import (
 )
 
 // DidYouMean returns ` (did you mean "x"?)` for the candidate closest to s, or "" when none is
-// close enough to be a plausible typo (an edit distance of 1, or 2 for names of 5 or more).
+// close enough to be a plausible typo (an edit distance of 1, or 2 for names of 5 or more) or
+// the closest is s itself (a name that is right but used where it may not be).
 func DidYouMean(s string, candidates []string) string {
 	limit := 1
 	if len(s) >= 5 {
 		limit = 2
 	}
 	best, d := Closest(s, candidates)
-	if best == "" || d > limit {
+	if best == "" || best == s || d > limit {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)

@@ -11,6 +11,7 @@ func TestDidYouMean(t *testing.T) {
 		{"prot", ` (did you mean "port"?)`},
 		{"xyz", ""},
 		{"", ""},
+		{"port", ""}, // the name itself: right, but used where it may not be
 	}
 	for _, tt := range tests {
 		if got := DidYouMean(tt.in, known); got != tt.want {
