@@ -268,13 +268,40 @@ func (c *Config) readFile(path string) error {
 	for _, n := range names {
 		k, ok := known[n]
 		if !ok {
-			best, _ := suggest.Closest(n, valid)
-			unknown = append(unknown, fmt.Errorf("config: %s: unknown key %q (did you mean %q?): %w", path, n, best, agentenv.ErrInvalid))
+			unknown = append(unknown, fmt.Errorf("config: %s: unknown key %q%s: %w", path, n, keyHint(n, valid), agentenv.ErrInvalid))
 			continue
 		}
 		c.values[n] = Value{Key: n, Value: flat[n], Source: "file " + path, Secret: k.Secret}
 	}
 	return errors.Join(unknown...)
+}
+
+// keyHint says what an unknown key n may have meant: the valid key it is a plausible typo of,
+// else the keys of the section it names or is in, else where every key is listed.
+func keyHint(n string, valid []string) string {
+	if hint := suggest.DidYouMean(n, valid); hint != "" {
+		return hint
+	}
+	if names := sectionKeys(n, valid); len(names) > 0 {
+		return fmt.Sprintf(" (a section, not a key: [%s] has %s)", n, strings.Join(names, ", "))
+	}
+	if i := strings.LastIndex(n, "."); i > 0 {
+		if names := sectionKeys(n[:i], valid); len(names) > 0 {
+			return fmt.Sprintf(" ([%s] has %s)", n[:i], strings.Join(names, ", "))
+		}
+	}
+	return ` (no key is close; "agentenv config show" lists them all)`
+}
+
+// sectionKeys returns the names of the valid keys directly in section.
+func sectionKeys(section string, valid []string) []string {
+	var names []string
+	for _, v := range valid {
+		if rest, ok := strings.CutPrefix(v, section+"."); ok && !strings.Contains(rest, ".") {
+			names = append(names, rest)
+		}
+	}
+	return names
 }
 
 func flatten(prefix string, tree map[string]any, out map[string]string) {

@@ -67,14 +67,20 @@ func TestPrecedence(t *testing.T) {
 	}
 }
 
-func TestUnknownKeysAreErrorsWithTheClosest(t *testing.T) {
+func TestUnknownKeysAreErrorsWithAHint(t *testing.T) {
 	dir := t.TempDir()
-	p := write(t, dir, "c.toml", "[lifecycle]\nttll = \"1h\"\n[ledgr]\ndsn = \"x.bolt\"\n")
+	p := write(t, dir, "c.toml", "[lifecycle]\nttll = \"1h\"\nlifetime = \"1h\"\n[ledgr]\ndsn = \"x.bolt\"\n[explorer]\nopen = true\n")
 	_, err := config.Load(env(map[string]string{"AGENTENV_CONFIG": p}), dir)
 	if !errors.Is(err, agentenv.ErrInvalid) {
 		t.Fatalf("Load = %v, want ErrInvalid", err)
 	}
-	for _, want := range []string{`"lifecycle.ttll" (did you mean "lifecycle.ttl"?)`, `"ledgr.dsn" (did you mean "ledger.dsn"?)`} {
+	for _, want := range []string{
+		`"lifecycle.ttll" (did you mean "lifecycle.ttl"?)`,
+		`"ledgr.dsn" (did you mean "ledger.dsn"?)`,
+		// No plausible typo: the keys of its section, else where they are all listed.
+		`"lifecycle.lifetime" ([lifecycle] has ttl, lease,`,
+		`"explorer.open" (no key is close; "agentenv config show" lists them all)`,
+	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Load = %v, want it to name %s", err, want)
 		}
