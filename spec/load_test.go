@@ -208,7 +208,7 @@ servers:
   - name: kv
     image: agentenv:dev
 `,
-			want: []string{`testdata/env.yaml:3: servers[0].port: required for transport http`},
+			want: []string{`testdata/env.yaml:3: servers[0].port: required for transport http: a port of 1-65535`},
 		},
 		{
 			name: "database without service_db",

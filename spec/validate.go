@@ -173,7 +173,7 @@ func (c *checker) server(p string, s *Server) {
 	enum(c, p+".transport", s.Transport, TransportHTTP, TransportStdio)
 	switch {
 	case s.Port == 0 && s.Transport == TransportHTTP:
-		c.errorf(p+".port", "required for transport http")
+		c.errorf(p+".port", "required for transport http: a port of 1-65535")
 	case s.Port != 0:
 		c.port(p+".port", s.Port)
 	}
