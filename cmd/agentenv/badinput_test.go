@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // TestBadCommandLinesExit2 walks command lines a user gets wrong (flags, counts, arguments,
@@ -104,6 +108,61 @@ func TestBadCommandLinesExit2(t *testing.T) {
 	}
 }
 
+// TestEveryCommandRefusesBadArguments walks the whole command tree, so that a command added
+// later is walked too: every command refuses an unknown flag, and every command whose
+// arguments are bounded refuses too many, each with exit 2 naming the mistake, before it does
+// anything (nothing is recorded).
+func TestEveryCommandRefusesBadArguments(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
+	t.Setenv("HOME", dir)
+	t.Setenv("AGENTENV_CONFIG", "")
+	root, closeApp := newRoot(strings.NewReader(""), io.Discard, io.Discard)
+	defer closeApp()
+	var cmds []*cobra.Command
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		cmds = append(cmds, c)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	extra := slices.Repeat([]string{"extra"}, 20)
+	cases, arbitrary := 0, 0
+	for _, c := range cmds {
+		path := strings.Fields(c.CommandPath())[1:]
+		lines := [][]string{append(slices.Clone(path), "--no-such-flag")}
+		wants := []string{"unknown flag: --no-such-flag"}
+		if c.Args != nil && c.Args(c, extra) == nil {
+			arbitrary++ // takes any number (a command after --): nothing is too many
+		} else {
+			name := "agentenv" // the message names the command, some without the root's name
+			if len(path) > 0 {
+				name = strings.Join(path, " ")
+			}
+			lines = append(lines, append(slices.Clone(path), extra...))
+			wants = append(wants, name)
+		}
+		for i, args := range lines {
+			var out, errb bytes.Buffer
+			code := run(args, strings.NewReader(""), &out, &errb)
+			if code != exitBadInput || !strings.Contains(errb.String(), wants[i]) {
+				t.Errorf("agentenv %s: exit %d, stderr %q; want exit 2 naming %q", strings.Join(args, " "), code, errb.String(), wants[i])
+			}
+			cases++
+		}
+	}
+	if len(cmds) < 40 {
+		t.Errorf("walked %d commands; the tree has more than 40", len(cmds))
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"ledger", "ls", "--all", "--json"}, nil, &out, &errb); code != 0 || strings.TrimSpace(out.String()) != "[]" {
+		t.Errorf("ledger after %d bad command lines: exit %d, %s%s; want it empty", cases, code, out.String(), errb.String())
+	}
+	t.Logf("%d commands, %d bad command lines refused (%d commands take any number of arguments)", len(cmds), cases, arbitrary)
+}
+
 // TestExportWithABadFormatLeavesTheFile: a refused export does not touch the file it was to
 // write, and a good one replaces it whole.
 func TestExportWithABadFormatLeavesTheFile(t *testing.T) {
@@ -149,7 +208,8 @@ func TestExportWithABadFormatLeavesTheFile(t *testing.T) {
 
 // TestBadInputCorpus runs every file of testdata/badinput through the command that reads its
 // kind (task: run, env: env validate, eval: run, config: --config ... version); each must exit
-// 2 with stderr naming what its first line's "# want: " says, and nothing may be recorded.
+// 2 with stderr naming what each of its first lines "# want: ..." says (a file of several
+// errors gets them all in one answer), and nothing may be recorded.
 func TestBadInputCorpus(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
@@ -172,16 +232,27 @@ func TestBadInputCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			first, _, _ := strings.Cut(string(b), "\n")
-			want, ok := strings.CutPrefix(first, "# want: ")
-			if !ok {
+			var wants []string
+			for _, line := range strings.Split(string(b), "\n") {
+				w, ok := strings.CutPrefix(line, "# want: ")
+				if !ok {
+					break
+				}
+				wants = append(wants, w)
+			}
+			if len(wants) == 0 {
 				t.Fatalf("%s: the first line must be \"# want: ...\"", f)
 			}
 			before := string(b)
 			var out, errb bytes.Buffer
 			code := run(cmd(f), strings.NewReader(""), &out, &errb)
-			if code != exitBadInput || !strings.Contains(errb.String(), want) {
-				t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %q", f, code, errb.String(), want)
+			if code != exitBadInput {
+				t.Errorf("%s: exit %d, stderr %q; want exit 2", f, code, errb.String())
+			}
+			for _, w := range wants {
+				if !strings.Contains(errb.String(), w) {
+					t.Errorf("%s: stderr %q; want it to name %q", f, errb.String(), w)
+				}
 			}
 			if after, _ := os.ReadFile(f); string(after) != before {
 				t.Errorf("%s changed", f)
