@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/pgname"
 	"github.com/agentenv/agentenv/lifecycle"
-	"github.com/agentenv/agentenv/provider/pgstore"
 	"github.com/agentenv/agentenv/spec"
 )
 
@@ -83,7 +83,7 @@ func (d *Deployer) Snapshot(ctx context.Context, id, name string, store *Store) 
 
 // snapshotStore copies the service DB db, a database of store, into a template database.
 func (d *Deployer) snapshotStore(ctx context.Context, doc agentenv.Deployment, db agentenv.Record, name string, store *Store) (agentenv.Record, error) {
-	src := pgstore.DatabaseName(db.ID)
+	src := pgname.Database(db.ID)
 	st := &stack{d: d, opts: Options{Store: store}}
 	if err := st.storeExec(ctx, "", fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS false`, pgIdent(src))); err != nil {
 		return agentenv.Record{}, fmt.Errorf("snapshot %s: %w", name, err)
@@ -162,7 +162,7 @@ func (d *Deployer) sealSnapshot(ctx context.Context, st *stack, src, db string) 
 	if err != nil {
 		return err
 	}
-	rows, err := conn.Query(ctx, `SELECT quote_ident(rolname) FROM pg_roles WHERE starts_with(rolname, $1)`, pgstore.RolePrefix(src))
+	rows, err := conn.Query(ctx, `SELECT quote_ident(rolname) FROM pg_roles WHERE starts_with(rolname, $1)`, pgname.RolePrefix(src))
 	var roles []string
 	if err == nil {
 		roles, err = pgx.CollectRows(rows, pgx.RowTo[string])
@@ -173,7 +173,7 @@ func (d *Deployer) sealSnapshot(ctx context.Context, st *stack, src, db string) 
 	if err == nil {
 		rows, err = conn.Query(ctx, `SELECT format('GRANT %s ON DATABASE %I TO %I', a.privilege_type, d.datname, r.rolname)
 			FROM pg_database d, aclexplode(d.datacl) a JOIN pg_roles r ON r.oid = a.grantee
-			WHERE d.datname = $1 AND starts_with(r.rolname, $2)`, src, pgstore.RolePrefix(src))
+			WHERE d.datname = $1 AND starts_with(r.rolname, $2)`, src, pgname.RolePrefix(src))
 		if err == nil {
 			grants, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		}
@@ -243,7 +243,7 @@ func (st *stack) fromSnapshot(ctx context.Context, mode string) error {
 	case rec.Provider != st.opts.Store.Provider:
 		return st.env.FieldError(field, "snapshot %q is on provider %s, not in this deploy's state store (%s)", name, rec.Provider, st.opts.Store.Provider)
 	}
-	st.snapTemplate = pgstore.DatabaseName(rec.ID)
+	st.snapTemplate = pgname.Database(rec.ID)
 	return nil
 }
 
@@ -290,7 +290,7 @@ func (d *Deployer) Snapshots(ctx context.Context) ([]SnapshotInfo, error) {
 			continue
 		}
 		info := SnapshotInfo{Name: strings.TrimPrefix(r.ID, SnapshotRecord("")), Kind: "store", Env: r.Labels[labelSnapshotEnv],
-			Provider: r.Provider, Ref: pgstore.DatabaseName(r.ID), Record: r.ID, Created: r.Created}
+			Provider: r.Provider, Ref: pgname.Database(r.ID), Record: r.ID, Created: r.Created}
 		if r.Kind == agentenv.KindImage {
 			info.Kind, info.Ref = "image", r.Attrs[agentenv.AttrImageRef]
 		}

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/images"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/staticbin"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/spec"
 )
@@ -536,7 +536,7 @@ func (st *stack) binary() ([]byte, error) {
 		}
 		path = exe
 	}
-	if err := images.CheckStatic(path); err != nil {
+	if err := staticbin.Check(path); err != nil {
 		return nil, fmt.Errorf("stdio bridge: %w (build agentenv with CGO_ENABLED=0 to run stdio servers)", err)
 	}
 	b, err := os.ReadFile(path)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/pgname"
 	"github.com/agentenv/agentenv/lifecycle"
-	"github.com/agentenv/agentenv/provider/pgstore"
 	"github.com/agentenv/agentenv/spec"
 )
 
@@ -69,8 +69,8 @@ func (st *stack) useStore(mode string) {
 		return
 	}
 	st.storeRec = lifecycle.NewID("servicedb")
-	db := pgstore.DatabaseName(st.storeRec)
-	st.store = &spec.StoreDB{HostPort: hostport, Database: db, Role: func(name string) string { return pgstore.RoleName(db, name) }}
+	db := pgname.Database(st.storeRec)
+	st.store = &spec.StoreDB{HostPort: hostport, Database: db, Role: func(name string) string { return pgname.Role(db, name) }}
 	st.storeAttach = attach
 }
 
@@ -143,18 +143,18 @@ func (st *stack) template(ctx context.Context) (string, error) {
 			continue
 		}
 		var ok bool
-		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1 AND datistemplate)", pgstore.DatabaseName(r.ID)).Scan(&ok); err != nil {
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1 AND datistemplate)", pgname.Database(r.ID)).Scan(&ok); err != nil {
 			return "", err
 		}
 		if ok {
-			return pgstore.DatabaseName(r.ID), nil
+			return pgname.Database(r.ID), nil
 		}
 	}
 	c := spec.Component{Name: "servicedb", Role: agentenv.RoleServiceDB}
 	st.emit(c, "template", "init_sql and seed run once for env digest "+digest)
 	rec, sb, err := st.d.mgr.Create(ctx, lifecycle.CreateRequest{
 		Provider: s.Provider, ID: lifecycle.NewID("tpl"), Role: RoleTemplate, TTL: TemplateTTL,
-		Spec: agentenv.SandboxSpec{Image: pgstore.DefaultTemplate, Labels: map[string]string{LabelEnvDigest: digest}},
+		Spec: agentenv.SandboxSpec{Image: pgname.DefaultTemplate, Labels: map[string]string{LabelEnvDigest: digest}},
 	})
 	if err != nil {
 		return "", err

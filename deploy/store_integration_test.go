@@ -22,6 +22,7 @@ import (
 	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/internal/envtest"
 	"github.com/agentenv/agentenv/internal/fault"
+	"github.com/agentenv/agentenv/internal/pgname"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/docker"
 	"github.com/agentenv/agentenv/provider/pgstore"
@@ -177,7 +178,7 @@ func TestStoreDeployThenTeardown(t *testing.T) {
 				t.Errorf("service DB record %s on %s, want a database of the store", rec.ID, rec.Provider)
 			}
 			if rec.Role == agentenv.RoleServiceDB {
-				dbs = append(dbs, pgstore.DatabaseName(rec.ID))
+				dbs = append(dbs, pgname.Database(rec.ID))
 			}
 		}
 		cs := envtest.Connect(t, res.GatewayURL, res.Token)
@@ -198,7 +199,7 @@ func TestStoreDeployThenTeardown(t *testing.T) {
 	if len(dbs) != 2 {
 		t.Fatalf("service DB databases %v, want one per deployment", dbs)
 	}
-	if tpl := s.databases(t, pgstore.DatabasePrefix+"tpl-"); len(tpl) != 1 {
+	if tpl := s.databases(t, pgname.DatabasePrefix+"tpl-"); len(tpl) != 1 {
 		t.Errorf("templates %v, want one for the env digest", tpl)
 	}
 	for _, id := range ids {
@@ -208,7 +209,7 @@ func TestStoreDeployThenTeardown(t *testing.T) {
 		}
 	}
 
-	left := s.databases(t, pgstore.DatabasePrefix+"servicedb-")
+	left := s.databases(t, pgname.DatabasePrefix+"servicedb-")
 	if len(left) != 0 {
 		t.Errorf("databases after teardown: %v, want none", left)
 	}
@@ -223,7 +224,7 @@ func TestStoreDeployThenTeardown(t *testing.T) {
 	var roles int
 	for _, db := range dbs {
 		var n int
-		conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_roles WHERE rolname = $1", pgstore.RoleName(db, "notes")).Scan(&n)
+		conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_roles WHERE rolname = $1", pgname.Role(db, "notes")).Scan(&n)
 		roles += n
 	}
 	if roles != 0 {
@@ -296,9 +297,9 @@ func TestStoreChainFirstMemberFailsKeepsOnlyTheWinnersDatabase(t *testing.T) {
 		}
 		switch rec.State {
 		case agentenv.StateLive:
-			live = append(live, pgstore.DatabaseName(rec.ID))
+			live = append(live, pgname.Database(rec.ID))
 		case agentenv.StateGone:
-			gone = append(gone, pgstore.DatabaseName(rec.ID))
+			gone = append(gone, pgname.Database(rec.ID))
 		default:
 			t.Errorf("database record %s is %s", rec.ID, rec.State)
 		}
@@ -306,11 +307,11 @@ func TestStoreChainFirstMemberFailsKeepsOnlyTheWinnersDatabase(t *testing.T) {
 	if len(live) != 1 || len(gone) != 1 {
 		t.Fatalf("database records: live %v, gone %v; want the winner's live and the failed member's gone", live, gone)
 	}
-	if got := s.databases(t, pgstore.DatabasePrefix+"servicedb-"); len(got) != 1 || got[0] != live[0] {
+	if got := s.databases(t, pgname.DatabasePrefix+"servicedb-"); len(got) != 1 || got[0] != live[0] {
 		t.Errorf("databases on the store %v, want only the winner's %s", got, live[0])
 	}
 	assertReceiptClean(t, teardown(t, s.rig, res.Doc.ID), false)
-	if got := s.databases(t, pgstore.DatabasePrefix+"servicedb-"); len(got) != 0 {
+	if got := s.databases(t, pgname.DatabasePrefix+"servicedb-"); len(got) != 0 {
 		t.Errorf("databases after teardown %v, want none", got)
 	}
 }
@@ -340,10 +341,10 @@ func TestSnapshotDeployedTwiceExportsTheSame(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertReceiptClean(t, rc, false)
-	if got := s.databases(t, pgstore.DatabasePrefix+"snap-"); len(got) != 0 {
+	if got := s.databases(t, pgname.DatabasePrefix+"snap-"); len(got) != 0 {
 		t.Errorf("snapshots after rm-snapshot: %v", got)
 	}
-	if got := s.databases(t, pgstore.DatabasePrefix+"servicedb-"); len(got) != 0 {
+	if got := s.databases(t, pgname.DatabasePrefix+"servicedb-"); len(got) != 0 {
 		t.Errorf("databases after the teardowns: %v", got)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/atomicfile"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/pgname"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/pgstore"
 )
@@ -239,7 +240,7 @@ be snapshotted.`,
 			if err != nil {
 				return err
 			}
-			what := "template database " + pgstore.DatabaseName(rec.ID) + " of the state store"
+			what := "template database " + pgname.Database(rec.ID) + " of the state store"
 			if rec.Kind == agentenv.KindImage {
 				what = "image " + rec.Attrs[agentenv.AttrImageRef] + " on " + rec.Provider
 			}

@@ -1,19 +1,17 @@
 // Package pgstore is the provider of a state store: a PostgreSQL server on which each sandbox is
 // a database. Create is CREATE DATABASE (from the spec's Image, which names the template
 // database), Terminate is DROP DATABASE (FORCE) and drops the login roles made for that
-// database (roles are cluster-wide, so they are named per database: [RoleName]), and List reads
+// database (roles are cluster-wide, so they are named per database: [pgname.Role]), and List reads
 // pg_database, with the labels kept as JSON in COMMENT ON DATABASE. Package lifecycle wraps it
 // like any provider, so every database is a ledger record written before CREATE DATABASE, torn
 // down with a verified receipt (the database is gone from pg_database) and collected by gc.
 //
 // The store itself is borrowed: the provider never drops a database it did not make, and it
-// makes only databases named [DatabasePrefix] followed by the record id.
+// makes only databases named [pgname.DatabasePrefix] followed by the record id.
 package pgstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,13 +29,8 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/pgname"
 )
-
-// DatabasePrefix begins the name of every database the provider makes; the record id follows.
-const DatabasePrefix = "agentenv-"
-
-// DefaultTemplate is the template of a database whose spec names none.
-const DefaultTemplate = "template0"
 
 // Port is the key of a database's one endpoint: the store's host:port from this host.
 const Port = "5432"
@@ -136,27 +129,6 @@ func (p *Provider) db(ctx context.Context) (*pgxpool.Pool, error) {
 // name, so it is kept short and plain.
 var recordID = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,46}[a-z0-9])?$`)
 
-// DatabaseName returns the name of the database made for record id.
-func DatabaseName(record string) string { return DatabasePrefix + record }
-
-// RoleName returns the cluster-wide name of login role name of database: a prefix drawn from
-// the database's name, so that Terminate finds every role made for it, and at most 63 bytes
-// (PostgreSQL's limit, past which it would cut names and let two collide).
-func RoleName(database, name string) string {
-	prefix := RolePrefix(database)
-	if len(prefix)+len(name) <= 63 {
-		return prefix + name
-	}
-	h := sha256.Sum256([]byte(name))
-	return prefix + name[:63-len(prefix)-9] + "_" + hex.EncodeToString(h[:4])
-}
-
-// RolePrefix begins the name of every login role made for database.
-func RolePrefix(database string) string {
-	h := sha256.Sum256([]byte(database))
-	return "ae" + hex.EncodeToString(h[:6]) + "_"
-}
-
 // comment is what COMMENT ON DATABASE holds for a database the provider made.
 type comment struct {
 	Agentenv map[string]string `json:"agentenv"`
@@ -166,7 +138,7 @@ type comment struct {
 	Network string `json:"network,omitempty"`
 }
 
-// Create makes the database of spec.Name from the template spec.Image (DefaultTemplate if
+// Create makes the database of spec.Name from the template spec.Image ([pgname.DefaultTemplate] if
 // empty), labels it, and joins the server to spec.Network when the provider can.
 func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	if err := checkRecord(spec); err != nil {
@@ -180,13 +152,13 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	}
 	tpl := spec.Image
 	if tpl == "" {
-		tpl = DefaultTemplate
+		tpl = pgname.DefaultTemplate
 	}
 	pool, err := p.db(ctx)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("pgstore: create %s: %w", spec.Name, err)
 	}
-	name := DatabaseName(spec.Name)
+	name := pgname.Database(spec.Name)
 	created := time.Now().UTC().Truncate(time.Second)
 	text, err := json.Marshal(comment{Agentenv: spec.Labels, Created: created, Network: spec.Network})
 	if err != nil {
@@ -239,7 +211,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 
 func (p *Provider) sandbox(name string, labels map[string]string, created time.Time) agentenv.Sandbox {
 	return agentenv.Sandbox{
-		ID: name, Name: strings.TrimPrefix(name, DatabasePrefix), Provider: p.cfg.Name, State: agentenv.SandboxRunning,
+		ID: name, Name: strings.TrimPrefix(name, pgname.DatabasePrefix), Provider: p.cfg.Name, State: agentenv.SandboxRunning,
 		Labels: labels, Endpoints: map[string]string{Port: p.host}, Created: created,
 	}
 }
@@ -271,7 +243,7 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 // Terminate drops database id, closing its sessions, and the login roles made for it. A
 // database that does not exist counts as dropped. It refuses a name the provider does not make.
 func (p *Provider) Terminate(ctx context.Context, id string) error {
-	if !strings.HasPrefix(id, DatabasePrefix) || !recordID.MatchString(strings.TrimPrefix(id, DatabasePrefix)) {
+	if !strings.HasPrefix(id, pgname.DatabasePrefix) || !recordID.MatchString(strings.TrimPrefix(id, pgname.DatabasePrefix)) {
 		// Not one of ours: nothing of ours to drop, and a user's database is never touched.
 		return nil
 	}
@@ -337,7 +309,7 @@ END $agentenv$`, literal(name))); err != nil {
 	if _, err := pool.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", ident(name))); err != nil {
 		return mapErr(err)
 	}
-	rows, err := pool.Query(ctx, `SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1)`, RolePrefix(name))
+	rows, err := pool.Query(ctx, `SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1)`, pgname.RolePrefix(name))
 	if err != nil {
 		return mapErr(err)
 	}
@@ -376,7 +348,7 @@ func (p *Provider) list(ctx context.Context, only string) ([]agentenv.Sandbox, e
 		return nil, err
 	}
 	rows, err := pool.Query(ctx, `SELECT datname, coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database
-		WHERE starts_with(datname, $1) AND ($2 = '' OR datname = $2)`, DatabasePrefix, only)
+		WHERE starts_with(datname, $1) AND ($2 = '' OR datname = $2)`, pgname.DatabasePrefix, only)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -390,7 +362,7 @@ func (p *Provider) list(ctx context.Context, only string) ([]agentenv.Sandbox, e
 	}
 	var out []agentenv.Sandbox
 	for _, r := range found {
-		record := strings.TrimPrefix(r.name, DatabasePrefix)
+		record := strings.TrimPrefix(r.name, pgname.DatabasePrefix)
 		if !recordID.MatchString(record) {
 			continue
 		}

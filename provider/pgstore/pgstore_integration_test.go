@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/pgname"
 	"github.com/agentenv/agentenv/provider/pgstore"
 	"github.com/agentenv/agentenv/provider/providertest"
 )
@@ -38,7 +39,7 @@ func newStore(t *testing.T) *pgstore.Provider {
 
 func TestConformance(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) agentenv.Provider { return newStore(t) }, providertest.Options{
-		Image: pgstore.DefaultTemplate, Command: []string{"unused"}, Port: 5432,
+		Image: pgname.DefaultTemplate, Command: []string{"unused"}, Port: 5432,
 		ExitCommand: []string{"unused"}, ExitCode: 1, NotProcesses: true,
 	})
 }
