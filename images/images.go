@@ -11,7 +11,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv/internal/engine"
+	"github.com/agentenv/agentenv/internal/staticbin"
 )
 
 // RuntimeTag is the tag of the image built from the running agentenv binary (see BuildSelf).
@@ -55,7 +55,7 @@ func Build(ctx context.Context, cli *client.Client, spec Spec) error {
 	if spec.Tag == "" || spec.Binary == "" {
 		return fmt.Errorf("images: build: tag and binary are required")
 	}
-	if err := CheckStatic(spec.Binary); err != nil {
+	if err := staticbin.Check(spec.Binary); err != nil {
 		return fmt.Errorf("images: build %s: %w", spec.Tag, err)
 	}
 	buildCtx, err := Context(spec, hostCABundle)
@@ -87,26 +87,10 @@ func BuildSelf(ctx context.Context, cli *client.Client, tag string) error {
 	if err != nil {
 		return fmt.Errorf("images: build self: %w", err)
 	}
-	if err := CheckStatic(exe); err != nil {
+	if err := staticbin.Check(exe); err != nil {
 		return fmt.Errorf("images: build self: %w (build agentenv with CGO_ENABLED=0 to run it in a container)", err)
 	}
 	return Build(ctx, cli, Spec{Tag: tag, Binary: exe})
-}
-
-// CheckStatic returns nil if path is an ELF executable without a program interpreter (no
-// PT_INTERP header), that is one that runs in an image without a libc.
-func CheckStatic(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return fmt.Errorf("check static %s: %w", path, err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked", path)
-		}
-	}
-	return nil
 }
 
 // Context returns the tar build context for spec: a Dockerfile and rootfs.tar, which the

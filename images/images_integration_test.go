@@ -12,6 +12,8 @@ import (
 
 	"github.com/agentenv/agentenv/images"
 	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/internal/staticbin"
+	"github.com/agentenv/agentenv/internal/testbin"
 	"github.com/agentenv/agentenv/provider/providertest"
 )
 
@@ -30,7 +32,7 @@ func TestBuild(t *testing.T) {
 	tag := "agentenv-imagestest:" + providertest.NewID()
 	removeImage(t, cli, tag)
 	err := images.Build(t.Context(), cli, images.Spec{
-		Tag: tag, Binary: buildStatic(t), Entrypoint: []string{"/agentenv", "serve"},
+		Tag: tag, Binary: testbin.TestServer(t), Entrypoint: []string{"/agentenv", "serve"},
 		Labels: map[string]string{"agentenv.test": "images"},
 	})
 	if err != nil {
@@ -59,7 +61,7 @@ func TestBuildSelf(t *testing.T) {
 	removeImage(t, cli, tag)
 	exe, _ := os.Executable()
 	err := images.BuildSelf(t.Context(), cli, tag)
-	if images.CheckStatic(exe) != nil {
+	if staticbin.Check(exe) != nil {
 		if err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 			t.Errorf("BuildSelf from a dynamic test binary = %v, want a hint to build with CGO_ENABLED=0", err)
 		}

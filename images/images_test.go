@@ -12,28 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentenv/agentenv/images"
-	"github.com/agentenv/agentenv/internal/testbin"
 )
-
-// buildStatic returns the path of internal/testserver built with CGO_ENABLED=0.
-func buildStatic(tb testing.TB) string {
-	tb.Helper()
-	return testbin.TestServer(tb)
-}
-
-func TestCheckStatic(t *testing.T) {
-	if err := images.CheckStatic(buildStatic(t)); err != nil {
-		t.Errorf("CheckStatic(static build) = %v, want nil", err)
-	}
-	if err := images.CheckStatic("/bin/sh"); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
-		t.Errorf("CheckStatic(/bin/sh) = %v, want dynamically linked", err)
-	}
-	text := filepath.Join(t.TempDir(), "x.txt")
-	os.WriteFile(text, []byte("not elf"), 0o644)
-	if err := images.CheckStatic(text); err == nil {
-		t.Errorf("CheckStatic(text file) = nil, want an error")
-	}
-}
 
 // untar returns name -> (mode, contents) of a tar archive.
 func untar(t *testing.T, data []byte) map[string]string {
