@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/agent"
-	"github.com/agentenv/agentenv/gateway"
+	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/task"
 )
@@ -234,7 +234,7 @@ type TrajectoryView struct {
 
 // GatewayCall is one tool call as a deployment's gateway recorded it.
 type GatewayCall struct {
-	gateway.CallRecord
+	envproto.CallRecord
 	At float64 `json:"at_s"` // seconds since the agent trajectory's first line
 }
 

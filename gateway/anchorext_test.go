@@ -12,6 +12,8 @@ import (
 
 	"github.com/agentenv/agentenv/gateway"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentenv/agentenv/envproto"
 )
 
 // addStamp adds a tool that answers what the gateway told it of the virtual time: the header
@@ -122,9 +124,9 @@ func TestGateway_ClockTriggersAccess(t *testing.T) {
 		t.Errorf("stamp re-enabled but: %s", got)
 	}
 	_, traj, _ := do(t, "GET", srv.URL+gateway.TrajectoryPath, testToken, nil, nil)
-	var recs []gateway.CallRecord
+	var recs []envproto.CallRecord
 	for line := range strings.SplitSeq(strings.TrimSpace(string(traj)), "\n") {
-		var r gateway.CallRecord
+		var r envproto.CallRecord
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("trajectory line %q: %v", line, err)
 		}

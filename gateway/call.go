@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentenv/agentenv/envproto"
 )
 
 // callInfo is one tool call as it reaches the gateway, from /mcp or /step.
@@ -62,7 +64,7 @@ type dispatched struct {
 // call timeout and records the call in the trajectory.
 func (g *Gateway) dispatch(ctx context.Context, ci *callInfo, forward forwardFunc) (out dispatched, err error) {
 	ci.role = normRole(ci.role)
-	rec := CallRecord{
+	rec := envproto.CallRecord{
 		Via: ci.via, Session: ci.session, Role: ci.role, Tool: ci.tool,
 		Arguments: rawArgs(ci.args), Started: time.Now().UTC(),
 	}

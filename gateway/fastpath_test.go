@@ -13,6 +13,8 @@ import (
 
 	"github.com/agentenv/agentenv/gateway"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentenv/agentenv/envproto"
 )
 
 // addBlocking adds a tool that reports on started and answers "<server>/<tool>:done" once
@@ -311,7 +313,7 @@ func TestGateway_TrajectoryBoundInBytes(t *testing.T) {
 		t.Fatalf("trajectory: %d, %d bytes, want at most 4096", code, len(body))
 	}
 	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
-	var first, last gateway.CallRecord
+	var first, last envproto.CallRecord
 	if json.Unmarshal([]byte(lines[0]), &first) != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil {
 		t.Fatalf("trajectory lines: %s", body)
 	}

@@ -238,10 +238,10 @@ func TestGateway_TrajectoryAndStep(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("trajectory: %d", code)
 	}
-	var recs []gateway.CallRecord
+	var recs []envproto.CallRecord
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
-		var r gateway.CallRecord
+		var r envproto.CallRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("trajectory line %q: %v", sc.Text(), err)
 		}

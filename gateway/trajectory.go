@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/agentenv/agentenv/envproto"
 )
 
 // Bounds of the trajectory kept in memory; the oldest calls are dropped beyond either, and
@@ -16,27 +18,6 @@ const (
 	maxTrajectory          = 100_000
 	DefaultTrajectoryBytes = 64 << 20
 )
-
-// CallRecord is one tool call as GET /trajectory reports it, one JSON object per line.
-type CallRecord struct {
-	ID int64 `json:"id"`
-	// Via is how the call came: "mcp", "step", "trigger" (a trigger's tool action) or
-	// "control" (a change made through the admin routes: tool gating, the clock, triggers;
-	// Tool names the route and Arguments its body).
-	Via        string          `json:"via"`
-	Session    string          `json:"session,omitempty"`
-	Role       string          `json:"role"`
-	Server     string          `json:"server,omitempty"`
-	Tool       string          `json:"tool"`                  // the gateway's name for it
-	ServerTool string          `json:"server_tool,omitempty"` // the backend's name for it
-	Arguments  json.RawMessage `json:"arguments,omitempty"`
-	Result     json.RawMessage `json:"result,omitempty"` // the CallToolResult
-	Error      string          `json:"error,omitempty"`
-	// VirtualTime is the virtual clock's time at the call, while it is armed.
-	VirtualTime string    `json:"virtual_time,omitempty"`
-	Started     time.Time `json:"started"`
-	DurationMS  float64   `json:"duration_ms"`
-}
 
 // trajectory keeps the calls in order of completion, as NDJSON lines. A call is queued as it
 // is on the call's path (an append under a lock) and encoded off it, by a background encoder
@@ -49,7 +30,7 @@ type trajectory struct {
 
 	mu      sync.Mutex // guards next and queued
 	next    int64
-	queued  []CallRecord
+	queued  []envproto.CallRecord
 	encoded sync.Mutex // guards lines, first, size and dropped; serialises encoding
 	lines   [][]byte   // encoded calls, oldest first; elements are never changed once appended
 	first   int64      // id of lines[0]
@@ -62,7 +43,7 @@ func newTrajectory(maxCalls, maxBytes int) *trajectory {
 }
 
 // add queues r under the next id.
-func (t *trajectory) add(r CallRecord) {
+func (t *trajectory) add(r envproto.CallRecord) {
 	t.mu.Lock()
 	r.ID = t.next
 	t.next++
@@ -92,7 +73,7 @@ func (t *trajectory) flush() {
 	t.queued = nil
 	t.mu.Unlock()
 	for _, r := range batch {
-		line := r.appendLine(nil)
+		line := appendCall(nil, &r)
 		t.lines = append(t.lines, line)
 		t.size += len(line)
 	}
@@ -109,9 +90,9 @@ func (t *trajectory) flush() {
 	}
 }
 
-// appendLine appends r as one line of JSON, as json.Marshal would encode it (the raw
+// appendCall appends r as one line of JSON, as json.Marshal would encode it (the raw
 // arguments and result compacted onto the line), and a newline.
-func (r *CallRecord) appendLine(b []byte) []byte {
+func appendCall(b []byte, r *envproto.CallRecord) []byte {
 	str := func(key, v string, omitEmpty bool) {
 		if v == "" && omitEmpty {
 			return

@@ -6,20 +6,22 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/agentenv/agentenv/envproto"
 )
 
 // A trajectory line is one line of JSON with the value json.Marshal makes of the record (the
 // raw arguments and result kept as they came, without json's HTML escaping).
 func TestCallRecordLine(t *testing.T) {
 	started := time.Date(2026, 12, 1, 18, 0, 0, 123456789, time.UTC)
-	for _, r := range []CallRecord{
+	for _, r := range []envproto.CallRecord{
 		{ID: 1, Via: "mcp", Role: "default", Tool: "echo", Started: started},
 		{ID: 42, Via: "step", Session: "s-1", Role: "agent", Server: "a", Tool: "a__x", ServerTool: "x",
 			Arguments: json.RawMessage(`{"text":"a \"q\" <b> é"}`), Result: json.RawMessage(`{"content":[]}`),
 			Error: "line\nbreak & <tag>", Started: started, DurationMS: 0.125},
 		{ID: 3, Via: "mcp", Role: "r", Tool: "t", Arguments: json.RawMessage("{\n  \"a\": [1, 2]\n}"), Started: started, DurationMS: 1500},
 	} {
-		got := r.appendLine(nil)
+		got := appendCall(nil, &r)
 		want, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)

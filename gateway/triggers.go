@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentenv/agentenv/envproto"
 )
 
 // Triggers (the anchor's urn:agentenv:triggers/v1, a subset of its shapes plus turn triggers
@@ -1115,7 +1117,7 @@ func (g *Gateway) setAccess(role string, patterns []string, disable bool, by str
 // control records a change made through the admin routes, or by a trigger, in the trajectory.
 func (g *Gateway) control(what, role string, body any) {
 	args, _ := json.Marshal(body)
-	rec := CallRecord{Via: "control", Role: role, Tool: what, Arguments: args, Started: time.Now().UTC()}
+	rec := envproto.CallRecord{Via: "control", Role: role, Tool: what, Arguments: args, Started: time.Now().UTC()}
 	if vt, ok := g.clock.now(); ok {
 		rec.VirtualTime = formatVirtual(vt)
 	}
