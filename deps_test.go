@@ -2,22 +2,136 @@ package agentenv_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
+const module = "github.com/agentenv/agentenv"
+
 // TestRootImportsOnlyTheStandardLibrary keeps the vocabulary free of dependencies: every other
 // package builds on it.
 func TestRootImportsOnlyTheStandardLibrary(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, p := range strings.Fields(string(out)) {
-		if p != "github.com/agentenv/agentenv" {
+	for _, p := range deps(t, ".") {
+		if p != module {
 			t.Errorf("the root package depends on %s", p)
 		}
 	}
+}
+
+// importRule is an arrow the design forbids: no package matching from may link (import
+// directly or through others) a package that forbidden reports, for the reason why.
+type importRule struct {
+	from      []string // go list patterns
+	forbidden func(dep string) bool
+	why       string
+}
+
+// importRules are the import graph's rules. Each says in one sentence why it exists.
+var importRules = []importRule{
+	{
+		from:      []string{"./cmd/agentenv"},
+		forbidden: isTestKit,
+		why:       "the binary users run links only what runs for them: an emulator, fake, test kit or browser driver would cost every build and blur which backend is real",
+	},
+	{
+		from: []string{"./provider/..."},
+		forbidden: func(dep string) bool {
+			return within(dep, module) && dep != module && !within(dep, module+"/internal") && !within(dep, module+"/provider")
+		},
+		why: "providers are the floor of the house: one that imported deploy, task or the gateway would tie a backend to what is built on backends",
+	},
+	{
+		from:      []string{"./deploy", "./task", "./eval", "./explorer"},
+		forbidden: func(dep string) bool { return within(dep, module+"/provider") },
+		why:       "they reach every backend through the lifecycle manager's one door, so that every call is ledgered and a new provider changes nothing above it",
+	},
+	{
+		from:      []string{"./explorer"},
+		forbidden: func(dep string) bool { return dep == module+"/gateway" },
+		why:       "the explorer reads what runs recorded (envproto's types); it serves no env",
+	},
+	{
+		from:      []string{"./deploy"},
+		forbidden: func(dep string) bool { return dep == "github.com/moby/moby/client" },
+		why:       "deploy drives sandboxes through the lifecycle; only the docker providers and image builds talk to an engine",
+	},
+}
+
+// TestImportRules checks every rule against what the packages link today.
+func TestImportRules(t *testing.T) {
+	for _, r := range importRules {
+		for _, from := range r.from {
+			for _, bad := range r.violations(deps(t, from)) {
+				t.Errorf("%s links %s, which is forbidden: %s", from, bad, r.why)
+			}
+		}
+	}
+}
+
+// TestImportRulesCatchTheArrowsTheyForbid: each rule reports the import it exists to forbid,
+// added to what its packages link today, so a rule cannot silently match nothing.
+func TestImportRulesCatchTheArrowsTheyForbid(t *testing.T) {
+	forbidden := []string{
+		module + "/provider/modal/modalemu",
+		module + "/deploy",
+		module + "/provider/pgstore",
+		module + "/gateway",
+		"github.com/moby/moby/client",
+	}
+	for i, r := range importRules {
+		got := r.violations(append(deps(t, r.from...), forbidden[i]))
+		if !slices.Equal(got, []string{forbidden[i]}) {
+			t.Errorf("rule for %s with %s added reports %v, want exactly it", r.from, forbidden[i], got)
+		}
+	}
+	for _, kit := range []string{module + "/internal/dockertest", module + "/provider/providertest", module + "/internal/emuvm", "github.com/chromedp/chromedp"} {
+		if !isTestKit(kit) {
+			t.Errorf("isTestKit(%s) = false", kit)
+		}
+	}
+}
+
+func (r importRule) violations(deps []string) []string {
+	var out []string
+	for _, d := range deps {
+		if r.forbidden(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// isTestKit reports whether dep exists for tests: this module's emulators (a path element
+// ending in "emu", internal/emu*), test kits (ending in "test") and fakes, and browser drivers.
+func isTestKit(dep string) bool {
+	if within(dep, "github.com/chromedp") {
+		return true
+	}
+	if !within(dep, module) {
+		return false
+	}
+	for _, el := range strings.Split(strings.TrimPrefix(dep, module), "/") {
+		if strings.HasSuffix(el, "emu") || strings.HasPrefix(el, "emu") || strings.HasSuffix(el, "test") || strings.Contains(el, "fake") {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether package p is root or below it.
+func within(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
+
+// deps returns the packages that the packages matching patterns link, the standard library
+// excepted, and the packages themselves; tests' imports are not among them.
+func deps(t *testing.T, patterns ...string) []string {
+	t.Helper()
+	args := append([]string{"list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}"}, patterns...)
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+	}
+	return strings.Fields(string(out))
 }
 
 // TestEveryPackageHasADocComment: a stranger finds their way by the package docs.
