@@ -265,29 +265,8 @@ func episodeOf(r agentenv.Run) task.Episode {
 	if !r.Ended.IsZero() {
 		ep.Elapsed = r.Ended.Sub(r.Created)
 	}
-	ep.Outcome = outcomeOf(r)
+	ep.Outcome = task.OutcomeOf(r)
 	return ep
-}
-
-// outcomeOf is the outcome of an episode as its run document records it.
-func outcomeOf(r agentenv.Run) task.Outcome {
-	if o := r.Attrs["outcome"]; o != "" {
-		return task.Outcome(o)
-	}
-	switch r.Status {
-	case agentenv.RunCompleted:
-		switch {
-		case r.Score == nil:
-			return task.OutcomeUnscored
-		case *r.Score >= 1:
-			return task.OutcomePassed
-		default:
-			return task.OutcomeScoredBelow
-		}
-	case agentenv.RunFailed:
-		return task.OutcomeFailed
-	}
-	return task.OutcomeCancelled
 }
 
 // sortSlots orders keys by task, instance, attempt.

@@ -173,8 +173,8 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 		}
 		old.Attrs[AttrResumedBy] = id
 		if old.Status == agentenv.RunRunning {
-			old.Status, old.Error = agentenv.RunCancelled, "interrupted: its process died"
-			old.Attrs["outcome"] = string(task.OutcomeCancelled)
+			task.SetOutcome(&old, task.OutcomeCancelled)
+			old.Error = interruptedMsg
 		}
 		if err := l.Runs().Put(ctx, old); err != nil {
 			return Result{}, fmt.Errorf("resume %s: mark run %s: %w", id, old.ID, err)

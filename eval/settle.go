@@ -40,11 +40,8 @@ func Settle(ctx context.Context, l agentenv.Ledger, now time.Time) ([]string, er
 			if r.Status != agentenv.RunRunning {
 				continue
 			}
-			if r.Attrs == nil {
-				r.Attrs = map[string]string{}
-			}
-			r.Status, r.Error, r.Ended = agentenv.RunCancelled, interruptedMsg, now
-			r.Attrs["outcome"] = string(task.OutcomeCancelled)
+			task.SetOutcome(&r, task.OutcomeCancelled)
+			r.Error, r.Ended = interruptedMsg, now
 			if err := l.Runs().Put(ctx, r); err != nil {
 				errs = append(errs, fmt.Errorf("settle %s: run %s: %w", g.ID, r.ID, err))
 				continue

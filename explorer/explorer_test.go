@@ -29,7 +29,7 @@ func TestPages(t *testing.T) {
 		path string
 		want []string
 	}{
-		{"/", []string{ids[0], "notes-task", "2 passed", "1 below 1", "1 error"}},
+		{"/", []string{ids[0], "notes-task", "2 passed", "1 scored below 1", "1 failed"}},
 		{"/groups/" + ids[0], []string{"Score distribution", "pass@k by k", "Funnel by step", ids[3], "pass@4"}},
 		{"/runs", ids},
 		{"/runs?outcome=passed", ids[:2]},
@@ -94,7 +94,7 @@ func TestGroups(t *testing.T) {
 		t.Errorf("group c = running %v counts %v, want running with one running episode", g.Running, g.Counts)
 	}
 	r.getJSON(t, "/api/v1/groups/"+b[0], &g)
-	if g.Counts["error"] != 1 || g.Counts["passed"] != 1 || g.Stats.PassAt[0].Value != 0.5 || g.Stats.PassAt[1].Value != 1 {
+	if g.Counts["failed"] != 1 || g.Counts["passed"] != 1 || g.Stats.PassAt[0].Value != 0.5 || g.Stats.PassAt[1].Value != 1 {
 		t.Errorf("group b = counts %v pass@k %v", g.Counts, g.Stats.PassAt)
 	}
 	// A group's later episode redirects to its group in the API too.

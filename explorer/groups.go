@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/task"
 )
 
 // A group is the runs of one `agentenv run` invocation (an eval's tasks, or one task, k
@@ -194,7 +195,7 @@ func (x *Explorer) groupFrom(runs []agentenv.Run, now time.Time, withRuns bool) 
 	for _, r := range runs {
 		e := episodeOf(r, now)
 		g.Counts[e.Outcome]++
-		if e.Outcome == OutcomeRunning {
+		if e.Outcome == string(task.OutcomeRunning) {
 			g.Running = true
 		}
 		if r.Ended.After(g.Ended) {

@@ -7,43 +7,17 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/task"
 )
 
-// Outcomes of an episode as the explorer shows them. A completed episode passed with score 1,
-// is below 1 with a score in (0,1), failed with score 0 and unscored without verifiers; error
-// means a fatal step or the teardown failed (status failed).
-const (
-	OutcomeRunning   = "running"
-	OutcomePassed    = "passed"
-	OutcomeBelow     = "below 1"
-	OutcomeFailed    = "failed"
-	OutcomeUnscored  = "unscored"
-	OutcomeError     = "error"
-	OutcomeCancelled = "cancelled"
-)
-
-// outcomes lists the outcomes in the order the pages show them.
-var outcomes = []string{OutcomePassed, OutcomeBelow, OutcomeFailed, OutcomeUnscored, OutcomeError, OutcomeCancelled, OutcomeRunning}
-
-// outcomeOf says how run r ended (or that it runs).
-func outcomeOf(r agentenv.Run) string {
-	switch string(r.Status) {
-	case string(agentenv.RunRunning):
-		return OutcomeRunning
-	case string(agentenv.RunCancelled):
-		return OutcomeCancelled
-	case string(agentenv.RunFailed), string(agentenv.RunError):
-		return OutcomeError
+// outcomes lists the outcomes in the order the pages show them: task's, the one word
+// `agentenv run`, `runs get` and the exports say too.
+func outcomes() []string {
+	var out []string
+	for _, o := range task.Outcomes() {
+		out = append(out, string(o))
 	}
-	switch {
-	case r.Score == nil:
-		return OutcomeUnscored
-	case *r.Score >= 1:
-		return OutcomePassed
-	case *r.Score > 0:
-		return OutcomeBelow
-	}
-	return OutcomeFailed
+	return out
 }
 
 // Episode is one run in a listing: what the runs table and the API's lists show.
@@ -63,7 +37,7 @@ type Episode struct {
 }
 
 func episodeOf(r agentenv.Run, now time.Time) Episode {
-	e := Episode{ID: r.ID, Task: r.Task, Status: string(r.Status), Outcome: outcomeOf(r), Score: r.Score, Created: r.Created, Ended: r.Ended, Error: r.Error}
+	e := Episode{ID: r.ID, Task: r.Task, Status: string(r.Status), Outcome: string(task.OutcomeOf(r)), Score: r.Score, Created: r.Created, Ended: r.Ended, Error: r.Error}
 	e.Episode, _ = strconv.Atoi(r.Attrs["episode"])
 	for k, v := range r.Attrs {
 		if name, ok := strings.CutPrefix(k, "seed."); ok {

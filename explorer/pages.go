@@ -138,7 +138,7 @@ var funcs = template.FuncMap{
 	"addi":     func(a, b int) int { return a + b },
 	"sub1":     func(a int) int { return a - 1 },
 	"lower":    func(v any) string { return cssClass(fmt.Sprint(v)) },
-	"outcomes": func() []string { return outcomes },
+	"outcomes": outcomes,
 	"count":    func(m map[string]int, k string) int { return m[k] },
 	"q": func(kv ...string) string {
 		v := url.Values{}
@@ -151,7 +151,7 @@ var funcs = template.FuncMap{
 	},
 }
 
-// cssClass turns an outcome or status into a class name: "below 1" -> "below-1".
+// cssClass turns an outcome or status into a class name: "scored below 1" -> "scored-below-1".
 func cssClass(s string) string {
 	b := []byte(s)
 	for i, c := range b {

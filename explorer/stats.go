@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/task"
 )
 
 // Stats are a group's figures and the data of its charts.
@@ -63,14 +64,14 @@ func statsOf(runs []agentenv.Run, now time.Time) Stats {
 	index := map[string]int{}
 	for _, r := range runs {
 		e := episodeOf(r, now)
-		if r.Score != nil && e.Outcome != OutcomeRunning {
+		if r.Score != nil && e.Outcome != string(task.OutcomeRunning) {
 			scores = append(scores, *r.Score)
 		}
-		if e.Outcome != OutcomeRunning {
+		if e.Outcome != string(task.OutcomeRunning) {
 			durations = append(durations, e.Duration)
 			nc := perInstance[instanceKey(r)]
 			nc[0]++
-			if e.Outcome == OutcomePassed {
+			if e.Outcome == string(task.OutcomePassed) {
 				nc[1]++
 			}
 			perInstance[instanceKey(r)] = nc

@@ -49,26 +49,19 @@ type RunsPage struct {
 	Query   string    `json:"-"`
 }
 
-// statusesOf maps an outcome filter to the run statuses that can have it.
+// statusesOf maps an outcome filter to the run status that episodes with it have.
 func statusesOf(outcome string) []string {
-	switch outcome {
-	case OutcomePassed, OutcomeBelow, OutcomeFailed, OutcomeUnscored:
-		return []string{string(agentenv.RunCompleted)}
-	case OutcomeError:
-		return []string{string(agentenv.RunFailed), string(agentenv.RunError)}
-	case OutcomeCancelled:
-		return []string{string(agentenv.RunCancelled)}
-	case OutcomeRunning:
-		return []string{string(agentenv.RunRunning)}
+	if outcome == "" {
+		return nil
 	}
-	return nil
+	return []string{string(task.Outcome(outcome).Status())}
 }
 
 func (x *Explorer) runsView(r *http.Request) (any, error) {
 	q := r.URL.Query()
 	v := RunsPage{Status: q.Get("status"), Outcome: q.Get("outcome"), Task: q.Get("task"), Query: q.Get("q"), Runs: []Episode{}}
-	if v.Outcome != "" && !slices.Contains(outcomes, v.Outcome) {
-		return nil, fmt.Errorf("outcome %q: want one of %s: %w", v.Outcome, strings.Join(outcomes, ", "), agentenv.ErrInvalid)
+	if v.Outcome != "" && !slices.Contains(outcomes(), v.Outcome) {
+		return nil, fmt.Errorf("outcome %q: want one of %s: %w", v.Outcome, strings.Join(outcomes(), ", "), agentenv.ErrInvalid)
 	}
 	dq := agentenv.DocQuery{Text: v.Query, Cursor: q.Get("cursor")}
 	if v.Status != "" {

@@ -390,17 +390,7 @@ func (e *episode) run(ctx context.Context) Episode {
 	e.mu.Lock()
 	e.doc.Score, e.doc.Receipt, e.doc.Ended = score, res.Receipt, time.Now().UTC()
 	e.doc.Error = res.Error
-	e.doc.Attrs["outcome"] = string(res.Outcome)
-	switch res.Outcome {
-	case OutcomeCancelled:
-		e.doc.Status = agentenv.RunCancelled
-	case OutcomeFailed:
-		e.doc.Status = agentenv.RunFailed
-	case OutcomeError:
-		e.doc.Status = agentenv.RunError
-	default:
-		e.doc.Status = agentenv.RunCompleted
-	}
+	SetOutcome(&e.doc, res.Outcome)
 	e.mu.Unlock()
 	e.save(ctx)
 

@@ -8,32 +8,6 @@ import (
 	"github.com/agentenv/agentenv"
 )
 
-// Outcome is how an episode ended, for the summary.
-type Outcome string
-
-// Episode outcomes. An episode passed when no fatal step failed, its teardown was clean and its
-// score is 1; unscored when the task has no verifier. Failed is the agent's failure (part of
-// the score); error is the infrastructure's, after the episode's retries, and like cancelled
-// it is no sample: neither counts in the mean score or in pass@k.
-const (
-	OutcomePassed      Outcome = "passed"
-	OutcomeScoredBelow Outcome = "scored below 1"
-	OutcomeUnscored    Outcome = "unscored"
-	OutcomeFailed      Outcome = "failed"
-	OutcomeError       Outcome = "error"
-	OutcomeCancelled   Outcome = "cancelled"
-)
-
-// Finished reports whether an episode with outcome o is a sample: it ran to an end the agent
-// is answerable for (passed, scored below 1, unscored or failed), not error or cancelled.
-func (o Outcome) Finished() bool {
-	switch o {
-	case OutcomePassed, OutcomeScoredBelow, OutcomeUnscored, OutcomeFailed:
-		return true
-	}
-	return false
-}
-
 // Episode is one episode's line in a Summary.
 type Episode struct {
 	Run      string                `json:"run,omitempty"` // empty if it never started

@@ -94,7 +94,7 @@ func newRunsCmd(a *app) *cobra.Command {
 			if f.json {
 				return printJSON(a.stdout, r)
 			}
-			fmt.Fprintf(a.stdout, "run %s  task %s  status %s  score %s  started %s\n", r.ID, r.Task, r.Status, score(r.Score), r.Created.Format(time.RFC3339))
+			fmt.Fprintf(a.stdout, "run %s  task %s  %s  score %s  started %s\n", r.ID, r.Task, task.OutcomeOf(r), score(r.Score), r.Created.Format(time.RFC3339))
 			if g := r.Attrs[eval.AttrGroup]; g != "" {
 				fmt.Fprintf(a.stdout, "group %s  instance %s  attempt %s\n", g, r.Attrs[eval.AttrInstance], r.Attrs[eval.AttrAttempt])
 			}
@@ -259,7 +259,7 @@ func printGroup(w io.Writer, res eval.Result, episodes bool) {
 	if len(res.Tasks) > 1 {
 		rows = append(rows, summaryRow("(all)", res.Overall.K, res.Overall))
 	}
-	table(w, []string{"TASK", "EPISODES", "PASSED", "BELOW 1", "FAILED", "ERROR", "CANCELLED", "MEAN [95% CI]", "PASS@K"}, rows)
+	table(w, []string{"TASK", "EPISODES", "PASSED", "SCORED BELOW 1", "FAILED", "ERROR", "CANCELLED", "MEAN [95% CI]", "PASS@K"}, rows)
 	var extra []string
 	if res.NotRun > 0 {
 		extra = append(extra, fmt.Sprintf("%d not run", res.NotRun))
