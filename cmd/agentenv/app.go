@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,7 +18,6 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/config"
 	"github.com/agentenv/agentenv/internal/fault"
-	"github.com/agentenv/agentenv/internal/suggest"
 	"github.com/agentenv/agentenv/ledger"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/spec"
@@ -170,34 +170,18 @@ func (a *app) providers() (map[string]agentenv.Provider, map[string]lifecycle.Ca
 	return providers, sizes, err
 }
 
-// withFaults wraps providers with the fault plans in spec, a comma list of
-// PROVIDER/OP:CALL:ACTION (for example "docker/terminate:1:error"): the AGENTENV_FAULTS
-// chaos-testing switch that `agentenv --help` documents. The soak, the integration tests and
-// users' own chaos runs use it to make a real backend misbehave on demand.
+// withFaults wraps providers with the fault plans of spec, AGENTENV_FAULTS (see
+// fault.ParseProviders and `agentenv --help`): the chaos-testing switch the soak, the
+// integration tests and users' own chaos runs use to make a real backend misbehave on demand.
 func withFaults(providers map[string]agentenv.Provider, spec string) (map[string]agentenv.Provider, error) {
 	if spec == "" {
 		return providers, nil
 	}
-	rules := map[string][]string{}
-	for _, f := range strings.Split(spec, ",") {
-		name, rule, ok := strings.Cut(strings.TrimSpace(f), "/")
-		if !ok || providers[name] == nil {
-			return nil, fmt.Errorf("AGENTENV_FAULTS: %q: want PROVIDER/OP:CALL:ACTION with a known provider: %w", f, agentenv.ErrInvalid)
-		}
-		rules[name] = append(rules[name], rule)
+	plans, err := fault.ParseProviders(spec, slices.Sorted(maps.Keys(providers)))
+	if err != nil {
+		return nil, fmt.Errorf("AGENTENV_FAULTS: %w: %w", err, agentenv.ErrInvalid)
 	}
-	for name, rs := range rules {
-		plan, err := fault.Parse(strings.Join(rs, ","))
-		if err != nil {
-			return nil, fmt.Errorf("AGENTENV_FAULTS: %w: %w", err, agentenv.ErrInvalid)
-		}
-		// A misspelt operation would inject nothing, and the chaos run would pass.
-		for _, op := range plan.Ops() {
-			if !slices.Contains(agentenv.Ops(), op) {
-				return nil, fmt.Errorf("AGENTENV_FAULTS: %s/%s: unknown operation%s (want one of %s): %w",
-					name, op, suggest.DidYouMean(op, agentenv.Ops()), strings.Join(agentenv.Ops(), ", "), agentenv.ErrInvalid)
-			}
-		}
+	for name, plan := range plans {
 		providers[name] = fault.WrapProvider(providers[name], plan)
 	}
 	return providers, nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentenv/agentenv"
 )
 
 // newRoot builds the command tree; call the returned func once the command has run, to close
@@ -23,11 +25,10 @@ verified, and 'agentenv gc' finds whatever a killed process left behind.
 
 Chaos testing: AGENTENV_FAULTS makes a provider misbehave on purpose, to check that nothing
 leaks when a backend fails. It is a comma list of PROVIDER/OP:CALL:ACTION, where OP is a
-provider operation (create, get, terminate, list, create_network, create_vm, run_in_vm,
-remove_from_vm, exec_in_vm, exec, write_file, read_file, ensure_image, logs, create_image; any
-other is refused), CALL is the 1-based call number or * for every call, and ACTION is error,
-hang (until the call's timeout), panic or lost (the call succeeds but its answer is lost).
-For example
+provider operation (any other is refused):
+  ` + strings.Join(agentenv.Ops(), ", ") + `
+CALL is the 1-based call number or * for every call, and ACTION is error, hang (until the
+call's timeout), panic or lost (the call succeeds but its answer is lost). For example
   AGENTENV_FAULTS='docker/create:2:error,docker/terminate:*:lost' agentenv run ...`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,

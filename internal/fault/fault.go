@@ -30,9 +30,8 @@ const (
 var ErrInjected = errors.New("injected fault")
 
 // Rule fires Action on the Call-th call (1-based; 0 means every call) of operation Op.
-// Provider operations are the agentenv.Op* names: create, get, terminate, list, create_network,
-// create_vm, run_in_vm, remove_from_vm, exec_in_vm, exec, write_file, read_file, ensure_image,
-// logs, create_image. Ledger operations: put, get, update, list, renew.
+// Provider operations are the names agentenv.Ops returns. Ledger operations: put, get, update,
+// list, renew.
 type Rule struct {
 	Op     string
 	Call   int
