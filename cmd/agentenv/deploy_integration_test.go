@@ -93,8 +93,8 @@ func TestEnvDeployGetTeardown(t *testing.T) {
 		t.Errorf("env ls:\n%s", ls.stdout)
 	}
 	get := c.run(t.Context(), nil, "env", "get", out.ID)
-	if strings.Count(get.stdout, "running") != 3 {
-		t.Errorf("env get: want network, server and gateway running:\n%s", get.stdout)
+	if strings.Count(get.stdout, "running") != 3 || !strings.Contains(get.stdout, "reattach: usable") {
+		t.Errorf("env get: want network, server and gateway running, and the deployment usable:\n%s", get.stdout)
 	}
 	if strings.Contains(get.stdout, out.Token) {
 		t.Error("env get prints the token")

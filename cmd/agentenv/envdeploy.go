@@ -212,8 +212,23 @@ func newEnvGetCmd(a *app) *cobra.Command {
 				}
 				sbs = append(sbs, sandbox{r.ID, r.Role, r.State, h})
 			}
+			// A live deployment is reattached as the seeds define it: a dead server or gateway
+			// makes it unusable; a dead service DB of a one-server env is a warning.
+			type reattach struct {
+				OK       bool     `json:"ok"`
+				Error    string   `json:"error,omitempty"`
+				Warnings []string `json:"warnings,omitempty"`
+			}
+			var re *reattach
+			if doc.State == agentenv.DeploymentLive {
+				_, warnings, err := deploy.New(mgr, a.log).Reattach(ctx, doc.ID)
+				re = &reattach{OK: err == nil, Warnings: warnings}
+				if err != nil {
+					re.Error = err.Error()
+				}
+			}
 			if f.json {
-				return printJSON(a.stdout, map[string]any{"deployment": doc, "sandboxes": sbs})
+				return printJSON(a.stdout, map[string]any{"deployment": doc, "sandboxes": sbs, "reattach": re})
 			}
 			fmt.Fprintf(a.stdout, "deployment %s  env %s  state %s  provider %s (%s)  expires %s\n", doc.ID, doc.Env, doc.State, doc.Winner, doc.Mode, ago(doc.Expires))
 			if doc.GatewayURL != "" {
@@ -221,6 +236,16 @@ func newEnvGetCmd(a *app) *cobra.Command {
 			}
 			if doc.Error != "" {
 				fmt.Fprintf(a.stdout, "error: %s\n", doc.Error)
+			}
+			if re != nil {
+				verdict := "usable"
+				if !re.OK {
+					verdict = "not usable: " + re.Error
+				}
+				fmt.Fprintf(a.stdout, "reattach: %s\n", verdict)
+				for _, w := range re.Warnings {
+					fmt.Fprintf(a.stdout, "warning: %s\n", w)
+				}
 			}
 			rows := make([][]string, 0, len(sbs))
 			for _, s := range sbs {
