@@ -114,9 +114,10 @@ func (s *deployEnv) Run(ctx context.Context, sc *scope) (Result, error) {
 
 // loadData resets an env's data and adds parts, through the gateway's data plane.
 type loadData struct {
-	Env   string     `yaml:"env" task:"required"` // the deploy_env step
-	Reset *bool      `yaml:"reset"`               // data/reset first; true by default
-	Parts []partSpec `yaml:"parts"`
+	Env    string     `yaml:"env" task:"required"` // the deploy_env step
+	Server string     `yaml:"server"`              // the server whose data plane; needed when several have one
+	Reset  *bool      `yaml:"reset"`               // data/reset first; true by default
+	Parts  []partSpec `yaml:"parts"`
 }
 
 // partSpec is one part to add: exactly one of text, data or file (a path relative to the task
@@ -169,12 +170,12 @@ func (s *loadData) Run(ctx context.Context, sc *scope) (Result, error) {
 		}
 	}
 	if s.Reset == nil || *s.Reset {
-		if err := sc.dataCall(ctx, env, envproto.MethodReset, struct{}{}, nil); err != nil {
+		if err := sc.dataCall(ctx, env, s.Server, envproto.MethodReset, struct{}{}, nil); err != nil {
 			return Result{}, err
 		}
 	}
 	if len(parts) > 0 {
-		if err := sc.dataCall(ctx, env, envproto.MethodAdd, envproto.AddParams{Parts: parts}, nil); err != nil {
+		if err := sc.dataCall(ctx, env, s.Server, envproto.MethodAdd, envproto.AddParams{Parts: parts}, nil); err != nil {
 			return Result{}, err
 		}
 	}
@@ -272,6 +273,7 @@ func (s *toolResult) Run(ctx context.Context, sc *scope) (Result, error) {
 // dataGet calls data/get through the gateway and compares the parts with expected ones.
 type dataGet struct {
 	Env    string     `yaml:"env" task:"required"`
+	Server string     `yaml:"server"` // the server whose data plane; needed when several have one
 	Query  any        `yaml:"query"`
 	Expect dataExpect `yaml:"expect" task:"required"`
 }
@@ -302,7 +304,7 @@ func (s *dataGet) Run(ctx context.Context, sc *scope) (Result, error) {
 		params.Query = json.RawMessage(marshal(s.Query))
 	}
 	var res envproto.GetResult
-	if err := sc.dataCall(ctx, env, envproto.MethodGet, params, &res); err != nil {
+	if err := sc.dataCall(ctx, env, s.Server, envproto.MethodGet, params, &res); err != nil {
 		return Result{}, err
 	}
 	var got []any

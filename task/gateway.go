@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/agentenv/agentenv/envproto"
@@ -62,20 +63,27 @@ func readResult(res *mcp.CallToolResult) toolCall {
 	return out
 }
 
-// dataURL returns the gateway's data plane URL for env: its /mcp URL with /agentenv instead.
-func dataURL(env DeployedEnv) string {
-	return strings.TrimSuffix(strings.TrimSuffix(env.GatewayURL, "/"), envproto.MCPPath) + envproto.DataPath
+// dataURL returns the gateway's data plane URL for env: its /mcp URL with /agentenv instead,
+// or with server, /servers/SERVER/agentenv (the route of one server's data plane, which an env
+// of several data planes needs).
+func dataURL(env DeployedEnv, server string) string {
+	base := strings.TrimSuffix(strings.TrimSuffix(env.GatewayURL, "/"), envproto.MCPPath)
+	if server != "" {
+		return base + "/servers/" + url.PathEscape(server) + envproto.DataPath
+	}
+	return base + envproto.DataPath
 }
 
-// dataCall sends one JSON-RPC request to env's data plane and decodes the result into out.
-func (sc *scope) dataCall(ctx context.Context, env DeployedEnv, method string, params, out any) error {
+// dataCall sends one JSON-RPC request to the data plane of env (of its server, if not "") and
+// decodes the result into out.
+func (sc *scope) dataCall(ctx context.Context, env DeployedEnv, server, method string, params, out any) error {
 	p, err := json.Marshal(params)
 	if err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}
 	// One request per POST, so a constant id suffices.
 	body, _ := json.Marshal(envproto.Request{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method, Params: p})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dataURL(env), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dataURL(env, server), bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}

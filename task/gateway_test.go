@@ -28,6 +28,7 @@ type notesGateway struct {
 	notes        []note
 	unauthorized int
 	roleMCP      map[string]int // /mcp requests per role token
+	serverData   int            // requests on /servers/notes/agentenv, the notes server's own data route
 }
 
 type note struct {
@@ -76,6 +77,12 @@ func newNotesGateway(tb testing.TB) *notesGateway {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	mux.HandleFunc("POST /agentenv", g.serveData)
+	mux.HandleFunc("POST /servers/notes/agentenv", func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		g.serverData++
+		g.mu.Unlock()
+		g.serveData(w, r)
+	})
 	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for role, tok := range g.roleTokens {
 			if r.Header.Get("Authorization") == "Bearer "+tok && r.URL.Path == "/mcp" {
@@ -318,6 +325,39 @@ steps:
 		if strings.Contains(rec, secret) {
 			t.Errorf("run record holds a secret %q: %s", secret, rec)
 		}
+	}
+	r.assertClean(t)
+}
+
+// load_data and data_get with server: use that server's own data route, which an env of
+// several data planes needs; a server the gateway does not have fails the step plainly.
+func TestDataStepsOfOneServer(t *testing.T) {
+	g := newNotesGateway(t)
+	r := newRig(t, nil)
+	r.runner.Deployer = &fakeDeployer{g: g}
+	tk := mustParse(t, "data.yaml", `
+steps:
+- {id: env, type: deploy_env, file: env.yaml}
+- {id: seed, type: load_data, env: env, server: notes, parts: [{text: standup}]}
+- {id: got, type: data_get, env: env, server: notes, expect: {count: 1, contains: standup}}
+- {id: other, type: data_get, env: env, server: calendar, expect: {count: 0}, fail_task_on_error: false}
+`)
+	sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	steps := map[string]agentenv.StepRecord{}
+	for _, s := range sum.Episodes[0].Steps {
+		steps[s.ID] = s
+	}
+	if s := steps["got"]; s.Score == nil || *s.Score != 1 {
+		t.Errorf("data_get of the notes server: %+v, want score 1", s)
+	}
+	if s := steps["other"]; s.Status != agentenv.StepFailed || !strings.Contains(s.Error, "404") {
+		t.Errorf("data_get of a server the gateway lacks: %+v, want failed with the gateway's 404", s)
+	}
+	if g.serverData != 3 { // reset, add and get
+		t.Errorf("the notes server's data route served %d requests, want 3", g.serverData)
 	}
 	r.assertClean(t)
 }
