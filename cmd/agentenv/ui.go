@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/eval"
 	"github.com/agentenv/agentenv/explorer"
 	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/httpserve"
@@ -115,7 +116,8 @@ are cancelled and tear down what they made first.`,
 	return cmd
 }
 
-// uiRunner runs tasks for the explorer's start button as 'agentenv run' does.
+// uiRunner runs tasks for the explorer's start button as 'agentenv run' does: as a group of
+// the eval runner, which `runs ls --group`, `runs export` and `run --resume` know.
 type uiRunner struct {
 	a       *app
 	mgr     *lifecycle.Manager
@@ -127,11 +129,18 @@ func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress fun
 	if err != nil {
 		return err
 	}
-	r, err := u.a.taskRunner(ctx, u.mgr, u.workdir, req.Provider, nil, progress)
+	if req.Provider != "" {
+		if _, err := u.mgr.ParseChain(req.Provider); err != nil {
+			return fmt.Errorf("provider: %w", err)
+		}
+	}
+	tr, err := u.a.taskRunner(ctx, u.mgr, u.workdir, req.Provider, nil, progress)
 	if err != nil {
 		return err
 	}
-	_, err = r.Run(ctx, t, task.RunOptions{K: req.K, Concurrency: req.Concurrency, Seeds: req.Seeds, Provider: req.Provider})
+	er := &eval.Runner{Tasks: tr, Logger: u.a.log, LoadTask: loadTask}
+	ef := eval.ForTask(t, req.K, req.Concurrency, req.Seeds, eval.Overrides{Provider: req.Provider})
+	_, err = er.Run(ctx, ef, eval.Options{Concurrency: req.Concurrency})
 	return err
 }
 
