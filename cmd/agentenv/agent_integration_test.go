@@ -215,7 +215,11 @@ steps:
 - {id: said, type: response_matches, step: act, contains: "via mcp-config"}
 - {id: wrote, type: sql, env: env, query: "SELECT count(*) FROM notes.notes WHERE title = 'a2a-deployed' AND body = 'via mcp-config'", expect: {value: "1"}}
 `)
-	r := c.run(t.Context(), nil, "run", tk, "--k", "5")
+	// Five episodes one after another, each deploying the notes env: about 25 s each here,
+	// more on a loaded machine.
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
+	defer cancel()
+	r := c.run(ctx, nil, "run", tk, "--k", "5")
 	if r.code != 0 || !strings.Contains(r.stdout, "passed: 5 passed") {
 		t.Fatalf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

@@ -83,10 +83,15 @@ func (c *cli) cmd(ctx context.Context, extraEnv []string, args ...string) *exec.
 	return cmd
 }
 
+// run runs the agentenv binary with args and env added to the test's, until it exits or ctx's
+// deadline (2 minutes if ctx has none) passes, when it is killed.
 func (c *cli) run(ctx context.Context, env []string, args ...string) result {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+	}
 	cmd := c.cmd(ctx, env, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
