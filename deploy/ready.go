@@ -242,3 +242,94 @@ func (d inVMDB) init(ctx context.Context, files []spec.File) error {
 	}
 	return nil
 }
+
+// errExited is the cause of a readiness wait cut short because the component's sandbox exited.
+var errExited = errors.New("exited before it was ready")
+
+// watch returns a context that is cancelled, with a cause wrapping errExited, once the sandbox
+// of record id no longer runs.
+func (st *stack) watch(ctx context.Context, id string) context.Context {
+	wctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		defer cancel(nil)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := st.d.mgr.Get(wctx, id); errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrNotFound) {
+				cancel(fmt.Errorf("%w: %w", errExited, err))
+				return
+			}
+		}
+	}()
+	return wctx
+}
+
+// ready waits until c answers as its role requires.
+func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error {
+	switch c.Role {
+	case agentenv.RoleServiceDB:
+		db := st.env.ServiceDB
+		if st.vm != "" && strings.Contains(addr, "://") {
+			// A VM whose ports are reached as URLs carries only HTTP to them: PostgreSQL is
+			// waited for and initialised from inside the VM instead.
+			if ok, _ := st.d.mgr.Supports(st.member, agentenv.AbilityVMExec); !ok {
+				return fmt.Errorf("its port is reached at %s, not over TCP, and provider %s cannot run commands in the vm: %w", addr, st.member, agentenv.ErrInvalid)
+			}
+			in := inVMDB{ex: st.d.mgr, vm: st.vm, container: st.inVMName(c.Name), port: c.Port, user: db.User, password: st.db.Superuser, database: db.Database}
+			if err := in.wait(ctx); err != nil {
+				return err
+			}
+			return in.init(ctx, c.Files)
+		}
+		// The superuser's URL is for the init alone; the deployment hands out the verifier's.
+		url := db.URL(addr, db.User, st.db.Superuser, "")
+		if err := waitPostgres(ctx, url); err != nil {
+			return err
+		}
+		if err := st.restoreSnapshot(ctx); err != nil {
+			return err
+		}
+		if err := initDB(ctx, url, c.Files, st.d.log); err != nil {
+			return err
+		}
+		st.mu.Lock()
+		st.dbURL = db.URL(addr, spec.DBRoleVerifier, st.db.Roles[spec.DBRoleVerifier], "")
+		st.mu.Unlock()
+		return nil
+	case agentenv.RoleMCPServer, agentenv.RoleDBMCP:
+		tools, err := waitMCP(ctx, baseURL(addr)+c.Path, "")
+		if err != nil {
+			return err
+		}
+		if c.Role == agentenv.RoleMCPServer {
+			st.mu.Lock()
+			st.tools[c.Name] = tools
+			st.mu.Unlock()
+		}
+		return nil
+	case agentenv.RoleGateway:
+		return waitGateway(ctx, baseURL(addr), st.token)
+	default:
+		return waitHTTP(ctx, baseURL(addr)+"/")
+	}
+}
+
+// logs returns the last lines of a failed component's output (of record rec, or of the whole
+// VM), for the error message.
+func (st *stack) logs(ctx context.Context, rec string) string {
+	if st.vm != "" {
+		rec = st.vm
+	}
+	cctx, cancel := cleanup.Context(ctx, 5*time.Second)
+	defer cancel()
+	out, err := st.d.mgr.Logs(cctx, rec, 20)
+	if err != nil || out == "" {
+		return ""
+	}
+	return "\nlast log lines:\n" + out
+}
