@@ -9,7 +9,7 @@ import (
 )
 
 // TestOneOutcomeWordEverywhere: an episode whose command verifier exits 3 is "scored below 1"
-// in `agentenv run --json`, in `runs get` and in the export, as on the explorer's pages (which
+// in `agentenv run --json`, in `runs ls` and `runs get` and in the export, as on the explorer's pages (which
 // read it with the same function, task.OutcomeOf).
 func TestOneOutcomeWordEverywhere(t *testing.T) {
 	dir := t.TempDir()
@@ -48,6 +48,7 @@ steps:
 		args []string
 		want string
 	}{
+		{[]string{"runs", "ls"}, "scored below 1"},
 		{[]string{"runs", "get", episode}, "scored below 1"},
 		{[]string{"runs", "get", group}, "scored below 1"},
 		{[]string{"runs", "export", group, "--format", "csv"}, ",scored below 1,0,"},

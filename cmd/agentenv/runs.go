@@ -53,9 +53,9 @@ func newRunsCmd(a *app) *cobra.Command {
 			}
 			rows := make([][]string, 0, len(out))
 			for _, r := range out {
-				rows = append(rows, []string{r.ID, r.Task, string(r.Status), score(r.Score), r.Attrs[eval.AttrGroup], ago(r.Created), r.Error})
+				rows = append(rows, []string{r.ID, r.Task, string(task.OutcomeOf(r)), score(r.Score), r.Attrs[eval.AttrGroup], ago(r.Created), r.Error})
 			}
-			table(a.stdout, []string{"RUN", "TASK", "STATUS", "SCORE", "GROUP", "STARTED", "ERROR"}, rows)
+			table(a.stdout, []string{"RUN", "TASK", "OUTCOME", "SCORE", "GROUP", "STARTED", "ERROR"}, rows)
 			return nil
 		},
 	}
