@@ -87,16 +87,22 @@ func IsEval(data []byte) bool {
 // or seeds file, a task file that does not load and a bad field are errors naming the eval
 // file's line and field (or the task file's); every problem is reported at once, each
 // wrapping agentenv.ErrInvalid.
-func Load(path string) (*File, error) {
+func Load(path string) (*File, error) { return LoadWith(path, task.Loader{}) }
+
+// LoadWith is [Load] with the task files loaded by tasks, so that its checks (a step's
+// provider) are reported with the eval file's errors.
+func LoadWith(path string, tasks task.Loader) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load eval: %w: %w", err, agentenv.ErrInvalid)
 	}
-	return Parse(path, data)
+	return parse(path, data, tasks)
 }
 
 // Parse decodes data as the eval file named name (its folder is the base of relative paths).
-func Parse(name string, data []byte) (*File, error) {
+func Parse(name string, data []byte) (*File, error) { return parse(name, data, task.Loader{}) }
+
+func parse(name string, data []byte, tasks task.Loader) (*File, error) {
 	root, err := yamlfile.Parse(name, "eval file", data)
 	if err != nil {
 		return nil, err
@@ -120,7 +126,7 @@ func Parse(name string, data []byte) (*File, error) {
 		case "tasks":
 			sawTasks = true
 			d.List(v, p, func(i int, v *yaml.Node, p string) {
-				e, err := decodeEntry(d, dir, v, p)
+				e, err := decodeEntry(d, dir, v, p, tasks)
 				if err != nil {
 					loadErrs = append(loadErrs, err)
 				}
@@ -144,7 +150,7 @@ func Parse(name string, data []byte) (*File, error) {
 	return f, nil
 }
 
-func decodeEntry(d *yamlfile.Decoder, dir string, n *yaml.Node, path string) (Entry, error) {
+func decodeEntry(d *yamlfile.Decoder, dir string, n *yaml.Node, path string, tasks task.Loader) (Entry, error) {
 	e := Entry{K: 1, Line: n.Line}
 	var taskPath string
 	var taskLine int
@@ -178,7 +184,7 @@ func decodeEntry(d *yamlfile.Decoder, dir string, n *yaml.Node, path string) (En
 		d.Errorf(taskLine, yamlfile.Join(path, "task"), "task %s: %v", tp, statMsg(err))
 		return e, nil
 	}
-	t, err := task.LoadPath(tp)
+	t, err := tasks.LoadPath(tp)
 	if err != nil {
 		return e, fmt.Errorf("%s:%d: %s: %w", d.File, taskLine, yamlfile.Join(path, "task"), err)
 	}

@@ -120,6 +120,30 @@ steps:
 	}
 }
 
+// TestLoaderChecksProvidersWithTheFile: a Loader's provider check reports in the same answer as
+// the file's own errors; a provider with a placeholder is left to the instance.
+func TestLoaderChecksProvidersWithTheFile(t *testing.T) {
+	l := task.Loader{Provider: func(chain string) error {
+		if chain != "docker" {
+			return errors.New("provider " + chain + " is not configured")
+		}
+		return nil
+	}}
+	_, err := l.Parse("t.yaml", []byte(`steps:
+- {id: a, type: deploy_sandbox, provider: dokcer}
+- {id: b, type: deploy_sandbox, provider: docker, imgae: x}
+- {id: c, type: deploy_sandbox, provider: "<which>"}
+`))
+	for _, w := range []string{"t.yaml:2: steps[0] (a).provider: provider dokcer is not configured", "steps[1].imgae: unknown field"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("Parse = %v, want it to name %q", err, w)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "<which>") {
+		t.Errorf("Parse checked a provider with a placeholder: %v", err)
+	}
+}
+
 func TestParseDefaults(t *testing.T) {
 	tk := mustParse(t, "dir/t.yaml", `
 steps:

@@ -106,28 +106,42 @@ func Hello() *Task {
 	return t
 }
 
+// Loader loads task files with the checks that need more than the file: with them, what they
+// find is reported in the same answer as the file's own errors.
+type Loader struct {
+	// Provider, if not nil, checks the provider (or comma chain) a step names, as the runner
+	// will resolve it; a name with a placeholder is checked per instance instead.
+	Provider func(chain string) error
+}
+
 // Load reads and validates the task file at path (YAML or JSON).
-func Load(path string) (*Task, error) {
+func Load(path string) (*Task, error) { return Loader{}.Load(path) }
+
+// LoadPath loads a task file, or the task.yaml (or task.json) of a folder.
+func LoadPath(path string) (*Task, error) { return Loader{}.LoadPath(path) }
+
+// Load reads and validates the task file at path (YAML or JSON).
+func (l Loader) Load(path string) (*Task, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load task: %w: %w", err, agentenv.ErrInvalid)
 	}
-	return Parse(path, data)
+	return l.Parse(path, data)
 }
 
 // LoadPath loads a task file, or the task.yaml (or task.json) of a folder.
-func LoadPath(path string) (*Task, error) {
+func (l Loader) LoadPath(path string) (*Task, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("load task: %w: %w", err, agentenv.ErrInvalid)
 	}
 	if !fi.IsDir() {
-		return Load(path)
+		return l.Load(path)
 	}
 	for _, name := range []string{"task.yaml", "task.yml", "task.json"} {
 		p := filepath.Join(path, name)
 		if _, err := os.Stat(p); err == nil {
-			return Load(p)
+			return l.Load(p)
 		}
 	}
 	return nil, fmt.Errorf("load task: %s has no task.yaml or task.json: %w: %w", path, os.ErrNotExist, agentenv.ErrInvalid)
@@ -136,11 +150,18 @@ func LoadPath(path string) (*Task, error) {
 // Parse decodes and validates data as a task file named name (used in errors, and its folder
 // as the base of relative paths). Decoding is strict and every problem is reported at once,
 // each an [*Error] naming the file, line and field.
-func Parse(name string, data []byte) (*Task, error) {
-	return parse(name, data, builtinKinds())
+func Parse(name string, data []byte) (*Task, error) { return Loader{}.Parse(name, data) }
+
+// Parse is [Parse] with l's checks.
+func (l Loader) Parse(name string, data []byte) (*Task, error) {
+	return l.parse(name, data, builtinKinds())
 }
 
 func parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
+	return Loader{}.parse(name, data, kinds)
+}
+
+func (l Loader) parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
 	root, err := yamlfile.Parse(name, "task file", data)
 	if err != nil {
 		return nil, err
@@ -150,6 +171,9 @@ func parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
 	d := newDecoder(name)
 	t.decode(d, root)
 	t.validate(d)
+	if l.Provider != nil {
+		t.checkProviders(d, l.Provider)
+	}
 	if len(d.Errs) > 0 {
 		return nil, errors.Join(d.Errs...)
 	}

@@ -190,6 +190,19 @@ func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool, graphO
 	})
 }
 
+// checkProviders checks with check the provider each step names as text without placeholders.
+func (t *Task) checkProviders(d *decoder, check func(chain string) error) {
+	for _, s := range t.Steps {
+		p := field(s.fields, "provider")
+		if s.broken || p == nil || p.Kind != yaml.ScalarNode || p.Value == "" || len(placeholdersIn(p.Value)) > 0 || len(outputRefs(p.Value)) > 0 {
+			continue
+		}
+		if err := check(p.Value); err != nil {
+			d.Errorf(p.Line, s.path+" ("+s.ID+").provider", "%v", err)
+		}
+	}
+}
+
 // typed reports whether s is of a known step type.
 func (t *Task) typed(s *StepSpec) bool {
 	_, ok := t.kinds[s.Type]

@@ -98,15 +98,22 @@ when interrupted (what was made is torn down first).`,
 			case len(args) == 0:
 				return usageError{msg: "run needs a task, a folder, an eval file or hello (or --resume GROUP)"}
 			case isEvalFile(args[0]):
-				var err error
-				if ef, err = eval.Load(args[0]); err != nil {
+				tasks, err := a.tasks(ctx)
+				if err != nil {
+					return err
+				}
+				if ef, err = eval.LoadWith(args[0], tasks); err != nil {
 					return err
 				}
 				if f.seeds != "" || f.k != 1 {
 					return usageError{msg: "--k and --seeds are the eval file's (tasks[].k, tasks[].seeds)"}
 				}
 			default:
-				t, err := loadTask(args[0])
+				tasks, err := a.tasks(ctx)
+				if err != nil {
+					return err
+				}
+				t, err := loadTask(tasks, args[0])
 				if err != nil {
 					return err
 				}
@@ -173,7 +180,11 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 	if err != nil {
 		return err
 	}
-	er := &eval.Runner{Tasks: tr, Logger: a.log, LoadTask: loadTask}
+	tasks, err := a.tasks(ctx)
+	if err != nil {
+		return err
+	}
+	er := &eval.Runner{Tasks: tr, Logger: a.log, LoadTask: func(name string) (*task.Task, error) { return loadTask(tasks, name) }}
 	if !single && !f.json {
 		er.Progress = newProgressPrinter(a.stderr)
 	}
@@ -305,12 +316,26 @@ func (t taskDeployer) Teardown(ctx context.Context, id string) (agentenv.Receipt
 	return t.d.Teardown(ctx, id)
 }
 
-// loadTask returns the task named on a command line: "hello", a task file or a folder with one.
-func loadTask(name string) (*task.Task, error) {
+// loadTask returns the task named on a command line: "hello", a task file or a folder with one
+// (loaded by tasks).
+func loadTask(tasks task.Loader, name string) (*task.Task, error) {
 	if name == "hello" {
 		return task.Hello(), nil
 	}
-	return task.LoadPath(name)
+	return tasks.LoadPath(name)
+}
+
+// tasks returns the loader of the task files a command runs: a step's provider is checked
+// against the configured ones with the rest of the file, so every error comes in one answer.
+func (a *app) tasks(ctx context.Context) (task.Loader, error) {
+	mgr, err := a.manager(ctx)
+	if err != nil {
+		return task.Loader{}, err
+	}
+	return task.Loader{Provider: func(chain string) error {
+		_, err := mgr.ParseChain(chain)
+		return err
+	}}, nil
 }
 
 // taskRunner returns the runner that 'agentenv run' (and the explorer's start button) runs

@@ -125,7 +125,11 @@ type uiRunner struct {
 }
 
 func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress func(task.Event)) error {
-	t, err := loadTask(req.Task)
+	tasks, err := u.a.tasks(ctx)
+	if err != nil {
+		return err
+	}
+	t, err := loadTask(tasks, req.Task)
 	if err != nil {
 		return err
 	}
@@ -138,7 +142,7 @@ func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress fun
 	if err != nil {
 		return err
 	}
-	er := &eval.Runner{Tasks: tr, Logger: u.a.log, LoadTask: loadTask}
+	er := &eval.Runner{Tasks: tr, Logger: u.a.log, LoadTask: func(name string) (*task.Task, error) { return loadTask(tasks, name) }}
 	ef := eval.ForTask(t, req.K, req.Concurrency, req.Seeds, eval.Overrides{Provider: req.Provider})
 	_, err = er.Run(ctx, ef, eval.Options{Concurrency: req.Concurrency})
 	return err
