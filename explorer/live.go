@@ -62,7 +62,7 @@ type sseEvent struct {
 type live struct {
 	x        *Explorer
 	mu       sync.Mutex
-	launches map[string]*launch // by group id
+	launches map[string]*launch // by the run id of episode 1, and by its run group's id once known
 	subs     map[chan sseEvent]struct{}
 	polling  bool
 }
@@ -87,8 +87,10 @@ func (l *live) running() []Progress {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []Progress
+	seen := map[*launch]bool{} // a launch is under its episode 1's run id and its group id
 	for _, ln := range l.launches {
-		if !ln.p.Done {
+		if !ln.p.Done && !seen[ln] {
+			seen[ln] = true
 			out = append(out, ln.p)
 		}
 	}
@@ -127,7 +129,7 @@ func (l *live) start(req RunRequest) (string, error) {
 	defer t.Stop()
 	select {
 	case id := <-ln.first:
-		return id, l.recorded(id, t.C)
+		return l.recorded(ln, id, t.C)
 	case err := <-errc:
 		select {
 		case id := <-ln.first:
@@ -144,23 +146,36 @@ func (l *live) start(req RunRequest) (string, error) {
 	}
 }
 
-// recorded waits until the ledger holds run id (an episode announces itself just before its
-// first write), so that the group page it leads to exists.
-func (l *live) recorded(id string, deadline <-chan time.Time) error {
+// recorded waits until the ledger holds run id, episode 1 of launch ln (an episode announces
+// itself just before its first write), so that the group page it leads to exists, and returns
+// the launch's group id: the run group the episode belongs to (attrs.group), under which ln is
+// then also found, or the run id for a run of no group.
+func (l *live) recorded(ln *launch, id string, deadline <-chan time.Time) (string, error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, err := l.x.cfg.Ledger.Runs().Get(l.x.baseCtx, id); err == nil {
-			return nil
+		doc, err := l.x.cfg.Ledger.Runs().Get(l.x.baseCtx, id)
+		if err == nil {
+			g := doc.Attrs[attrGroup]
+			if g == "" {
+				return id, nil
+			}
+			l.mu.Lock()
+			ln.p.Group = g
+			l.launches[g] = ln
+			p := ln.p
+			l.mu.Unlock()
+			l.publish("launch", p)
+			return g, nil
 		} else if !errors.Is(err, agentenv.ErrNotFound) {
-			return fmt.Errorf("start: %w", err)
+			return "", fmt.Errorf("start: %w", err)
 		}
 		select {
 		case <-tick.C:
 		case <-deadline:
-			return fmt.Errorf("start: run %s began but is not in the ledger after %s", id, startWait)
+			return "", fmt.Errorf("start: run %s began but is not in the ledger after %s", id, startWait)
 		case <-l.x.baseCtx.Done():
-			return fmt.Errorf("start: %w", l.x.baseCtx.Err())
+			return "", fmt.Errorf("start: %w", l.x.baseCtx.Err())
 		}
 	}
 }

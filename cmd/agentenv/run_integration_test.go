@@ -58,7 +58,7 @@ func TestRunNotesTaskK4(t *testing.T) {
 	}
 	id := runLine(r.stdout)
 	get := c.run(t.Context(), nil, "runs", "get", id)
-	if !strings.Contains(get.stdout, "completed") || !strings.Contains(get.stdout, "terminated") {
+	if !strings.Contains(get.stdout, "notes-task  passed  score 1") || !strings.Contains(get.stdout, "terminated") {
 		t.Errorf("runs get %s:\n%s", id, get.stdout)
 	}
 }
