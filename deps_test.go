@@ -1,7 +1,9 @@
 package agentenv_test
 
 import (
+	"os"
 	"os/exec"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -132,6 +134,24 @@ func deps(t *testing.T, patterns ...string) []string {
 		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
 	}
 	return strings.Fields(string(out))
+}
+
+// TestTheMapNamesEveryPackage: ARCHITECTURE.md names every package, by its path or, beside its
+// parent, by its last element, so that the map matches the house.
+func TestTheMapNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range deps(t, "./...") {
+		if !within(p, module) || p == module {
+			continue
+		}
+		rel := strings.TrimPrefix(p, module+"/")
+		if !strings.Contains(string(doc), "`"+rel+"`") && !strings.Contains(string(doc), "`"+path.Base(rel)+"`") {
+			t.Errorf("ARCHITECTURE.md does not name package %s", rel)
+		}
+	}
 }
 
 // TestEveryPackageHasADocComment: a stranger finds their way by the package docs.
