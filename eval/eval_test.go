@@ -452,3 +452,32 @@ func TestExampleEvalsLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestTearDownKept: what a Keep run left up is torn down on the Ctrl-C that ends the wait, and
+// each episode's receipt is written to its run document although that context has ended.
+func TestTearDownKept(t *testing.T) {
+	r := newRig(t)
+	tk, err := task.LoadPath(helloTask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.runner.Run(t.Context(), ForTask(tk, 2, 2, "", Overrides{}), Options{Keep: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(r.proc.Root()); len(entries) != 2 {
+		t.Fatalf("a Keep run left %d work folders, want 2", len(entries))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the Ctrl-C that ends the wait
+	if err := r.runner.TearDownKept(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range res.Live[0].Episodes {
+		doc, err := r.ledger.Runs().Get(t.Context(), ep.Run)
+		if err != nil || doc.Receipt == nil || ep.Receipt == nil || len(doc.Receipt.Items) == 0 {
+			t.Errorf("run %s: receipt %v in the result, %v in the run document (%v); want both", ep.Run, ep.Receipt, doc.Receipt, err)
+		}
+	}
+	r.assertClean(t)
+}

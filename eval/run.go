@@ -310,3 +310,26 @@ func episodeCost(ep task.Episode) float64 {
 	}
 	return c
 }
+
+// keptTeardownTimeout bounds the teardown of one kept episode, and the write of its receipt.
+const keptTeardownTimeout = 5 * time.Minute
+
+// TearDownKept tears down what the episodes of res kept (a Run with Options.Keep) and records
+// each episode's receipt, in res.Live and in its run document. It is called once the user is
+// done with them, usually on the Ctrl-C that ended ctx, so each teardown runs on a cleanup
+// context of its own (bounded, and stopped by a second Ctrl-C).
+func (r *Runner) TearDownKept(ctx context.Context, res *Result) error {
+	var errs []error
+	for _, sum := range res.Live {
+		for i, ep := range sum.Episodes {
+			cctx, cancel := cleanup.Context(ctx, keptTeardownTimeout)
+			rc, err := r.Tasks.Teardown(cctx, ep.Run)
+			cancel()
+			sum.Episodes[i].Receipt = &rc
+			if err != nil {
+				errs = append(errs, fmt.Errorf("tear down kept run %s: %w", ep.Run, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

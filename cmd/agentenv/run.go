@@ -209,11 +209,8 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 			}
 		}
 		<-ctx.Done()
-		for _, sum := range res.Live {
-			for i, ep := range sum.Episodes {
-				rc, _ := tr.Teardown(ctx, ep.Run)
-				sum.Episodes[i].Receipt = &rc
-			}
+		if err := er.TearDownKept(ctx, &res); err != nil {
+			a.log.Warn("kept episodes", "group", res.Group.ID, "err", err)
 		}
 	}
 	if single && f.resume == "" && len(res.Live) == 1 {
