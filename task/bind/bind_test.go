@@ -1,11 +1,15 @@
-package task
+package bind
 
 import (
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
+
+// placeholder is a task file's <name> placeholder, as package task matches it.
+var placeholder = regexp.MustCompile(`<([A-Za-z_][A-Za-z0-9_]*)>`)
 
 // hostile are values an agent could answer with to rewrite a query or a command.
 var hostile = []string{
@@ -26,17 +30,17 @@ func TestBindSQLBindsEveryValue(t *testing.T) {
 	}
 	for _, c := range cases {
 		for _, v := range hostile {
-			got, args, err := bindSQL(c.query, placeholderP, func(m string) string {
+			got, args, err := SQL(c.query, placeholder, func(m string) string {
 				if m == "<v>" {
 					return v
 				}
 				return m
 			}, 1)
 			if err != nil {
-				t.Fatalf("bindSQL(%q): %v", c.query, err)
+				t.Fatalf("SQL(%q): %v", c.query, err)
 			}
 			if got != c.want || !slices.Equal(args, c.args(v)) {
-				t.Errorf("bindSQL(%q) with %q = %q %q, want %q %q", c.query, v, got, args, c.want, c.args(v))
+				t.Errorf("SQL(%q) with %q = %q %q, want %q %q", c.query, v, got, args, c.want, c.args(v))
 			}
 		}
 	}
@@ -51,9 +55,9 @@ func TestBindSQLRefusesNamesAndComments(t *testing.T) {
 		"SELECT 'unterminated <v>":    "an unterminated string literal",
 		"SELECT $q$ <v> never closed": "an unterminated dollar-quoted literal",
 	} {
-		_, _, err := bindSQL(q, placeholderP, func(string) string { return "x" }, 1)
+		_, _, err := SQL(q, placeholder, func(string) string { return "x" }, 1)
 		if err == nil || !strings.Contains(err.Error(), where) || !strings.Contains(err.Error(), "<v>") {
-			t.Errorf("bindSQL(%q) = %v, want an error naming <v> inside %s", q, err, where)
+			t.Errorf("SQL(%q) = %v, want an error naming <v> inside %s", q, err, where)
 		}
 	}
 }
@@ -71,9 +75,9 @@ func TestQuoteShellReadsBackTheValue(t *testing.T) {
 	}
 	for _, s := range scripts {
 		for _, v := range hostile {
-			got, err := quoteShell(s, placeholderP, func(string) string { return v })
+			got, err := Shell(s, placeholder, func(string) string { return v })
 			if err != nil {
-				t.Fatalf("quoteShell(%q): %v", s, err)
+				t.Fatalf("Shell(%q): %v", s, err)
 			}
 			out, err := exec.Command("/bin/sh", "-c", got).Output()
 			if err != nil {
@@ -95,9 +99,9 @@ func TestQuoteShellRefusesWhatCannotBeQuoted(t *testing.T) {
 		"cat <<EOF\n<v>\nEOF\necho": "here-document",
 		"cat <<'EOF'\n<v>\nEOF":     "here-document",
 	} {
-		_, err := quoteShell(s, placeholderP, func(string) string { return "x" })
+		_, err := Shell(s, placeholder, func(string) string { return "x" })
 		if err == nil || !strings.Contains(err.Error(), where) {
-			t.Errorf("quoteShell(%q) = %v, want an error naming %s", s, err, where)
+			t.Errorf("Shell(%q) = %v, want an error naming %s", s, err, where)
 		}
 	}
 }
@@ -111,8 +115,8 @@ func TestShellScriptFindsTheScript(t *testing.T) {
 		"echo -c S":       -1,
 		"python -c S":     -1,
 	} {
-		if got := shellScript(strings.Fields(argv)); got != want {
-			t.Errorf("shellScript(%s) = %d, want %d", argv, got, want)
+		if got := ScriptIndex(strings.Fields(argv)); got != want {
+			t.Errorf("ScriptIndex(%s) = %d, want %d", argv, got, want)
 		}
 	}
 }
