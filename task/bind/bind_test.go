@@ -65,28 +65,36 @@ func TestBindSQLRefusesNamesAndComments(t *testing.T) {
 // TestQuoteShellReadsBackTheValue runs each filled script through /bin/sh: the shell prints
 // exactly the value, wherever it stood, and runs nothing else.
 func TestQuoteShellReadsBackTheValue(t *testing.T) {
-	scripts := []string{
-		"printf '%s' <v>",
-		`printf '%s' "<v>"`,
-		`printf '%s' '<v>'`,
-		`printf '%s' "pre-<v>-post" | sed 's/^pre-//; s/-post$//'`,
-		`printf '%s' "$(printf '%s' <v>)"`,
-		`x=<v>; printf '%s' "$x"`,
-	}
-	for _, s := range scripts {
+	for _, s := range append(printScripts, `printf '%s' "pre-<v>-post" | sed 's/^pre-//; s/-post$//'`) {
 		for _, v := range hostile {
-			got, err := Shell(s, placeholder, func(string) string { return v })
-			if err != nil {
-				t.Fatalf("Shell(%q): %v", s, err)
-			}
-			out, err := exec.Command("/bin/sh", "-c", got).Output()
-			if err != nil {
-				t.Fatalf("sh -c %q: %v", got, err)
-			}
-			if string(out) != v && !(strings.Contains(s, "$(") && string(out) == strings.TrimRight(v, "\n")) {
-				t.Errorf("script %q with %q printed %q", s, v, out)
-			}
+			readsBack(t, s, v)
 		}
+	}
+}
+
+// printScripts print the value of <v>, wherever it stands.
+var printScripts = []string{
+	"printf '%s' <v>",
+	`printf '%s' "<v>"`,
+	`printf '%s' '<v>'`,
+	`printf '%s' "$(printf '%s' <v>)"`,
+	`x=<v>; printf '%s' "$x"`,
+}
+
+// readsBack fills script with v, runs it with /bin/sh and fails t unless it printed exactly v
+// (a $(...) drops trailing newlines, as the shell does).
+func readsBack(t *testing.T, script, v string) {
+	t.Helper()
+	got, err := Shell(script, placeholder, func(string) string { return v })
+	if err != nil {
+		t.Fatalf("Shell(%q): %v", script, err)
+	}
+	out, err := exec.Command("/bin/sh", "-c", got).Output()
+	if err != nil {
+		t.Fatalf("sh -c %q: %v", got, err)
+	}
+	if string(out) != v && !(strings.Contains(script, "$(") && string(out) == strings.TrimRight(v, "\n")) {
+		t.Errorf("script %q with %q printed %q", script, v, out)
 	}
 }
 
