@@ -204,7 +204,7 @@ func TestDAG(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := &trace{}
-			tk, err := parse("t.yaml", []byte(tc.src), testKinds(tr))
+			tk, err := Loader{}.parse("t.yaml", []byte(tc.src), testKinds(tr))
 			if err != nil {
 				t.Fatalf("parse = %v", err)
 			}

@@ -178,7 +178,7 @@ func (r *Runner) instances(t *Task, seeds string, fixed map[string]string) ([]in
 			}
 			in.fields[s.ID] = f
 			// A step's provider is checked here, with the rest of the file, not when the step runs.
-			if p := field(f, "provider"); p != nil && p.Kind == yaml.ScalarNode && p.Value != "" && r.Manager != nil {
+			if p := providerField(f); p != nil && r.Manager != nil {
 				if _, err := r.Manager.ParseChain(p.Value); err != nil {
 					errs = append(errs, fmt.Errorf("%s:%d: %s (%s).provider: %w", t.File, s.Line, s.path, s.ID, err))
 				}

@@ -157,10 +157,6 @@ func (l Loader) Parse(name string, data []byte) (*Task, error) {
 	return l.parse(name, data, builtinKinds())
 }
 
-func parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
-	return Loader{}.parse(name, data, kinds)
-}
-
 func (l Loader) parse(name string, data []byte, kinds map[string]kind) (*Task, error) {
 	root, err := yamlfile.Parse(name, "task file", data)
 	if err != nil {

@@ -193,14 +193,22 @@ func (t *Task) validateStep(d *decoder, s *StepSpec, anc map[string]bool, graphO
 // checkProviders checks with check the provider each step names as text without placeholders.
 func (t *Task) checkProviders(d *decoder, check func(chain string) error) {
 	for _, s := range t.Steps {
-		p := field(s.fields, "provider")
-		if s.broken || p == nil || p.Kind != yaml.ScalarNode || p.Value == "" || len(placeholdersIn(p.Value)) > 0 || len(outputRefs(p.Value)) > 0 {
+		p := providerField(s.fields)
+		if s.broken || p == nil || len(placeholdersIn(p.Value)) > 0 || len(outputRefs(p.Value)) > 0 {
 			continue
 		}
 		if err := check(p.Value); err != nil {
 			d.Errorf(p.Line, s.path+" ("+s.ID+").provider", "%v", err)
 		}
 	}
+}
+
+// providerField returns the provider a step's fields name, or nil if they name none.
+func providerField(fields *yaml.Node) *yaml.Node {
+	if p := field(fields, "provider"); p != nil && p.Kind == yaml.ScalarNode && p.Value != "" {
+		return p
+	}
+	return nil
 }
 
 // typed reports whether s is of a known step type.

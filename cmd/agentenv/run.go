@@ -109,11 +109,7 @@ when interrupted (what was made is torn down first).`,
 					return usageError{msg: "--k and --seeds are the eval file's (tasks[].k, tasks[].seeds)"}
 				}
 			default:
-				tasks, err := a.tasks(ctx)
-				if err != nil {
-					return err
-				}
-				t, err := loadTask(tasks, args[0])
+				t, err := a.loadTask(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -180,11 +176,7 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 	if err != nil {
 		return err
 	}
-	tasks, err := a.tasks(ctx)
-	if err != nil {
-		return err
-	}
-	er := &eval.Runner{Tasks: tr, Logger: a.log, LoadTask: func(name string) (*task.Task, error) { return loadTask(tasks, name) }}
+	er := &eval.Runner{Tasks: tr, Logger: a.log, LoadTask: func(name string) (*task.Task, error) { return a.loadTask(ctx, name) }}
 	if !single && !f.json {
 		er.Progress = newProgressPrinter(a.stderr)
 	}
@@ -314,10 +306,14 @@ func (t taskDeployer) Teardown(ctx context.Context, id string) (agentenv.Receipt
 }
 
 // loadTask returns the task named on a command line: "hello", a task file or a folder with one
-// (loaded by tasks).
-func loadTask(tasks task.Loader, name string) (*task.Task, error) {
+// (loaded with a.tasks' checks).
+func (a *app) loadTask(ctx context.Context, name string) (*task.Task, error) {
 	if name == "hello" {
 		return task.Hello(), nil
+	}
+	tasks, err := a.tasks(ctx)
+	if err != nil {
+		return nil, err
 	}
 	return tasks.LoadPath(name)
 }

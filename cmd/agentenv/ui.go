@@ -125,11 +125,7 @@ type uiRunner struct {
 }
 
 func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress func(task.Event)) error {
-	tasks, err := u.a.tasks(ctx)
-	if err != nil {
-		return err
-	}
-	t, err := loadTask(tasks, req.Task)
+	t, err := u.a.loadTask(ctx, req.Task)
 	if err != nil {
 		return err
 	}
@@ -142,7 +138,7 @@ func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress fun
 	if err != nil {
 		return err
 	}
-	er := &eval.Runner{Tasks: tr, Logger: u.a.log, LoadTask: func(name string) (*task.Task, error) { return loadTask(tasks, name) }}
+	er := &eval.Runner{Tasks: tr, Logger: u.a.log, LoadTask: func(name string) (*task.Task, error) { return u.a.loadTask(ctx, name) }}
 	ef := eval.ForTask(t, req.K, req.Concurrency, req.Seeds, eval.Overrides{Provider: req.Provider})
 	_, err = er.Run(ctx, ef, eval.Options{Concurrency: req.Concurrency})
 	return err
