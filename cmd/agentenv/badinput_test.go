@@ -13,15 +13,23 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// isolate gives the test a home and a state folder of its own, and no config file; it returns
+// the home.
+func isolate(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
+	t.Setenv("HOME", dir)
+	t.Setenv("AGENTENV_CONFIG", "")
+	return dir
+}
+
 // TestBadCommandLinesExit2 walks command lines a user gets wrong (flags, counts, arguments,
 // commands, files and ids that do not exist) and checks each exits 2 naming what is wrong, with
 // nothing recorded in the ledger. It needs no engine: every case is refused before any provider
 // is called.
 func TestBadCommandLinesExit2(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	t.Setenv("HOME", dir)
-	t.Setenv("AGENTENV_CONFIG", "")
+	dir := isolate(t)
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
@@ -113,10 +121,7 @@ func TestBadCommandLinesExit2(t *testing.T) {
 // arguments are bounded refuses too many, each with exit 2 naming the mistake, before it does
 // anything (nothing is recorded).
 func TestEveryCommandRefusesBadArguments(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	t.Setenv("HOME", dir)
-	t.Setenv("AGENTENV_CONFIG", "")
+	isolate(t)
 	root, closeApp := newRoot(strings.NewReader(""), io.Discard, io.Discard)
 	defer closeApp()
 	var cmds []*cobra.Command
@@ -166,10 +171,7 @@ func TestEveryCommandRefusesBadArguments(t *testing.T) {
 // TestExportWithABadFormatLeavesTheFile: a refused export does not touch the file it was to
 // write, and a good one replaces it whole.
 func TestExportWithABadFormatLeavesTheFile(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	t.Setenv("HOME", dir)
-	t.Setenv("AGENTENV_CONFIG", "")
+	dir := isolate(t)
 	var out, errb bytes.Buffer
 	if code := run([]string{"run", "hello", "--json"}, nil, &out, &errb); code != 0 {
 		t.Fatalf("run hello: exit %d\n%s", code, errb.String())
@@ -211,10 +213,7 @@ func TestExportWithABadFormatLeavesTheFile(t *testing.T) {
 // 2 with stderr naming what each of its first lines "# want: ..." says (a file of several
 // errors gets them all in one answer), and nothing may be recorded.
 func TestBadInputCorpus(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	t.Setenv("HOME", dir)
-	t.Setenv("AGENTENV_CONFIG", "")
+	isolate(t)
 	args := map[string]func(f string) []string{
 		"task":   func(f string) []string { return []string{"run", f} },
 		"env":    func(f string) []string { return []string{"env", "validate", f} },

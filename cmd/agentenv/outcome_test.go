@@ -12,10 +12,7 @@ import (
 // in `agentenv run --json`, in `runs ls` and `runs get` and in the export, as on the explorer's pages (which
 // read it with the same function, task.OutcomeOf).
 func TestOneOutcomeWordEverywhere(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	t.Setenv("HOME", dir)
-	t.Setenv("AGENTENV_CONFIG", "")
+	dir := isolate(t)
 	file := filepath.Join(dir, "exit3.yaml")
 	if err := os.WriteFile(file, []byte(`name: exit3
 steps:
