@@ -20,7 +20,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/envproto"
-	"github.com/agentenv/agentenv/internal/envtest"
+	"github.com/agentenv/agentenv/envproto/envtest"
 	"github.com/agentenv/agentenv/internal/fault"
 	"github.com/agentenv/agentenv/internal/pgname"
 	"github.com/agentenv/agentenv/lifecycle"
@@ -52,7 +52,7 @@ func newStoreRig(t *testing.T, wrap func(*docker.Provider) agentenv.Provider) *s
 	rand.Read(b)
 	password := hex.EncodeToString(b)
 	rec, sb, err := base.Create(t.Context(), lifecycle.CreateRequest{
-		Provider: "docker", ID: lifecycle.NewID("store"), Role: pgstore.RoleStore, Deployment: owner,
+		Provider: "docker", ID: lifecycle.NewID("store"), Role: agentenv.RoleStateStore, Deployment: owner,
 		Spec: agentenv.SandboxSpec{Image: postgresImage, Ports: []int{5432}, Env: map[string]string{
 			"POSTGRES_USER": "agentenv", "POSTGRES_PASSWORD": password, "POSTGRES_DB": "agentenv",
 		}},

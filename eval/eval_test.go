@@ -453,9 +453,9 @@ func TestExampleEvalsLoad(t *testing.T) {
 	}
 }
 
-// TestTearDownKept: what a Keep run left up is torn down on the Ctrl-C that ends the wait, and
+// TestHoldKept: what a Keep run left up is torn down on the Ctrl-C that ends the hold, and
 // each episode's receipt is written to its run document although that context has ended.
-func TestTearDownKept(t *testing.T) {
+func TestHoldKept(t *testing.T) {
 	r := newRig(t)
 	tk, err := task.LoadPath(helloTask)
 	if err != nil {
@@ -470,7 +470,7 @@ func TestTearDownKept(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel() // the Ctrl-C that ends the wait
-	if err := r.runner.TearDownKept(ctx, &res); err != nil {
+	if err := r.runner.HoldKept(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
 	for _, ep := range res.Live[0].Episodes {

@@ -314,11 +314,12 @@ func episodeCost(ep task.Episode) float64 {
 // keptTeardownTimeout bounds the teardown of one kept episode, and the write of its receipt.
 const keptTeardownTimeout = 5 * time.Minute
 
-// TearDownKept tears down what the episodes of res kept (a Run with Options.Keep) and records
-// each episode's receipt, in res.Live and in its run document. It is called once the user is
-// done with them, usually on the Ctrl-C that ended ctx, so each teardown runs on a cleanup
-// context of its own (bounded, and stopped by a second Ctrl-C).
-func (r *Runner) TearDownKept(ctx context.Context, res *Result) error {
+// HoldKept holds what the episodes of res kept (a Run with Options.Keep) until ctx is done
+// (the user's Ctrl-C), then tears it down and records each episode's receipt, in res.Live and
+// in its run document. Each teardown runs on a cleanup context of its own (bounded, and
+// stopped by a second Ctrl-C), since ctx has ended by then.
+func (r *Runner) HoldKept(ctx context.Context, res *Result) error {
+	<-ctx.Done()
 	var errs []error
 	for _, sum := range res.Live {
 		for i, ep := range sum.Episodes {

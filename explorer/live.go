@@ -314,7 +314,7 @@ func (l *live) poll() {
 		l.mu.Unlock()
 		ctx, cancel := cleanup.Context(l.x.baseCtx, 5*time.Second)
 		now := map[string]agentenv.Run{}
-		running, err1 := l.x.cfg.Ledger.Runs().Page(ctx, agentenv.DocQuery{States: []string{string(agentenv.RunRunning)}, Limit: 500})
+		running, err1 := l.x.cfg.Ledger.Runs().Page(ctx, agentenv.DocQuery{States: agentenv.DocStates(agentenv.RunRunning), Limit: 500})
 		newest, err2 := l.x.cfg.Ledger.Runs().Page(ctx, agentenv.DocQuery{Limit: 20})
 		for _, r := range append(running.Docs, newest.Docs...) {
 			now[r.ID] = r

@@ -352,7 +352,7 @@ func (x *Explorer) deploymentsView(r *http.Request) (any, error) {
 	switch v.State {
 	case "":
 	case "current":
-		dq.States = []string{"deploying", "live"}
+		dq.States = agentenv.DocStates(agentenv.DeploymentDeploying, agentenv.DeploymentLive)
 	default:
 		dq.States = []string{v.State}
 	}
@@ -430,8 +430,7 @@ func (x *Explorer) ledgerView(r *http.Request) (any, error) {
 		}
 		v.Sandboxes = append(v.Sandboxes, sbs...)
 	} else {
-		recs, err := x.cfg.Ledger.List(ctx, agentenv.Filter{States: []agentenv.State{agentenv.StateCreating, agentenv.StateLive,
-			agentenv.StateTerminating, agentenv.StateTerminateFailed, agentenv.StateAbandoned}})
+		recs, err := x.cfg.Ledger.List(ctx, agentenv.Filter{States: agentenv.NotGone()})
 		if err != nil {
 			return nil, err
 		}

@@ -236,7 +236,7 @@ type Listed struct {
 func (m *Manager) Inventory(ctx context.Context, all bool, also ...string) ([]Listed, []string, error) {
 	var flt agentenv.Filter
 	if !all {
-		flt.States = []agentenv.State{agentenv.StateCreating, agentenv.StateLive, agentenv.StateTerminating, agentenv.StateTerminateFailed, agentenv.StateAbandoned}
+		flt.States = agentenv.NotGone()
 	}
 	recs, err := m.cfg.Ledger.List(ctx, flt)
 	if err != nil {

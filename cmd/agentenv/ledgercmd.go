@@ -20,7 +20,7 @@ func newLedgerCmd(a *app) *cobra.Command {
 			}
 			var flt agentenv.Filter
 			if !f.all {
-				flt.States = []agentenv.State{agentenv.StateCreating, agentenv.StateLive, agentenv.StateTerminating, agentenv.StateTerminateFailed, agentenv.StateAbandoned}
+				flt.States = agentenv.NotGone()
 			}
 			recs, err := mgr.Ledger().List(ctx, flt)
 			if err != nil {

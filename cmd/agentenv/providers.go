@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/provider/docker"
 	"github.com/agentenv/agentenv/provider/process"
 )
@@ -24,7 +25,7 @@ var providerTable = []struct {
 	{"modal_vm", newModalVM},
 	{"kubernetes", newKubernetes},
 	{"e2b", newE2B},
-	{stateProvider, newStateStore},
+	{deploy.StoreProvider, newStateStore},
 	{"tensorlake", newTensorlake},
 	{"tenki", newTenki},
 	{"smol_vm", newSmolVM},

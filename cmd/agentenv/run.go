@@ -10,11 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/eval"
 	"github.com/agentenv/agentenv/lifecycle"
-	"github.com/agentenv/agentenv/spec"
 	"github.com/agentenv/agentenv/task"
 )
 
@@ -200,8 +198,7 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 				fmt.Fprintf(a.stderr, "  run %s\n", ep.Run)
 			}
 		}
-		<-ctx.Done()
-		if err := er.TearDownKept(ctx, &res); err != nil {
+		if err := er.HoldKept(ctx, &res); err != nil {
 			a.log.Warn("kept episodes", "group", res.Group.ID, "err", err)
 		}
 	}
@@ -270,41 +267,6 @@ func printSummary(a *app, sum task.Summary) {
 		verdict, sum.Passed, sum.ScoredBelow, sum.Failed, sum.Errors, sum.Cancelled, sum.MeanScore, sum.MeanCI95[0], sum.MeanCI95[1], sum.PassAt["1"], sum.Elapsed.Round(time.Millisecond))
 }
 
-// taskDeployer lets task steps deploy env files through the deploy package. The deployment
-// stays owned by the running process: the run tears it down, or gc does if the process dies.
-type taskDeployer struct {
-	d        *deploy.Deployer
-	provider string
-	ttl      time.Duration
-	passEnv  []string // env:NAME references env files may resolve
-	// gateway caps of the config (gateway.max_conns, gateway.max_sessions); 0 where unset
-	maxConns, maxSessions int
-	store                 *deploy.Store
-}
-
-func (t taskDeployer) Deploy(ctx context.Context, envFile string, o task.DeployOptions) (task.DeployedEnv, error) {
-	env, err := spec.Load(envFile)
-	if err != nil {
-		return task.DeployedEnv{}, err
-	}
-	if o.Provider == "" {
-		o.Provider = t.provider
-	}
-	if o.TTL == 0 {
-		o.TTL = t.ttl
-	}
-	res, err := t.d.Deploy(ctx, env, deploy.Options{Provider: o.Provider, Run: o.Run, TTL: o.TTL, Own: true, PassEnv: t.passEnv,
-		GatewayMaxConns: t.maxConns, GatewayMaxSessions: t.maxSessions, Store: t.store})
-	if err != nil {
-		return task.DeployedEnv{}, err
-	}
-	return task.DeployedEnv{ID: res.Doc.ID, GatewayURL: res.GatewayURL, Token: res.Token, Tokens: res.Tokens, DatabaseURL: res.DatabaseURL, Records: res.Records, Queued: res.Queued, Ready: res.Ready}, nil
-}
-
-func (t taskDeployer) Teardown(ctx context.Context, id string) (agentenv.Receipt, error) {
-	return t.d.Teardown(ctx, id)
-}
-
 // loadTask returns the task named on a command line: "hello", a task file or a folder with one
 // (loaded with a.tasks' checks).
 func (a *app) loadTask(ctx context.Context, name string) (*task.Task, error) {
@@ -349,7 +311,9 @@ func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, p
 	}
 	return &task.Runner{
 		Manager: mgr, Logger: a.log, Workdir: workdir, Model: a.cfg, Progress: progress,
-		Deployer: taskDeployer{d: deploy.New(mgr, a.log), provider: a.providerFlag(provider), ttl: ttl, passEnv: a.passEnv(passEnv),
-			maxConns: conns, maxSessions: sessions, store: store},
+		Deployer: eval.EnvDeployer{Deployer: deploy.New(mgr, a.log), Defaults: deploy.Options{
+			Provider: a.providerFlag(provider), TTL: ttl, PassEnv: a.passEnv(passEnv),
+			GatewayMaxConns: conns, GatewayMaxSessions: sessions, Store: store,
+		}},
 	}, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/provider/pgstore"
 	"github.com/agentenv/agentenv/soak"
 )
@@ -102,7 +103,7 @@ problem (an undisturbed episode that failed, a wait past its deadline). Every wa
 			}
 			if dsn != "" {
 				// The store's databases are counted with the engine's containers after every round.
-				store, err := pgstore.New(pgstore.Config{Name: stateProvider, DSN: dsn}, a.log)
+				store, err := pgstore.New(pgstore.Config{Name: deploy.StoreProvider, DSN: dsn}, a.log)
 				if err != nil {
 					return err
 				}

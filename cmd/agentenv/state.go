@@ -2,98 +2,24 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
-	"github.com/agentenv/agentenv/internal/atomicfile"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/pgname"
-	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/pgstore"
 )
 
-// stateProvider is the name records of state store databases carry; stateRecord is the record
-// id (and container name) of the local store `agentenv state up` starts.
-const (
-	stateProvider = "state"
-	stateRecord   = "agentenv-state"
-	// roleStateStore is the role of the local store's container.
-	roleStateStore = pgstore.RoleStore
-	// stateTTL is the local store's lifetime: it stays until `agentenv state down`.
-	stateTTL = 10 * 365 * 24 * time.Hour
-)
-
-// localStore is what `agentenv state up` writes of the store it started, in the state folder
-// (mode 0600: the DSN carries the password).
-type localStore struct {
-	DSN       string `json:"dsn"`
-	Container string `json:"container"`
-}
-
-func localStorePath(name string) (string, error) {
+// localStores are the stores `agentenv state up` started, kept in the state folder.
+func localStores() (deploy.LocalStores, error) {
 	sd, err := stateDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(sd, name+".json"), nil
-}
-
-// readLocalStore returns the local store name, or nil if none was started.
-func readLocalStore(name string) (*localStore, error) {
-	path, err := localStorePath(name)
-	if err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("local state store: %w", err)
-	}
-	var ls localStore
-	if err := json.Unmarshal(b, &ls); err != nil {
-		return nil, fmt.Errorf("local state store %s: %w", path, err)
-	}
-	return &ls, nil
-}
-
-// soleLocalStore returns the local store when `agentenv state up` started exactly one (under
-// any --name) in this state folder; nil when it started none or several.
-func soleLocalStore() (*localStore, error) {
-	sd, err := stateDir()
-	if err != nil {
-		return nil, err
-	}
-	paths, err := filepath.Glob(filepath.Join(sd, "*.json"))
-	if err != nil {
-		return nil, fmt.Errorf("local state stores: %w", err)
-	}
-	var found []*localStore
-	for _, p := range paths {
-		ls, err := readLocalStore(strings.TrimSuffix(filepath.Base(p), ".json"))
-		if err == nil && ls != nil && ls.DSN != "" && ls.Container != "" {
-			found = append(found, ls)
-		}
-	}
-	if len(found) != 1 {
-		return nil, nil
-	}
-	return found[0], nil
+	return deploy.LocalStores{Dir: sd}, err
 }
 
 // setStateStore makes a command's --state-store flag win over state.store.
@@ -113,13 +39,17 @@ func newStateStore(a *app) (agentenv.Provider, error) {
 		return nil, err
 	}
 	if dsn == "" {
-		ls, err := soleLocalStore()
+		stores, err := localStores()
+		if err != nil {
+			return nil, err
+		}
+		ls, err := stores.Sole()
 		if err != nil || ls == nil {
 			return nil, err
 		}
 		dsn = ls.DSN
 	}
-	cfg := pgstore.Config{Name: stateProvider, DSN: dsn}
+	cfg := pgstore.Config{Name: deploy.StoreProvider, DSN: dsn}
 	if att, err := a.storeAttacher(dsn); err != nil {
 		return nil, err
 	} else if att != nil {
@@ -162,7 +92,7 @@ func (a *app) store(ctx context.Context) (*deploy.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state.store: %w: %w", err, agentenv.ErrInvalid)
 	}
-	s := &deploy.Store{Provider: stateProvider, DSN: dsn}
+	s := &deploy.Store{Provider: deploy.StoreProvider, DSN: dsn}
 	if !loopback(cfg.Host) {
 		s.Reach = net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
 		return s, nil
@@ -312,7 +242,7 @@ func newStateUpCmd(a *app) *cobra.Command {
 		Use:   "up [--json] [--name NAME]",
 		Short: "Start a local state store on the Docker engine and print its DSN",
 		Long: `up starts one PostgreSQL container (images.postgres), recorded and labelled like any
-sandbox, named ` + stateRecord + `, which joins the private network of each docker deployment
+sandbox, named ` + deploy.LocalStoreName + `, which joins the private network of each docker deployment
 that uses it. It stays until 'agentenv state down'. Use the DSN it prints as state.store:
 
   export AGENTENV_STATE_STORE=$(agentenv state up --json | jq -r .dsn)`,
@@ -323,7 +253,15 @@ that uses it. It stays until 'agentenv state down'. Use the DSN it prints as sta
 			if err != nil {
 				return err
 			}
-			dsn, err := stateUp(ctx, a, mgr, f.name)
+			image, err := a.cfg.Get("images.postgres")
+			if err != nil {
+				return err
+			}
+			stores, err := localStores()
+			if err != nil {
+				return err
+			}
+			dsn, err := deploy.New(mgr, a.log).StartLocalStore(ctx, stores, f.name, image)
 			if err != nil {
 				return err
 			}
@@ -335,117 +273,8 @@ that uses it. It stays until 'agentenv state down'. Use the DSN it prints as sta
 		},
 	}
 	cmd.Flags().BoolVar(&f.json, "json", false, `print {"dsn": ...}`)
-	cmd.Flags().StringVar(&f.name, "name", stateRecord, "the store's record id and container name")
+	cmd.Flags().StringVar(&f.name, "name", deploy.LocalStoreName, "the store's record id and container name")
 	return cmd
-}
-
-// stateUp starts the local store, or returns the DSN of the one running.
-func stateUp(ctx context.Context, a *app, mgr *lifecycle.Manager, name string) (string, error) {
-	ls, err := readLocalStore(name)
-	if err != nil {
-		return "", err
-	}
-	if rec, err := mgr.Ledger().Get(ctx, name); err == nil && rec.State == agentenv.StateLive {
-		_, err := mgr.Get(ctx, name)
-		switch {
-		case err == nil && ls != nil:
-			return ls.DSN, waitStore(ctx, ls.DSN)
-		case err == nil:
-			return "", fmt.Errorf("state up: the store %s runs but its DSN file is gone; remove it with agentenv state down --name %s: %w", name, name, agentenv.ErrConflict)
-		case errors.Is(err, agentenv.ErrNotFound):
-			// Its container was removed behind our back: close the record (a verified
-			// teardown) so the name can be claimed again.
-			if _, err := mgr.Teardown(ctx, []agentenv.Record{rec}); err != nil {
-				return "", fmt.Errorf("state up: replace the store %s: %w", name, err)
-			}
-		}
-	}
-	image, err := a.cfg.Get("images.postgres")
-	if err != nil {
-		return "", err
-	}
-	password, err := randomHex(24)
-	if err != nil {
-		return "", err
-	}
-	if err := mgr.EnsureImages(ctx, "docker", image); err != nil {
-		return "", fmt.Errorf("state up: %w", err)
-	}
-	rec, sb, err := mgr.Create(ctx, lifecycle.CreateRequest{
-		Provider: "docker", ID: name, Role: roleStateStore, TTL: stateTTL,
-		Spec: agentenv.SandboxSpec{
-			Image: image,
-			// Many deployments at once, each a few sessions; its data is episodes' state, so
-			// commits need not wait for the disk.
-			Command: []string{"postgres", "-c", "max_connections=1000", "-c", "synchronous_commit=off", "-c", "shared_buffers=256MB"},
-			Env: map[string]string{
-				"POSTGRES_USER": "agentenv", "POSTGRES_PASSWORD": password, "POSTGRES_DB": "agentenv",
-				"POSTGRES_HOST_AUTH_METHOD": "scram-sha-256",
-				"POSTGRES_INITDB_ARGS":      "--auth-local=scram-sha-256 --auth-host=scram-sha-256",
-			},
-			Ports: []int{5432}, Memory: 4 << 30, CPUs: 2, Pids: 4096,
-		},
-	})
-	if err != nil {
-		return "", fmt.Errorf("state up: %w", err)
-	}
-	u := url.URL{Scheme: "postgres", User: url.UserPassword("agentenv", password), Host: sb.Endpoints["5432"], Path: "/agentenv", RawQuery: "sslmode=disable"}
-	dsn := u.String()
-	err = waitStore(ctx, dsn)
-	if err == nil {
-		err = mgr.Release(ctx, rec.Expires, rec.ID)
-	}
-	if err != nil {
-		rc, _ := mgr.Teardown(ctx, []agentenv.Record{rec})
-		printReceipt(a.stderr, rc)
-		return "", fmt.Errorf("state up: %w", err)
-	}
-	path, err := localStorePath(name)
-	if err != nil {
-		return "", err
-	}
-	b, _ := json.Marshal(localStore{DSN: dsn, Container: sb.ID})
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", fmt.Errorf("state up: %w", err)
-	}
-	if err := atomicfile.WriteBytes(path, 0o600, b); err != nil {
-		return "", fmt.Errorf("state up: %w", err)
-	}
-	return dsn, nil
-}
-
-// waitStore waits, at most a minute, until the store at dsn answers a query.
-func waitStore(ctx context.Context, dsn string) error {
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var last error
-	for {
-		tctx, tcancel := context.WithTimeout(wctx, 3*time.Second)
-		conn, err := pgx.Connect(tctx, dsn)
-		if err == nil {
-			var one int
-			err = conn.QueryRow(tctx, "SELECT 1").Scan(&one)
-			cleanup.Do(tctx, 5*time.Second, conn.Close) //nolint:errcheck // the query said what matters
-		}
-		tcancel()
-		if err == nil {
-			return nil
-		}
-		last = err
-		select {
-		case <-wctx.Done():
-			return fmt.Errorf("state store not ready within a minute: %w", last)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func randomHex(n int) (string, error) {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("password: %w", err)
-	}
-	return hex.EncodeToString(b), nil
 }
 
 func newStateDownCmd(a *app) *cobra.Command {
@@ -460,7 +289,11 @@ func newStateDownCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			a.setStateStore(f.stateStore)
-			ls, err := readLocalStore(f.name)
+			stores, err := localStores()
+			if err != nil {
+				return err
+			}
+			ls, err := stores.Get(f.name)
 			if err != nil {
 				return err
 			}
@@ -471,53 +304,19 @@ func newStateDownCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			recs, err := mgr.Ledger().List(ctx, agentenv.Filter{Provider: stateProvider, States: []agentenv.State{agentenv.StateCreating, agentenv.StateLive, agentenv.StateTerminating, agentenv.StateTerminateFailed, agentenv.StateAbandoned}})
+			dsn, err := a.cfg.Get("state.store")
 			if err != nil {
 				return err
 			}
-			var mine, templates []agentenv.Record
-			if ls != nil {
-				dsn, _ := a.cfg.Get("state.store")
-				if dsn != ls.DSN && len(recs) > 0 {
-					return fmt.Errorf("state down: set state.store to the local store's DSN, so that its %d databases are dropped with their records: %w", len(recs), agentenv.ErrInvalid)
-				}
-				for _, r := range recs {
-					if r.Role == deploy.RoleTemplate {
-						templates = append(templates, r)
-					} else {
-						mine = append(mine, r)
-					}
-				}
-			}
-			if len(mine) > 0 && !f.force {
-				return fmt.Errorf("state down: %d databases of deployments are on the store (first: %s of deployment %s); tear them down first or pass --force: %w",
-					len(mine), mine[0].ID, mine[0].Deployment, agentenv.ErrConflict)
-			}
-			// The databases first, while their server still answers; then the server.
-			if dbs := append(mine, templates...); len(dbs) > 0 {
-				rc, terr := mgr.Teardown(ctx, dbs)
+			rc, err := deploy.New(mgr, a.log).StopLocalStore(ctx, stores, f.name, dsn, f.force)
+			if len(rc.Items) > 0 {
 				printReceipt(a.stderr, rc)
-				if terr != nil {
-					return terr
-				}
 			}
-			if rec, err := mgr.Ledger().Get(ctx, f.name); err == nil && rec.State != agentenv.StateGone {
-				rc, terr := mgr.Teardown(ctx, []agentenv.Record{rec})
-				printReceipt(a.stderr, rc)
-				if terr != nil {
-					return terr
-				}
-			}
-			if path, err := localStorePath(f.name); err == nil {
-				if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return fmt.Errorf("state down: %w", err)
-				}
-			}
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&f.force, "force", false, "drop the databases of deployments still using the store too")
-	cmd.Flags().StringVar(&f.name, "name", stateRecord, "the store's record id and container name")
+	cmd.Flags().StringVar(&f.name, "name", deploy.LocalStoreName, "the store's record id and container name")
 	cmd.Flags().StringVar(&f.stateStore, "state-store", "", "the store's DSN (default: state.store, else the one 'state up --name' printed)")
 	return cmd
 }

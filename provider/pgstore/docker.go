@@ -14,10 +14,7 @@ import (
 	"github.com/agentenv/agentenv/internal/engine"
 )
 
-// RoleStore is the role of a store's own container on a Docker engine (`agentenv state up`).
-const RoleStore agentenv.Role = "state_store"
-
-// DockerAttacher joins a store that is a container on a Docker engine (one of role RoleStore,
+// DockerAttacher joins a store that is a container on a Docker engine (one of role agentenv.RoleStateStore,
 // publishing the store's port) to the private networks of that engine's deployments. It finds
 // the container by the host port the store's DSN names, so any process with that DSN (a soak's
 // runner with a state folder of its own included) attaches the same container.
@@ -53,7 +50,7 @@ func (a *DockerAttacher) Find(ctx context.Context) (string, error) {
 	if a.container != "" {
 		return a.container, nil
 	}
-	f, err := engine.LabelFilter(map[string]string{agentenv.LabelRole: string(RoleStore)})
+	f, err := engine.LabelFilter(map[string]string{agentenv.LabelRole: string(agentenv.RoleStateStore)})
 	if err != nil {
 		return "", err
 	}

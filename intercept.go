@@ -2,11 +2,7 @@ package agentenv
 
 import (
 	"context"
-	"slices"
 )
-
-// Ability names one optional ability of a provider, beyond the Provider interface.
-type Ability string
 
 // The optional abilities, each the interface of the same name.
 const (
@@ -22,71 +18,6 @@ const (
 	// snapshot of a service DB, which the provider's own sandboxes then run.
 	AbilityImageBuild Ability = "image_build"
 )
-
-// Abilities are a provider's optional abilities, each nil where the provider lacks it. They are
-// read once with AbilitiesOf and never by asserting a provider's type elsewhere, so that a
-// decorator (see Intercept) keeps exactly the abilities of the provider it wraps.
-type Abilities struct {
-	Networker    Networker
-	VMHost       VMHost
-	VMExecer     VMExecer
-	Execer       Execer
-	Files        Files
-	ImageChecker ImageChecker
-	LogReader    LogReader
-	Locator      Locator
-	Imager       Imager
-}
-
-// Abler is implemented by providers that declare their abilities themselves: decorators, which
-// pass on those of what they wrap, and providers whose abilities depend on their configuration
-// (one type that serves a container mode and a VM mode).
-type Abler interface {
-	// Abilities returns the provider's optional abilities. It does no I/O.
-	Abilities() Abilities
-}
-
-// AbilitiesOf returns p's optional abilities: what p declares if it is an Abler, else the
-// interfaces its type implements.
-func AbilitiesOf(p Provider) Abilities {
-	if a, ok := p.(Abler); ok {
-		return a.Abilities()
-	}
-	var a Abilities
-	a.Networker, _ = p.(Networker)
-	a.VMHost, _ = p.(VMHost)
-	a.VMExecer, _ = p.(VMExecer)
-	a.Execer, _ = p.(Execer)
-	a.Files, _ = p.(Files)
-	a.ImageChecker, _ = p.(ImageChecker)
-	a.LogReader, _ = p.(LogReader)
-	a.Locator, _ = p.(Locator)
-	a.Imager, _ = p.(Imager)
-	return a
-}
-
-// Has reports whether ability x is present.
-func (a Abilities) Has(x Ability) bool { return slices.Contains(a.List(), x) }
-
-// List returns the abilities present, in the order of the constants above.
-func (a Abilities) List() []Ability {
-	var out []Ability
-	add := func(present bool, x Ability) {
-		if present {
-			out = append(out, x)
-		}
-	}
-	add(a.Networker != nil, AbilityNetworks)
-	add(a.VMHost != nil, AbilityVMs)
-	add(a.VMExecer != nil, AbilityVMExec)
-	add(a.Execer != nil, AbilityExec)
-	add(a.Files != nil, AbilityFiles)
-	add(a.ImageChecker != nil, AbilityImages)
-	add(a.LogReader != nil, AbilityLogs)
-	add(a.Locator != nil, AbilityLocation)
-	add(a.Imager != nil, AbilityImageBuild)
-	return out
-}
 
 // Interceptor runs call, the provider operation op on behalf of a caller, and returns its error;
 // it may add to the call (recover a panic, inject a fault, bound it) but must call call at most
