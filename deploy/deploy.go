@@ -112,7 +112,8 @@ type Result struct {
 
 // Deploy deploys env and returns once its gateway serves the card and lists every tool. On
 // failure or cancellation everything this deploy created has been torn down (and the deployment
-// document says failed) before Deploy returns.
+// document says failed) before Deploy returns; a deploy that finished in the instant its caller
+// cancelled is undone too, so a cancelled Deploy never returns a deployment.
 func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Result, error) {
 	if opts.Budget <= 0 {
 		opts.Budget = DefaultBudget
@@ -160,8 +161,16 @@ func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Re
 			d.log.Warn("deploy failed on a chain member; trying the next", "deployment", id, "failed", members[i-1], "next", member, "err", errs[len(errs)-1])
 		}
 		res, err := d.admitted(ctx, env, member, doc, opts, &deadline)
-		if err == nil {
+		if err == nil && ctx.Err() == nil {
 			return res, nil
+		}
+		if err == nil {
+			// Cancelled as its last step finished: the caller no longer wants it.
+			rc, terr := d.Teardown(ctx, res.Doc.ID)
+			if terr != nil || !rc.Clean() {
+				d.log.Warn("undo of a deploy finished as it was cancelled", "deployment", id, "clean", rc.Clean(), "err", terr)
+			}
+			return nil, fmt.Errorf("deploy %s: %w", env.Name, context.Cause(ctx))
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", member, err))
 		if ctx.Err() != nil {

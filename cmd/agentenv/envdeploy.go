@@ -72,20 +72,13 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			if err != nil {
 				return err
 			}
-			d := deploy.New(mgr, a.log)
-			res, err := d.Deploy(ctx, env, deploy.Options{
+			res, err := deploy.New(mgr, a.log).Deploy(ctx, env, deploy.Options{
 				Provider: a.providerFlag(f.provider), Mode: f.mode, TTL: f.ttl, Name: f.name,
 				Into: f.into, Budget: f.budget, Progress: progress, PassEnv: a.passEnv(f.passEnv), Store: store,
 				GatewayMaxConns: conns, GatewayMaxSessions: sessions,
 			})
 			if err != nil {
 				return err
-			}
-			if ctx.Err() != nil {
-				// Interrupted in the instant it finished: undo it, as the user asked.
-				rc, _ := d.Teardown(ctx, res.Doc.ID)
-				printReceipt(a.stderr, rc)
-				return context.Cause(ctx)
 			}
 			if f.json {
 				return printJSON(a.stdout, map[string]any{
@@ -151,7 +144,7 @@ func newEnvLsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			states := []string{string(agentenv.DeploymentLive), string(agentenv.DeploymentDeploying)}
+			states := agentenv.DocStates(agentenv.DeploymentLive, agentenv.DeploymentDeploying)
 			if f.all {
 				states = nil
 			}
