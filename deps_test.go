@@ -39,9 +39,16 @@ var importRules = []importRule{
 	{
 		from: []string{"./provider/..."},
 		forbidden: func(dep string) bool {
-			return within(dep, module) && dep != module && !within(dep, module+"/internal") && !within(dep, module+"/provider")
+			return within(dep, module) && dep != module && !within(dep, module+"/internal") && !within(dep, module+"/provider") && dep != module+"/images"
 		},
-		why: "providers are the floor of the house: one that imported deploy, task or the gateway would tie a backend to what is built on backends",
+		why: "providers are the floor of the house, beside images (the runtime image, built on the engine): one that imported deploy, task or the gateway would tie a backend to what is built on backends",
+	},
+	{
+		from: []string{"./internal/..."},
+		forbidden: func(dep string) bool {
+			return within(dep, module) && dep != module && !within(dep, module+"/internal")
+		},
+		why: "internal holds the plumbing under everything: a package there that reached up (a test kit importing images or a wire package) would make every floor depend on the one above it",
 	},
 	{
 		from:      []string{"./deploy", "./task", "./eval", "./explorer"},
@@ -77,6 +84,7 @@ func TestImportRulesCatchTheArrowsTheyForbid(t *testing.T) {
 	forbidden := []string{
 		module + "/provider/modal/modalemu",
 		module + "/deploy",
+		module + "/images",
 		module + "/provider/pgstore",
 		module + "/gateway",
 		"github.com/moby/moby/client",
@@ -87,7 +95,7 @@ func TestImportRulesCatchTheArrowsTheyForbid(t *testing.T) {
 			t.Errorf("rule for %s with %s added reports %v, want exactly it", r.from, forbidden[i], got)
 		}
 	}
-	for _, kit := range []string{module + "/internal/dockertest", module + "/provider/providertest", module + "/internal/emuvm", "github.com/chromedp/chromedp"} {
+	for _, kit := range []string{module + "/provider/docker/dockertest", module + "/agent/model/modeltest", module + "/provider/providertest", module + "/internal/emuvm", "github.com/chromedp/chromedp"} {
 		if !isTestKit(kit) {
 			t.Errorf("isTestKit(%s) = false", kit)
 		}
@@ -150,6 +158,37 @@ func TestTheMapNamesEveryPackage(t *testing.T) {
 		rel := strings.TrimPrefix(p, module+"/")
 		if !strings.Contains(string(doc), "`"+rel+"`") && !strings.Contains(string(doc), "`"+path.Base(rel)+"`") {
 			t.Errorf("ARCHITECTURE.md does not name package %s", rel)
+		}
+	}
+}
+
+// TestTheReadmeMapNamesEveryFolder: README's short map names every top-level folder that holds
+// a package, at the start of one of its lines ("eval/", "envsdk/, envproto/").
+func TestTheReadmeMapNamesEveryFolder(t *testing.T) {
+	doc, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(doc), "\nagentenv (root)")
+	code, _, _ := strings.Cut(rest, "```")
+	named := map[string]bool{}
+	for _, line := range strings.Split(code, "\n") {
+		for _, f := range strings.Fields(line) {
+			if !strings.HasSuffix(strings.TrimSuffix(f, ","), "/") {
+				break
+			}
+			top, _, _ := strings.Cut(f, "/")
+			named[top] = true
+		}
+	}
+	for _, p := range deps(t, "./...") {
+		if !within(p, module) || p == module {
+			continue
+		}
+		top, _, _ := strings.Cut(strings.TrimPrefix(p, module+"/"), "/")
+		if top != "internal" && !named[top] {
+			t.Errorf("README.md's map does not name the folder %s/ (package %s)", top, p)
+			named[top] = true // once
 		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv/deploy"
-	"github.com/agentenv/agentenv/internal/envtest"
+	"github.com/agentenv/agentenv/envproto/envtest"
 	"github.com/agentenv/agentenv/mcpclient"
 	"github.com/agentenv/agentenv/spec"
 )

@@ -9,9 +9,9 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
-	"github.com/agentenv/agentenv/internal/dockertest"
-	"github.com/agentenv/agentenv/internal/envtest"
+	"github.com/agentenv/agentenv/envproto/envtest"
 	"github.com/agentenv/agentenv/provider/docker"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // TestImageSnapshotDeployedTwiceExportsTheSame does without a store what the store's test does:

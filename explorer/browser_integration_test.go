@@ -23,9 +23,9 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/explorer"
-	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/testbin"
 	"github.com/agentenv/agentenv/ledger/bolt"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // chromium is Debian's Chromium (apt-get install chromium), which .ci/run installs.

@@ -11,9 +11,9 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv/images"
-	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/staticbin"
 	"github.com/agentenv/agentenv/internal/testbin"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 	"github.com/agentenv/agentenv/provider/providertest"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/modeltest"
+	"github.com/agentenv/agentenv/agent/model/modeltest"
 	"github.com/agentenv/agentenv/task"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/agent/model/modeltest"
 	"github.com/agentenv/agentenv/internal/fault"
-	"github.com/agentenv/agentenv/internal/modeltest"
 	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/fake"

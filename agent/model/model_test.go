@@ -18,7 +18,7 @@ import (
 
 	"github.com/agentenv/agentenv/agent"
 	"github.com/agentenv/agentenv/agent/model"
-	"github.com/agentenv/agentenv/internal/modeltest"
+	"github.com/agentenv/agentenv/agent/model/modeltest"
 )
 
 // notes is a real MCP server (the official SDK over streamable HTTP) with one tool, add.note,

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // jsAgentDir holds the A2A agent written with the official JS SDK (@a2a-js/sdk) and the MCP

@@ -22,8 +22,8 @@ import (
 
 	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/envsdk"
-	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/mcpclient"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // nodeEnvDir holds an env server written to the anchor's protocol (types.py) in Node.

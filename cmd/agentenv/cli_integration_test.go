@@ -22,8 +22,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/testbin"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // bin is the agentenv binary under test, had once by TestMain.

@@ -17,9 +17,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv/deploy/deploytest"
-	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/envproto/envtest"
 	"github.com/agentenv/agentenv/internal/emuvm"
-	"github.com/agentenv/agentenv/internal/envtest"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 	"github.com/agentenv/agentenv/provider/e2b/e2bemu"
 	"github.com/agentenv/agentenv/provider/modal/modalemu"
 	"github.com/agentenv/agentenv/provider/providertest"

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // kvEnvFile writes an env file of the kv example that runs this checkout's runtime image, with

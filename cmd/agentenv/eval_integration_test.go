@@ -16,8 +16,8 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/dockertest"
-	"github.com/agentenv/agentenv/internal/modeltest"
+	"github.com/agentenv/agentenv/agent/model/modeltest"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // boxTask is a task of one Docker sandbox of the test image and a check run in it; with a

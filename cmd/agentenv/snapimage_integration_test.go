@@ -15,8 +15,8 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/envproto"
-	"github.com/agentenv/agentenv/internal/dockertest"
-	"github.com/agentenv/agentenv/internal/envtest"
+	"github.com/agentenv/agentenv/envproto/envtest"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // deployedEnv is what `env deploy --json` prints of a deployment.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 	"github.com/agentenv/agentenv/soak"
 )
 

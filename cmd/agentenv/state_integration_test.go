@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/moby/moby/client"
 
-	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // stateUp starts a local state store under a name of the test's own (the engine is shared),

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/dockertest"
-	"github.com/agentenv/agentenv/internal/modeltest"
+	"github.com/agentenv/agentenv/agent/model/modeltest"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // TestRunGradedTask runs examples/graded-task through `agentenv run` on the real engine: its

@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/envproto/envtest"
 	"github.com/agentenv/agentenv/examples/kv"
-	"github.com/agentenv/agentenv/internal/envtest"
 )
 
 func TestKV(t *testing.T) {

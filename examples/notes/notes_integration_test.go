@@ -18,9 +18,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/envproto/envtest"
 	"github.com/agentenv/agentenv/envsdk"
 	"github.com/agentenv/agentenv/examples/notes"
-	"github.com/agentenv/agentenv/internal/envtest"
 )
 
 // testDB connects to the integration PostgreSQL and returns the pool and a fresh schema name

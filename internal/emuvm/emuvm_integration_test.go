@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 	"github.com/agentenv/agentenv/provider/providertest"
 )
 

@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/provider/docker"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // The engine says what it holds, which sizes admission to it; on a local engine that is this

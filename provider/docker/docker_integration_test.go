@@ -15,8 +15,8 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/images"
-	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/provider/docker"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 	"github.com/agentenv/agentenv/provider/providertest"
 )
 

@@ -17,10 +17,10 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/deploy"
-	"github.com/agentenv/agentenv/internal/dockertest"
-	"github.com/agentenv/agentenv/internal/envtest"
+	"github.com/agentenv/agentenv/envproto/envtest"
 	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 	"github.com/agentenv/agentenv/provider/dockervm"
 	"github.com/agentenv/agentenv/provider/providertest"
 	"github.com/agentenv/agentenv/spec"

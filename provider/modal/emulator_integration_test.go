@@ -12,8 +12,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv/deploy/deploytest"
-	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 	"github.com/agentenv/agentenv/provider/modal/modalemu"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/dockertest"
 	"github.com/agentenv/agentenv/internal/emuvm"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 	"github.com/agentenv/agentenv/provider/modal"
 	"github.com/agentenv/agentenv/provider/modal/modalemu"
 	"github.com/agentenv/agentenv/provider/providertest"

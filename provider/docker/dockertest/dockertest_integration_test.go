@@ -11,7 +11,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/agentenv/agentenv/internal/dockertest"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
 // recorder is a testing.TB that records failures and cleanups instead of acting on them.
