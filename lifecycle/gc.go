@@ -2,9 +2,9 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/agentenv/agentenv"
@@ -62,85 +62,93 @@ func (r GCReport) Clean() bool {
 // other runs are live. Sandboxes that carry our labels but no record of this ledger are collected
 // only once their expiry label has passed: they may belong to another ledger.
 func (m *Manager) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
-	var rep GCReport
-	recs, err := m.cfg.Ledger.List(ctx, agentenv.Filter{States: []agentenv.State{
-		agentenv.StateCreating, agentenv.StateLive, agentenv.StateTerminating,
-		agentenv.StateTerminateFailed, agentenv.StateAbandoned,
-	}})
+	v, err := m.observe(ctx, opts)
 	if err != nil {
-		return rep, fmt.Errorf("gc: list records: %w", err)
+		return GCReport{}, err
 	}
-	now := m.cfg.Now()
-	var collect []agentenv.Record
-	reasons := map[string]string{}
-	for _, r := range recs {
-		reason := m.collectReason(r, now)
-		if reason == "" {
-			rep.Kept++
-			continue
-		}
-		if m.inFlight(ctx, r, now, opts.DryRun) {
-			rep.InFlight = append(rep.InFlight, r.ID)
-			continue
-		}
-		collect = append(collect, r)
-		reasons[r.ID] = reason
-	}
+	return m.carryOut(ctx, planGC(v), v.Now), nil
+}
 
-	// Sandboxes listed by a provider with no live record behind them: leaks of this ledger
-	// (their record is gone) go through Teardown; foreign ones (no record here) by provider id.
-	var foreign []agentenv.Record
-	known := map[string]agentenv.Record{}
+// observe gathers what a gc pass decides from (gcView), and changes nothing: the records not
+// gone; whether the processes of their owners on this host run; for each record gc would
+// collect whose create may still run, its provider's listing under its label; each provider's
+// whole listing; and the records, looked up by id, of listed sandboxes labelled with a record
+// not listed. It fails only if the ledger cannot list records; a provider's failure to list is
+// in the view.
+func (m *Manager) observe(ctx context.Context, opts GCOptions) (gcView, error) {
+	recs, err := m.cfg.Ledger.List(ctx, agentenv.Filter{States: agentenv.NotGone()})
+	if err != nil {
+		return gcView{}, fmt.Errorf("gc: list records: %w", err)
+	}
+	v := gcView{
+		Opts: opts, Now: m.cfg.Now(), Self: m.cfg.Owner, CreateTimeout: m.cfg.CreateTimeout, Records: recs,
+		Alive: map[agentenv.Owner]bool{}, ByLabel: map[string]gcListing{}, Listings: map[string]gcListing{},
+		Lookups: map[string]agentenv.Record{},
+	}
+	known := map[string]bool{}
 	for _, r := range recs {
-		known[r.ID] = r
+		known[r.ID] = true
+		if o := r.Owner; !o.IsZero() && o != v.Self && o.Host == v.Self.Host {
+			if _, ok := v.Alive[o]; !ok {
+				v.Alive[o] = ProcessAlive(o)
+			}
+		}
 	}
-	names := make([]string, 0, len(m.backends))
-	for name := range m.backends {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	inUse := map[string]bool{}
 	for _, r := range recs {
-		inUse[r.Provider] = true
-	}
-	for _, name := range names {
-		listed, err := m.backends[name].p.List(ctx, nil)
-		if err != nil && !inUse[name] && errors.Is(err, agentenv.ErrUnavailable) {
-			rep.Unlisted = append(rep.Unlisted, fmt.Sprintf("%s: %v", name, err))
+		if v.collectReason(r) == "" || !mayBeInFlight(r, v.Now, v.CreateTimeout) {
 			continue
 		}
+		if b, ok := m.backends[r.Provider]; ok {
+			listed, err := b.p.List(ctx, map[string]string{agentenv.LabelRecord: r.ID})
+			v.ByLabel[r.ID] = gcListing{Sandboxes: listed, Err: err}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.backends)) {
+		listed, err := m.backends[name].p.List(ctx, nil)
+		v.Listings[name] = gcListing{Sandboxes: listed, Err: err}
 		if err != nil {
-			rep.Errors = append(rep.Errors, fmt.Sprintf("list %s: %v", name, err))
 			continue
 		}
 		for _, sb := range listed {
 			id := sb.Labels[agentenv.LabelRecord]
-			if _, ok := known[id]; ok || reasons[id] != "" {
+			if id == "" || known[id] {
 				continue
 			}
-			r, isForeign, reason := m.orphan(ctx, name, sb, now)
-			if reason == "" {
-				continue
+			known[id] = true
+			if r, err := m.cfg.Ledger.Get(ctx, id); err == nil {
+				v.Lookups[id] = r
 			}
-			if isForeign {
-				foreign = append(foreign, r)
-			} else {
-				collect = append(collect, r)
-			}
-			reasons[id] = reason
-			known[id] = r
 		}
 	}
+	return v, nil
+}
 
-	if opts.DryRun {
-		for _, r := range append(collect, foreign...) {
-			rep.Actions = append(rep.Actions, GCAction{Record: r.ID, Provider: r.Provider, Reason: reasons[r.ID]})
+// carryOut does what plan p says and reports it: it removes what image builds in flight made
+// and marks creating records in flight abandoned; on a dry run it stops there (p then holds no
+// such work) and reports what it would collect. Otherwise it tears down the records to collect,
+// terminates the foreign sandboxes by provider id, and closes the deployments that have nothing
+// up any more (reconcileDeployments, as of now).
+func (m *Manager) carryOut(ctx context.Context, p gcPlan, now time.Time) GCReport {
+	rep := GCReport{Kept: p.Kept, Unlisted: p.Unlisted, Errors: p.Errors}
+	for _, f := range p.InFlight {
+		m.holdInFlight(ctx, f)
+		rep.InFlight = append(rep.InFlight, f.Record.ID)
+	}
+	if p.DryRun {
+		for _, it := range append(slices.Clip(p.Collect), p.Foreign...) {
+			rep.Actions = append(rep.Actions, GCAction{Record: it.Record.ID, Provider: it.Record.Provider, Reason: it.Reason})
 		}
-		return rep, nil
+		return rep
+	}
+	reasons := map[string]string{}
+	var collect []agentenv.Record
+	for _, it := range p.Collect {
+		collect = append(collect, it.Record)
+		reasons[it.Record.ID] = it.Reason
 	}
 	rc, _ := m.Teardown(ctx, collect)
-	for _, r := range foreign {
-		rep.Actions = append(rep.Actions, m.collectForeign(ctx, r, reasons[r.ID]))
+	for _, it := range p.Foreign {
+		rep.Actions = append(rep.Actions, m.collectForeign(ctx, it.Record, it.Reason))
 	}
 	for _, it := range rc.Items {
 		rep.Actions = append(rep.Actions, GCAction{Record: it.Record, Provider: it.Provider, Reason: reasons[it.Record], Outcome: it.Outcome, Detail: it.Reason})
@@ -148,14 +156,32 @@ func (m *Manager) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	if err := m.reconcileDeployments(ctx, now); err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
-	return rep, nil
+	return rep
+}
+
+// holdInFlight does what gc does to a record it leaves in flight: it terminates what f says an
+// image build made so far (a failure is logged; the next gc retries) and marks the record
+// abandoned if f says so.
+func (m *Manager) holdInFlight(ctx context.Context, f gcInFlight) {
+	for _, sb := range f.Remove {
+		b, err := m.backend(f.Record.Provider)
+		if err == nil {
+			err = b.p.Terminate(ctx, sb.ID)
+		}
+		if err != nil {
+			m.log.Warn("gc: remove what an image build in flight made so far; the next gc retries", "record_id", f.Record.ID, "err", err)
+		}
+	}
+	if f.Abandon {
+		m.finish(ctx, f.Record.ID, agentenv.StateAbandoned, "its creator died with the create in flight")
+	}
 }
 
 // reconcileDeployments closes the documents of deployments that have nothing up any more: one
 // whose deploying process died is failed, a live one whose sandboxes are all gone is torn down.
 // A deployment whose deploying process still runs is left alone, even with no record yet.
 func (m *Manager) reconcileDeployments(ctx context.Context, now time.Time) error {
-	docs, err := m.cfg.Ledger.Deployments().List(ctx, []string{"deploying", "live"}, 0)
+	docs, err := m.cfg.Ledger.Deployments().List(ctx, agentenv.DocStates(agentenv.DeploymentDeploying, agentenv.DeploymentLive), 0)
 	if err != nil {
 		return fmt.Errorf("gc: list deployments: %w", err)
 	}
@@ -199,100 +225,6 @@ func (m *Manager) ownerAlive(o agentenv.Owner, leaseUntil, now time.Time) bool {
 	return now.Before(leaseUntil)
 }
 
-// inFlight reports whether r's create may still be running in the backend after its creator
-// died: r never became live and is younger than the create timeout, and nothing is listed under
-// it yet, or it is an image. Collecting it now would close a record whose sandbox may appear a
-// moment later. An image build goes on in the backend after its client is gone (an engine ends
-// the step it is in, which makes one more image): what it made so far is removed now, and the
-// record is watched until its create timeout. Such a record is marked abandoned (unless on a
-// dry run, which removes nothing either).
-func (m *Manager) inFlight(ctx context.Context, r agentenv.Record, now time.Time, dryRun bool) bool {
-	if r.State != agentenv.StateCreating && r.State != agentenv.StateAbandoned {
-		return false
-	}
-	if r.Kind == agentenv.KindInVM {
-		// Not listed by label (it carries its VM's); its start ran in its creator's process,
-		// which is gone, and the removal by name takes whatever that start made.
-		return false
-	}
-	if now.Sub(r.Created) > m.cfg.CreateTimeout || (!r.Expires.IsZero() && now.After(r.Expires)) {
-		return false
-	}
-	b, err := m.backend(r.Provider)
-	if err != nil {
-		return false
-	}
-	listed, err := b.p.List(ctx, map[string]string{agentenv.LabelRecord: r.ID})
-	if err != nil || len(listed) > 0 && r.Kind != agentenv.KindImage {
-		return false
-	}
-	if dryRun {
-		return true
-	}
-	for _, sb := range listed {
-		if err := b.p.Terminate(ctx, sb.ID); err != nil {
-			m.log.Warn("gc: remove what an image build in flight made so far; the next gc retries", "record_id", r.ID, "err", err)
-		}
-	}
-	if r.State == agentenv.StateCreating {
-		m.finish(ctx, r.ID, agentenv.StateAbandoned, "its creator died with the create in flight")
-	}
-	return true
-}
-
-// collectReason says why gc should collect r, or "" to keep it. A record whose owner is
-// another process that still works is kept whatever else is true of it, its expiry included:
-// that process tears down what it made, and gc is safe to run beside it.
-func (m *Manager) collectReason(r agentenv.Record, now time.Time) string {
-	if !r.Owner.IsZero() && r.Owner != m.cfg.Owner && m.ownerAlive(r.Owner, r.LeaseUntil, now) {
-		return ""
-	}
-	if !r.Expires.IsZero() && now.After(r.Expires) {
-		return "expired"
-	}
-	if r.State == agentenv.StateTerminateFailed {
-		return "retry failed terminate"
-	}
-	if r.State == agentenv.StateAbandoned {
-		return "create outcome unknown"
-	}
-	if r.Owner.IsZero() {
-		if r.State == agentenv.StateLive {
-			return "" // handed to its expiry
-		}
-		return "no owner for a " + string(r.State) + " record"
-	}
-	if m.ownerAlive(r.Owner, r.LeaseUntil, now) {
-		return ""
-	}
-	if r.Owner.Host == m.cfg.Owner.Host {
-		return "owner process is dead"
-	}
-	return "owner lease expired"
-}
-
-// orphan says why gc should collect sandbox sb, listed by provider name with no active record
-// ("" to leave it), and returns the record to collect it under: this ledger's gone record (a
-// leak), or, for a sandbox this ledger has no record of (foreign), one made up from its labels.
-func (m *Manager) orphan(ctx context.Context, name string, sb agentenv.Sandbox, now time.Time) (r agentenv.Record, foreign bool, reason string) {
-	id := sb.Labels[agentenv.LabelRecord]
-	if id == "" {
-		return r, false, ""
-	}
-	if r, err := m.cfg.Ledger.Get(ctx, id); err == nil {
-		if r.State != agentenv.StateGone {
-			return r, false, ""
-		}
-		r.State = agentenv.StateTerminateFailed // listed although gone: a leak
-		return r, false, "listed but its record is gone"
-	}
-	if exp, err := time.Parse(time.RFC3339, sb.Labels[agentenv.LabelExpires]); err == nil && now.After(exp) {
-		r = agentenv.Record{ID: id, Provider: name, SandboxID: sb.ID, Kind: kindOf(sb), State: agentenv.StateAbandoned, Labels: sb.Labels}
-		return r, true, "unrecorded and expired"
-	}
-	return r, false, ""
-}
-
 // collectForeign terminates a sandbox this ledger has no record of, by its provider id.
 func (m *Manager) collectForeign(ctx context.Context, r agentenv.Record, reason string) GCAction {
 	a := GCAction{Record: r.ID, Provider: r.Provider, Reason: reason}
@@ -306,11 +238,4 @@ func (m *Manager) collectForeign(ctx context.Context, r agentenv.Record, reason 
 	}
 	a.Outcome = agentenv.OutcomeTerminated
 	return a
-}
-
-func kindOf(sb agentenv.Sandbox) agentenv.Kind {
-	if sb.Labels[agentenv.LabelRole] == "network" {
-		return agentenv.KindNetwork
-	}
-	return agentenv.KindSandbox
 }

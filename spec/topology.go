@@ -105,170 +105,262 @@ type TopologyOptions struct {
 // the DB web UI and db-mcp, which may start in parallel; then the gateway. An env:NAME reference
 // that LookupEnv cannot resolve is an [*Error].
 func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
-	host := opts.Host
-	if host == nil {
-		host = func(name string) string { return name }
-	}
-	lookup := opts.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	c := &checker{e: e}
+	t := newTopology(e, opts)
 	var out []Component
-	var dbAfter []string
-	db := e.ServiceDB
-	var pw DBPasswords
-	if db != nil {
-		c.checkDBRoles(e)
-		if opts.DB != nil {
-			pw = *opts.DB
-		} else {
-			pw = e.derivedDBPasswords()
-		}
-		for _, r := range e.DBRoles() {
-			if pw.Roles[r.Name] == "" {
-				c.errorf("service_db", "no password for role %s", r.Name)
-			}
-		}
+	if comp, ok := t.serviceDB(); ok {
+		out = append(out, comp)
+	}
+	servers, backends := t.servers()
+	out = append(out, servers...)
+	if comp, ok := t.dbWeb(); ok {
+		out = append(out, comp)
+	}
+	if comp, ok := t.dbMCP(); ok {
+		out = append(out, comp)
+	}
+	if comp, ok := t.gateway(backends); ok {
+		out = append(out, comp)
+	}
+	if len(t.c.errs) > 0 {
+		return nil, errors.Join(t.c.errs...)
+	}
+	for i := range out {
+		out[i].NonRoot = !out[i].Bridge && len(out[i].Command) > 0 && out[i].Command[0] == BinaryPath
+	}
+	return out, nil
+}
+
+// topology builds the components of one env, one builder per role: the options with their
+// defaults applied, the service DB's passwords, and the checker that gathers the problems found.
+type topology struct {
+	e      *Env
+	opts   TopologyOptions
+	host   func(name string) string
+	lookup func(name string) (string, bool)
+	c      *checker
+	// pw are the service DB's passwords; zero without a service DB.
+	pw DBPasswords
+	// dbAfter is what a component that uses the service DB waits for: the service DB's
+	// component, or nothing when there is none (a state store's database stands in for it).
+	dbAfter []string
+}
+
+// newTopology returns the builder of e's components under opts: Host and LookupEnv default to
+// the component's name and os.LookupEnv, and the service DB's roles and passwords are checked
+// (a problem is kept in the checker, for Components to return).
+func newTopology(e *Env, opts TopologyOptions) *topology {
+	t := &topology{e: e, opts: opts, host: opts.Host, lookup: opts.LookupEnv, c: &checker{e: e}}
+	if t.host == nil {
+		t.host = func(name string) string { return name }
+	}
+	if t.lookup == nil {
+		t.lookup = os.LookupEnv
+	}
+	if e.ServiceDB != nil {
+		t.pw = t.dbPasswords()
 		if opts.Store == nil {
-			comp := e.serviceDBComponent(pw)
-			if opts.SnapshotImage != "" {
-				comp.Image = opts.SnapshotImage
-				comp.Files = slices.DeleteFunc(comp.Files, func(f File) bool { return f.Target != rolesFile })
-			}
-			out = append(out, comp)
-			dbAfter = []string{nameServiceDB}
+			t.dbAfter = []string{nameServiceDB}
 		}
 	}
-	// dbURL is the DSN a component uses as role, which is also the name of the schema it
-	// sets search_path to ("" for none).
-	dbURL := func(role, schema string) string {
-		if st := opts.Store; st != nil {
-			return st.URL(db, role, pw.Roles[role], schema)
-		}
-		return db.URL(net.JoinHostPort(host(nameServiceDB), strconv.Itoa(DBPort)), role, pw.Roles[role], schema)
+	return t
+}
+
+// dbPasswords checks the service DB's roles and returns its passwords: the deployer's
+// (opts.DB) or, without them, those derived from the env. A role without a password is reported
+// to the checker. The env must have a service DB.
+func (t *topology) dbPasswords() DBPasswords {
+	t.c.checkDBRoles(t.e)
+	var pw DBPasswords
+	if t.opts.DB != nil {
+		pw = *t.opts.DB
+	} else {
+		pw = t.e.derivedDBPasswords()
 	}
-	var servers []string
-	for i := range e.Servers {
-		s := &e.Servers[i]
-		p := yamlfile.Index("servers", i)
+	for _, r := range t.e.DBRoles() {
+		if pw.Roles[r.Name] == "" {
+			t.c.errorf("service_db", "no password for role %s", r.Name)
+		}
+	}
+	return pw
+}
+
+// serviceDB returns the service DB's component, which runs opts.SnapshotImage with the roles
+// file alone if a snapshot is set; ok is false when there is none to start: the env has no
+// service DB, or a state store's database stands in for it.
+func (t *topology) serviceDB() (comp Component, ok bool) {
+	if t.e.ServiceDB == nil || t.opts.Store != nil {
+		return Component{}, false
+	}
+	comp = t.e.serviceDBComponent(t.pw)
+	if t.opts.SnapshotImage != "" {
+		comp.Image = t.opts.SnapshotImage
+		comp.Files = slices.DeleteFunc(comp.Files, func(f File) bool { return f.Target != rolesFile })
+	}
+	return comp, true
+}
+
+// dbURL is the DSN a component uses as role, which is also the name of the schema it sets
+// search_path to ("" for none): on the state store's database if there is one, else on the
+// service DB's component. The env must have a service DB.
+func (t *topology) dbURL(role, schema string) string {
+	db := t.e.ServiceDB
+	if st := t.opts.Store; st != nil {
+		return st.URL(db, role, t.pw.Roles[role], schema)
+	}
+	return db.URL(net.JoinHostPort(t.host(nameServiceDB), strconv.Itoa(DBPort)), role, t.pw.Roles[role], schema)
+}
+
+// servers returns the components of e's servers, in their order, and the gateway's backends
+// (NAME=URL) of every server, in the same order: a live endpoint (url:) is a backend at its own
+// URL and no component.
+func (t *topology) servers() (comps []Component, backends []string) {
+	for i := range t.e.Servers {
+		s := &t.e.Servers[i]
 		if s.URL != "" {
 			// A live endpoint: no component, the gateway reaches it where it runs.
-			servers = append(servers, s.Name+"="+s.URL)
+			backends = append(backends, s.Name+"="+s.URL)
 			continue
 		}
-		comp := Component{
-			Role:         agentenv.RoleMCPServer,
-			Name:         s.Name,
-			Image:        s.Image,
-			Command:      s.Command,
-			Port:         s.Port,
-			Path:         s.Path,
-			ReadyTimeout: s.ReadyTimeout,
-			Resources:    s.Resources,
-			// The gateway is the server's door, with its tokens and roles; a port on the host
-			// would be a second one, open to anyone there, unless the env asks for it.
-			Private: !s.Expose,
-		}
-		if !e.Gateway.On() {
-			comp.Private = false // no gateway: the server's own port is its door
-		}
-		if s.Database {
-			// Only a server that uses the service DB waits for it; the others start beside it.
-			comp.After = dbAfter
-		}
-		if s.Transport == TransportStdio {
-			comp.Bridge = true
-			comp.Command = append([]string{BinaryPath, "stdio-bridge", "--listen", ":" + strconv.Itoa(s.Port), "--"}, s.Command...)
-		}
-		if len(s.Env) > 0 || s.Database {
-			comp.Env = map[string]string{}
-		}
-		for _, k := range sortedKeys(s.Env) {
-			v := s.Env[k]
-			if ref, ok := EnvRef(v); ok {
-				if opts.Pass != nil && !slices.Contains(opts.Pass, ref) {
-					c.errorf(p+".env."+k, "env:%s is not passed to deployments: allow it with --pass-env %s, or list it in [env] pass of the config", ref, ref)
-				} else if v, ok = lookup(ref); !ok {
-					c.errorf(p+".env."+k, "%s is not set in the deployer's environment", ref)
-				}
+		comps = append(comps, t.server(s, yamlfile.Index("servers", i)))
+		backends = append(backends, fmt.Sprintf("%s=http://%s%s", s.Name, net.JoinHostPort(t.host(s.Name), strconv.Itoa(s.Port)), s.Path))
+	}
+	return comps, backends
+}
+
+// server returns the component of server s, which runs its image (a stdio server behind the
+// stdio bridge) and is private behind the gateway unless it asks to be exposed. p is s's path
+// in the env file, where a problem with its env is reported.
+func (t *topology) server(s *Server, p string) Component {
+	comp := Component{
+		Role:         agentenv.RoleMCPServer,
+		Name:         s.Name,
+		Image:        s.Image,
+		Command:      s.Command,
+		Port:         s.Port,
+		Path:         s.Path,
+		ReadyTimeout: s.ReadyTimeout,
+		Resources:    s.Resources,
+		// The gateway is the server's door, with its tokens and roles; a port on the host
+		// would be a second one, open to anyone there, unless the env asks for it.
+		Private: !s.Expose,
+	}
+	if !t.e.Gateway.On() {
+		comp.Private = false // no gateway: the server's own port is its door
+	}
+	if s.Database {
+		// Only a server that uses the service DB waits for it; the others start beside it.
+		comp.After = t.dbAfter
+	}
+	if s.Transport == TransportStdio {
+		comp.Bridge = true
+		comp.Command = append([]string{BinaryPath, "stdio-bridge", "--listen", ":" + strconv.Itoa(s.Port), "--"}, s.Command...)
+	}
+	comp.Env = t.serverEnv(s, p)
+	return comp
+}
+
+// serverEnv returns server s's environment, nil if it has none: its env with env:NAME
+// references resolved (a reference that opts.Pass does not allow, or that LookupEnv cannot
+// resolve, is reported to the checker at p), and DATABASE_URL and the schema when s uses the
+// service DB.
+func (t *topology) serverEnv(s *Server, p string) map[string]string {
+	if len(s.Env) == 0 && !s.Database {
+		return nil
+	}
+	env := map[string]string{}
+	for _, k := range sortedKeys(s.Env) {
+		v := s.Env[k]
+		if ref, ok := EnvRef(v); ok {
+			if t.opts.Pass != nil && !slices.Contains(t.opts.Pass, ref) {
+				t.c.errorf(p+".env."+k, "env:%s is not passed to deployments: allow it with --pass-env %s, or list it in [env] pass of the config", ref, ref)
+			} else if v, ok = t.lookup(ref); !ok {
+				t.c.errorf(p+".env."+k, "%s is not set in the deployer's environment", ref)
 			}
-			comp.Env[k] = v
 		}
-		if s.Database && db != nil {
-			comp.Env[envDatabaseURL] = dbURL(s.Schema(), s.Schema())
-			comp.Env[envDatabaseSchema] = s.Schema()
-		}
-		out = append(out, comp)
-		servers = append(servers, fmt.Sprintf("%s=http://%s%s", s.Name, net.JoinHostPort(host(s.Name), strconv.Itoa(s.Port)), s.Path))
+		env[k] = v
 	}
-	if db != nil && db.WebUI.Enabled {
-		out = append(out, Component{
-			Role:         agentenv.RoleDBWeb,
-			Name:         nameDBWeb,
-			Image:        db.WebUI.Image,
-			Env:          map[string]string{"ADMINER_DEFAULT_SERVER": opts.Store.adminerServer(host(nameServiceDB))},
-			Port:         db.WebUI.Port,
-			After:        dbAfter,
-			ReadyTimeout: DefaultReadyTimeout,
-			Resources:    db.WebUI.Resources,
-		})
+	if s.Database && t.e.ServiceDB != nil {
+		env[envDatabaseURL] = t.dbURL(s.Schema(), s.Schema())
+		env[envDatabaseSchema] = s.Schema()
 	}
-	if db != nil && db.DBMCP.Enabled {
-		out = append(out, Component{
-			Role:         agentenv.RoleDBMCP,
-			Name:         nameDBMCP,
-			Image:        db.DBMCP.Image,
-			Command:      []string{BinaryPath, "serve", "db-mcp", "--listen", ":" + strconv.Itoa(db.DBMCP.Port)},
-			Env:          map[string]string{envDatabaseURL: dbURL(DBRoleDBMCP, "")},
-			Port:         db.DBMCP.Port,
-			Path:         DefaultPath,
-			After:        dbAfter,
-			ReadyTimeout: DefaultReadyTimeout,
-			Resources:    db.DBMCP.Resources,
-			Private:      true,
-		})
+	return env
+}
+
+// dbWeb returns the DB web UI's component, if the service DB has it on.
+func (t *topology) dbWeb() (Component, bool) {
+	db := t.e.ServiceDB
+	if db == nil || !db.WebUI.Enabled {
+		return Component{}, false
 	}
-	var serverNames []string
+	return Component{
+		Role:         agentenv.RoleDBWeb,
+		Name:         nameDBWeb,
+		Image:        db.WebUI.Image,
+		Env:          map[string]string{"ADMINER_DEFAULT_SERVER": t.opts.Store.adminerServer(t.host(nameServiceDB))},
+		Port:         db.WebUI.Port,
+		After:        t.dbAfter,
+		ReadyTimeout: DefaultReadyTimeout,
+		Resources:    db.WebUI.Resources,
+	}, true
+}
+
+// dbMCP returns db-mcp's component, if the service DB has it on: private, a backend of the
+// gateway only.
+func (t *topology) dbMCP() (Component, bool) {
+	db := t.e.ServiceDB
+	if db == nil || !db.DBMCP.Enabled {
+		return Component{}, false
+	}
+	return Component{
+		Role:         agentenv.RoleDBMCP,
+		Name:         nameDBMCP,
+		Image:        db.DBMCP.Image,
+		Command:      []string{BinaryPath, "serve", "db-mcp", "--listen", ":" + strconv.Itoa(db.DBMCP.Port)},
+		Env:          map[string]string{envDatabaseURL: t.dbURL(DBRoleDBMCP, "")},
+		Port:         db.DBMCP.Port,
+		Path:         DefaultPath,
+		After:        t.dbAfter,
+		ReadyTimeout: DefaultReadyTimeout,
+		Resources:    db.DBMCP.Resources,
+		Private:      true,
+	}, true
+}
+
+// gateway returns the gateway's component, if the env has one on. It fronts backends (NAME=URL,
+// from servers) and db-mcp, serves the DB web UI as its /svc/db-web/, and starts once every
+// server's component and db-mcp is ready.
+func (t *topology) gateway(backends []string) (Component, bool) {
+	e, db := t.e, t.e.ServiceDB
+	if !e.Gateway.On() {
+		return Component{}, false
+	}
+	var after []string
 	for _, s := range e.Servers {
 		if s.URL == "" { // a live endpoint is no component to wait for
-			serverNames = append(serverNames, s.Name)
+			after = append(after, s.Name)
 		}
 	}
 	if db != nil && db.DBMCP.Enabled {
 		// db-mcp is one more backend of the gateway: its tools join the union, behind the
 		// gateway's tokens and role rules, and it has no door of its own.
-		servers = append(servers, fmt.Sprintf("%s=http://%s%s", nameDBMCP, net.JoinHostPort(host(nameDBMCP), strconv.Itoa(db.DBMCP.Port)), DefaultPath))
-		serverNames = append(serverNames, nameDBMCP)
+		backends = append(backends, fmt.Sprintf("%s=http://%s%s", nameDBMCP, net.JoinHostPort(t.host(nameDBMCP), strconv.Itoa(db.DBMCP.Port)), DefaultPath))
+		after = append(after, nameDBMCP)
 	}
-	if e.Gateway.On() {
-		out = append(out, Component{
-			Role:         agentenv.RoleGateway,
-			Name:         nameGateway,
-			Image:        e.Gateway.Image,
-			Command:      e.gatewayCommand(opts.TokenFile, servers),
-			Port:         e.Gateway.Port,
-			Path:         DefaultPath,
-			After:        serverNames,
-			ReadyTimeout: e.gatewayReadyTimeout(),
-			Resources:    e.Gateway.Resources,
-		})
-	}
-	if len(c.errs) > 0 {
-		return nil, errors.Join(c.errs...)
-	}
-	for i := range out {
-		out[i].NonRoot = !out[i].Bridge && len(out[i].Command) > 0 && out[i].Command[0] == BinaryPath
-	}
+	cmd := e.gatewayCommand(t.opts.TokenFile, backends)
 	if db != nil && db.WebUI.Enabled { // the DB web UI is also the gateway's /svc/db-web/
-		web := fmt.Sprintf("%s=http://%s", nameDBWeb, net.JoinHostPort(host(nameDBWeb), strconv.Itoa(db.WebUI.Port)))
-		for i := range out {
-			if out[i].Role == agentenv.RoleGateway {
-				out[i].Command = append(out[i].Command, "--service", web)
-			}
-		}
+		cmd = append(cmd, "--service", fmt.Sprintf("%s=http://%s", nameDBWeb, net.JoinHostPort(t.host(nameDBWeb), strconv.Itoa(db.WebUI.Port))))
 	}
-	return out, nil
+	return Component{
+		Role:         agentenv.RoleGateway,
+		Name:         nameGateway,
+		Image:        e.Gateway.Image,
+		Command:      cmd,
+		Port:         e.Gateway.Port,
+		Path:         DefaultPath,
+		After:        after,
+		ReadyTimeout: e.gatewayReadyTimeout(),
+		Resources:    e.Gateway.Resources,
+	}, true
 }
 
 // EphemeralPostgres is the service DB's command: PostgreSQL tuned for a life of one episode,
