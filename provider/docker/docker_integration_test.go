@@ -352,6 +352,39 @@ func TestNetwork_AliasReachable(t *testing.T) {
 	}
 }
 
+// TestTerminate_NetworkWithAContainerAttached: a network whose removal the engine refuses
+// because a container of another record is still attached is removed all the same (the
+// container is disconnected after the engine had a moment to release it itself), and that
+// container runs on.
+func TestTerminate_NetworkWithAContainerAttached(t *testing.T) {
+	p, _, image, labels := setup(t)
+	ctx := t.Context()
+	netID := providertest.NewID()
+	nl := map[string]string{agentenv.LabelRecord: netID}
+	for k, v := range labels {
+		nl[k] = v
+	}
+	t.Cleanup(func() { p.Terminate(context.Background(), netID) })
+	if _, err := p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: netID, Labels: nl}); err != nil {
+		t.Fatalf("CreateNetwork: %v", err)
+	}
+	peer := spec(image, labels, "sleep")
+	peer.Network = netID
+	t.Cleanup(func() { p.Terminate(context.Background(), peer.Name) })
+	if _, err := p.Create(ctx, peer); err != nil {
+		t.Fatalf("Create(%s): %v", peer.Name, err)
+	}
+	if err := p.Terminate(ctx, netID); err != nil {
+		t.Fatalf("Terminate(network %s) with a container attached = %v", netID, err)
+	}
+	if _, err := p.Get(ctx, netID); !errors.Is(err, agentenv.ErrNotFound) {
+		t.Errorf("Get(network %s) after its Terminate = %v, want ErrNotFound", netID, err)
+	}
+	if sb, err := p.Get(ctx, peer.Name); err != nil || sb.State != agentenv.SandboxRunning {
+		t.Errorf("the attached container after the network's Terminate = %+v, %v; want it running", sb, err)
+	}
+}
+
 // BenchmarkCreateTerminate measures Create then Terminate of one container serving a port.
 // Compare with BenchmarkDockerCLI, the same through `docker run -d` and `docker rm -f`.
 func BenchmarkCreateTerminate(b *testing.B) {

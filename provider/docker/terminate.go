@@ -132,12 +132,35 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 	return errors.Join(errs...)
 }
 
-// removeNetwork removes a network, disconnecting the containers still attached if the first
-// attempt fails because of them.
+// removeNetwork removes a network. If the engine refuses because endpoints are still attached,
+// it first gives the engine a moment (bounded) to release them itself, as it does for the
+// containers just removed: forcing a disconnect of an endpoint the engine is releasing races
+// its own release, which docker.io 20.10 can answer with an endpoint count that never drops.
+// Containers still attached after that are disconnected by force.
 func (p *Provider) removeNetwork(ctx context.Context, netID string) error {
 	_, err := p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{})
 	if err == nil || engine.IsGone(err) {
 		return nil
+	}
+	var attached int
+	for wait := 100 * time.Millisecond; wait <= 1600*time.Millisecond; wait *= 2 {
+		res, ierr := p.cli.NetworkInspect(ctx, netID, client.NetworkInspectOptions{})
+		if ierr != nil {
+			if engine.IsGone(ierr) {
+				return nil
+			}
+			return errors.Join(err, ierr)
+		}
+		attached = len(res.Network.Containers)
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+		_, err = p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{})
+		if err == nil || engine.IsGone(err) {
+			return nil
+		}
 	}
 	res, ierr := p.cli.NetworkInspect(ctx, netID, client.NetworkInspectOptions{})
 	if ierr != nil {
@@ -147,22 +170,9 @@ func (p *Provider) removeNetwork(ctx context.Context, netID string) error {
 		return errors.Join(err, ierr)
 	}
 	if len(res.Network.Containers) == 0 {
-		// "has active endpoints" with no container attached: the engine is still releasing the
-		// endpoint of a container just removed. Give it a moment (bounded) before calling it a
-		// stale endpoint, which only a dockerd restart clears (docker.io 20.10 does this now and
-		// then under load).
-		for wait := 100 * time.Millisecond; wait <= 1600*time.Millisecond; wait *= 2 {
-			select {
-			case <-ctx.Done():
-				return errors.Join(err, ctx.Err())
-			case <-time.After(wait):
-			}
-			_, err = p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{})
-			if err == nil || engine.IsGone(err) {
-				return nil
-			}
-		}
-		return fmt.Errorf("the engine keeps a stale endpoint on network %s with no container attached (a dockerd restart clears it): %w", netID, err)
+		// "has active endpoints" with no container attached, after the wait: a stale endpoint,
+		// which only a dockerd restart clears.
+		return fmt.Errorf("the engine keeps a stale endpoint on network %s with no container attached (%d were a moment ago; a dockerd restart clears it): %w", netID, attached, err)
 	}
 	for cid := range res.Network.Containers {
 		_, derr := p.cli.NetworkDisconnect(ctx, netID, client.NetworkDisconnectOptions{Container: cid, Force: true})
