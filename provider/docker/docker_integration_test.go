@@ -313,18 +313,26 @@ func TestLogs(t *testing.T) {
 	t.Errorf("Logs(%s) = %q, want the usage message", s2.Name, logs)
 }
 
-func TestNetwork_AliasReachable(t *testing.T) {
-	p, _, image, labels := setup(t)
-	ctx := t.Context()
+// newNetwork creates a network of a fresh record carrying labels, removed at the test's end,
+// and returns its record id and labels.
+func newNetwork(t *testing.T, p *docker.Provider, labels map[string]string) (string, map[string]string) {
+	t.Helper()
 	netID := providertest.NewID()
 	nl := map[string]string{agentenv.LabelRecord: netID}
 	for k, v := range labels {
 		nl[k] = v
 	}
 	t.Cleanup(func() { p.Terminate(context.Background(), netID) })
-	if _, err := p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: netID, Labels: nl}); err != nil {
+	if _, err := p.CreateNetwork(t.Context(), agentenv.NetworkSpec{Name: netID, Labels: nl}); err != nil {
 		t.Fatalf("CreateNetwork: %v", err)
 	}
+	return netID, nl
+}
+
+func TestNetwork_AliasReachable(t *testing.T) {
+	p, _, image, labels := setup(t)
+	ctx := t.Context()
+	netID, nl := newNetwork(t, p, labels)
 	if _, err := p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: netID, Labels: nl}); !errors.Is(err, agentenv.ErrConflict) {
 		t.Errorf("second CreateNetwork(%s) = %v, want ErrConflict", netID, err)
 	}
@@ -359,15 +367,7 @@ func TestNetwork_AliasReachable(t *testing.T) {
 func TestTerminate_NetworkWithAContainerAttached(t *testing.T) {
 	p, _, image, labels := setup(t)
 	ctx := t.Context()
-	netID := providertest.NewID()
-	nl := map[string]string{agentenv.LabelRecord: netID}
-	for k, v := range labels {
-		nl[k] = v
-	}
-	t.Cleanup(func() { p.Terminate(context.Background(), netID) })
-	if _, err := p.CreateNetwork(ctx, agentenv.NetworkSpec{Name: netID, Labels: nl}); err != nil {
-		t.Fatalf("CreateNetwork: %v", err)
-	}
+	netID, _ := newNetwork(t, p, labels)
 	peer := spec(image, labels, "sleep")
 	peer.Network = netID
 	t.Cleanup(func() { p.Terminate(context.Background(), peer.Name) })
