@@ -166,7 +166,9 @@ func (d *Deployer) Deploy(ctx context.Context, env *spec.Env, opts Options) (*Re
 		}
 		if err == nil {
 			// Cancelled as its last step finished: the caller no longer wants it.
-			rc, terr := d.Teardown(ctx, res.Doc.ID)
+			cctx, cancel := cleanup.Context(ctx, undoTimeout)
+			rc, terr := d.Teardown(cctx, res.Doc.ID)
+			cancel()
 			if terr != nil || !rc.Clean() {
 				d.log.Warn("undo of a deploy finished as it was cancelled", "deployment", id, "clean", rc.Clean(), "err", terr)
 			}
@@ -317,6 +319,9 @@ func (d *Deployer) Teardown(ctx context.Context, id string) (agentenv.Receipt, e
 	d.putDoc(ctx, doc)
 	return rc, terr
 }
+
+// undoTimeout bounds the undo of a deploy that finished as it was cancelled.
+const undoTimeout = 2 * time.Minute
 
 func (d *Deployer) putDoc(ctx context.Context, doc agentenv.Deployment) {
 	cctx, cancel := cleanup.Context(ctx, 10*time.Second)

@@ -478,7 +478,7 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 // of the deployment, the components it added to a caller's VM among them (never the caller's
 // VM, which is not one of them).
 func (st *stack) undo(ctx context.Context) {
-	cctx, cancel := cleanup.Context(ctx, 2*time.Minute)
+	cctx, cancel := cleanup.Context(ctx, undoTimeout)
 	defer cancel()
 	recs, err := st.d.mgr.Ledger().List(cctx, agentenv.Filter{Deployment: st.doc.ID})
 	if err != nil {
