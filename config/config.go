@@ -293,6 +293,15 @@ func keyHint(n string, valid []string) string {
 	return ` (no key is close; "agentenv config show" lists them all)`
 }
 
+// Defaults returns every key's default, by key name.
+func Defaults() map[string]string {
+	out := make(map[string]string, len(Keys))
+	for _, k := range Keys {
+		out[k.Name] = k.Default
+	}
+	return out
+}
+
 // sectionKeys returns the names of the valid keys directly in section.
 func sectionKeys(section string, valid []string) []string {
 	var names []string

@@ -10,15 +10,22 @@
 //     create), on a detached bounded context, found again by its record label when its id is
 //     unknown.
 //   - [Pages]: a bounded walk over a paged listing.
+//   - [Config]: the settings every cloud shares (credential hint, backstop, rate, creates in
+//     flight, request bounds, HTTP client), embedded in each cloud provider's Config and filled
+//     by [Config.Defaults]; [Default] is the one rule for a Config's numbers (zero means the
+//     default, a negative number is ErrInvalid naming its field).
 //   - [WriteEnvelope], [ReadEnvelope], [EndStream]: the Connect protocol's framing of a server
 //     stream in JSON (E2B's envd speaks it); a Connect unary call is a plain [Client.JSON] POST
 //     whose error body {"code", "message"} the default [Message] decodes.
 //
-// A new cloud provider keeps one Client, one Gate, one Backstop and one Releaser in its
-// Provider, made in New from its Config:
+// A new cloud provider embeds a Config in its own, and keeps one Client, one Gate, one Backstop
+// and one Releaser in its Provider, made in New from its Config:
 //
+//	if err := cfg.Defaults(cloudapi.Config{Timeout: DefaultTimeout, ...}); err != nil {
+//		return nil, fmt.Errorf("acme: %w", err)
+//	}
 //	p.api = &cloudapi.Client{Name: "acme", Key: cfg.APIKey, KeyHint: cfg.CredentialHint,
-//		Auth: cloudapi.Bearer, HTTP: hc}
+//		Auth: cloudapi.Bearer, HTTP: cfg.HTTPClient}
 //	p.gate = cloudapi.NewGate(cfg.Rate, cfg.Concurrency)
 //	p.backstop = cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout}
 //	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}

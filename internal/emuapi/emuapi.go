@@ -1,5 +1,6 @@
 // Package emuapi is the HTTP plumbing every emulator of a cloud sandbox API shares
-// (provider/e2b/e2bemu, provider/tensorlake/tensorlakeemu): the loopback server and its routes,
+// (provider/e2b/e2bemu, provider/tensorlake/tensorlakeemu, provider/vercel/vercelemu,
+// provider/tenki/tenkiemu, provider/smolvm/smolvmemu): the loopback server and its routes,
 // the API-key check and the count of calls per operation, JSON answers, the create and
 // terminate faults of package emufault, and the real VMs of package emuvm behind sandboxes
 // (started on a detached bounded context, kept by sandbox id, removed now or in the
@@ -30,7 +31,8 @@
 // for Lost (emufault.DropAnswer) and lingers for a Delay; its terminate takes TakeKill; a
 // sandbox that ends calls RemoveVMLater; its ports call Proxy to a VM's port; Close ends its
 // sandboxes and calls Base.Close. The embedding emulator gets URL, Calls, SetCreateFault,
-// SetKillFault, VM, DirectAddr and VMErrors as they are.
+// SetKillFault, Kills (once it names its terminates with SetKillOps), VM, DirectAddr and VMErrors
+// as they are; with its own Running, Made and Expire it is a lifecycletest.Emulator.
 package emuapi
 
 import (
@@ -69,6 +71,7 @@ type Base struct {
 
 	mu       sync.Mutex
 	calls    map[string]int
+	killOps  []string                 // the ops whose calls Kills counts
 	vms      map[string]emuvm.Machine // by sandbox id, from its start to its removal
 	reap     emuvm.Reaper
 	stopping bool           // Close has begun: Handle routes take no new request
@@ -187,6 +190,24 @@ func (b *Base) Calls(op string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.calls[op]
+}
+
+// SetKillOps names the ops (of Handle) that terminate a sandbox, whose calls Kills counts.
+func (b *Base) SetKillOps(ops ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.killOps = slices.Clone(ops)
+}
+
+// Kills returns how many terminate requests arrived: the calls of the ops SetKillOps named.
+func (b *Base) Kills() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, op := range b.killOps {
+		n += b.calls[op]
+	}
+	return n
 }
 
 // SetCreateFault makes the next creates misbehave as f says; nil clears it.

@@ -4,7 +4,8 @@
 // sandbox torn down, a lost answer reclaimed by the creator and a killed creator reclaimed by gc.
 //
 // A provider's test calls [Run] with a [Kit] over its emulator (a fake of the cloud, which cannot
-// be reached here); the manager, the bbolt ledger and the provider are the real ones.
+// be reached here), which implements [Emulator] itself (internal/emuapi.Base gives it the fault
+// setters and Kills); the manager, the bbolt ledger and the provider are the real ones.
 package lifecycletest
 
 import (
@@ -37,33 +38,33 @@ type Emulator interface {
 	SetKillFault(code, times int)
 	// Running returns the ids of the sandboxes that run now.
 	Running() []string
-	// Made returns how many sandboxes the emulator has made so far.
-	Made() int
+	// Made returns the ids of every sandbox the emulator has made so far, in order.
+	Made() []string
 	// Kills returns how many terminate requests arrived.
 	Kills() int
 	// Expire ends a sandbox as if it finished on its own.
 	Expire(id string)
-	// CreateLost posts a create as a process would, labelled with record, whose answer the
-	// emulator drops: the sandbox runs, the process never learns its id. It fails t if the
-	// create was answered.
-	CreateLost(t *testing.T, record string)
 }
 
-// Kit is one cloud provider under test.
-type Kit struct {
+// Kit is one cloud provider under test, on its emulator of type E.
+type Kit[E Emulator] struct {
 	// Name is the provider's default name ("e2b", "tensorlake").
 	Name string
 	// Emulator starts a fresh emulator, failing the test if it still runs a sandbox at the end.
-	Emulator func(t *testing.T) Emulator
+	Emulator func(t *testing.T) E
 	// Provider returns a provider on emu named name (Name if empty).
-	Provider func(t *testing.T, emu Emulator, name string) agentenv.Provider
+	Provider func(t *testing.T, emu E, name string) agentenv.Provider
+	// CreateLost posts a create to emu as the provider would, labelled with record, whose answer
+	// the emulator drops: the sandbox runs, the process never learns its id. It fails t if the
+	// create was answered.
+	CreateLost func(t *testing.T, emu E, record string)
 	// Command serves HTTP on port 8080 in the sandbox.
 	Command []string
 }
 
 // Run runs every lifecycle case on the kit's provider, each as a subtest.
-func Run(t *testing.T, kit Kit) {
-	k := &kitRun{Kit: kit}
+func Run[E Emulator](t *testing.T, kit Kit[E]) {
+	k := &kitRun[E]{Kit: kit}
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T)
@@ -81,23 +82,23 @@ func Run(t *testing.T, kit Kit) {
 	}
 }
 
-type kitRun struct{ Kit }
+type kitRun[E Emulator] struct{ Kit[E] }
 
 // second is the name of the second provider on the rig's emulator, for chains.
-func (k *kitRun) second() string { return k.Name + "2" }
+func (k *kitRun[E]) second() string { return k.Name + "2" }
 
 // rig is a lifecycle manager over a bbolt ledger with two providers on one emulator (Name and
 // second) and a fake ("spare"), for chains.
-type rig struct {
-	kit   *kitRun
-	emu   Emulator
+type rig[E Emulator] struct {
+	kit   *kitRun[E]
+	emu   E
 	p     agentenv.Provider
 	spare *fake.Provider
 	led   agentenv.Ledger
 	mgr   *lifecycle.Manager
 }
 
-func (k *kitRun) newRig(t *testing.T, reclaim time.Duration) *rig {
+func (k *kitRun[E]) newRig(t *testing.T, reclaim time.Duration) *rig[E] {
 	t.Helper()
 	emu := k.Emulator(t)
 	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
@@ -105,14 +106,14 @@ func (k *kitRun) newRig(t *testing.T, reclaim time.Duration) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { led.Close() })
-	r := &rig{kit: k, emu: emu, led: led, p: k.Provider(t, emu, ""), spare: fake.New("spare")}
+	r := &rig[E]{kit: k, emu: emu, led: led, p: k.Provider(t, emu, ""), spare: fake.New("spare")}
 	r.mgr = r.manager(t, agentenv.Owner{}, reclaim, 0)
 	return r
 }
 
 // manager returns a manager over the rig's ledger and providers as owner (this process if zero),
 // with the given owner lease (the default if zero).
-func (r *rig) manager(t *testing.T, owner agentenv.Owner, reclaim, lease time.Duration) *lifecycle.Manager {
+func (r *rig[E]) manager(t *testing.T, owner agentenv.Owner, reclaim, lease time.Duration) *lifecycle.Manager {
 	t.Helper()
 	p2 := r.kit.Provider(t, r.emu, r.kit.second())
 	mgr, err := lifecycle.New(lifecycle.Config{Ledger: r.led, ReclaimWait: reclaim, Owner: owner, Lease: lease,
@@ -123,7 +124,7 @@ func (r *rig) manager(t *testing.T, owner agentenv.Owner, reclaim, lease time.Du
 	return mgr
 }
 
-func (r *rig) state(t *testing.T, id string) agentenv.State {
+func (r *rig[E]) state(t *testing.T, id string) agentenv.State {
 	t.Helper()
 	rec, err := r.led.Get(context.Background(), id)
 	if err != nil {
@@ -145,7 +146,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
-func (r *rig) nothingRuns(t *testing.T, within time.Duration) {
+func (r *rig[E]) nothingRuns(t *testing.T, within time.Duration) {
 	t.Helper()
 	eventually(t, within, "the emulator runs nothing", func() bool { return len(r.emu.Running()) == 0 })
 }
@@ -158,16 +159,16 @@ func cancelAfter(t *testing.T, d time.Duration) context.Context {
 }
 
 // bare is a spec for lifecycle, which sets the name and labels itself.
-func (k *kitRun) bare() agentenv.SandboxSpec {
+func (k *kitRun[E]) bare() agentenv.SandboxSpec {
 	return agentenv.SandboxSpec{Command: k.Command, Ports: []int{8080}}
 }
 
 // create asks the rig's manager for a sandbox of the kit's provider.
-func (r *rig) create(ctx context.Context, id string) (agentenv.Record, agentenv.Sandbox, error) {
+func (r *rig[E]) create(ctx context.Context, id string) (agentenv.Record, agentenv.Sandbox, error) {
 	return r.mgr.Create(ctx, lifecycle.CreateRequest{Provider: r.kit.Name, ID: id, Spec: r.kit.bare()})
 }
 
-func (k *kitRun) createCompletingAfterCancel(t *testing.T) {
+func (k *kitRun[E]) createCompletingAfterCancel(t *testing.T) {
 	r := k.newRig(t, 5*time.Second)
 	r.emu.SetCreateFault(&CreateFault{Delay: 400 * time.Millisecond, Times: 1})
 	rec, _, err := r.create(cancelAfter(t, 50*time.Millisecond), "sb-late")
@@ -180,7 +181,7 @@ func (k *kitRun) createCompletingAfterCancel(t *testing.T) {
 	r.nothingRuns(t, time.Second)
 }
 
-func (k *kitRun) killFailingAfterCancel(t *testing.T) {
+func (k *kitRun[E]) killFailingAfterCancel(t *testing.T) {
 	r := k.newRig(t, 5*time.Second)
 	r.emu.SetCreateFault(&CreateFault{Delay: 300 * time.Millisecond, Times: 1})
 	r.emu.SetKillFault(http.StatusInternalServerError, 0)
@@ -209,7 +210,7 @@ func (k *kitRun) killFailingAfterCancel(t *testing.T) {
 	r.nothingRuns(t, time.Second)
 }
 
-func (k *kitRun) hangingCreate(t *testing.T) {
+func (k *kitRun[E]) hangingCreate(t *testing.T) {
 	for _, twice := range []bool{false, true} {
 		name := map[bool]string{false: "once", true: "twice"}[twice]
 		t.Run(name, func(t *testing.T) {
@@ -241,7 +242,7 @@ func (k *kitRun) hangingCreate(t *testing.T) {
 				// After a hard stop this process does no more cleanup and exits (its lease is no
 				// longer renewed): the record stays for gc, which finds the sandbox by its labels.
 				mgr.Close()
-				eventually(t, 5*time.Second, "the sandbox made", func() bool { return r.emu.Made() > 0 })
+				eventually(t, 5*time.Second, "the sandbox made", func() bool { return len(r.emu.Made()) > 0 })
 				time.Sleep(150 * time.Millisecond) // the dead owner's lease runs out
 				if rep, err := r.mgr.GC(t.Context(), lifecycle.GCOptions{}); err != nil || !rep.Clean() || len(rep.Actions) != 1 {
 					t.Errorf("GC = %+v, %v; want the abandoned record collected", rep, err)
@@ -255,7 +256,7 @@ func (k *kitRun) hangingCreate(t *testing.T) {
 	}
 }
 
-func (k *kitRun) createFinishingAsTheWaitGivesUp(t *testing.T) {
+func (k *kitRun[E]) createFinishingAsTheWaitGivesUp(t *testing.T) {
 	// The wait gives up 50+150 ms after the start; the answer comes at about the same instant,
 	// a little before, at, or a little after. Whichever side sees the other, the sandbox is killed.
 	for _, delay := range []time.Duration{190, 200, 205, 210, 220} {
@@ -273,7 +274,7 @@ func (k *kitRun) createFinishingAsTheWaitGivesUp(t *testing.T) {
 	}
 }
 
-func (k *kitRun) refusedCreate(t *testing.T) {
+func (k *kitRun[E]) refusedCreate(t *testing.T) {
 	for _, tt := range []struct {
 		name, next string
 		fault      CreateFault
@@ -311,7 +312,7 @@ func (k *kitRun) refusedCreate(t *testing.T) {
 	}
 }
 
-func (k *kitRun) finishedSandbox(t *testing.T) {
+func (k *kitRun[E]) finishedSandbox(t *testing.T) {
 	r := k.newRig(t, time.Second)
 	rec, sb, err := r.create(t.Context(), "sb-dead")
 	if err != nil {
@@ -341,7 +342,7 @@ func (k *kitRun) finishedSandbox(t *testing.T) {
 	}
 }
 
-func (k *kitRun) killedProcessMidCreate(t *testing.T) {
+func (k *kitRun[E]) killedProcessMidCreate(t *testing.T) {
 	r := k.newRig(t, time.Second)
 	dead := agentenv.Owner{Host: "elsewhere", PID: 1, Start: 1}
 	now := time.Now().UTC()
@@ -351,7 +352,7 @@ func (k *kitRun) killedProcessMidCreate(t *testing.T) {
 	if err := r.led.Put(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
-	r.emu.CreateLost(t, "sb-orphan")
+	k.CreateLost(t, r.emu, "sb-orphan")
 	if n := len(r.emu.Running()); n != 1 {
 		t.Fatalf("running %d, want the sandbox whose answer was lost", n)
 	}
@@ -366,7 +367,7 @@ func (k *kitRun) killedProcessMidCreate(t *testing.T) {
 	r.nothingRuns(t, time.Second)
 }
 
-func (k *kitRun) lostCreateAnswer(t *testing.T) {
+func (k *kitRun[E]) lostCreateAnswer(t *testing.T) {
 	r := k.newRig(t, time.Second)
 	r.emu.SetCreateFault(&CreateFault{Lost: true, Times: 1})
 	rec, _, err := r.create(t.Context(), "sb-lost")

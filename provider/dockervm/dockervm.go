@@ -27,14 +27,13 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/engine"
+	"github.com/agentenv/agentenv/internal/keylock"
 )
 
 // Defaults for the zero values of Config.
@@ -77,8 +76,7 @@ type Provider struct {
 	cli  *client.Client
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // per VM (and per VM+image): slot choice and image loads
+	locks keylock.Set // per VM (and per VM+image, VM+network): slot choice, image loads, networks
 }
 
 var (
@@ -113,7 +111,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{cfg: cfg, host: host, cli: cli, log: logger.With("provider", cfg.Name), locks: map[string]*sync.Mutex{}}, nil
+	return &Provider{cfg: cfg, host: host, cli: cli, log: logger.With("provider", cfg.Name)}, nil
 }
 
 // Name returns the configured name, "docker_vm" by default.
@@ -128,27 +126,10 @@ func (p *Provider) Capabilities() agentenv.Capabilities {
 // Close releases the client's idle connections.
 func (p *Provider) Close() error { return p.cli.Close() }
 
-// lock returns the mutex for key, made on first use.
-func (p *Provider) lock(key string) *sync.Mutex {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	m, ok := p.locks[key]
-	if !ok {
-		m = &sync.Mutex{}
-		p.locks[key] = m
-	}
-	return m
-}
-
-// forget drops the mutexes of vm once it is terminated.
+// forget drops the locks of vm once it is terminated.
 func (p *Provider) forget(vm string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k := range p.locks {
-		if k == vm || strings.HasPrefix(k, vm+"\x00") {
-			delete(p.locks, k)
-		}
-	}
+	p.locks.Forget(vm)
+	p.locks.ForgetPrefix(vm + "\x00")
 }
 
 // name is what Docker accepts as a container name; record ids and component names are names.

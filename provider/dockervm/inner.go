@@ -162,9 +162,7 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 		return agentenv.Sandbox{}, err
 	}
 
-	lock := p.lock(vm)
-	lock.Lock()
-	defer lock.Unlock()
+	defer p.locks.Lock(vm)()
 	chosen := slots
 	if chosen == nil {
 		if chosen, err = p.freeSlots(ctx, in, spec.Ports); err != nil {
@@ -238,9 +236,7 @@ func (p *Provider) ensureImage(ctx context.Context, in *client.Client, vm, image
 		}
 		return fmt.Errorf("image %s: %w", image, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
-	lock := p.lock(vm + "\x00" + image)
-	lock.Lock()
-	defer lock.Unlock()
+	defer p.locks.Lock(vm + "\x00" + image)()
 	if got, err := in.ImageInspect(ctx, image); err == nil && got.ID == host.ID {
 		return nil
 	}
@@ -279,9 +275,7 @@ func (p *Provider) ensureImage(ctx context.Context, in *client.Client, vm, image
 // ensureNetwork makes the network net of the VM's stack once; the inner engine would accept
 // two of one name, so creation is serialized.
 func (p *Provider) ensureNetwork(ctx context.Context, in *client.Client, vm, net string) error {
-	lock := p.lock(vm + "\x00network")
-	lock.Lock()
-	defer lock.Unlock()
+	defer p.locks.Lock(vm + "\x00network")()
 	if _, err := in.NetworkInspect(ctx, net, client.NetworkInspectOptions{}); err == nil {
 		return nil
 	}
@@ -409,9 +403,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	}
 	// A deployment's own network goes with its last container; while others are on it, the
 	// engine refuses, and it stays for them.
-	lock := p.lock(vm + "\x00network")
-	lock.Lock()
-	defer lock.Unlock()
+	defer p.locks.Lock(vm + "\x00network")()
 	for _, n := range nets {
 		if _, err := in.NetworkRemove(ctx, n, client.NetworkRemoveOptions{}); err != nil {
 			p.log.Debug("stack network kept", "record_id", vm, "network", n, "err", err)

@@ -56,15 +56,19 @@ const (
 	EnvdPort = 49983
 )
 
-// Config configures a Provider. Zero values mean the documented defaults.
+// Config configures a Provider. Zero values mean the defaults: those of the embedded
+// cloudapi.Config are [DefaultTimeout], [DefaultMargin], [DefaultMaxTimeout] (E2B's maximum
+// sandbox lifetime for the account), [DefaultRate], [DefaultConcurrency], [DefaultCreateTimeout]
+// (a bound on one create request) and [DefaultRequestTimeout]; CredentialHint names
+// provider.e2b.api_key, and HTTPClient is a client with no overall timeout. A negative number is
+// ErrInvalid.
 type Config struct {
+	cloudapi.Config
+
 	Name   string // provider name as configured; default "e2b"
 	APIKey string // E2B API key, resolved from a config reference; required, never logged
-	// CredentialHint says what to set when the key is missing, for the error; default names
-	// provider.e2b.api_key.
-	CredentialHint string
-	Domain         string // default "e2b.app"; the API is https://api.<Domain>
-	APIURL         string // overrides https://api.<Domain> (the emulator's URL in tests)
+	Domain string // default "e2b.app"; the API is https://api.<Domain>
+	APIURL string // overrides https://api.<Domain> (the emulator's URL in tests)
 	// SandboxURL maps port P of sandbox ID to its base URL; default https://P-ID.<Domain>.
 	SandboxURL func(id string, port int) string
 	Template   string // template of Create when a spec names no image; default "base"
@@ -72,15 +76,6 @@ type Config struct {
 	// DockerHost is the local Docker engine RunInVM uploads an image from when the VM lacks it;
 	// default $DOCKER_HOST, else the local socket.
 	DockerHost string
-
-	Timeout        time.Duration // backstop when a spec has neither Timeout nor Expires; default 3h10m
-	Margin         time.Duration // added to a spec's time to expiry; default 10m
-	MaxTimeout     time.Duration // E2B's maximum sandbox lifetime for the account; default 24h
-	Rate           float64       // creates per second; default 1
-	Concurrency    int           // creates in flight; default 20
-	CreateTimeout  time.Duration // bound on one create request; default 3m
-	RequestTimeout time.Duration // bound on any other API request; default 30s
-	HTTPClient     *http.Client  // default a client with no overall timeout (requests are bounded by context)
 }
 
 // Provider creates, finds and terminates E2B sandboxes. It is safe for concurrent use.
@@ -124,27 +119,14 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.VMTemplate == "" {
 		cfg.VMTemplate = DefaultVMTemplate
 	}
-	if cfg.CredentialHint == "" {
-		cfg.CredentialHint = "set provider.e2b.api_key (for example env:E2B_API_KEY)"
-	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&cfg.Timeout, DefaultTimeout)
-	def(&cfg.Margin, DefaultMargin)
-	def(&cfg.MaxTimeout, DefaultMaxTimeout)
-	def(&cfg.CreateTimeout, DefaultCreateTimeout)
-	def(&cfg.RequestTimeout, DefaultRequestTimeout)
-	if cfg.Rate == 0 {
-		cfg.Rate = DefaultRate
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.Rate < 0 || cfg.Concurrency < 0 {
-		return nil, fmt.Errorf("e2b: rate %g, concurrency %d: %w", cfg.Rate, cfg.Concurrency, agentenv.ErrInvalid)
+	if err := cfg.Defaults(cloudapi.Config{
+		CredentialHint: "set provider.e2b.api_key (for example env:E2B_API_KEY)",
+		Timeout:        DefaultTimeout, Margin: DefaultMargin, MaxTimeout: DefaultMaxTimeout,
+		Rate: DefaultRate, Concurrency: DefaultConcurrency,
+		CreateTimeout: DefaultCreateTimeout, RequestTimeout: DefaultRequestTimeout,
+		HTTPClient: &http.Client{},
+	}); err != nil {
+		return nil, fmt.Errorf("e2b: %w", err)
 	}
 	if !templateName.MatchString(cfg.Template) || !templateName.MatchString(cfg.VMTemplate) {
 		return nil, fmt.Errorf("e2b: template %q or %q: want a template id or alias: %w", cfg.Template, cfg.VMTemplate, agentenv.ErrInvalid)
@@ -153,9 +135,6 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
 	p := &Provider{
 		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
 		client: &cloudapi.Client{Name: "e2b", Key: cfg.APIKey, KeyHint: cfg.CredentialHint,

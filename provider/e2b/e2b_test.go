@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/provider/e2b"
 	"github.com/agentenv/agentenv/provider/e2b/e2bemu"
 	"github.com/agentenv/agentenv/provider/providertest"
@@ -105,7 +106,7 @@ func TestBadInputCreatesNothing(t *testing.T) {
 			t.Errorf("Create with %s = %v, want ErrInvalid", name, err)
 		}
 	}
-	if _, err := e2b.New(e2b.Config{Rate: -1}, nil); !errors.Is(err, agentenv.ErrInvalid) {
+	if _, err := e2b.New(e2b.Config{Config: cloudapi.Config{Rate: -1}}, nil); !errors.Is(err, agentenv.ErrInvalid) {
 		t.Errorf("New with a negative rate = %v, want ErrInvalid", err)
 	}
 	if n := len(emu.Running()); n != 0 {
@@ -118,7 +119,7 @@ func TestBadInputCreatesNothing(t *testing.T) {
 
 func TestTimeoutIsAlwaysSet(t *testing.T) {
 	emu := emulator(t)
-	p := newProvider(t, emu, e2b.Config{MaxTimeout: 2 * time.Hour}, nil)
+	p := newProvider(t, emu, e2b.Config{Config: cloudapi.Config{MaxTimeout: 2 * time.Hour}}, nil)
 	for _, tt := range []struct {
 		name     string
 		timeout  time.Duration

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/provider/e2b"
 	"github.com/agentenv/agentenv/provider/providertest"
 )
@@ -21,7 +22,7 @@ func TestE2EConformance(t *testing.T) {
 		template = e2b.DefaultTemplate
 	}
 	providertest.RunLive(t, "E2B_API_KEY", "E2B", func(t *testing.T, key string) agentenv.Provider {
-		p, err := e2b.New(e2b.Config{APIKey: key, Rate: 1, MaxTimeout: time.Hour}, nil)
+		p, err := e2b.New(e2b.Config{APIKey: key, Config: cloudapi.Config{Rate: 1, MaxTimeout: time.Hour}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentenv/agentenv/deploy/deploytest"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/provider/e2b"
 	"github.com/agentenv/agentenv/provider/e2b/e2bemu"
@@ -19,7 +20,7 @@ var vmKit = deploytest.VMKit{
 	Start: func(t *testing.T, vms emuvm.Backend) deploytest.VMCloud {
 		emu := e2bemu.Start(apiKey)
 		emu.SetVMBackend(vms)
-		p, err := e2b.New(e2b.Config{APIKey: apiKey, APIURL: emu.URL(), SandboxURL: emu.SandboxURL, Rate: 1000}, nil)
+		p, err := e2b.New(e2b.Config{APIKey: apiKey, APIURL: emu.URL(), SandboxURL: emu.SandboxURL, Config: cloudapi.Config{Rate: 1000}}, nil)
 		if err != nil {
 			emu.Close()
 			t.Fatal(err)

@@ -61,6 +61,8 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
+	"github.com/agentenv/agentenv/internal/keylock"
 )
 
 // Defaults for the zero values of Config. The rate and concurrency defaults stay well inside
@@ -93,7 +95,10 @@ var Regions = []string{
 	"us-east-1", "us-east-2", "us-west-1", "us-west-2", "eu-west-1", "eu-west-2", "eu-central-1", "ap-northeast-1", "ap-southeast-1",
 }
 
-// Config configures a Provider. Zero values mean the documented defaults.
+// Config configures a Provider. Zero values mean the documented defaults; a negative number is
+// ErrInvalid (the rule of cloudapi.Default, which every cloud provider's Config follows). Modal
+// is reached through its SDK, not a cloudapi.Client, so no cloudapi.Config is embedded: its
+// credential hint, backstop, rate and create bound are fields of its own.
 type Config struct {
 	Name        string // provider name as configured; default "modal"
 	TokenID     string // Modal token id, resolved from a config reference; required
@@ -146,13 +151,13 @@ type Provider struct {
 	log     *slog.Logger
 	limiter *rate.Limiter
 	slots   chan struct{}
+	locks   keylock.Set // VM mode: per-VM and per-image locks, by key
 
 	mu     sync.Mutex
 	client *modal.Client
 	app    *modal.App
 	nets   map[string]agentenv.Sandbox // live logical i6pn networks made here, by id
 	vms    map[string]vmInfo           // VM mode: the VMs made or seen here, by sandbox id
-	locks  map[string]chan struct{}    // VM mode: per-VM and per-image locks, by key
 	docker *dockerclient.Client        // VM mode: the local engine, made on first use
 }
 
@@ -180,40 +185,29 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		key := "provider." + cfg.Name
 		cfg.CredentialHint = "set " + key + ".token_id and " + key + ".token_secret (for example env:MODAL_TOKEN_ID and env:MODAL_TOKEN_SECRET)"
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
+	if err := errors.Join(
+		cloudapi.Default("Timeout", &cfg.Timeout, DefaultTimeout),
+		cloudapi.Default("Margin", &cfg.Margin, DefaultMargin),
+		cloudapi.Default("Rate", &cfg.Rate, DefaultRate),
+		cloudapi.Default("Concurrency", &cfg.Concurrency, DefaultConcurrency),
+		cloudapi.Default("CreateTimeout", &cfg.CreateTimeout, DefaultCreateTimeout),
+		cloudapi.Default("TunnelWait", &cfg.TunnelWait, DefaultTunnelWait),
+		cloudapi.Default("DockerWait", &cfg.DockerWait, DefaultDockerWait),
+		cloudapi.Default("LoadTimeout", &cfg.LoadTimeout, DefaultLoadTimeout),
+		cloudapi.Default("Slots", &cfg.Slots, DefaultSlots),
+		cloudapi.Default("TCPSlots", &cfg.TCPSlots, DefaultTCPSlots),
+		cloudapi.Default("SlotBase", &cfg.SlotBase, DefaultSlotBase),
+	); err != nil {
+		return nil, fmt.Errorf("modal: %w", err)
 	}
-	def(&cfg.Timeout, DefaultTimeout)
-	def(&cfg.Margin, DefaultMargin)
-	def(&cfg.CreateTimeout, DefaultCreateTimeout)
-	def(&cfg.TunnelWait, DefaultTunnelWait)
-	def(&cfg.DockerWait, DefaultDockerWait)
-	def(&cfg.LoadTimeout, DefaultLoadTimeout)
 	if cfg.VMImage == "" {
 		cfg.VMImage = DefaultVMImage
 	}
-	if cfg.Slots == 0 {
-		cfg.Slots = DefaultSlots
-	}
-	if cfg.TCPSlots == 0 {
-		cfg.TCPSlots = DefaultTCPSlots
-	}
-	if cfg.SlotBase == 0 {
-		cfg.SlotBase = DefaultSlotBase
-	}
-	if cfg.Slots < 0 || cfg.TCPSlots < 0 || cfg.SlotBase < 1 || cfg.SlotBase+cfg.Slots+cfg.TCPSlots > 65536 {
+	if cfg.SlotBase+cfg.Slots+cfg.TCPSlots > 65536 {
 		return nil, fmt.Errorf("modal: %d slots and %d tcp slots from %d: %w", cfg.Slots, cfg.TCPSlots, cfg.SlotBase, agentenv.ErrInvalid)
 	}
-	if cfg.Rate == 0 {
-		cfg.Rate = DefaultRate
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.Rate < 0 || cfg.Concurrency < 0 || cfg.Timeout > MaxTimeout {
-		return nil, fmt.Errorf("modal: rate %g, concurrency %d, timeout %s: %w", cfg.Rate, cfg.Concurrency, cfg.Timeout, agentenv.ErrInvalid)
+	if cfg.Timeout > MaxTimeout {
+		return nil, fmt.Errorf("modal: timeout %s: want at most %s: %w", cfg.Timeout, MaxTimeout, agentenv.ErrInvalid)
 	}
 	for _, r := range cfg.Regions {
 		if !slices.Contains(Regions, r) {
@@ -238,7 +232,6 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		slots:   make(chan struct{}, cfg.Concurrency),
 		nets:    map[string]agentenv.Sandbox{},
 		vms:     map[string]vmInfo{},
-		locks:   map[string]chan struct{}{},
 	}, nil
 }
 

@@ -289,23 +289,6 @@ func (p *Provider) exec(ctx context.Context, sb *modal.Sandbox, script string, s
 // writerOnly hides a writer's other methods, so that io.CopyBuffer writes in its chunks.
 type writerOnly struct{ io.Writer }
 
-// lock takes the lock key (a VM, or a VM and an image) until ctx ends; unlock gives it back.
-func (p *Provider) lock(ctx context.Context, key string) (unlock func(), err error) {
-	p.mu.Lock()
-	ch := p.locks[key]
-	if ch == nil {
-		ch = make(chan struct{}, 1)
-		p.locks[key] = ch
-	}
-	p.mu.Unlock()
-	select {
-	case ch <- struct{}{}:
-		return func() { <-ch }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // vm returns a handle to VM id (detach it after use) and what RunInVM needs of it: from the
 // cache for a VM made here, else read from Modal. A VM that finished is ErrGone.
 func (p *Provider) vm(ctx context.Context, id string) (*modal.Sandbox, vmInfo, error) {
@@ -384,7 +367,7 @@ func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 
 	// Slots are chosen and taken under the VM's lock (the stack's components start in
 	// parallel); another process adding to the same VM would meet a port in use, an error.
-	unlock, err := p.lock(ctx, vm)
+	unlock, err := p.locks.LockContext(ctx, vm)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
@@ -493,7 +476,7 @@ func (p *Provider) pickSlots(taken map[int]bool, spec agentenv.SandboxSpec) (map
 // ensureImage makes sure image is in the VM (see RunInVM). Uploads of one image into one VM
 // are serialized, so the stack's components that share an image upload it once.
 func (p *Provider) ensureImage(ctx context.Context, sb *modal.Sandbox, vm, image string) error {
-	unlock, err := p.lock(ctx, vm+"\x00image\x00"+image)
+	unlock, err := p.locks.LockContext(ctx, vm+"\x00image\x00"+image)
 	if err != nil {
 		return err
 	}

@@ -83,7 +83,9 @@ func DefaultURL() string {
 	return "unix:///tmp/smolvm.sock"
 }
 
-// Config configures a Provider. Zero values mean the documented defaults.
+// Config configures a Provider. Zero values mean the documented defaults; a negative number is
+// ErrInvalid. Its numbers follow the rule of cloudapi.Default; it embeds no cloudapi.Config,
+// since smolvm's local API has no key, no create rate and no sandbox lifetime to bound.
 type Config struct {
 	Name string // provider name as configured; default "smol_vm"
 	// URL is the smolvm server: unix:///path/to/socket or http://host:port; default DefaultURL().
@@ -150,26 +152,20 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.URLHint == "" {
 		cfg.URLHint = "provider.smol_vm.url"
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
+	if err := errors.Join(
+		cloudapi.Default("CreateTimeout", &cfg.CreateTimeout, DefaultCreateTimeout),
+		cloudapi.Default("RequestTimeout", &cfg.RequestTimeout, DefaultRequestTimeout),
+		cloudapi.Default("DockerWait", &cfg.DockerWait, DefaultDockerWait),
+		cloudapi.Default("AgentWait", &cfg.AgentWait, DefaultAgentWait),
+		cloudapi.Default("Slots", &cfg.Slots, DefaultSlots),
+		cloudapi.Default("SlotBase", &cfg.SlotBase, DefaultSlotBase),
+		cloudapi.Default("VMCPUs", &cfg.VMCPUs, DefaultVMCPUs),
+		cloudapi.Default("VMMemoryMB", &cfg.VMMemoryMB, DefaultVMMemoryMB),
+		cloudapi.Default("VMStorageGB", &cfg.VMStorageGB, DefaultVMStorageGB),
+	); err != nil {
+		return nil, fmt.Errorf("smol_vm: %w", err)
 	}
-	def(&cfg.CreateTimeout, DefaultCreateTimeout)
-	def(&cfg.RequestTimeout, DefaultRequestTimeout)
-	def(&cfg.DockerWait, DefaultDockerWait)
-	def(&cfg.AgentWait, DefaultAgentWait)
-	defInt := func(d *int, v int) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	defInt(&cfg.Slots, DefaultSlots)
-	defInt(&cfg.SlotBase, DefaultSlotBase)
-	defInt(&cfg.VMCPUs, DefaultVMCPUs)
-	defInt(&cfg.VMMemoryMB, DefaultVMMemoryMB)
-	defInt(&cfg.VMStorageGB, DefaultVMStorageGB)
-	if cfg.Slots < 0 || cfg.SlotBase < 1 || cfg.SlotBase+cfg.Slots > 65536 || cfg.VMCPUs < 1 || cfg.VMCPUs > 255 || cfg.VMMemoryMB < 1 || cfg.VMStorageGB < 1 {
+	if cfg.SlotBase+cfg.Slots > 65536 || cfg.VMCPUs > 255 {
 		return nil, fmt.Errorf("smol_vm: %d slots from %d, %d cpus, %d MiB, %d GiB: %w", cfg.Slots, cfg.SlotBase, cfg.VMCPUs, cfg.VMMemoryMB, cfg.VMStorageGB, agentenv.ErrInvalid)
 	}
 	hc := cfg.HTTPClient

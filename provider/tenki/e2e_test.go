@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/provider/providertest"
 	"github.com/agentenv/agentenv/provider/tenki"
 )
@@ -26,7 +27,7 @@ func TestE2EConformance(t *testing.T) {
 		image = "sandbox"
 	}
 	providertest.RunLive(t, "TENKI_AUTH_TOKEN", "Tenki", func(t *testing.T, key string) agentenv.Provider {
-		p, err := tenki.New(tenki.Config{Token: key, APIURL: os.Getenv("TENKI_API_ENDPOINT"), Rate: 1, MaxTimeout: time.Hour}, nil)
+		p, err := tenki.New(tenki.Config{Token: key, APIURL: os.Getenv("TENKI_API_ENDPOINT"), Config: cloudapi.Config{Rate: 1, MaxTimeout: time.Hour}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

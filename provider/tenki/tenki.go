@@ -34,7 +34,6 @@
 package tenki
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,16 +68,21 @@ const (
 	ClientFamily = "agentenv"
 )
 
-// Config configures a Provider. Zero values mean the documented defaults.
+// Config configures a Provider. Zero values mean the defaults: those of the embedded
+// cloudapi.Config are [DefaultTimeout], [DefaultMargin], [DefaultMaxTimeout] (the longest
+// max_duration sent), [DefaultRate], [DefaultConcurrency], [DefaultCreateTimeout] (a bound on a
+// create and its wait until the session runs) and [DefaultRequestTimeout]; CredentialHint names
+// provider.tenki.token, and HTTPClient, which carries both planes, is a client speaking HTTP/2
+// only (over TLS, and in cleartext to an http:// endpoint), which Connect's bidirectional Run
+// needs. A negative number is ErrInvalid.
 type Config struct {
+	cloudapi.Config
+
 	Name string // provider name as configured; default "tenki"
 	// Token is the Tenki API key (a workspace key "tk_...", as TENKI_AUTH_TOKEN or TENKI_API_KEY
 	// hold it), resolved from a config reference; required, never logged.
-	Token string
-	// CredentialHint says what to set when Token is missing, for the error; default names
-	// provider.tenki.token.
-	CredentialHint string
-	APIURL         string // control plane endpoint; default https://api.tenki.cloud (TENKI_API_ENDPOINT)
+	Token  string
+	APIURL string // control plane endpoint; default https://api.tenki.cloud (TENKI_API_ENDPOINT)
 	// Image is the Tenki registry reference of a Create whose spec names none; default Tenki's
 	// default image.
 	Image string
@@ -89,19 +93,7 @@ type Config struct {
 	// DockerHost is the local Docker engine RunInVM uploads an image from when the VM lacks it;
 	// default $DOCKER_HOST, else the local socket.
 	DockerHost string
-
-	Timeout        time.Duration // backstop when a spec has neither Timeout nor Expires; default 3h10m
-	Margin         time.Duration // added to a spec's time to expiry; default 10m
-	MaxTimeout     time.Duration // longest max_duration sent; default 24h
-	Rate           float64       // creates per second; default 5
-	Concurrency    int           // creates in flight; default 50
-	CreateTimeout  time.Duration // bound on a create and its wait until the session runs; default 3m
-	RequestTimeout time.Duration // bound on cleanup requests; default 30s
-	DockerWait     time.Duration // bound on a VM's Docker engine start; default 2m
-	// HTTPClient carries both planes; default a client speaking HTTP/2 only (over TLS, and in
-	// cleartext to an http:// endpoint), which Connect's bidirectional Run needs. Requests are
-	// bounded by their context.
-	HTTPClient *http.Client
+	DockerWait time.Duration // bound on a VM's Docker engine start; default [DefaultDockerWait]
 }
 
 // Provider creates, finds and terminates Tenki sessions. It is safe for concurrent use.
@@ -150,24 +142,14 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if !strings.HasPrefix(cfg.APIURL, "https://") && !strings.HasPrefix(cfg.APIURL, "http://") {
 		return nil, fmt.Errorf("tenki: api url %q: want an http(s) URL: %w", cfg.APIURL, agentenv.ErrInvalid)
 	}
-	if cfg.CredentialHint == "" {
-		cfg.CredentialHint = "set provider.tenki.token (for example env:TENKI_AUTH_TOKEN or env:TENKI_API_KEY)"
-	}
-	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
-	cfg.Margin = cmp.Or(cfg.Margin, DefaultMargin)
-	cfg.MaxTimeout = cmp.Or(cfg.MaxTimeout, DefaultMaxTimeout)
-	cfg.CreateTimeout = cmp.Or(cfg.CreateTimeout, DefaultCreateTimeout)
-	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
-	cfg.DockerWait = cmp.Or(cfg.DockerWait, DefaultDockerWait)
-	cfg.Rate = cmp.Or(cfg.Rate, DefaultRate)
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
-	for _, d := range []time.Duration{cfg.Timeout, cfg.Margin, cfg.MaxTimeout, cfg.CreateTimeout, cfg.RequestTimeout, cfg.DockerWait} {
-		if d < 0 {
-			return nil, fmt.Errorf("tenki: negative duration %s in the config: %w", d, agentenv.ErrInvalid)
-		}
-	}
-	if cfg.Rate < 0 || cfg.Concurrency < 0 {
-		return nil, fmt.Errorf("tenki: rate %g, concurrency %d: %w", cfg.Rate, cfg.Concurrency, agentenv.ErrInvalid)
+	if err := errors.Join(cfg.Defaults(cloudapi.Config{
+		CredentialHint: "set provider.tenki.token (for example env:TENKI_AUTH_TOKEN or env:TENKI_API_KEY)",
+		Timeout:        DefaultTimeout, Margin: DefaultMargin, MaxTimeout: DefaultMaxTimeout,
+		Rate: DefaultRate, Concurrency: DefaultConcurrency,
+		CreateTimeout: DefaultCreateTimeout, RequestTimeout: DefaultRequestTimeout,
+		HTTPClient: &http.Client{Transport: h2Transport()},
+	}), cloudapi.Default("DockerWait", &cfg.DockerWait, DefaultDockerWait)); err != nil {
+		return nil, fmt.Errorf("tenki: %w", err)
 	}
 	for _, img := range []string{cfg.Image, cfg.VMImage} {
 		if img != "" && !imageRef.MatchString(img) {
@@ -178,9 +160,6 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Transport: h2Transport()}
-	}
 	p := &Provider{
 		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
 		key:      &cloudapi.Client{Name: "tenki", Key: cfg.Token, KeyHint: cfg.CredentialHint, Auth: cloudapi.Bearer, HTTP: hc},

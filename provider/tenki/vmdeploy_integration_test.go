@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentenv/agentenv/deploy/deploytest"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/provider/tenki"
 	"github.com/agentenv/agentenv/provider/tenki/tenkiemu"
@@ -22,7 +23,7 @@ var vmKit = deploytest.VMKit{
 		emu := tenkiemu.Start(apiKey)
 		emu.StartDelay = 0
 		emu.SetVMBackend(vms, vmImage)
-		p, err := tenki.New(tenki.Config{Token: apiKey, APIURL: emu.URL(), VMImage: vmImage, Rate: 1000}, nil)
+		p, err := tenki.New(tenki.Config{Token: apiKey, APIURL: emu.URL(), VMImage: vmImage, Config: cloudapi.Config{Rate: 1000}}, nil)
 		if err != nil {
 			emu.Close()
 			t.Fatal(err)

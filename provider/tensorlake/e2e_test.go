@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/provider/providertest"
 	"github.com/agentenv/agentenv/provider/tensorlake"
 )
@@ -18,7 +19,7 @@ import (
 func TestE2EConformance(t *testing.T) {
 	image := os.Getenv("TENSORLAKE_IMAGE")
 	providertest.RunLive(t, "TENSORLAKE_API_KEY", "Tensorlake", func(t *testing.T, key string) agentenv.Provider {
-		p, err := tensorlake.New(tensorlake.Config{APIKey: key, Image: image, Rate: 1, MaxTimeout: time.Hour}, nil)
+		p, err := tensorlake.New(tensorlake.Config{APIKey: key, Image: image, Config: cloudapi.Config{Rate: 1, MaxTimeout: time.Hour}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -420,11 +420,7 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 }
 
 // forget drops what this Provider keeps of sandbox id.
-func (p *Provider) forget(id string) {
-	p.mu.Lock()
-	delete(p.locks, id)
-	p.mu.Unlock()
-}
+func (p *Provider) forget(id string) { p.vms.Forget(id) }
 
 // List returns the sandboxes not yet terminated that agentenv made (their entrypoint carries an
 // agentenv record) and that carry every one of labels. It reads every page of GET /sandboxes and

@@ -36,18 +36,19 @@ package tensorlake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cloudapi"
+	"github.com/agentenv/agentenv/internal/keylock"
 )
 
 // Defaults for the zero values of Config.
@@ -70,14 +71,18 @@ const (
 	APIPort = 9501
 )
 
-// Config configures a Provider. Zero values mean the documented defaults.
+// Config configures a Provider. Zero values mean the defaults: those of the embedded
+// cloudapi.Config are [DefaultTimeout], [DefaultMargin], [DefaultMaxTimeout] (the longest
+// timeout_secs sent), [DefaultRate], [DefaultConcurrency], [DefaultCreateTimeout] (a bound on a
+// create and its wait for "running") and [DefaultRequestTimeout]; CredentialHint names
+// provider.tensorlake.api_key, and HTTPClient is a client with no overall timeout. A negative
+// number is ErrInvalid.
 type Config struct {
+	cloudapi.Config
+
 	Name   string // provider name as configured; default "tensorlake"
 	APIKey string // Tensorlake API key, resolved from a config reference; required, never logged
-	// CredentialHint says what to set when the key is missing, for the error; default names
-	// provider.tensorlake.api_key.
-	CredentialHint string
-	APIURL         string // management API base; default https://api.tensorlake.ai (it serves /sandboxes)
+	APIURL string // management API base; default https://api.tensorlake.ai (it serves /sandboxes)
 	// ProxyURL maps sandbox ID to the base of its own API; default https://ID.sandbox.tensorlake.ai.
 	ProxyURL func(id string) string
 	// PortURL maps port P of sandbox ID to its base URL; default https://P-ID.sandbox.tensorlake.ai.
@@ -91,16 +96,7 @@ type Config struct {
 	// DockerHost is the local Docker engine RunInVM uploads an image from when the VM lacks it;
 	// default $DOCKER_HOST, else the local socket.
 	DockerHost string
-
-	Timeout        time.Duration // backstop when a spec has neither Timeout nor Expires; default 3h10m
-	Margin         time.Duration // added to a spec's time to expiry; default 10m
-	MaxTimeout     time.Duration // longest timeout_secs sent; default 24h
-	Rate           float64       // creates per second; default 5
-	Concurrency    int           // creates in flight; default 50
-	CreateTimeout  time.Duration // bound on a create and its wait for "running"; default 3m
-	RequestTimeout time.Duration // bound on cleanup requests; default 30s
-	DockerWait     time.Duration // bound on a VM's Docker engine start; default 2m
-	HTTPClient     *http.Client  // default a client with no overall timeout (requests are bounded by context)
+	DockerWait time.Duration // bound on a VM's Docker engine start; default [DefaultDockerWait]
 }
 
 // Provider creates, finds and terminates Tensorlake sandboxes. It is safe for concurrent use.
@@ -112,8 +108,7 @@ type Provider struct {
 	backstop cloudapi.Backstop
 	rel      cloudapi.Releaser
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // VM mode: one per VM, held while its exposed ports change
+	vms keylock.Set // VM mode: one lock per VM, held while its exposed ports change
 }
 
 var (
@@ -142,31 +137,17 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if cfg.PortURL == nil {
 		cfg.PortURL = func(id string, port int) string { return fmt.Sprintf("https://%d-%s.%s", port, id, DefaultDomain) }
 	}
-	if cfg.CredentialHint == "" {
-		cfg.CredentialHint = "set provider.tensorlake.api_key (for example env:TENSORLAKE_API_KEY)"
-	}
 	if cfg.VMImageHint == "" {
 		cfg.VMImageHint = "provider.tensorlake.vm_image"
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&cfg.Timeout, DefaultTimeout)
-	def(&cfg.Margin, DefaultMargin)
-	def(&cfg.MaxTimeout, DefaultMaxTimeout)
-	def(&cfg.CreateTimeout, DefaultCreateTimeout)
-	def(&cfg.RequestTimeout, DefaultRequestTimeout)
-	def(&cfg.DockerWait, DefaultDockerWait)
-	if cfg.Rate == 0 {
-		cfg.Rate = DefaultRate
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.Rate < 0 || cfg.Concurrency < 0 {
-		return nil, fmt.Errorf("tensorlake: rate %g, concurrency %d: %w", cfg.Rate, cfg.Concurrency, agentenv.ErrInvalid)
+	if err := errors.Join(cfg.Defaults(cloudapi.Config{
+		CredentialHint: "set provider.tensorlake.api_key (for example env:TENSORLAKE_API_KEY)",
+		Timeout:        DefaultTimeout, Margin: DefaultMargin, MaxTimeout: DefaultMaxTimeout,
+		Rate: DefaultRate, Concurrency: DefaultConcurrency,
+		CreateTimeout: DefaultCreateTimeout, RequestTimeout: DefaultRequestTimeout,
+		HTTPClient: &http.Client{},
+	}), cloudapi.Default("DockerWait", &cfg.DockerWait, DefaultDockerWait)); err != nil {
+		return nil, fmt.Errorf("tensorlake: %w", err)
 	}
 	for _, img := range []string{cfg.Image, cfg.VMImage} {
 		if img != "" && !imageName.MatchString(img) {
@@ -177,16 +158,12 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
 	p := &Provider{
 		cfg: cfg, log: logger.With("provider", cfg.Name),
 		client: &cloudapi.Client{Name: "tensorlake", Key: cfg.APIKey, KeyHint: cfg.CredentialHint,
 			Auth: cloudapi.Bearer, HTTP: hc},
 		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
-		locks:    map[string]*sync.Mutex{},
 	}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
 	return p, nil
@@ -228,16 +205,4 @@ func (p *Provider) do(ctx context.Context, method, url string, body io.Reader, c
 func (p *Provider) call(ctx context.Context, method, url string, in, out any) error {
 	_, err := p.client.JSON(ctx, method, url, in, out)
 	return err
-}
-
-// vmLock returns the lock of VM id.
-func (p *Provider) vmLock(id string) *sync.Mutex {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l, ok := p.locks[id]
-	if !ok {
-		l = &sync.Mutex{}
-		p.locks[id] = l
-	}
-	return l
 }

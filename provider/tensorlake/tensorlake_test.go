@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/provider/providertest"
 	"github.com/agentenv/agentenv/provider/tensorlake"
 	"github.com/agentenv/agentenv/provider/tensorlake/tensorlakeemu"
@@ -159,7 +160,7 @@ func TestBadInputCreatesNothing(t *testing.T) {
 			t.Errorf("Create with %s = %v, want ErrInvalid", name, err)
 		}
 	}
-	if _, err := tensorlake.New(tensorlake.Config{Rate: -1}, nil); !errors.Is(err, agentenv.ErrInvalid) {
+	if _, err := tensorlake.New(tensorlake.Config{Config: cloudapi.Config{Rate: -1}}, nil); !errors.Is(err, agentenv.ErrInvalid) {
 		t.Errorf("New with a negative rate = %v, want ErrInvalid", err)
 	}
 	if n := len(emu.Running()); n != 0 {

@@ -145,9 +145,7 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 // expose adds the VM ports of published to vm's exposed ports, reachable without Tensorlake
 // authentication (the gateway has its own token), keeping those already exposed.
 func (p *Provider) expose(ctx context.Context, vm string, published map[int]int) error {
-	l := p.vmLock(vm)
-	l.Lock()
-	defer l.Unlock()
+	defer p.vms.Lock(vm)()
 	si, err := p.info(ctx, vm)
 	if err != nil {
 		return fmt.Errorf("expose ports: %w", err)

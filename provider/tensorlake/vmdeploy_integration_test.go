@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentenv/agentenv/deploy/deploytest"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/provider/tensorlake"
 	"github.com/agentenv/agentenv/provider/tensorlake/tensorlakeemu"
@@ -22,7 +23,7 @@ var vmKit = deploytest.VMKit{
 		emu := tensorlakeemu.Start(apiKey)
 		emu.StartDelay = 0
 		emu.SetVMBackend(vms, vmImage)
-		p, err := tensorlake.New(tensorlake.Config{APIKey: apiKey, APIURL: emu.URL(), ProxyURL: emu.ProxyURL, PortURL: emu.PortURL, VMImage: vmImage, Rate: 1000}, nil)
+		p, err := tensorlake.New(tensorlake.Config{APIKey: apiKey, APIURL: emu.URL(), ProxyURL: emu.ProxyURL, PortURL: emu.PortURL, VMImage: vmImage, Config: cloudapi.Config{Rate: 1000}}, nil)
 		if err != nil {
 			emu.Close()
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/provider/providertest"
 	"github.com/agentenv/agentenv/provider/vercel"
 )
@@ -23,7 +24,7 @@ func TestE2EConformance(t *testing.T) {
 	}
 	providertest.RunLive(t, "VERCEL_TOKEN", "Vercel Sandbox", func(t *testing.T, token string) agentenv.Provider {
 		p, err := vercel.New(vercel.Config{Token: token, TeamID: os.Getenv("VERCEL_TEAM_ID"), ProjectID: os.Getenv("VERCEL_PROJECT_ID"),
-			Image: image, Rate: 1, MaxTimeout: 45 * time.Minute}, nil)
+			Image: image, Config: cloudapi.Config{Rate: 1, MaxTimeout: 45 * time.Minute}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

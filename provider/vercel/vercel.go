@@ -37,6 +37,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,12 +45,12 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cloudapi"
+	"github.com/agentenv/agentenv/internal/keylock"
 )
 
 // Defaults for the zero values of Config.
@@ -77,19 +78,23 @@ const (
 // variables, which the SDK and Vercel's docs name.
 const CredentialHint = "set provider.vercel.token (env:VERCEL_TOKEN), provider.vercel.team_id (env:VERCEL_TEAM_ID) and provider.vercel.project_id (env:VERCEL_PROJECT_ID), or provider.vercel.oidc_token (env:VERCEL_OIDC_TOKEN)"
 
-// Config configures a Provider. Zero values mean the documented defaults.
+// Config configures a Provider. Zero values mean the defaults: those of the embedded
+// cloudapi.Config are [DefaultTimeout], [DefaultMargin], [DefaultMaxTimeout] (the longest
+// timeout sent, the plan's limit), [DefaultRate], [DefaultConcurrency], [DefaultCreateTimeout] (a
+// bound on a create and its wait for "running") and [DefaultRequestTimeout]; CredentialHint is
+// [CredentialHint], and HTTPClient is a client with no overall timeout. A negative number is
+// ErrInvalid.
 type Config struct {
+	cloudapi.Config
+
 	Name string // provider name as configured; default "vercel"
 	// Token is a Vercel access token, or an OIDC token (VERCEL_OIDC_TOKEN) whose claims name the
 	// team and project; required, never logged.
 	Token string
 	// TeamID and ProjectID scope every request; taken from an OIDC token's claims when empty.
 	TeamID, ProjectID string
-	// CredentialHint says what to set when a credential is missing, for the error; default names
-	// the provider.vercel.* keys and their environment variables.
-	CredentialHint string
-	APIURL         string // API base; default https://vercel.com/api (it serves /v2/sandboxes)
-	Image          string // image of a Create whose spec names none; default Vercel's (universal)
+	APIURL            string // API base; default https://vercel.com/api (it serves /v2/sandboxes)
+	Image             string // image of a Create whose spec names none; default Vercel's (universal)
 	// VMImage is the Docker-capable image of CreateVM (VM mode): one with dockerd and the docker
 	// CLI. Required for VM mode; no default.
 	VMImage string
@@ -98,16 +103,7 @@ type Config struct {
 	// DockerHost is the local Docker engine RunInVM uploads an image from when the VM lacks it;
 	// default $DOCKER_HOST, else the local socket.
 	DockerHost string
-
-	Timeout        time.Duration // backstop when a spec has neither Timeout nor Expires; default 3h10m
-	Margin         time.Duration // added to a spec's time to expiry; default 10m
-	MaxTimeout     time.Duration // longest timeout sent, the plan's limit; default 5h
-	Rate           float64       // creates per second; default 5
-	Concurrency    int           // creates in flight; default 50
-	CreateTimeout  time.Duration // bound on a create and its wait for "running"; default 3m
-	RequestTimeout time.Duration // bound on cleanup requests; default 30s
-	DockerWait     time.Duration // bound on a VM's Docker engine start; default 2m
-	HTTPClient     *http.Client  // default a client with no overall timeout (requests are bounded by context)
+	DockerWait time.Duration // bound on a VM's Docker engine start; default [DefaultDockerWait]
 }
 
 // Provider creates, finds and terminates Vercel sandboxes. It is safe for concurrent use.
@@ -121,8 +117,7 @@ type Provider struct {
 	rel      cloudapi.Releaser
 	missing  string // what credential is missing, "" when none
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // VM mode: one per VM, held while its ports change
+	vms keylock.Set // VM mode: one lock per VM, held while its ports change
 }
 
 var (
@@ -139,19 +134,15 @@ var (
 // naming what to set (so a chain moves on). A nil logger discards; the token is never logged.
 func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	cfg.Name, cfg.APIURL = cmp.Or(cfg.Name, DefaultName), strings.TrimRight(cmp.Or(cfg.APIURL, DefaultAPIURL), "/")
-	cfg.CredentialHint, cfg.VMImageHint = cmp.Or(cfg.CredentialHint, CredentialHint), cmp.Or(cfg.VMImageHint, "provider.vercel.vm_image")
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-	}{{&cfg.Timeout, DefaultTimeout}, {&cfg.Margin, DefaultMargin}, {&cfg.MaxTimeout, DefaultMaxTimeout},
-		{&cfg.CreateTimeout, DefaultCreateTimeout}, {&cfg.RequestTimeout, DefaultRequestTimeout}, {&cfg.DockerWait, DefaultDockerWait}} {
-		if *d.v <= 0 {
-			*d.v = d.def
-		}
-	}
-	cfg.Rate, cfg.Concurrency = cmp.Or(cfg.Rate, DefaultRate), cmp.Or(cfg.Concurrency, DefaultConcurrency)
-	if cfg.Rate < 0 || cfg.Concurrency < 0 {
-		return nil, fmt.Errorf("vercel: rate %g, concurrency %d: %w", cfg.Rate, cfg.Concurrency, agentenv.ErrInvalid)
+	cfg.VMImageHint = cmp.Or(cfg.VMImageHint, "provider.vercel.vm_image")
+	if err := errors.Join(cfg.Defaults(cloudapi.Config{
+		CredentialHint: CredentialHint,
+		Timeout:        DefaultTimeout, Margin: DefaultMargin, MaxTimeout: DefaultMaxTimeout,
+		Rate: DefaultRate, Concurrency: DefaultConcurrency,
+		CreateTimeout: DefaultCreateTimeout, RequestTimeout: DefaultRequestTimeout,
+		HTTPClient: &http.Client{},
+	}), cloudapi.Default("DockerWait", &cfg.DockerWait, DefaultDockerWait)); err != nil {
+		return nil, fmt.Errorf("vercel: %w", err)
 	}
 	for _, img := range []string{cfg.Image, cfg.VMImage} {
 		if img != "" && !imageName.MatchString(img) {
@@ -162,14 +153,10 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
 	p := &Provider{
 		cfg: cfg, log: logger.With("provider", cfg.Name),
 		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
-		locks:    map[string]*sync.Mutex{},
 	}
 	p.resolveCredentials()
 	p.api = &cloudapi.Client{Name: "vercel", Key: p.cfg.Token, KeyHint: cfg.CredentialHint, Auth: cloudapi.Bearer, Message: message, HTTP: hc}
@@ -321,21 +308,5 @@ func kind(err error) error {
 // timeout is the backstop lifetime of spec in milliseconds (Vercel's unit), never zero.
 func (p *Provider) timeout(spec agentenv.SandboxSpec) int64 { return p.backstop.Seconds(spec) * 1000 }
 
-// vmLock returns the lock of VM name.
-func (p *Provider) vmLock(name string) *sync.Mutex {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l, ok := p.locks[name]
-	if !ok {
-		l = &sync.Mutex{}
-		p.locks[name] = l
-	}
-	return l
-}
-
 // forget drops what this Provider keeps of sandbox name.
-func (p *Provider) forget(name string) {
-	p.mu.Lock()
-	delete(p.locks, name)
-	p.mu.Unlock()
-}
+func (p *Provider) forget(name string) { p.vms.Forget(name) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/provider/providertest"
 	"github.com/agentenv/agentenv/provider/vercel"
 	"github.com/agentenv/agentenv/provider/vercel/vercelemu"
@@ -283,7 +284,7 @@ func TestBadInputCreatesNothing(t *testing.T) {
 			t.Errorf("Create with %s = %v, want ErrInvalid", name, err)
 		}
 	}
-	if _, err := vercel.New(vercel.Config{Rate: -1}, nil); !errors.Is(err, agentenv.ErrInvalid) {
+	if _, err := vercel.New(vercel.Config{Config: cloudapi.Config{Rate: -1}}, nil); !errors.Is(err, agentenv.ErrInvalid) {
 		t.Errorf("New with a negative rate = %v, want ErrInvalid", err)
 	}
 	if n := len(emu.Made()); n != 0 {
@@ -299,7 +300,7 @@ func TestOIDCTokenNamesTheTeamAndProject(t *testing.T) {
 	jwt := "eyJhbGciOiJSUzI1NiJ9." + claims + ".c2lnbmF0dXJl"
 	emu := vercelemu.Start(jwt, team, project)
 	defer emu.Close()
-	p, err := vercel.New(vercel.Config{APIURL: emu.URL(), Token: jwt, Rate: 1000}, nil)
+	p, err := vercel.New(vercel.Config{APIURL: emu.URL(), Token: jwt, Config: cloudapi.Config{Rate: 1000}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +420,7 @@ func TestTimeoutStopsTheSandbox(t *testing.T) {
 
 func TestTimeoutIsCappedAtTheMaximum(t *testing.T) {
 	emu := emulator(t)
-	p := newProvider(t, emu, vercel.Config{MaxTimeout: 45 * time.Minute}, nil)
+	p := newProvider(t, emu, vercel.Config{Config: cloudapi.Config{MaxTimeout: 45 * time.Minute}}, nil)
 	s := spec("sb-cap")
 	s.Expires = time.Now().Add(10 * time.Hour)
 	sb, err := p.Create(t.Context(), s)

@@ -143,9 +143,7 @@ func (p *Provider) host(vm string, labels map[string]string) vmdocker.Host {
 // route adds the VM ports of published to vm's routes, keeping those it has, and returns the URL
 // of every routed port.
 func (p *Provider) route(ctx context.Context, vm string, published map[int]int) (map[int]string, error) {
-	l := p.vmLock(vm)
-	l.Lock()
-	defer l.Unlock()
+	defer p.vms.Lock(vm)()
 	d, err := p.describe(ctx, vm)
 	if err != nil {
 		return nil, fmt.Errorf("route ports: %w", err)

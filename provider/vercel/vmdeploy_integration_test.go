@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentenv/agentenv/deploy/deploytest"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"github.com/agentenv/agentenv/provider/vercel"
 	"github.com/agentenv/agentenv/provider/vercel/vercelemu"
@@ -22,7 +23,7 @@ var vmKit = deploytest.VMKit{
 		emu := vercelemu.Start(token, team, project)
 		emu.StartDelay = 0
 		emu.SetVMBackend(vms, vmImage)
-		p, err := vercel.New(vercel.Config{Token: token, TeamID: team, ProjectID: project, APIURL: emu.URL(), VMImage: vmImage, Rate: 1000}, nil)
+		p, err := vercel.New(vercel.Config{Token: token, TeamID: team, ProjectID: project, APIURL: emu.URL(), VMImage: vmImage, Config: cloudapi.Config{Rate: 1000}}, nil)
 		if err != nil {
 			emu.Close()
 			t.Fatal(err)

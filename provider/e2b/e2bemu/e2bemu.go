@@ -89,13 +89,15 @@ type Sandbox struct {
 
 // Server is the emulator. Its methods are safe for concurrent use. The embedded Base gives it
 // URL, Calls (create, list, get, kill, timeout, process), SetCreateFault, SetKillFault (kills
-// fail and leave the sandbox running), VM, DirectAddr and VMErrors.
+// fail and leave the sandbox running), Kills (the kill calls), VM, DirectAddr and VMErrors; it
+// is a lifecycletest.Emulator.
 type Server struct {
 	*emuapi.Base
 
 	mu        sync.Mutex
 	templates map[string]bool
 	sandboxes map[string]*sandbox
+	made      []string // every sandbox's id, in the order made
 	pageSize  int
 	commands  []Command
 	uploads   []Upload
@@ -127,6 +129,7 @@ func Start(apiKey string) *Server {
 	s.Handle("GET /sandboxes/{id}", "get", s.get)
 	s.Handle("DELETE /sandboxes/{id}", "kill", s.kill)
 	s.Handle("POST /sandboxes/{id}/timeout", "timeout", s.setTimeout)
+	s.SetKillOps("kill")
 	s.Open("/sandbox/{id}/{port}/{rest...}", s.traffic)
 	s.Open("/sandbox/{id}/{port}", s.traffic)
 	s.Serve()
@@ -171,6 +174,13 @@ func (s *Server) Running() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return emuapi.Running(s.sandboxes, s.alive)
+}
+
+// Made returns the ids of every sandbox created so far, in order.
+func (s *Server) Made() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.made)
 }
 
 // Sandbox returns what the emulator holds of sandbox id, running or ended.
@@ -271,6 +281,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.sandboxes[sb.ID] = sb
+	s.made = append(s.made, sb.ID)
 	backend := s.backend
 	if !s.vmTemplates[sb.Template] {
 		backend = nil

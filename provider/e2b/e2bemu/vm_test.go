@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/provider/e2b"
 	"github.com/agentenv/agentenv/provider/e2b/e2bemu"
 )
@@ -75,7 +76,7 @@ func TestVMBackend(t *testing.T) {
 	defer emu.Close()
 	b := &fakeBackend{srv: srv}
 	emu.SetVMBackend(b)
-	p, err := e2b.New(e2b.Config{APIKey: key, APIURL: emu.URL(), SandboxURL: emu.SandboxURL, Rate: 1000}, nil)
+	p, err := e2b.New(e2b.Config{APIKey: key, APIURL: emu.URL(), SandboxURL: emu.SandboxURL, Config: cloudapi.Config{Rate: 1000}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

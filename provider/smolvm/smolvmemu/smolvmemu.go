@@ -97,7 +97,9 @@ type Machine struct {
 	ExitCode   int
 }
 
-// Server is the emulator. Its methods are safe for concurrent use.
+// Server is the emulator. Its methods are safe for concurrent use. The embedded emuapi.Base
+// gives it URL, Calls, SetCreateFault, SetKillFault and Kills (the delete calls); it is a
+// lifecycletest.Emulator.
 type Server struct {
 	*emuapi.Base // URL, Calls, SetCreateFault, SetKillFault, VMErrors; the VMs by machine name
 
@@ -151,6 +153,7 @@ func StartOn(l net.Listener) *Server {
 	s.Handle("GET /api/v1/machines", "list", s.list)
 	s.Handle("GET /api/v1/machines/{name}", "get", s.get)
 	s.Handle("DELETE /api/v1/machines/{name}", "delete", s.delete)
+	s.SetKillOps("delete")
 	s.Handle("POST /api/v1/machines/{name}/start", "start", s.start)
 	s.Handle("POST /api/v1/machines/{name}/stop", "stop", s.stop)
 	s.Handle("POST /api/v1/machines/{name}/exec", "exec", s.exec)

@@ -105,8 +105,8 @@ type Session struct {
 }
 
 // Server is the emulator: its sessions and their commands on the cloud emulators' shared base
-// (emuapi.Base: the server, key check and call counts, faults, VMs). Its methods are safe for
-// concurrent use.
+// (emuapi.Base: the server, key check and call counts, faults, Kills (the TerminateSession
+// calls), VMs); it is a lifecycletest.Emulator. Its methods are safe for concurrent use.
 type Server struct {
 	*emuapi.Base
 
@@ -159,6 +159,7 @@ func Start(key string) *Server {
 	} {
 		s.Handle(procedure, procedureName(procedure), h.ServeHTTP)
 	}
+	s.SetKillOps(procedureName(wire.TerminateSession))
 	s.dataPlane(wire.Run, connect.NewBidiStreamHandler(wire.Run, s.run, codec))
 	s.dataPlane(wire.WriteFile, connect.NewUnaryHandler(wire.WriteFile, s.writeFile, codec))
 	s.dataPlane(wire.ReadFile, connect.NewUnaryHandler(wire.ReadFile, s.readFile, codec))

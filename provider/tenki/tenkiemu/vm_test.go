@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/emuvm/emuvmtest"
 	"github.com/agentenv/agentenv/provider/tenki"
 	"github.com/agentenv/agentenv/provider/tenki/tenkiemu"
@@ -26,7 +27,7 @@ func TestVMModeThroughRun(t *testing.T) {
 	defer emu.Close()
 	fv := &emuvmtest.Recorder{Ports: port}
 	emu.SetVMBackend(fv, "ws/docker:1")
-	p, err := tenki.New(tenki.Config{Token: key, APIURL: emu.URL(), VMImage: "ws/docker:1", Rate: 1000}, nil)
+	p, err := tenki.New(tenki.Config{Token: key, APIURL: emu.URL(), VMImage: "ws/docker:1", Config: cloudapi.Config{Rate: 1000}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

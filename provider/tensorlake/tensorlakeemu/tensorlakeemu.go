@@ -95,7 +95,8 @@ func DinD(h *emuvm.Host) VMBackend { return emuvm.DinD(h) }
 
 // Server is the emulator. Its methods are safe for concurrent use. The embedded Base gives it
 // URL, Calls (create, list, get, update, delete, process, ...), SetCreateFault, SetKillFault
-// (deletes fail and leave the sandbox running), VM, DirectAddr and VMErrors.
+// (deletes fail and leave the sandbox running), Kills (the delete calls), VM, DirectAddr and
+// VMErrors; it is a lifecycletest.Emulator.
 type Server struct {
 	*emuapi.Base
 	apiKey string
@@ -153,6 +154,7 @@ func Start(apiKey string) *Server {
 	s.Handle("GET /sandboxes/{id}", "get", s.get)
 	s.Handle("PATCH /sandboxes/{id}", "update", s.update)
 	s.Handle("DELETE /sandboxes/{id}", "delete", s.kill)
+	s.SetKillOps("delete")
 	s.Handle("POST /proxy/{id}/api/v1/processes", "process", s.startProcess)
 	s.Handle("GET /proxy/{id}/api/v1/processes/{pid}", "process_get", s.getProcess)
 	s.Handle("GET /proxy/{id}/api/v1/processes/{pid}/{stream}", "process_output", s.output)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/provider/tensorlake"
 	"github.com/agentenv/agentenv/provider/tensorlake/tensorlakeemu"
 )
@@ -76,7 +77,7 @@ func TestRunInVMExposesThePublishedPort(t *testing.T) {
 	b := &fakeBackend{srv: srv}
 	emu.SetVMBackend(b, "agentenv-docker")
 	p, err := tensorlake.New(tensorlake.Config{APIKey: key, APIURL: emu.URL(), ProxyURL: emu.ProxyURL, PortURL: emu.PortURL,
-		VMImage: "agentenv-docker", Rate: 1000}, nil)
+		VMImage: "agentenv-docker", Config: cloudapi.Config{Rate: 1000}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

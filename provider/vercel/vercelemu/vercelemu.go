@@ -115,7 +115,11 @@ type Sandbox struct {
 }
 
 // Server is the emulator. Its methods are safe for concurrent use; it has those of
-// emuapi.Base (URL, Calls, SetCreateFault, SetKillFault, VMErrors), a VM keyed by session id.
+// emuapi.Base (URL, Calls, SetCreateFault, SetKillFault, Kills, VMErrors), a VM keyed by session
+// id, and it is a lifecycletest.Emulator. Kills counts the stop and delete requests (Calls counts
+// create, list, get, update, delete, stop, cmd, cmd_get, cmd_kill, fs_write, fs_read and
+// fs_mkdir); a kill fault (SetKillFault) fails stops and deletes alike, leaving the sandbox as it
+// was.
 type Server struct {
 	*emuapi.Base
 	project string
@@ -219,6 +223,7 @@ func Start(token, team, project string) *Server {
 	s.Handle("POST /v2/sandboxes/sessions/{sid}/fs/write", "fs_write", s.writeFiles)
 	s.Handle("POST /v2/sandboxes/sessions/{sid}/fs/read", "fs_read", s.readFile)
 	s.Handle("POST /v2/sandboxes/sessions/{sid}/fs/mkdir", "fs_mkdir", s.mkdir)
+	s.SetKillOps("stop", "delete")
 	s.Serve()
 	return s
 }
@@ -255,11 +260,6 @@ func (s *Server) SetVMBackend(b VMBackend, images ...string) {
 		s.images[img], s.vmImages[img] = true, true
 	}
 }
-
-// Kills returns how many stop and delete requests arrived (Calls counts create, list, get,
-// update, delete, stop, cmd, cmd_get, cmd_kill, fs_write, fs_read and fs_mkdir). A kill fault
-// (SetKillFault) fails stops and deletes alike, leaving the sandbox as it was.
-func (s *Server) Kills() int { return s.Calls("stop") + s.Calls("delete") }
 
 // Running returns the names of the sandboxes whose session is pending or running, sorted.
 func (s *Server) Running() []string {
