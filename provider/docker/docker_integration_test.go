@@ -5,6 +5,7 @@ package docker_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"strings"
@@ -382,6 +383,31 @@ func TestTerminate_NetworkWithAContainerAttached(t *testing.T) {
 	}
 	if sb, err := p.Get(ctx, peer.Name); err != nil || sb.State != agentenv.SandboxRunning {
 		t.Errorf("the attached container after the network's Terminate = %+v, %v; want it running", sb, err)
+	}
+}
+
+// TestTerminate_NetworkWithALateContainerOfItsDeployment: a container of the network's own
+// deployment still attached when the network goes (its create finished after its record's
+// teardown listed it) is removed with the network, through the engine's own path.
+func TestTerminate_NetworkWithALateContainerOfItsDeployment(t *testing.T) {
+	p, _, image, labels := setup(t)
+	ctx := t.Context()
+	mine := maps.Clone(labels)
+	mine[agentenv.LabelDeployment] = providertest.NewID()
+	netID, _ := newNetwork(t, p, mine)
+	late := spec(image, mine, "sleep")
+	late.Network = netID
+	t.Cleanup(func() { p.Terminate(context.Background(), late.Name) })
+	if _, err := p.Create(ctx, late); err != nil {
+		t.Fatalf("Create(%s): %v", late.Name, err)
+	}
+	if err := p.Terminate(ctx, netID); err != nil {
+		t.Fatalf("Terminate(network %s) with its deployment's container attached = %v", netID, err)
+	}
+	for _, id := range []string{netID, late.Name} {
+		if _, err := p.Get(ctx, id); !errors.Is(err, agentenv.ErrNotFound) {
+			t.Errorf("Get(%s) after the network's Terminate = %v, want ErrNotFound", id, err)
+		}
 	}
 }
 

@@ -136,7 +136,7 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 // it first gives the engine a moment (bounded) to release them itself, as it does for the
 // containers just removed: forcing a disconnect of an endpoint the engine is releasing races
 // its own release, which docker.io 20.10 can answer with an endpoint count that never drops.
-// Containers still attached after that are disconnected by force.
+// Containers still attached after that are taken off (detach).
 func (p *Provider) removeNetwork(ctx context.Context, netID string) error {
 	_, err := p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{})
 	if err == nil || engine.IsGone(err) {
@@ -174,14 +174,41 @@ func (p *Provider) removeNetwork(ctx context.Context, netID string) error {
 		// which only a dockerd restart clears.
 		return fmt.Errorf("the engine keeps a stale endpoint on network %s with no container attached (%d were a moment ago; a dockerd restart clears it): %w", netID, attached, err)
 	}
+	dep := res.Network.Labels[agentenv.LabelDeployment]
 	for cid := range res.Network.Containers {
-		_, derr := p.cli.NetworkDisconnect(ctx, netID, client.NetworkDisconnectOptions{Container: cid, Force: true})
-		if derr != nil && !engine.IsGone(derr) {
-			return fmt.Errorf("disconnect %s: %w", cid, derr)
+		if err := p.detach(ctx, netID, cid, dep); err != nil {
+			return err
 		}
 	}
 	if _, err := p.cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{}); err != nil && !engine.IsGone(err) {
 		return err
+	}
+	return nil
+}
+
+// detach takes container cid off network netID. A container of the network's own deployment
+// dep (one whose create finished after its record's teardown listed it) is removed, through the
+// engine's own path, which releases its endpoint under the container's lock; any other is
+// disconnected by force and runs on.
+func (p *Provider) detach(ctx context.Context, netID, cid, dep string) error {
+	if dep != "" {
+		c, err := p.cli.ContainerInspect(ctx, cid, client.ContainerInspectOptions{})
+		switch {
+		case engine.IsGone(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("inspect %s: %w", cid, err)
+		case c.Container.Config != nil && c.Container.Config.Labels[agentenv.LabelDeployment] == dep:
+			_, err := p.cli.ContainerRemove(ctx, cid, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			if err != nil && !engine.IsGone(err) {
+				return fmt.Errorf("remove container %s of deployment %s: %w", cid, dep, err)
+			}
+			return nil
+		}
+	}
+	_, err := p.cli.NetworkDisconnect(ctx, netID, client.NetworkDisconnectOptions{Container: cid, Force: true})
+	if err != nil && !engine.IsGone(err) {
+		return fmt.Errorf("disconnect %s: %w", cid, err)
 	}
 	return nil
 }
