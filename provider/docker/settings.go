@@ -1,0 +1,10 @@
+package docker
+
+import "github.com/agentenv/agentenv/internal/setting"
+
+// Settings are the settings of the docker provider, under provider.docker.
+func Settings() []setting.Key {
+	return []setting.Key{
+		{Name: "provider.docker.host", Doc: "Docker engine address (default: DOCKER_HOST, else unix:///var/run/docker.sock)"},
+	}
+}
