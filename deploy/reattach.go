@@ -85,3 +85,66 @@ func component(record string) string {
 	}
 	return record
 }
+
+// Inspection is what Inspect says of a deployment: its document, each of its records with
+// whether its sandbox runs, and, for a live deployment, whether Reattach can use it.
+type Inspection struct {
+	Deployment agentenv.Deployment `json:"deployment"`
+	Sandboxes  []SandboxHealth     `json:"sandboxes"`
+	Reattach   *ReattachCheck      `json:"reattach"` // nil unless the deployment is live
+}
+
+// SandboxHealth is one record of a deployment and what its provider says of its sandbox:
+// "running", "down: WHY", or "-" for a record that is gone.
+type SandboxHealth struct {
+	Record string         `json:"record"`
+	Role   agentenv.Role  `json:"role"`
+	State  agentenv.State `json:"state"`
+	Health string         `json:"health"`
+}
+
+// ReattachCheck is the verdict of Reattach on a live deployment: usable or not, and why.
+type ReattachCheck struct {
+	OK       bool     `json:"ok"`
+	Error    string   `json:"error,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Inspect reads deployment id and asks each of its records' providers whether its sandbox
+// runs; a live deployment is also checked by Reattach, as the seeds define it (a dead server or
+// gateway makes it unusable; a dead service DB of a one-server env is a warning). It changes
+// nothing.
+func (d *Deployer) Inspect(ctx context.Context, id string) (Inspection, error) {
+	doc, err := d.mgr.Ledger().Deployments().Get(ctx, id)
+	if err != nil {
+		return Inspection{}, err
+	}
+	recs, err := d.mgr.Ledger().List(ctx, agentenv.Filter{Deployment: doc.ID})
+	if err != nil {
+		return Inspection{}, err
+	}
+	in := Inspection{Deployment: doc}
+	for _, r := range recs {
+		h := "-"
+		if r.State != agentenv.StateGone {
+			h = d.Health(ctx, r.ID)
+		}
+		in.Sandboxes = append(in.Sandboxes, SandboxHealth{r.ID, r.Role, r.State, h})
+	}
+	if doc.State == agentenv.DeploymentLive {
+		_, warnings, err := d.Reattach(ctx, doc.ID)
+		in.Reattach = &ReattachCheck{OK: err == nil, Warnings: warnings}
+		if err != nil {
+			in.Reattach.Error = err.Error()
+		}
+	}
+	return in, nil
+}
+
+// Health asks the provider of record id whether its sandbox runs: "running", or "down: WHY".
+func (d *Deployer) Health(ctx context.Context, id string) string {
+	if _, err := d.mgr.Get(ctx, id); err != nil {
+		return "down: " + err.Error()
+	}
+	return "running"
+}

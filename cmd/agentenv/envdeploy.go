@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -183,46 +182,14 @@ func newEnvGetCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			doc, err := mgr.Ledger().Deployments().Get(ctx, args[0])
+			in, err := deploy.New(mgr, a.log).Inspect(ctx, args[0])
 			if err != nil {
 				return err
-			}
-			recs, err := mgr.Ledger().List(ctx, agentenv.Filter{Deployment: doc.ID})
-			if err != nil {
-				return err
-			}
-			type sandbox struct {
-				Record string         `json:"record"`
-				Role   agentenv.Role  `json:"role"`
-				State  agentenv.State `json:"state"`
-				Health string         `json:"health"`
-			}
-			var sbs []sandbox
-			for _, r := range recs {
-				h := "-"
-				if r.State != agentenv.StateGone {
-					h = health(ctx, a, r)
-				}
-				sbs = append(sbs, sandbox{r.ID, r.Role, r.State, h})
-			}
-			// A live deployment is reattached as the seeds define it: a dead server or gateway
-			// makes it unusable; a dead service DB of a one-server env is a warning.
-			type reattach struct {
-				OK       bool     `json:"ok"`
-				Error    string   `json:"error,omitempty"`
-				Warnings []string `json:"warnings,omitempty"`
-			}
-			var re *reattach
-			if doc.State == agentenv.DeploymentLive {
-				_, warnings, err := deploy.New(mgr, a.log).Reattach(ctx, doc.ID)
-				re = &reattach{OK: err == nil, Warnings: warnings}
-				if err != nil {
-					re.Error = err.Error()
-				}
 			}
 			if f.json {
-				return printJSON(a.stdout, map[string]any{"deployment": doc, "sandboxes": sbs, "reattach": re})
+				return printJSON(a.stdout, in)
 			}
+			doc, re := in.Deployment, in.Reattach
 			fmt.Fprintf(a.stdout, "deployment %s  env %s  state %s  provider %s (%s)  expires %s\n", doc.ID, doc.Env, doc.State, doc.Winner, doc.Mode, ago(doc.Expires))
 			if doc.GatewayURL != "" {
 				fmt.Fprintf(a.stdout, "gateway %s  servers %s  tools %d\n", doc.GatewayURL, strings.Join(doc.Servers, ","), doc.Tools)
@@ -240,8 +207,8 @@ func newEnvGetCmd(a *app) *cobra.Command {
 					fmt.Fprintf(a.stdout, "warning: %s\n", w)
 				}
 			}
-			rows := make([][]string, 0, len(sbs))
-			for _, s := range sbs {
+			rows := make([][]string, 0, len(in.Sandboxes))
+			for _, s := range in.Sandboxes {
 				rows = append(rows, []string{s.Record, string(s.Role), string(s.State), s.Health})
 			}
 			table(a.stdout, []string{"RECORD", "ROLE", "LEDGER", "HEALTH"}, rows)
@@ -253,14 +220,6 @@ func newEnvGetCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
 	return cmd
-}
-
-// health asks the record's provider whether its sandbox runs.
-func health(ctx context.Context, a *app, r agentenv.Record) string {
-	if _, err := a.mgr.Get(ctx, r.ID); err != nil {
-		return "down: " + err.Error()
-	}
-	return "running"
 }
 
 func newEnvTeardownCmd(a *app) *cobra.Command {

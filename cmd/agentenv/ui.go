@@ -168,5 +168,5 @@ func (u uiInventory) Sandboxes(ctx context.Context) ([]explorer.Sandbox, error) 
 }
 
 func (u uiInventory) Health(ctx context.Context, r agentenv.Record) string {
-	return health(ctx, u.a, r)
+	return deploy.New(u.mgr, u.a.log).Health(ctx, r.ID)
 }
