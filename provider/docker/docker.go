@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/engine"
+	"github.com/agentenv/agentenv/internal/keylock"
 )
 
 // Config configures a Provider. Zero values mean the documented defaults.
@@ -40,6 +41,12 @@ type Provider struct {
 	log  *slog.Logger
 
 	netMu sync.Mutex // serialises making a VM's per-deployment networks (the engine allows two of one name)
+	// detaching holds one lock per network while a container attached to it is removed.
+	// docker.io 20.10 keeps a network's endpoint count with a read, change and write that can
+	// lose one of two concurrent releases; the count then never drops and the network cannot
+	// be removed until dockerd restarts. A deployment's containers share its network and are
+	// torn down together, so their removals take turns on it.
+	detaching keylock.Set
 }
 
 var (

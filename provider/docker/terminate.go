@@ -76,6 +76,7 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 	}
 	for _, c := range cs.Items {
 		wg.Go(func() {
+			defer p.holdNetworks(c)()
 			_, err := p.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 			if err != nil && !engine.IsGone(err) {
 				containerErrsMutex.Lock()
@@ -130,6 +131,31 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// holdNetworks takes the detaching lock of each user-defined network container c is attached
+// to, in one order, and returns what releases them. The engine's own networks (bridge, host,
+// none) are never removed, so a count they lose does no harm, and every bare sandbox uses one.
+func (p *Provider) holdNetworks(c container.Summary) (release func()) {
+	var ids []string
+	if c.NetworkSettings != nil {
+		for name, ep := range c.NetworkSettings.Networks {
+			if name == "bridge" || name == "host" || name == "none" || ep == nil || ep.NetworkID == "" {
+				continue
+			}
+			ids = append(ids, ep.NetworkID)
+		}
+	}
+	slices.Sort(ids)
+	unlocks := make([]func(), 0, len(ids))
+	for _, id := range ids {
+		unlocks = append(unlocks, p.detaching.Lock(id))
+	}
+	return func() {
+		for _, u := range slices.Backward(unlocks) {
+			u()
+		}
+	}
 }
 
 // removeNetwork removes a network. If the engine refuses because endpoints are still attached,
