@@ -115,6 +115,7 @@ const (
 	TypeDataGet           = "data_get"
 	TypeAggregate         = "aggregate"
 	TypeTeardownSandboxes = "teardown_sandboxes"
+	TypeUpload            = "upload"
 )
 
 // builtinKinds returns the step types a task may use, by name. It is a plain map built on each
@@ -130,7 +131,9 @@ func builtinKinds() map[string]kind {
 		TypeExec: {new: func() Step { return &execStep{} }, timeout: short, outputs: []Output{
 			{"exit_code", OutputInt}, {"stdout", OutputString}, {"stderr", OutputString}}},
 		TypeWriteFile: {new: func() Step { return &writeFile{} }, timeout: short, outputs: []Output{{"bytes", OutputInt}}},
-		TypeLoadData:  {new: func() Step { return &loadData{} }, timeout: short, outputs: []Output{{"parts", OutputInt}}},
+		TypeUpload: {new: func() Step { return &upload{} }, timeout: short, outputs: []Output{
+			{"files", OutputInt}, {"bytes", OutputInt}}},
+		TypeLoadData: {new: func() Step { return &loadData{} }, timeout: short, outputs: []Output{{"parts", OutputInt}}},
 		TypeCallTool: {new: func() Step { return &callTool{} }, timeout: short, outputs: []Output{
 			{"text", OutputString}, {"json", OutputJSON}, {"is_error", OutputBool}}},
 		TypePromptAgent: {new: func() Step { return &promptAgent{} }, timeout: long, outputs: []Output{
@@ -150,6 +153,8 @@ func builtinKinds() map[string]kind {
 			{"input_tokens", OutputInt}, {"output_tokens", OutputInt}}},
 		TypeScript: {new: func() Step { return &script{} }, verifier: true, timeout: long, outputs: []Output{
 			{"exit_code", OutputInt}, {"stdout", OutputString}, {"stderr", OutputString}, {"results", OutputJSON}}},
+		TypeReward: {new: func() Step { return &reward{} }, verifier: true, timeout: long, outputs: []Output{
+			{"exit_code", OutputInt}, {"stdout", OutputString}, {"stderr", OutputString}, {"rewards", OutputJSON}}},
 		TypeTeardownSandboxes: {new: func() Step { return &teardownSandboxes{} }, timeout: long, outputs: []Output{
 			{"receipt", OutputJSON}, {"terminated", OutputInt}}},
 		TypeGatewayTrajectory: {new: func() Step { return &gatewayTrajectory{} }, verifier: true, timeout: short},

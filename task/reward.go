@@ -1,0 +1,208 @@
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/shellquote"
+)
+
+// TypeReward is the reward verifier's step type.
+const TypeReward = "reward"
+
+// DefaultRewardDir is where a reward verifier's command writes its reward, as Harbor's
+// verifiers do.
+const DefaultRewardDir = "/logs/verifier"
+
+// reward runs a test command in a sandbox, as Harbor runs a task's tests/test.sh, and scores
+// what it wrote: reward.json (named metrics; the score is its "reward" if it has one, else
+// the mean of them all) or reward.txt (one number). The folder is emptied as root before the
+// command runs, so nothing the agent wrote there counts; the command runs as User with Env
+// added, and is killed when the step's timeout is near. A command that writes no reward, one
+// that times out, and a reward that is not a number in [0,1] are the verifier's errors
+// (infrastructure, retried and left out of the mean), never a 0. Its exit code is kept, not
+// scored: the reward file says the score.
+type reward struct {
+	Sandbox string            `yaml:"sandbox" task:"required"` // the deploy_sandbox step
+	Command []string          `yaml:"command"`                 // argv; bash /tests/test.sh if empty
+	User    string            `yaml:"user"`                    // the user it runs as; the image's if empty
+	Env     map[string]string `yaml:"env"`                     // added to its environment
+	Dir     string            `yaml:"dir"`                     // the reward's folder; DefaultRewardDir if empty
+}
+
+// rewardOutputLimit bounds what a reward verifier keeps of its stdout and of its stderr.
+const rewardOutputLimit = 16 << 10
+
+// rewardGrace is what a reward verifier's command is given less than the step's timeout, so
+// that it is killed, and its reward read, within the step's own time.
+const rewardGrace = 10 * time.Second
+
+func (s *reward) Check() error {
+	if err := checkNoHostEnv(s.Env); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		if k == "" || strings.ContainsAny(k, "= \t\n") {
+			return fmt.Errorf("env: %q is not a variable name", k)
+		}
+	}
+	if s.Dir != "" && (!path.IsAbs(s.Dir) || path.Clean(s.Dir) == "/") {
+		return fmt.Errorf("dir: want an absolute path below /, got %q", s.Dir)
+	}
+	if strings.ContainsAny(s.User, " \t\n'\"") {
+		return fmt.Errorf("user: %q is not a user name", s.User)
+	}
+	return checkBinding("command", "", s.Command)
+}
+
+func (s *reward) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
+
+// argv is the command as run: under coreutils' timeout, with the environment added, as the
+// user.
+func (s *reward) argv(limit time.Duration) []string {
+	cmd := s.Command
+	if len(cmd) == 0 {
+		cmd = []string{"bash", "/tests/test.sh"}
+	}
+	argv := []string{"timeout", "-k", "5", strconv.Itoa(max(1, int(limit.Seconds())))}
+	if len(s.Env) > 0 {
+		argv = append(argv, "env")
+		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+			argv = append(argv, k+"="+s.Env[k])
+		}
+	}
+	if s.User != "" {
+		argv = append(argv, "runuser", "-u", s.User, "--")
+	}
+	return append(argv, cmd...)
+}
+
+func (s *reward) Run(ctx context.Context, sc *scope) (Result, error) {
+	ref, err := sc.sandbox(s.Sandbox)
+	if err != nil {
+		return Result{}, err
+	}
+	dir := s.Dir
+	if dir == "" {
+		dir = DefaultRewardDir
+	}
+	m := sc.e.r.Manager
+	q := shellquote.Join([]string{dir})
+	prep := fmt.Sprintf("rm -rf -- %s && mkdir -p -- %s && chmod 777 -- %s", q, q, q)
+	if res, err := m.Exec(ctx, ref.Record, []string{"sh", "-c", prep}); err != nil {
+		return Result{}, fmt.Errorf("empty %s: %w", dir, err)
+	} else if res.ExitCode != 0 {
+		return Result{}, fmt.Errorf("empty %s: exited %d: %s", dir, res.ExitCode, tail(string(res.Stderr), 200))
+	}
+
+	limit := sc.s.Timeout - rewardGrace
+	if dl, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(dl)-rewardGrace)
+	}
+	res, err := m.Exec(ctx, ref.Record, s.argv(limit))
+	if err != nil {
+		return Result{}, fmt.Errorf("run tests: %w", err)
+	}
+	out := Result{Outputs: map[string]string{
+		"exit_code": strconv.Itoa(res.ExitCode),
+		"stdout":    tailBytes(string(res.Stdout), rewardOutputLimit),
+		"stderr":    tailBytes(string(res.Stderr), rewardOutputLimit),
+	}}
+	if res.ExitCode == 124 || res.ExitCode == 137 { // coreutils' timeout: TERM, then KILL
+		return out, fmt.Errorf("tests timed out after %s (exit %d): %s", limit.Round(time.Second), res.ExitCode, tail(string(res.Stderr), 300))
+	}
+
+	metrics, err := s.readReward(ctx, sc, ref.Record, dir)
+	if err != nil {
+		return out, fmt.Errorf("%w (test exit code %d; stderr: %s)", err, res.ExitCode, tail(string(res.Stderr), 300))
+	}
+	score, err := rewardScore(metrics)
+	if err != nil {
+		return out, err
+	}
+	b, _ := json.Marshal(metrics)
+	out.Outputs["rewards"] = string(b)
+	out.Score = &score
+	for _, k := range slices.Sorted(maps.Keys(metrics)) {
+		out.Rows = append(out.Rows, Row{Check: "reward " + k, Expected: "1", Got: strconv.FormatFloat(metrics[k], 'g', -1, 64), Pass: metrics[k] >= 1})
+	}
+	rb, _ := json.Marshal(out.Rows)
+	out.Outputs["rows"], out.Outputs["score"] = string(rb), formatScore(score)
+	return out, nil
+}
+
+// readReward reads reward.json, else reward.txt, of dir in the sandbox, as named metrics (a
+// reward.txt's number is "reward").
+func (s *reward) readReward(ctx context.Context, sc *scope, rec, dir string) (map[string]float64, error) {
+	m := sc.e.r.Manager
+	data, err := m.ReadFile(ctx, rec, path.Join(dir, "reward.json"))
+	if err == nil {
+		var raw map[string]any
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return nil, fmt.Errorf("reward.json: want a JSON object of numbers: %v", err)
+		}
+		metrics := map[string]float64{}
+		for k, v := range raw {
+			f, ok := v.(float64)
+			if !ok {
+				if b, isBool := v.(bool); isBool {
+					f, ok = map[bool]float64{true: 1, false: 0}[b], true
+				}
+			}
+			if !ok {
+				return nil, fmt.Errorf("reward.json: %s: want a number, got %s", k, jsonText(v))
+			}
+			metrics[k] = f
+		}
+		if len(metrics) == 0 {
+			return nil, errors.New("reward.json: holds no metric")
+		}
+		return metrics, nil
+	}
+	if !errors.Is(err, agentenv.ErrNotFound) {
+		return nil, fmt.Errorf("read reward.json: %w", err)
+	}
+	data, err = m.ReadFile(ctx, rec, path.Join(dir, "reward.txt"))
+	if errors.Is(err, agentenv.ErrNotFound) {
+		return nil, fmt.Errorf("the tests wrote no reward (%s/reward.txt or reward.json)", dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read reward.txt: %w", err)
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
+	if err != nil {
+		return nil, fmt.Errorf("reward.txt: want a number, got %q", tail(string(data), 60))
+	}
+	return map[string]float64{"reward": f}, nil
+}
+
+// rewardScore is the score of named metrics: "reward" if there is one, else their mean. A
+// score outside [0,1] is an error: agentenv's scores are fractions.
+func rewardScore(metrics map[string]float64) (float64, error) {
+	score, ok := metrics["reward"]
+	if !ok {
+		for _, v := range metrics {
+			score += v
+		}
+		score /= float64(len(metrics))
+	}
+	if !(score >= 0 && score <= 1) {
+		return 0, fmt.Errorf("reward %v: want a number in [0,1]", score)
+	}
+	return score, nil
+}
+
+// jsonText is v as JSON, for messages.
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return tail(string(b), 60)
+}

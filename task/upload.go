@@ -1,0 +1,125 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+
+	"github.com/agentenv/agentenv/internal/shellquote"
+)
+
+// upload copies a local file or folder into a sandbox, replacing what the path held: a folder
+// arrives whole and alone, so nothing the agent left at that path survives (a Harbor task's
+// tests/ and solution/ are copied in this way, only when their turn comes).
+type upload struct {
+	Sandbox string `yaml:"sandbox" task:"required"` // the deploy_sandbox step
+	From    string `yaml:"from" task:"required"`    // a file or folder, relative to the task file
+	To      string `yaml:"to" task:"required"`      // an absolute path in the sandbox
+}
+
+// maxUpload bounds what one upload step copies: task folders are scripts and fixtures, and a
+// larger tree belongs in the image.
+const maxUpload = 64 << 20
+
+func (s *upload) Check() error {
+	if !path.IsAbs(s.To) || path.Clean(s.To) == "/" {
+		return fmt.Errorf("to: want an absolute path below /, got %q", s.To)
+	}
+	return nil
+}
+
+func (s *upload) Refs() []Ref { return []Ref{{"sandbox", s.Sandbox, sandboxTypes}} }
+
+func (s *upload) Run(ctx context.Context, sc *scope) (Result, error) {
+	ref, err := sc.sandbox(s.Sandbox)
+	if err != nil {
+		return Result{}, err
+	}
+	from, err := sc.within("from", s.From)
+	if err != nil {
+		return Result{}, err
+	}
+	files, execs, err := readTree(from, path.Clean(s.To))
+	if err != nil {
+		return Result{}, fmt.Errorf("from: %w", err)
+	}
+	m := sc.e.r.Manager
+	// What was at the path goes first, and the folder is made readable by every user (a
+	// verifier may run as another user than the one that made it).
+	prep := "rm -rf -- " + shellquote.Join([]string{s.To})
+	if res, err := m.Exec(ctx, ref.Record, []string{"sh", "-c", prep}); err != nil {
+		return Result{}, fmt.Errorf("clear %s: %w", s.To, err)
+	} else if res.ExitCode != 0 {
+		return Result{}, fmt.Errorf("clear %s: exited %d: %s", s.To, res.ExitCode, tail(string(res.Stderr), 200))
+	}
+	n := 0
+	for _, f := range files {
+		if err := m.WriteFile(ctx, ref.Record, f.to, f.data); err != nil {
+			return Result{}, fmt.Errorf("write %s: %w", f.to, err)
+		}
+		n += len(f.data)
+	}
+	fix := "chmod -R a+rX -- " + shellquote.Join([]string{s.To})
+	for _, x := range execs {
+		fix += " && chmod a+x -- " + shellquote.Join([]string{x})
+	}
+	if res, err := m.Exec(ctx, ref.Record, []string{"sh", "-c", fix}); err != nil {
+		return Result{}, fmt.Errorf("modes of %s: %w", s.To, err)
+	} else if res.ExitCode != 0 {
+		return Result{}, fmt.Errorf("modes of %s: exited %d: %s", s.To, res.ExitCode, tail(string(res.Stderr), 200))
+	}
+	return Result{Outputs: map[string]string{"files": strconv.Itoa(len(files)), "bytes": strconv.Itoa(n)}}, nil
+}
+
+// treeFile is one file of an upload.
+type treeFile struct {
+	to   string
+	data []byte
+}
+
+// readTree reads the regular files under from (or from itself, a file) as files at to, and
+// names those that are executable. Symbolic links and other special files are refused rather
+// than followed out of the folder.
+func readTree(from, to string) (files []treeFile, execs []string, err error) {
+	total := 0
+	err = filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file (links are not copied)", p)
+		}
+		rel, err := filepath.Rel(from, p)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if total += len(data); total > maxUpload {
+			return fmt.Errorf("more than %d MiB: put it in the image", maxUpload>>20)
+		}
+		dst := to
+		if rel != "." {
+			dst = path.Join(to, filepath.ToSlash(rel))
+		}
+		files = append(files, treeFile{dst, data})
+		if fi, err := d.Info(); err == nil && fi.Mode()&0o111 != 0 {
+			execs = append(execs, dst)
+		}
+		return nil
+	})
+	if err == nil && len(files) == 0 {
+		err = errors.New(from + " holds no files")
+	}
+	return files, execs, err
+}
