@@ -1,7 +1,6 @@
 package eval
 
 import (
-	"bufio"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/agent"
+	"github.com/agentenv/agentenv/agent/atif"
 	"github.com/agentenv/agentenv/task"
 )
 
@@ -23,10 +23,8 @@ import (
 const (
 	FormatChatJSONL = "chat-jsonl"
 	FormatCSV       = "csv"
+	FormatATIF      = "atif"
 )
-
-// maxTrajectoryLine bounds one line of a trajectory file an export reads.
-const maxTrajectoryLine = 16 << 20
 
 // Message is one message of a conversation in the OpenAI chat format.
 type Message struct {
@@ -105,15 +103,16 @@ func (r Redactor) Redact(s string) string {
 // agentenv.ErrInvalid if not: check it before opening where the export goes.
 func CheckFormat(format string) error {
 	switch format {
-	case FormatChatJSONL, FormatCSV:
+	case FormatChatJSONL, FormatCSV, FormatATIF:
 		return nil
 	}
-	return fmt.Errorf("export format %q: want %s or %s: %w", format, FormatChatJSONL, FormatCSV, agentenv.ErrInvalid)
+	return fmt.Errorf("export format %q: want %s, %s or %s: %w", format, FormatChatJSONL, FormatCSV, FormatATIF, agentenv.ErrInvalid)
 }
 
 // Export writes the finished episodes of group g (the latest of each slot) to w in format:
-// chat-jsonl, one Record per line, or csv, one row of scores per episode. It returns how many
-// episodes it wrote.
+// chat-jsonl, one Record per line; csv, one row of scores per episode; or atif, one ATIF
+// trajectory per line for each prompt_agent step of each episode (atifLines). It returns how
+// many episodes it wrote.
 func Export(ctx context.Context, l agentenv.Ledger, g Group, format string, w io.Writer, red Redactor) (int, error) {
 	runs, err := Store{Ledger: l}.Episodes(ctx, g.ID)
 	if err != nil {
@@ -168,6 +167,29 @@ func Export(ctx context.Context, l agentenv.Ledger, g Group, format string, w io
 		}
 		cw.Flush()
 		return n, cw.Error()
+	case FormatATIF:
+		enc := json.NewEncoder(w)
+		version := agentenvVersion()
+		n := 0
+		for _, k := range keys {
+			r := latest[k]
+			if !Finished(r) || k.Task >= len(g.Tasks) {
+				continue
+			}
+			trs, err := atifLines(g, k, r, red, version)
+			if err != nil {
+				return n, fmt.Errorf("export run %s: %w", r.ID, err)
+			}
+			for _, t := range trs {
+				if err := enc.Encode(t); err != nil {
+					return n, fmt.Errorf("export: %w", err)
+				}
+			}
+			if len(trs) > 0 {
+				n++
+			}
+		}
+		return n, nil
 	}
 	return 0, CheckFormat(format)
 }
@@ -214,21 +236,14 @@ func record(g Group, k SlotKey, r agentenv.Run, red Redactor) (Record, error) {
 // assistant's unless the last turn said it already. It returns the model's name and the agent
 // kind too.
 func conversation(path string, red Redactor) (msgs []Message, model, kind string, err error) {
-	f, err := os.Open(path)
+	lines, err := atif.ReadLines(path)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("trajectory: %w", err)
+		return nil, "", "", err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), maxTrajectoryLine)
 	var open []string // call ids of the last assistant message still without a result
 	lastAssistant := -1
 	nextID := 0
-	for sc.Scan() {
-		var l agent.Line
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			return nil, "", "", fmt.Errorf("trajectory %s: %w", path, err)
-		}
+	for _, l := range lines {
 		switch l.Kind {
 		case agent.KindPrompt:
 			kind = l.Agent
@@ -280,9 +295,6 @@ func conversation(path string, red Redactor) (msgs []Message, model, kind string
 			msgs = append(msgs, Message{Role: "assistant", Content: text})
 			lastAssistant, open = len(msgs)-1, nil
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, "", "", fmt.Errorf("trajectory %s: %w", path, err)
 	}
 	// A call left without a result (the episode stopped mid-call) gets an empty one, so that
 	// every call id pairs.

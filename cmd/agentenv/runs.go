@@ -143,8 +143,8 @@ func newRunsCmd(a *app) *cobra.Command {
 func newRunsExportCmd(a *app) *cobra.Command {
 	var f struct{ format, out string }
 	cmd := &cobra.Command{
-		Use:   "export GROUP --format chat-jsonl|csv [--out FILE]",
-		Short: "Export a group's finished episodes: conversations in the OpenAI chat format, or scores",
+		Use:   "export GROUP --format chat-jsonl|csv|atif [--out FILE]",
+		Short: "Export a group's finished episodes: conversations in the OpenAI chat format, scores, or ATIF trajectories",
 		Long: `export writes the finished episodes of a run group (the latest of each slot; cancelled,
 interrupted and infrastructure-error episodes are left out).
 
@@ -152,8 +152,10 @@ chat-jsonl: one JSON object per line: "messages" (the prompt_agent steps' conver
 OpenAI chat format: system, user, assistant with tool_calls, tool with tool_call_id), "score",
 "outcome", "verifiers" (each scoring step with its score) and "metadata" (group, run, task,
 instance, attempt, seed, model, agent). csv: a header, then one row of scores per episode.
-Secrets are redacted: the configured secret settings' values, gateway tokens and bearer
-credentials.`,
+atif: one ATIF-v1.7 trajectory (Harbor's Agent Trajectory Interchange Format) per line, one for
+each prompt_agent step of each episode: session_id the run, trajectory_id RUN/STEP, the
+episode's score and outcome in extra.episode. Secrets are redacted: the configured secret
+settings' values, gateway tokens and bearer credentials.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -186,7 +188,7 @@ credentials.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&f.format, "format", eval.FormatChatJSONL, "chat-jsonl or csv")
+	cmd.Flags().StringVar(&f.format, "format", eval.FormatChatJSONL, "chat-jsonl, csv or atif")
 	cmd.Flags().StringVarP(&f.out, "out", "o", "", "write to this file (default: standard output)")
 	return cmd
 }
