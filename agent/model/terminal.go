@@ -38,8 +38,8 @@ func (ts *tools) addTerminal(t agent.Terminal) {
 	}
 	ts.add(tool{name: ToolRunCommand,
 		description: "Run a shell command (bash -c, else sh -c) in the container you work in and get its exit code, stdout and stderr (each cut to its last 16 KiB). The command runs at most timeout_sec seconds (default 120), then it is stopped.",
-		schema: obj(map[string]any{"command": str, "timeout_sec": map[string]any{"type": "number", "description": "wall time of the command in seconds; default 120"}}, "command"),
-		call:   runCommand(t)})
+		schema:      obj(map[string]any{"command": str, "timeout_sec": map[string]any{"type": "number", "description": "wall time of the command in seconds; default 120"}}, "command"),
+		call:        runCommand(t)})
 	ts.add(tool{name: ToolReadFile,
 		description: "Read a text file in the container you work in (its first 64 KiB).",
 		schema:      obj(map[string]any{"path": str}, "path"),

@@ -30,7 +30,9 @@ type shell struct {
 	timeouts map[string]time.Duration
 }
 
-func newShell() *shell { return &shell{files: map[string]string{}, timeouts: map[string]time.Duration{}} }
+func newShell() *shell {
+	return &shell{files: map[string]string{}, timeouts: map[string]time.Duration{}}
+}
 
 func (s *shell) Run(ctx context.Context, command string, timeout time.Duration) (agent.TerminalResult, error) {
 	s.mu.Lock()
