@@ -3,7 +3,8 @@
 // one Prompt through one interface, and writes what it did as one trajectory shape (Line).
 //
 // An agent reaches the env only through its Gateway: the gateway's MCP URL and the headers
-// (the bearer token of the step's role) it must send. It never holds the admin token.
+// (the bearer token of the step's role) it must send. It never holds the admin token. An agent
+// that works inside a task's own container gets a Terminal, beside a Gateway or instead of one.
 package agent
 
 import (
@@ -44,7 +45,28 @@ type Prompt struct {
 	MaxOutputTokens int64
 	MaxCostUSD      float64
 	Timeout         time.Duration // wall time of the whole prompt
-	Gateway         Gateway
+	Gateway         Gateway       // zero URL: no env
+	Terminal        Terminal      // nil: none
+}
+
+// MaxOutput bounds the bytes a Terminal returns of each stream of one command.
+const MaxOutput = 1 << 20
+
+// Terminal is a shell in the container an agent works in.
+type Terminal interface {
+	// Run runs command with `sh -c` (bash if the container has it) in the container and waits at most timeout; output is returned as far as it got, each stream cut to its last MaxOutput bytes, and TimedOut says the command was stopped.
+	Run(ctx context.Context, command string, timeout time.Duration) (TerminalResult, error)
+	// ReadFile returns the file at path in the container.
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	// WriteFile writes data to path in the container, creating parent folders.
+	WriteFile(ctx context.Context, path string, data []byte) error
+}
+
+// TerminalResult is how a command run by a Terminal ended.
+type TerminalResult struct {
+	ExitCode       int
+	Stdout, Stderr string
+	TimedOut       bool
 }
 
 // Answer is what an agent gave back.

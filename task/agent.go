@@ -27,10 +27,13 @@ const (
 	AgentHarness   = "harness"   // a command-line agent in a sandbox (agent_harness.go)
 )
 
-// promptAgent lets an agent act in a deployed env through its gateway, and records the
-// trajectory.
+// promptAgent lets an agent act in a deployed env through its gateway, or in a sandbox
+// through a terminal (or both), and records the trajectory.
 type promptAgent struct {
-	Env      string    `yaml:"env" task:"required"`   // the deploy_env step
+	Env string `yaml:"env"` // the deploy_env step; env or sandbox (or both) is required
+	// Sandbox is the deploy_sandbox step whose sandbox the agent works in: the built-in model
+	// agent gets run_command, read_file and write_file there; a harness runs in it.
+	Sandbox  string    `yaml:"sandbox"`
 	Agent    agentSpec `yaml:"agent" task:"required"` // which agent: see agentSpec
 	Role     string    `yaml:"role"`                  // the gateway role the agent acts as; "default" if empty
 	Prompt   string    `yaml:"prompt"`
@@ -125,12 +128,24 @@ func (s *promptAgent) Check() error {
 	}
 	switch {
 	case s.Agent.A2A != "" || s.Agent.Deployed != "":
+		if s.Sandbox != "" {
+			return errors.New("sandbox: an A2A agent cannot work in a sandbox yet; give it an env")
+		}
+		if s.Env == "" {
+			return errors.New("env: an A2A agent works through an env: set env (a deploy_env step)")
+		}
 		return s.checkA2A()
 	case s.Agent.Harness != nil:
 		return s.checkHarness()
 	}
+	if s.Env == "" && s.Sandbox == "" {
+		return errors.New("env: set env (a deploy_env step), sandbox (a deploy_sandbox step), or both")
+	}
 	switch s.Agent.Kind {
 	case AgentScripted:
+		if s.Sandbox != "" {
+			return errors.New("sandbox: the scripted agent replays env tool calls and has no terminal; use env")
+		}
 		if len(s.Calls) == 0 {
 			return errors.New("calls: a scripted agent needs at least one call")
 		}
@@ -145,7 +160,16 @@ func (s *promptAgent) Check() error {
 }
 
 func (s *promptAgent) Refs() []Ref {
-	refs := []Ref{{"env", s.Env, envTypes}}
+	var refs []Ref
+	if s.Env != "" {
+		refs = append(refs, Ref{"env", s.Env, envTypes})
+	}
+	if s.Sandbox != "" {
+		refs = append(refs, Ref{"sandbox", s.Sandbox, sandboxTypes})
+	}
+	if h := s.Agent.Harness; h != nil && h.In != "" && h.In != s.Sandbox {
+		refs = append(refs, Ref{"agent.harness.in", h.In, sandboxTypes})
+	}
 	if s.Agent.Deployed != "" {
 		refs = append(refs, Ref{"agent.deployed", s.Agent.Deployed, []string{TypeDeployAgent}})
 	}
@@ -153,9 +177,12 @@ func (s *promptAgent) Refs() []Ref {
 }
 
 func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
-	env, err := sc.env(s.Env)
-	if err != nil {
-		return Result{}, err
+	var env DeployedEnv
+	if s.Env != "" {
+		var err error
+		if env, err = sc.env(s.Env); err != nil {
+			return Result{}, err
+		}
 	}
 	dir, err := sc.runDir()
 	if err != nil {
@@ -206,9 +233,12 @@ func agentToken(env DeployedEnv, role string) (string, error) {
 }
 
 func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *agent.Trajectory) (agentRun, error) {
-	token, err := agentToken(env, s.Role)
-	if err != nil {
-		return agentRun{}, err
+	var token string
+	var err error
+	if s.Env != "" {
+		if token, err = agentToken(env, s.Role); err != nil {
+			return agentRun{}, err
+		}
 	}
 	var ag agent.Agent
 	switch {
@@ -224,7 +254,13 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *a
 	if err != nil {
 		return agentRun{}, err
 	}
-	ans, err := ag.Prompt(ctx, s.prompt(env, token), tr)
+	p := s.prompt(env, token)
+	if s.Sandbox != "" && s.Agent.Harness == nil {
+		if p.Terminal, err = s.terminal(sc); err != nil {
+			return agentRun{}, err
+		}
+	}
+	ans, err := ag.Prompt(ctx, p, tr)
 	return agentRun{response: ans.Text, turns: ans.Turns, calls: ans.ToolCalls, stop: ans.Stop, usage: ans.Usage}, err
 }
 
@@ -237,9 +273,22 @@ func (s *promptAgent) scriptedAgent(sc *scope) *scripted.Agent {
 	return a
 }
 
-// prompt is what the step asks of an agent, with the gateway as the step's role reaches it.
+// terminal is the shell of the step's sandbox.
+func (s *promptAgent) terminal(sc *scope) (agent.Terminal, error) {
+	if sc.e.r.Manager == nil {
+		return nil, errors.New("no lifecycle manager configured")
+	}
+	ref, err := sc.sandbox(s.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	return newTerminal(sc.e.r.Manager, ref.Record), nil
+}
+
+// prompt is what the step asks of an agent, with the gateway as the step's role reaches it
+// (none without an env).
 func (s *promptAgent) prompt(env DeployedEnv, token string) agent.Prompt {
-	return agent.Prompt{
+	p := agent.Prompt{
 		Text:            s.Prompt,
 		SystemPrompt:    s.System,
 		Model:           s.Model,
@@ -247,10 +296,13 @@ func (s *promptAgent) prompt(env DeployedEnv, token string) agent.Prompt {
 		MaxOutputTokens: s.MaxOutputTokens,
 		MaxCostUSD:      s.MaxCostUSD,
 		Timeout:         time.Duration(s.TimeoutSeconds * float64(time.Second)),
-		Gateway: agent.Gateway{
+	}
+	if s.Env != "" {
+		p.Gateway = agent.Gateway{
 			Name:    env.ID,
 			URL:     env.GatewayURL,
 			Headers: map[string]string{"Authorization": "Bearer " + token},
-		},
+		}
 	}
+	return p
 }

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,11 +31,16 @@ const (
 // DefaultHarnessTimeout is a harness command's wall time when its spec sets none.
 const DefaultHarnessTimeout = 10 * time.Minute
 
-// harnessSpec is a command-line agent run in a sandbox next to the env. The sandbox runs
-// `sleep infinity` (the image needs a sleep) and the command is run in it once the prompt and
-// the MCP config are written; it is torn down with the episode.
+// harnessSpec is a command-line agent run in a sandbox next to the env, or in the task's own
+// sandbox. A sandbox of its own (Image) runs `sleep infinity` (the image needs a sleep) and
+// the command is run in it once the prompt and the MCP config are written; it is torn down
+// with the episode. In a deploy_sandbox step's sandbox (In) the same files are written there
+// and the command run under `env` with the harness's environment.
 type harnessSpec struct {
-	Image   string            `yaml:"image" task:"required"`
+	Image string `yaml:"image"` // a sandbox of its own from this image; or In
+	// In is the deploy_sandbox step whose sandbox the harness runs in; the prompt_agent step's
+	// sandbox if empty and the step names one.
+	In      string            `yaml:"in"`
 	Command []string          `yaml:"command" task:"required"` // argv, run in the sandbox
 	Env     map[string]string `yaml:"env"`
 	Files   map[string]string `yaml:"files"` // path in the sandbox -> a local file, relative to the task file
@@ -53,7 +60,26 @@ func (s *promptAgent) checkHarness() error {
 	case h.TimeoutSeconds < 0:
 		return errors.New("agent.harness.timeout_seconds: want a positive number")
 	}
+	in := s.harnessIn()
+	switch {
+	case h.Image != "" && in != "":
+		return errors.New("agent.harness.image: a harness runs in a sandbox of its own (image) or in a deploy_sandbox step's (agent.harness.in, or the step's sandbox), not both")
+	case h.Image == "" && in == "":
+		return errors.New("agent.harness: name an image for a sandbox of its own, or in: a deploy_sandbox step to run in")
+	case h.In != "" && s.Sandbox != "" && h.In != s.Sandbox:
+		return fmt.Errorf("agent.harness.in: %q is not the step's sandbox %q", h.In, s.Sandbox)
+	case h.Image != "" && s.Env == "":
+		return errors.New("env: a harness in a sandbox of its own works through an env: set env, or run it in a deploy_sandbox step's sandbox (agent.harness.in)")
+	}
 	return nil
+}
+
+// harnessIn is the deploy_sandbox step a harness runs in; "" for a sandbox of its own.
+func (s *promptAgent) harnessIn() string {
+	if s.Agent.Harness.In != "" {
+		return s.Agent.Harness.In
+	}
+	return s.Sandbox
 }
 
 // harnessAgent is the harness agent a prompt_agent step names.
@@ -61,12 +87,13 @@ func (s *promptAgent) harnessAgent(sc *scope, env DeployedEnv) (agent.Agent, err
 	if sc.e.r.Manager == nil {
 		return nil, fmt.Errorf("no lifecycle manager configured")
 	}
-	return &harness{spec: *s.Agent.Harness, sc: sc, env: env, step: sc.s.ID}, nil
+	return &harness{spec: *s.Agent.Harness, in: s.harnessIn(), sc: sc, env: env, step: sc.s.ID}, nil
 }
 
 // harness runs one harnessSpec for one step.
 type harness struct {
 	spec harnessSpec
+	in   string // the deploy_sandbox step it runs in; "" for a sandbox of its own
 	sc   *scope
 	env  DeployedEnv
 	step string
@@ -87,16 +114,28 @@ type mcpServer struct {
 func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajectory) (agent.Answer, error) {
 	var ans agent.Answer
 	m := h.sc.e.r.Manager
-	gwURL, network, provider, err := h.route(ctx)
-	if err != nil {
-		return ans, err
+	var gwURL, network, provider string
+	var err error
+	switch {
+	case h.in == "":
+		if gwURL, network, provider, err = h.route(ctx); err != nil {
+			return ans, err
+		}
+	case p.Gateway.URL != "":
+		// The task's sandbox is on no deployment's network: the gateway as agentenv reaches it.
+		gwURL = p.Gateway.URL
 	}
-	name := p.Gateway.Name
-	if name == "" {
-		name = "env"
+	files := map[string][]byte{harnessPromptFile: []byte(p.Text)}
+	envv := map[string]string{"AGENTENV_PROMPT_FILE": harnessPromptFile}
+	if gwURL != "" {
+		name := p.Gateway.Name
+		if name == "" {
+			name = "env"
+		}
+		cfg, _ := json.MarshalIndent(mcpConfig{MCPServers: map[string]mcpServer{name: {Type: "http", URL: gwURL, Headers: p.Gateway.Headers}}}, "", "  ")
+		files[harnessMCPConfig] = cfg
+		envv["AGENTENV_MCP_CONFIG"] = harnessMCPConfig
 	}
-	cfg, _ := json.MarshalIndent(mcpConfig{MCPServers: map[string]mcpServer{name: {Type: "http", URL: gwURL, Headers: p.Gateway.Headers}}}, "", "  ")
-	files := map[string][]byte{harnessPromptFile: []byte(p.Text), harnessMCPConfig: cfg}
 	for path, from := range h.spec.Files {
 		local, err := h.sc.within("agent.harness.files", from)
 		if err != nil {
@@ -106,24 +145,38 @@ func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajecto
 			return ans, fmt.Errorf("agent.harness.files: %w", err)
 		}
 	}
-	envv := map[string]string{"AGENTENV_PROMPT_FILE": harnessPromptFile, "AGENTENV_MCP_CONFIG": harnessMCPConfig}
 	if h.spec.Trajectory != "" {
 		envv["AGENTENV_TRAJECTORY"] = h.spec.Trajectory
 	}
 	for k, v := range h.spec.Env {
 		envv[k] = v
 	}
-	req := lifecycle.CreateRequest{
-		Provider: provider, Run: h.sc.e.id, Role: agentenv.TaskRole(h.step),
-		Spec: agentenv.SandboxSpec{Image: h.spec.Image, Command: []string{"sleep", "infinity"}, Env: envv, Files: files, Network: network},
+	var record string
+	if h.in != "" {
+		ref, err := h.sc.sandbox(h.in)
+		if err != nil {
+			return ans, err
+		}
+		record = ref.Record
+		for _, path := range slices.Sorted(maps.Keys(files)) {
+			if err := m.WriteFile(ctx, record, path, files[path]); err != nil {
+				return ans, fmt.Errorf("harness: write %s: %w", path, err)
+			}
+		}
+	} else {
+		req := lifecycle.CreateRequest{
+			Provider: provider, Run: h.sc.e.id, Role: agentenv.TaskRole(h.step),
+			Spec: agentenv.SandboxSpec{Image: h.spec.Image, Command: []string{"sleep", "infinity"}, Env: envv, Files: files, Network: network},
+		}
+		start := time.Now()
+		// Torn down with the episode, as deploy_sandbox's sandboxes are.
+		rec, _, err := h.sc.createSandbox(ctx, []string{provider}, req)
+		if err != nil {
+			return ans, fmt.Errorf("harness sandbox: %w", err)
+		}
+		record = rec.ID
+		h.sc.e.r.logger().Debug("harness sandbox up", "step", h.step, "record", rec.ID, "took", time.Since(start))
 	}
-	start := time.Now()
-	// Torn down with the episode, as deploy_sandbox's sandboxes are.
-	rec, _, err := h.sc.createSandbox(ctx, []string{provider}, req)
-	if err != nil {
-		return ans, fmt.Errorf("harness sandbox: %w", err)
-	}
-	h.sc.e.r.logger().Debug("harness sandbox up", "step", h.step, "record", rec.ID, "took", time.Since(start))
 
 	limit := time.Duration(h.spec.TimeoutSeconds * float64(time.Second))
 	if limit <= 0 {
@@ -132,15 +185,13 @@ func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajecto
 	if p.Timeout > 0 && p.Timeout < limit {
 		limit = p.Timeout
 	}
-	cctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
 	run := time.Now()
-	res, err := m.Exec(cctx, rec.ID, h.spec.Command)
+	res, timedOut, err := h.exec(ctx, record, envv, limit)
 	took := time.Since(run)
 	if h.spec.Trajectory != "" {
 		// The harness's own trajectory, even after a failure: it is what it did. On a
 		// detached bounded context, as the step's may have ended.
-		err := cleanup.Do(ctx, 30*time.Second, func(c context.Context) error { return h.copyTrajectory(c, rec.ID, tr, &ans) })
+		err := cleanup.Do(ctx, 30*time.Second, func(c context.Context) error { return h.copyTrajectory(c, record, tr, &ans) })
 		if err != nil {
 			h.sc.e.r.logger().Warn("harness trajectory", "step", h.step, "error", err)
 		}
@@ -148,7 +199,7 @@ func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajecto
 	switch {
 	case ctx.Err() != nil:
 		return ans, ctx.Err()
-	case cctx.Err() != nil:
+	case timedOut:
 		ans.Stop = agent.StopTimeout
 		return ans, fmt.Errorf("harness ran out of its wall time of %s: %w", limit, agent.ErrAgent)
 	case err != nil:
@@ -167,6 +218,28 @@ func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajecto
 	}
 	ans.Stop = agent.StopAnswer
 	return ans, nil
+}
+
+// exec runs the harness's command in record's sandbox within limit. In a sandbox of its own
+// the environment was set at create; in a deploy_sandbox step's it is given through `env`,
+// under coreutils timeout when the sandbox has it (execBounded).
+func (h *harness) exec(ctx context.Context, record string, envv map[string]string, limit time.Duration) (agentenv.ExecResult, bool, error) {
+	m := h.sc.e.r.Manager
+	if h.in == "" {
+		cctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		res, err := m.Exec(cctx, record, h.spec.Command)
+		return res, cctx.Err() != nil && ctx.Err() == nil, err
+	}
+	_, gnu, err := newTerminal(m, record).probe(ctx)
+	if err != nil {
+		return agentenv.ExecResult{}, false, fmt.Errorf("harness: %w", err)
+	}
+	argv := []string{"env"}
+	for _, k := range slices.Sorted(maps.Keys(envv)) {
+		argv = append(argv, k+"="+envv[k])
+	}
+	return execBounded(ctx, m, record, append(argv, h.spec.Command...), limit, gnu)
 }
 
 // route is how a sandbox of the env's provider reaches the gateway: on the deployment's

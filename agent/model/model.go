@@ -1,7 +1,8 @@
 // Package model is the built-in model agent: a tool-calling loop on OpenAI's chat completions
 // (any OpenAI-compatible endpoint, through go-openai) and Anthropic's Messages API. It
 // offers the gateway's tools to the model as functions, makes the calls the model asks for
-// through the gateway with the step's headers, and loops until the model answers or a cap of
+// through the gateway with the step's headers (and, with a Terminal, offers run_command,
+// read_file and write_file of its own in the container the agent works in), and loops until the model answers or a cap of
 // the Prompt (turns, summed output tokens, cost, wall time) ends the loop.
 package model
 
@@ -128,14 +129,22 @@ func (a *Agent) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajectory
 		}
 	}()
 
-	cs, err := mcpclient.Client{Name: "agentenv-model-agent", HTTP: a.cfg.HTTP, Headers: p.Gateway.Headers, NoStandaloneSSE: true}.Connect(ctx, p.Gateway.URL, "")
-	if err != nil {
-		return ans, fmt.Errorf("connect to gateway %s: %w", p.Gateway.URL, err)
+	if p.Gateway.URL == "" && p.Terminal == nil {
+		return ans, errors.New("model agent: neither a gateway nor a terminal to work with")
 	}
-	defer cs.Close()
-	ts, err := listTools(ctx, cs)
-	if err != nil {
-		return ans, err
+	ts := newTools()
+	if p.Gateway.URL != "" {
+		cs, err := mcpclient.Client{Name: "agentenv-model-agent", HTTP: a.cfg.HTTP, Headers: p.Gateway.Headers, NoStandaloneSSE: true}.Connect(ctx, p.Gateway.URL, "")
+		if err != nil {
+			return ans, fmt.Errorf("connect to gateway %s: %w", p.Gateway.URL, err)
+		}
+		defer cs.Close()
+		if err := ts.listGateway(ctx, cs); err != nil {
+			return ans, err
+		}
+	}
+	if p.Terminal != nil {
+		ts.addTerminal(p.Terminal)
 	}
 
 	var conv conversation
@@ -184,7 +193,7 @@ func (a *Agent) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajectory
 		rs := make([]result, 0, len(rep.calls))
 		for _, c := range rep.calls {
 			ans.ToolCalls++
-			rs = append(rs, ts.call(ctx, cs, tr, ans.Turns, c))
+			rs = append(rs, ts.call(ctx, tr, ans.Turns, c))
 		}
 		conv.results(rs)
 	}

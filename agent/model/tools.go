@@ -14,59 +14,87 @@ import (
 	"github.com/agentenv/agentenv/mcpclient"
 )
 
-// tool is one gateway tool as offered to the model.
+// tool is one tool as offered to the model: a gateway tool, or one of agentenv's own over a
+// Terminal.
 type tool struct {
 	fn          string // the function name the model sees
-	name        string // the gateway's name
+	name        string // the tool's own name, as the trajectory records it
 	description string
 	schema      map[string]any // the input JSON Schema; {"type":"object"} if the tool has none
+	call        callFunc
 }
 
-// tools are the gateway's tools, by function name.
+// callFunc makes one call with the model's arguments. An error is told to the model as the
+// call's failure; otherwise text (or structured, if text is empty) is what it is told.
+type callFunc func(ctx context.Context, args map[string]any) (text string, structured json.RawMessage, isError bool, err error)
+
+// tools are the tools offered to the model, by function name.
 type tools struct {
 	list   []tool
-	byFunc map[string]string
+	byFunc map[string]int // index in list
 }
+
+func newTools() tools { return tools{byFunc: map[string]int{}} }
 
 // badFuncChar is what function names may not contain (OpenAI's and Anthropic's rule).
 var badFuncChar = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
-// listTools lists the gateway's tools, following pagination, and names each as a function.
-func listTools(ctx context.Context, cs *mcp.ClientSession) (tools, error) {
-	ts := tools{byFunc: map[string]string{}}
+// listGateway adds the gateway's tools to ts, following pagination, and names each as a
+// function; their calls go through cs.
+func (ts *tools) listGateway(ctx context.Context, cs *mcp.ClientSession) error {
 	params := &mcp.ListToolsParams{}
 	for range 100 {
 		res, err := cs.ListTools(ctx, params)
 		if err != nil {
-			return ts, fmt.Errorf("list tools: %w", err)
+			return fmt.Errorf("list tools: %w", err)
 		}
 		for _, t := range res.Tools {
-			ts.add(t)
+			schema := map[string]any{"type": "object"}
+			if t.InputSchema != nil {
+				if b, err := json.Marshal(t.InputSchema); err == nil {
+					var m map[string]any
+					if json.Unmarshal(b, &m) == nil && m != nil {
+						schema = m
+					}
+				}
+			}
+			ts.add(tool{name: t.Name, description: t.Description, schema: schema, call: gatewayCall(cs, t.Name)})
 		}
 		if res.NextCursor == "" {
 			break
 		}
 		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 	}
-	return ts, nil
+	return nil
 }
 
-func (ts *tools) add(t *mcp.Tool) {
-	fn := funcName(t.Name)
-	for i := 2; ts.byFunc[fn] != ""; i++ {
+// gatewayCall calls the gateway's tool name through cs.
+func gatewayCall(cs *mcp.ClientSession, name string) callFunc {
+	return func(ctx context.Context, args map[string]any) (string, json.RawMessage, bool, error) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			return "", nil, false, err
+		}
+		text, structured := mcpclient.Text(res)
+		return text, structured, res.IsError, nil
+	}
+}
+
+// add offers t under a function name of its own: its name as a function name, with a suffix
+// if an earlier tool took it.
+func (ts *tools) add(t tool) {
+	fn := funcName(t.name)
+	for i := 2; ts.taken(fn); i++ {
 		fn = fmt.Sprintf("%s_%d", strings.TrimRight(fn[:min(len(fn), 56)], "_"), i)
 	}
-	ts.byFunc[fn] = t.Name
-	schema := map[string]any{"type": "object"}
-	if t.InputSchema != nil {
-		if b, err := json.Marshal(t.InputSchema); err == nil {
-			var m map[string]any
-			if json.Unmarshal(b, &m) == nil && m != nil {
-				schema = m
-			}
-		}
-	}
-	ts.list = append(ts.list, tool{fn: fn, name: t.Name, description: t.Description, schema: schema})
+	t.fn = fn
+	ts.byFunc[fn] = len(ts.list)
+	ts.list = append(ts.list, t)
+}
+
+func (ts *tools) taken(fn string) bool {
+	_, ok := ts.byFunc[fn]
+	return ok
 }
 
 // funcName is name as a function name: the characters allowed, at most 60 of them.
@@ -78,12 +106,13 @@ func funcName(name string) string {
 	return fn[:min(len(fn), 60)]
 }
 
-// call makes the tool call c through cs, writes it and its result to tr, and returns what the
-// model is told: the result's text (or its structured content), or what went wrong.
-func (ts tools) call(ctx context.Context, cs *mcp.ClientSession, tr *agent.Trajectory, turn int, c call) result {
-	name, ok := ts.byFunc[c.name]
-	if !ok {
-		name = c.name
+// call makes the tool call c, writes it and its result to tr, and returns what the model is
+// told: the result's text (or its structured content), or what went wrong.
+func (ts tools) call(ctx context.Context, tr *agent.Trajectory, turn int, c call) result {
+	i, ok := ts.byFunc[c.name]
+	name := c.name
+	if ok {
+		name = ts.list[i].name
 	}
 	tr.Write(agent.Line{Kind: agent.KindToolCall, Turn: turn, Tool: name, CallID: c.id, Arguments: json.RawMessage(c.args)})
 	fail := func(msg string, d time.Duration) result {
@@ -100,16 +129,15 @@ func (ts tools) call(ctx context.Context, cs *mcp.ClientSession, tr *agent.Traje
 		}
 	}
 	start := time.Now()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	text, structured, isError, err := ts.list[i].call(ctx, args)
 	d := time.Since(start)
 	if err != nil {
 		return fail("error: "+err.Error(), d)
 	}
-	text, structured := mcpclient.Text(res)
-	l := agent.Line{Kind: agent.KindToolResult, Turn: turn, Tool: name, CallID: c.id, Text: text, IsError: res.IsError, JSON: structured, DurationMS: d.Milliseconds()}
+	l := agent.Line{Kind: agent.KindToolResult, Turn: turn, Tool: name, CallID: c.id, Text: text, IsError: isError, JSON: structured, DurationMS: d.Milliseconds()}
 	if text == "" && structured != nil {
 		text = string(structured)
 	}
 	tr.Write(l)
-	return result{id: c.id, text: text, isError: res.IsError}
+	return result{id: c.id, text: text, isError: isError}
 }
