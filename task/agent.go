@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentenv/agentenv/agent"
+	"github.com/agentenv/agentenv/agent/atif"
 	"github.com/agentenv/agentenv/agent/scripted"
 	"github.com/agentenv/agentenv/internal/suggest"
 )
@@ -33,13 +35,16 @@ type promptAgent struct {
 	Env string `yaml:"env"` // the deploy_env step; env or sandbox (or both) is required
 	// Sandbox is the deploy_sandbox step whose sandbox the agent works in: the built-in model
 	// agent gets run_command, read_file and write_file there; a harness runs in it.
-	Sandbox  string    `yaml:"sandbox"`
-	Agent    agentSpec `yaml:"agent" task:"required"` // which agent: see agentSpec
-	Role     string    `yaml:"role"`                  // the gateway role the agent acts as; "default" if empty
-	Prompt   string    `yaml:"prompt"`
-	System   string    `yaml:"system"`    // the system message
-	Model    string    `yaml:"model"`     // overrides model.name
-	MaxTurns int       `yaml:"max_turns"` // model turns allowed; the agent's default (model.DefaultMaxTurns) if 0
+	Sandbox string    `yaml:"sandbox"`
+	Agent   agentSpec `yaml:"agent" task:"required"` // which agent: see agentSpec
+	Role    string    `yaml:"role"`                  // the gateway role the agent acts as; "default" if empty
+	Prompt  string    `yaml:"prompt"`
+	// PromptFile is a file of the task's folder whose text is the prompt, as it is: no
+	// placeholder or output reference in it is filled in (a Harbor task's instruction.md).
+	PromptFile string `yaml:"prompt_file"`
+	System     string `yaml:"system"`    // the system message
+	Model      string `yaml:"model"`     // overrides model.name
+	MaxTurns   int    `yaml:"max_turns"` // model turns allowed; the agent's default (model.DefaultMaxTurns) if 0
 	// MaxOutputTokens caps the output tokens summed over the model's turns; 0: no cap.
 	MaxOutputTokens int64 `yaml:"max_output_tokens"`
 	// MaxCostUSD caps the cost of the prompt at the model's prices (model.input_price,
@@ -113,6 +118,9 @@ func (s *promptAgent) Check() error {
 	if err := s.Agent.check(); err != nil {
 		return err
 	}
+	if s.Prompt != "" && s.PromptFile != "" {
+		return errors.New("prompt_file: set prompt or prompt_file, not both")
+	}
 	if s.Agent.Kind != AgentScripted && (len(s.Calls) > 0 || s.Response != "") {
 		return errors.New("calls and response are for the scripted agent")
 	}
@@ -150,7 +158,7 @@ func (s *promptAgent) Check() error {
 			return errors.New("calls: a scripted agent needs at least one call")
 		}
 	case AgentOpenAI, AgentAnthropic:
-		if s.Prompt == "" {
+		if !s.hasPrompt() {
 			return fmt.Errorf("prompt: the %s agent needs a prompt", s.Agent.Kind)
 		}
 	default:
@@ -176,7 +184,21 @@ func (s *promptAgent) Refs() []Ref {
 	return refs
 }
 
+// hasPrompt reports whether the step gives a prompt, in its text or in a file.
+func (s *promptAgent) hasPrompt() bool { return s.Prompt != "" || s.PromptFile != "" }
+
 func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
+	if s.PromptFile != "" {
+		p, err := sc.within("prompt_file", s.PromptFile)
+		if err != nil {
+			return Result{}, err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return Result{}, fmt.Errorf("prompt_file: %w", err)
+		}
+		s.Prompt = string(data)
+	}
 	var env DeployedEnv
 	if s.Env != "" {
 		var err error
@@ -203,11 +225,49 @@ func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	res.Outputs["input_tokens"] = strconv.FormatInt(out.usage.InputTokens, 10)
 	res.Outputs["output_tokens"] = strconv.FormatInt(out.usage.OutputTokens, 10)
 	res.Outputs["cost_usd"] = strconv.FormatFloat(out.usage.CostUSD, 'g', -1, 64)
+	if s.Sandbox != "" {
+		s.leaveTrajectory(ctx, sc, tr.Path())
+	}
 	if err != nil {
 		return res, err
 	}
 	res.Outputs["response"] = out.response
 	return res, tr.Err()
+}
+
+// AgentTrajectoryFile is where an agent's trajectory is left, as ATIF, in the sandbox it
+// worked in: where Harbor's agents leave theirs for the task's tests and viewers.
+const AgentTrajectoryFile = "/logs/agent/trajectory.json"
+
+// leaveTrajectory writes the trajectory at path into the step's sandbox as AgentTrajectoryFile,
+// unless the step's own time is up (an agent that ran out of its wall time leaves the step
+// some). It is a courtesy to tests that read it: a failure is a warning, not the step's.
+func (s *promptAgent) leaveTrajectory(ctx context.Context, sc *scope, path string) {
+	if ctx.Err() != nil {
+		return
+	}
+	err := func() error {
+		ref, err := sc.sandbox(s.Sandbox)
+		if err != nil {
+			return err
+		}
+		lines, err := atif.ReadLines(path)
+		if err != nil {
+			return err
+		}
+		t, err := atif.FromLines(lines, atif.Info{SessionID: sc.e.id, TrajectoryID: sc.e.id + "/" + sc.s.ID, System: s.System})
+		if err != nil {
+			return err
+		}
+		data, err := atif.Marshal(t)
+		if err != nil {
+			return err
+		}
+		return sc.e.r.Manager.WriteFile(ctx, ref.Record, AgentTrajectoryFile, data)
+	}()
+	if err != nil {
+		sc.log.Warn("agent trajectory not left in the sandbox", "step", sc.s.ID, "file", AgentTrajectoryFile, "err", err)
+	}
 }
 
 // agentRun is what an agent did.

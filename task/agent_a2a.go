@@ -26,7 +26,7 @@ const defaultCardWait = 2 * time.Minute
 
 // checkA2A checks a prompt_agent step whose agent is an A2A agent.
 func (s *promptAgent) checkA2A() error {
-	if s.Prompt == "" {
+	if !s.hasPrompt() {
 		return errors.New("prompt: an A2A agent needs a prompt")
 	}
 	if s.Agent.A2A != "" {

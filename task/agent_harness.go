@@ -53,7 +53,7 @@ type harnessSpec struct {
 func (s *promptAgent) checkHarness() error {
 	h := s.Agent.Harness
 	switch {
-	case s.Prompt == "":
+	case !s.hasPrompt():
 		return errors.New("prompt: a harness agent needs a prompt")
 	case len(h.Command) == 0:
 		return errors.New("agent.harness.command: want a non-empty argv list")

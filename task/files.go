@@ -55,6 +55,10 @@ func (t *Task) preflight(opts RunOptions) error {
 			check(s, "from", field(s.fields, "from"))
 		case TypeJudge:
 			check(s, "rubric_file", field(s.fields, "rubric_file"))
+		case TypePromptAgent:
+			check(s, "prompt_file", field(s.fields, "prompt_file"))
+		case TypeUpload:
+			check(s, "from", field(s.fields, "from"))
 		case TypeScript:
 			if files := field(s.fields, "files"); files != nil && files.Kind == yaml.MappingNode {
 				for i := 0; i+1 < len(files.Content); i += 2 {
