@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -153,6 +154,10 @@ func ReadBuildTail(r io.Reader, n int) error {
 	return fmt.Errorf("%s; the build's last lines:\n  %s", msg, strings.Join(tail, "\n  "))
 }
 
+// ansi matches the terminal colour sequences a build's output carries (the builder colours a
+// step's standard error).
+var ansi = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+
 // readBuild drains a build's message stream: the first error it reports ("" if none) and the
 // last n lines of output before it.
 func readBuild(r io.Reader, n int) (string, []string, error) {
@@ -165,7 +170,7 @@ func readBuild(r io.Reader, n int) (string, []string, error) {
 		} else if err != nil {
 			return "", nil, fmt.Errorf("read build output: %w", err)
 		}
-		for _, s := range strings.Split(m.Stream, "\n") {
+		for _, s := range strings.Split(ansi.ReplaceAllString(m.Stream, ""), "\n") {
 			if s = strings.TrimSpace(s); s == "" {
 				continue
 			}
