@@ -106,18 +106,18 @@ func TestBuildImage_RunsAndTerminates(t *testing.T) {
 		"environment/.dockerignore": "secret\n",
 		"environment/secret":        "do not send",
 	})
-	spec := imageSpec(labels, agentenv.Build{Context: filepath.Join(dir, "environment"), Args: map[string]string{"GREETING": "hi"}, BaseMap: baseMap})
-	img, err := p.CreateImage(t.Context(), spec)
+	is := imageSpec(labels, agentenv.Build{Context: filepath.Join(dir, "environment"), Args: map[string]string{"GREETING": "hi"}, BaseMap: baseMap})
+	img, err := p.CreateImage(t.Context(), is)
 	if err != nil {
 		t.Fatalf("CreateImage: %v", err)
 	}
-	if img.ID != spec.Name || img.Image != docker.ImageRepo+":"+spec.Name {
-		t.Errorf("CreateImage = id %s image %s, want %s and %s:%s", img.ID, img.Image, spec.Name, docker.ImageRepo, spec.Name)
+	if img.ID != is.Name || img.Image != docker.ImageRepo+":"+is.Name {
+		t.Errorf("CreateImage = id %s image %s, want %s and %s:%s", img.ID, img.Image, is.Name, docker.ImageRepo, is.Name)
 	}
-	if listed, err := p.List(t.Context(), map[string]string{agentenv.LabelRecord: spec.Name}); err != nil || len(listed) == 0 {
+	if listed, err := p.List(t.Context(), map[string]string{agentenv.LabelRecord: is.Name}); err != nil || len(listed) == 0 {
 		t.Errorf("List by the image's record = %v, %v; want it", listed, err)
 	}
-	box := sandboxSpec(img.Image, labels, "sleep", "60")
+	box := spec(img.Image, labels, "sleep", "60")
 	sb, err := p.Create(t.Context(), box)
 	if err != nil {
 		t.Fatalf("Create from the built image: %v", err)
@@ -139,20 +139,15 @@ func TestBuildImage_RunsAndTerminates(t *testing.T) {
 	if _, err := cli.ImageInspect(t.Context(), img.Image); !cerrdefs.IsNotFound(err) {
 		t.Errorf("ImageInspect %s after Terminate = %v, want not found", img.Image, err)
 	}
-	if left, _ := dockertest.Leftovers(t.Context(), cli, map[string]string{agentenv.LabelRecord: spec.Name}); len(left) > 0 {
+	if left, _ := dockertest.Leftovers(t.Context(), cli, map[string]string{agentenv.LabelRecord: is.Name}); len(left) > 0 {
 		t.Errorf("after Terminate the record still has %v", left)
 	}
-}
-
-// sandboxSpec is spec (docker_integration_test.go) of another image.
-func sandboxSpec(image string, labels map[string]string, argv ...string) agentenv.SandboxSpec {
-	return spec(image, labels, argv...)
 }
 
 // A base image that is not on the engine is ErrInvalid naming it and the map that would fix
 // it, before anything is built.
 func TestBuildImage_MissingBase(t *testing.T) {
-	p, cli, _, labels := setup(t)
+	p, _, _, labels := setup(t)
 	dir := buildDir(t, map[string]string{"Dockerfile": "FROM debian:bookworm-slim\nRUN true\n"})
 	spec := imageSpec(labels, agentenv.Build{Context: dir})
 	_, err := p.CreateImage(t.Context(), spec)
@@ -164,7 +159,6 @@ func TestBuildImage_MissingBase(t *testing.T) {
 	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), filepath.Join(dir, "Dockerfile")+":3: FROM") {
 		t.Errorf("CreateImage with a bad FROM = %v, want ErrInvalid naming the Dockerfile's line 3", err)
 	}
-	_ = cli
 }
 
 // A RUN that fails gives an error with the build's last lines, and leaves nothing.
