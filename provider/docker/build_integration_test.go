@@ -102,7 +102,7 @@ func TestBuildImage_RunsAndTerminates(t *testing.T) {
 	dir := buildDir(t, map[string]string{
 		"environment/Dockerfile": "FROM debian:bookworm-slim AS base\nARG GREETING=hello\nRUN echo \"$GREETING from the build\" > /greeting.txt\n" +
 			"FROM base\nCOPY app/run.sh /run.sh\n",
-		"environment/app/run.sh": "echo run\n",
+		"environment/app/run.sh":    "echo run\n",
 		"environment/.dockerignore": "secret\n",
 		"environment/secret":        "do not send",
 	})
