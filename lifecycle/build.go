@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentenv/agentenv"
@@ -85,36 +86,29 @@ func (m *Manager) BuildImage(ctx context.Context, req BuildRequest) (rec agenten
 }
 
 // builtImage finds a live image record of provider built from digest, with an hour left to
-// live and still listed by the provider; of several, the one that lives longest.
+// live and still listed by the provider: of several, the one that lives longest.
 func (m *Manager) builtImage(ctx context.Context, b *backend, provider, digest string) (agentenv.Record, bool, error) {
 	recs, err := m.cfg.Ledger.List(ctx, agentenv.Filter{Provider: provider, States: []agentenv.State{agentenv.StateLive}})
 	if err != nil {
 		return agentenv.Record{}, false, err
 	}
 	now := m.cfg.Now()
-	var best agentenv.Record
-	found := false
+	recs = slices.DeleteFunc(recs, func(r agentenv.Record) bool {
+		return r.Kind != agentenv.KindImage || r.Role != agentenv.RoleBuild || r.Labels[agentenv.LabelBuildDigest] != digest ||
+			r.Attrs[agentenv.AttrImageRef] == "" || r.Expires.Sub(now) < buildReuseMargin
+	})
+	slices.SortFunc(recs, func(a, b agentenv.Record) int { return b.Expires.Compare(a.Expires) })
 	for _, r := range recs {
-		if r.Kind != agentenv.KindImage || r.Role != agentenv.RoleBuild || r.Labels[agentenv.LabelBuildDigest] != digest ||
-			r.Attrs[agentenv.AttrImageRef] == "" || r.Expires.Sub(now) < buildReuseMargin {
-			continue
+		lctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+		listed, err := b.p.List(lctx, map[string]string{agentenv.LabelRecord: r.ID})
+		cancel()
+		if err != nil {
+			return agentenv.Record{}, false, fmt.Errorf("list %s: %w", r.ID, err)
 		}
-		if !found || r.Expires.After(best.Expires) {
-			best, found = r, true
+		if len(listed) > 0 {
+			return r, true, nil
 		}
+		m.log.Warn("a built image's record is live but the provider no longer has it; not reused", "record_id", r.ID, "provider", provider)
 	}
-	if !found {
-		return agentenv.Record{}, false, nil
-	}
-	lctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
-	defer cancel()
-	listed, err := b.p.List(lctx, map[string]string{agentenv.LabelRecord: best.ID})
-	if err != nil {
-		return agentenv.Record{}, false, fmt.Errorf("list %s: %w", best.ID, err)
-	}
-	if len(listed) == 0 {
-		m.log.Warn("a built image's record is live but the provider no longer has it; building again", "record_id", best.ID, "provider", provider)
-		return agentenv.Record{}, false, nil
-	}
-	return best, true, nil
+	return agentenv.Record{}, false, nil
 }
