@@ -78,13 +78,24 @@ type Networker interface {
 	CreateNetwork(ctx context.Context, spec NetworkSpec) (Sandbox, error)
 }
 
-// ImageSpec says what image to build: Base with Files added on top, for the same provider's
-// sandboxes to run.
+// ImageSpec says what image to build: Base with Files added on top, or (Build set) an image
+// built from a Dockerfile, for the same provider's sandboxes to run.
 type ImageSpec struct {
 	Name   string            // record id; required
 	Base   string            // the image it is built from, which the provider has
 	Files  map[string][]byte // absolute path -> content, modes as in SandboxSpec.Files
 	Labels map[string]string // the agentenv.* labels, and any others to carry
+	// Build, when set, builds the image from a build context on this machine instead; Base and
+	// Files are not used. A provider that cannot build Dockerfiles refuses it as ErrInvalid.
+	Build *Build
+}
+
+// Build says how to build an image from a build context on this machine.
+type Build struct {
+	Context    string            // a local folder: the build context
+	Dockerfile string            // its path relative to Context; "Dockerfile" if empty
+	Args       map[string]string // build arguments (ARG)
+	BaseMap    map[string]string // an image a FROM line names -> the image to use instead (registries that cannot be reached)
 }
 
 // Imager is implemented by providers that build images of their own, which their sandboxes

@@ -23,6 +23,9 @@ const (
 	LabelExpires = "agentenv.expires"
 	// LabelRole holds the Role a sandbox plays in a deployment.
 	LabelRole = "agentenv.role"
+	// LabelBuildDigest holds the digest of the build context (and Dockerfile, arguments and
+	// base map) an image record was built from, by which a later build of the same finds it.
+	LabelBuildDigest = "agentenv.build.digest"
 )
 
 // Role is the part a sandbox or component plays in a deployment: the value of LabelRole and of
@@ -41,6 +44,10 @@ const (
 
 	// RoleStateStore is a state store's own container on a Docker engine (`agentenv state up`).
 	RoleStateStore Role = "state_store"
+
+	// RoleBuild is an image built from a Dockerfile (lifecycle.Manager.BuildImage), kept to its
+	// TTL for the builds of the same context that follow.
+	RoleBuild Role = "build"
 )
 
 // TaskRole is the role of a sandbox that the step of a task run made: "task:STEP".

@@ -72,6 +72,7 @@ var Keys = slices.Concat(
 		{Name: "state.store", Doc: "state store: a PostgreSQL server (postgres://…, a role that may create databases and roles) whose databases stand in for each deployment's service DB container; 'agentenv state up' starts one", Secret: true},
 		{Name: "images.postgres", Default: "agentenv-postgres:local", Doc: "image of the service DB"},
 		{Name: "images.db_web", Default: "agentenv-adminer:local", Doc: "image of the DB web UI"},
+		{Name: ImageMapKey, Doc: "images a Dockerfile's FROM names, mapped to images on the engine for builds with no registry: a list (map = [\"FROM=TO\"]) or FROM=TO,FROM=TO; --image-map FROM=TO adds to it"},
 		{Name: "model.base_url", Doc: "model endpoint of prompt_agent's built-in agent: an OpenAI-compatible base URL (…/v1) for agent: openai, Anthropic's root URL for agent: anthropic"},
 		{Name: "model.name", Doc: "model name sent to the endpoint"},
 		{Name: "model.input_price", Doc: "USD per million input tokens, for cost_usd and max_cost_usd"},
@@ -85,6 +86,36 @@ var Keys = slices.Concat(
 		{Name: "log.format", Default: "text", Doc: "text or json"},
 	},
 )
+
+// ImageMapKey is the setting of the images a build's FROM lines name mapped to images on the
+// engine (agentenv.Build.BaseMap), read with ParseImageMap.
+const ImageMapKey = "images.map"
+
+// ParseImageMap reads an image map: FROM=TO pairs separated by commas (how a list in the
+// config file, map = ["FROM=TO", …], is kept), or one pair as a --image-map flag gives it.
+// Spaces around each side are dropped; an empty s is an empty map. A pair without "=", with
+// an empty side, or naming one FROM twice with different TOs wraps ErrInvalid.
+func ParseImageMap(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		from, to, ok := strings.Cut(pair, "=")
+		from, to = strings.TrimSpace(from), strings.TrimSpace(to)
+		switch {
+		case !ok || from == "" || to == "":
+			return nil, fmt.Errorf("image map %q: want FROM=TO, such as debian:bookworm-slim=agentenv-debian:bookworm: %w", pair, agentenv.ErrInvalid)
+		case strings.ContainsAny(from+to, " \t"):
+			return nil, fmt.Errorf("image map %q: an image reference has no spaces: %w", pair, agentenv.ErrInvalid)
+		case out[from] != "" && out[from] != to:
+			return nil, fmt.Errorf("image map: %s maps to both %s and %s: %w", from, out[from], to, agentenv.ErrInvalid)
+		}
+		out[from] = to
+	}
+	return out, nil
+}
 
 // Value is a setting's effective value and where it came from.
 type Value struct {
@@ -130,6 +161,11 @@ func Load(getenv func(string) string, dir string) (*Config, error) {
 		if v := c.values[k.Name]; !isRef(v.Value) {
 			if err := checkKind(k, v.Value); err != nil {
 				errs = append(errs, fmt.Errorf("config: %s = %q (%s): %w: %w", k.Name, v.Value, v.Source, err, agentenv.ErrInvalid))
+			}
+			if k.Name == ImageMapKey {
+				if _, err := ParseImageMap(v.Value); err != nil {
+					errs = append(errs, fmt.Errorf("config: %s (%s): %w", k.Name, v.Source, err))
+				}
 			}
 		}
 	}

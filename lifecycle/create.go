@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,12 @@ type CreateRequest struct {
 	Role       agentenv.Role
 	TTL        time.Duration // lifetime until gc may remove it; DefaultTTL if zero
 	Attrs      map[string]string
+	// Build, for an image (Kind image), builds it from a Dockerfile instead of Spec.Image with
+	// Spec.Files: passed to the provider's CreateImage as ImageSpec.Build.
+	Build *agentenv.Build
+
+	labels  map[string]string // agentenv.* labels of the manager's own (BuildImage's digest)
+	timeout time.Duration     // bound on the provider call; the configured CreateTimeout if zero
 }
 
 // pendingCreate is a provider create running on a detached context. The caller waiting for it
@@ -72,7 +79,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Recor
 
 	pc := &pendingCreate{provider: req.Provider, image: spec.Image, where: b.where, done: make(chan struct{})}
 	m.calls.Add(1)
-	go m.run(ctx, pc, b, rec, spec)
+	go m.run(ctx, pc, b, rec, spec, req)
 
 	select {
 	case <-pc.done:
@@ -139,6 +146,7 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 	if labels == nil {
 		labels = map[string]string{}
 	}
+	maps.Copy(labels, req.labels)
 	labels[agentenv.LabelRecord] = id
 	labels[agentenv.LabelRun] = req.Run
 	labels[agentenv.LabelDeployment] = req.Deployment
@@ -191,12 +199,12 @@ func (m *Manager) claim(ctx context.Context, rec agentenv.Record, taken func(age
 
 // run performs the provider call on a detached context and hands the result over, or, if the
 // caller has abandoned the create, undoes it itself.
-func (m *Manager) run(ctx context.Context, pc *pendingCreate, b *backend, rec agentenv.Record, spec agentenv.SandboxSpec) {
+func (m *Manager) run(ctx context.Context, pc *pendingCreate, b *backend, rec agentenv.Record, spec agentenv.SandboxSpec, req CreateRequest) {
 	defer m.calls.Done()
-	cctx, cancel := cleanup.Detached(ctx, m.cfg.CreateTimeout)
+	cctx, cancel := cleanup.Detached(ctx, cmp.Or(req.timeout, m.cfg.CreateTimeout))
 	defer cancel()
 	began := time.Now()
-	sb, err := callCreate(cctx, b, rec.Kind, spec)
+	sb, err := callCreate(cctx, b, rec.Kind, spec, req.Build)
 	if err == nil && rec.Kind == agentenv.KindSandbox {
 		m.observeStart(rec.Provider, time.Since(began))
 	}
@@ -213,8 +221,9 @@ func (m *Manager) run(ctx context.Context, pc *pendingCreate, b *backend, rec ag
 	}
 }
 
-// callCreate calls the provider's Create, CreateNetwork, CreateVM or CreateImage, by kind.
-func callCreate(ctx context.Context, b *backend, kind agentenv.Kind, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+// callCreate calls the provider's Create, CreateNetwork, CreateVM or CreateImage (of build,
+// if set), by kind.
+func callCreate(ctx context.Context, b *backend, kind agentenv.Kind, spec agentenv.SandboxSpec, build *agentenv.Build) (agentenv.Sandbox, error) {
 	switch kind {
 	case agentenv.KindNetwork:
 		if b.a.Networker == nil {
@@ -230,7 +239,7 @@ func callCreate(ctx context.Context, b *backend, kind agentenv.Kind, spec agente
 		if b.a.Imager == nil {
 			return agentenv.Sandbox{}, fmt.Errorf("%s cannot build images: %w", b.p.Name(), agentenv.ErrInvalid)
 		}
-		return b.a.Imager.CreateImage(ctx, agentenv.ImageSpec{Name: spec.Name, Base: spec.Image, Files: spec.Files, Labels: spec.Labels})
+		return b.a.Imager.CreateImage(ctx, agentenv.ImageSpec{Name: spec.Name, Base: spec.Image, Files: spec.Files, Labels: spec.Labels, Build: build})
 	}
 	return b.p.Create(ctx, spec)
 }

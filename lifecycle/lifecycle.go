@@ -25,6 +25,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/keylock"
 	"github.com/agentenv/agentenv/internal/suggest"
 )
 
@@ -78,6 +79,8 @@ type Manager struct {
 
 	adm      sync.Mutex
 	limiters map[string]*limiter // by provider name, made at the first admission; nil: no limit
+
+	builds keylock.Set // by provider and build digest: BuildImage builds each once at a time
 }
 
 // backend is one configured provider as the manager holds it: decorated once (every call,

@@ -71,6 +71,7 @@ func (t *Task) preflight(opts RunOptions) error {
 					errs = append(errs, fmt.Errorf("%s:%d: step %s: %w", t.File, n.Line, s.ID, err))
 				}
 			}
+			check(s, "build.context", field(field(s.fields, "build"), "context"))
 		case "load_data":
 			if parts := field(s.fields, "parts"); parts != nil && parts.Kind == yaml.SequenceNode {
 				for i, p := range parts.Content {

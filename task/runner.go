@@ -40,6 +40,10 @@ type Runner struct {
 	DrainTimeout time.Duration
 	// TeardownTimeout bounds an episode's final teardown.
 	TeardownTimeout time.Duration
+	// ImageMap maps an image a Dockerfile's FROM names to the image to build from instead
+	// (agentenv.Build.BaseMap), for deploy_sandbox's build: the images.map setting and the
+	// --image-map flags, so that builds need no registry.
+	ImageMap map[string]string
 }
 
 // RunOptions tune one Run call.

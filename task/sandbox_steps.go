@@ -18,13 +18,27 @@ import (
 
 var sandboxTypes = []string{TypeDeploySandbox}
 
-// deploySandbox creates a bare sandbox through the lifecycle manager.
+// deploySandbox creates a bare sandbox through the lifecycle manager, of an image or of one
+// built from a Dockerfile beside the task file.
 type deploySandbox struct {
 	Provider string            `yaml:"provider"` // provider or comma chain; the run's --provider if empty
 	Image    string            `yaml:"image"`
+	Build    *sandboxBuild     `yaml:"build"` // or an image built from a Dockerfile (on the first provider of a chain)
 	Command  []string          `yaml:"command"`
 	Env      map[string]string `yaml:"env"`
-	TTL      string            `yaml:"ttl"` // lifetime until gc may remove it; lifecycle's default if empty
+	TTL      string            `yaml:"ttl"`       // lifetime until gc may remove it; lifecycle's default if empty
+	CPUs     float64           `yaml:"cpus"`      // CPUs; the provider's default if 0
+	MemoryMB int               `yaml:"memory_mb"` // memory in MiB; the provider's default if 0
+	// BuildTimeoutSec bounds the build (lifecycle.DefaultBuildTimeout if 0); the step's own
+	// timeout bounds the build and the create together.
+	BuildTimeoutSec int `yaml:"build_timeout_sec"`
+}
+
+// sandboxBuild is deploy_sandbox's build: a build context beside the task file.
+type sandboxBuild struct {
+	Context    string            `yaml:"context" task:"required"` // a folder, relative to the task file's, inside it
+	Dockerfile string            `yaml:"dockerfile"`              // relative to context; Dockerfile if empty
+	Args       map[string]string `yaml:"args"`                    // build arguments (ARG)
 }
 
 func (s *deploySandbox) Check() error {
@@ -35,6 +49,20 @@ func (s *deploySandbox) Check() error {
 		if d, err := time.ParseDuration(s.TTL); err != nil || d <= 0 {
 			return fmt.Errorf("ttl: want a positive duration such as \"10m\", got %q", s.TTL)
 		}
+	}
+	switch {
+	case s.Build != nil && s.Image != "":
+		return errors.New("set image or build, not both")
+	case s.Build != nil && s.Build.Context == "":
+		return errors.New("build.context: want the build context's folder, relative to the task file")
+	case s.Build == nil && s.BuildTimeoutSec != 0:
+		return errors.New("build_timeout_sec: only with build")
+	case s.CPUs < 0:
+		return fmt.Errorf("cpus: want 0 (the provider's default) or more, got %g", s.CPUs)
+	case s.MemoryMB < 0:
+		return fmt.Errorf("memory_mb: want 0 (the provider's default) or more, got %d", s.MemoryMB)
+	case s.BuildTimeoutSec < 0:
+		return fmt.Errorf("build_timeout_sec: want 0 (the default, %s) or more, got %d", lifecycle.DefaultBuildTimeout, s.BuildTimeoutSec)
 	}
 	return checkBinding("command", "", s.Command)
 }
@@ -72,16 +100,42 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	out := map[string]string{}
+	image := s.Image
+	if s.Build != nil {
+		// The image is built on one provider, so the sandbox is made there: the chain's first.
+		members = members[:1]
+		dir, err := sc.within("build.context", s.Build.Context)
+		if err != nil {
+			return Result{}, err
+		}
+		_, ref, built, err := m.BuildImage(ctx, lifecycle.BuildRequest{
+			Provider: members[0],
+			Build: agentenv.Build{Context: dir, Dockerfile: s.Build.Dockerfile, Args: s.Build.Args,
+				BaseMap: sc.e.r.ImageMap},
+			Timeout: time.Duration(s.BuildTimeoutSec) * time.Second,
+		})
+		if err != nil {
+			return Result{}, fmt.Errorf("build: %w", err)
+		}
+		image = ref
+		out["image"], out["built"] = ref, strconv.FormatBool(built)
+	}
 	ttl, _ := time.ParseDuration(s.TTL)
 	req := lifecycle.CreateRequest{
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
-		Spec: agentenv.SandboxSpec{Image: s.Image, Command: s.Command, Env: s.Env},
+		Spec: agentenv.SandboxSpec{Image: image, Command: s.Command, Env: s.Env,
+			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20},
 	}
 	rec, sb, err := sc.createSandbox(ctx, members, req)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Outputs: map[string]string{"sandbox_id": sb.ID, "record": rec.ID, "provider": rec.Provider}}, nil
+	out["sandbox_id"], out["record"], out["provider"] = sb.ID, rec.ID, rec.Provider
+	if s.Build == nil {
+		out["image"], out["built"] = image, "false"
+	}
+	return Result{Outputs: out}, nil
 }
 
 // execStep runs a command in a sandbox.

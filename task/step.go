@@ -124,7 +124,8 @@ func builtinKinds() map[string]kind {
 	const short, long = 2 * time.Minute, 10 * time.Minute
 	sandboxOut := []Output{{"sandbox_id", OutputString}, {"record", OutputString}, {"provider", OutputString}}
 	return map[string]kind{
-		TypeDeploySandbox: {new: func() Step { return &deploySandbox{} }, outputs: sandboxOut, timeout: long},
+		TypeDeploySandbox: {new: func() Step { return &deploySandbox{} }, timeout: long, outputs: append(sandboxOut[:len(sandboxOut):len(sandboxOut)],
+			Output{"image", OutputString}, Output{"built", OutputBool})},
 		TypeDeployEnv: {new: func() Step { return &deployEnv{} }, timeout: long, outputs: []Output{
 			{"deployment_id", OutputString}, {"gateway_url", OutputString},
 			{"database_url", OutputSecret}, {"records", OutputJSON}}},

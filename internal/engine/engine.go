@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -136,23 +137,53 @@ func List(ctx context.Context, cli *client.Client, f client.Filters) (Listing, e
 // ReadBuild drains an image build's JSON message stream (ImageBuild's body) and returns the
 // first error it reports, with the last lines of output for context.
 func ReadBuild(r io.Reader) error {
+	msg, tail, err := readBuild(r, 5)
+	if err != nil || msg == "" {
+		return err
+	}
+	return fmt.Errorf("%s (after: %s)", msg, strings.Join(tail, " | "))
+}
+
+// ReadBuildTail is ReadBuild for a build of a user's Dockerfile, whose output says why it
+// failed: the error ends with the last n lines of output (each cut at 1000 bytes), one a line.
+func ReadBuildTail(r io.Reader, n int) error {
+	msg, tail, err := readBuild(r, n)
+	if err != nil || msg == "" {
+		return err
+	}
+	return fmt.Errorf("%s; the build's last lines:\n  %s", msg, strings.Join(tail, "\n  "))
+}
+
+// ansi matches the terminal colour sequences a build's output carries (the builder colours a
+// step's standard error).
+var ansi = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+
+// readBuild drains a build's message stream: the first error it reports ("" if none) and the
+// last n lines of output before it.
+func readBuild(r io.Reader, n int) (string, []string, error) {
 	dec := json.NewDecoder(r)
 	var tail []string
 	for {
 		var m jsonstream.Message
 		if err := dec.Decode(&m); err == io.EOF {
-			return nil
+			return "", nil, nil
 		} else if err != nil {
-			return fmt.Errorf("read build output: %w", err)
+			return "", nil, fmt.Errorf("read build output: %w", err)
 		}
-		if s := strings.TrimSpace(m.Stream); s != "" {
+		for _, s := range strings.Split(ansi.ReplaceAllString(m.Stream, ""), "\n") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			if len(s) > 1000 {
+				s = s[:1000] + "…"
+			}
 			tail = append(tail, s)
-			if len(tail) > 5 {
+			if len(tail) > n {
 				tail = tail[1:]
 			}
 		}
 		if m.Error != nil {
-			return fmt.Errorf("%s (after: %s)", m.Error.Message, strings.Join(tail, " | "))
+			return m.Error.Message, tail, nil
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -75,5 +76,26 @@ func TestFilters(t *testing.T) {
 	}
 	if _, err := engine.LabelFilter(nil); err == nil {
 		t.Error("LabelFilter(nil) did not refuse")
+	}
+}
+
+// ReadBuildTail ends its error with the last n lines of output, colours dropped, one a line;
+// a build with no error message is no error.
+func TestReadBuildTail(t *testing.T) {
+	var in strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&in, `{"stream":"line %d\n"}`+"\n", i)
+	}
+	in.WriteString(`{"stream":"\u001b[91mred\n\u001b[0m"}` + "\n")
+	in.WriteString(`{"errorDetail":{"message":"boom"},"error":"boom"}` + "\n")
+	err := engine.ReadBuildTail(strings.NewReader(in.String()), 3)
+	if err == nil || err.Error() != "boom; the build's last lines:\n  line 28\n  line 29\n  red" {
+		t.Errorf("ReadBuildTail = %q", err)
+	}
+	if err := engine.ReadBuildTail(strings.NewReader(`{"stream":"ok\n"}`), 3); err != nil {
+		t.Errorf("ReadBuildTail of a good build = %v", err)
+	}
+	if err := engine.ReadBuild(strings.NewReader(in.String())); err == nil || !strings.HasPrefix(err.Error(), "boom (after: ") {
+		t.Errorf("ReadBuild = %v, want its old form", err)
 	}
 }

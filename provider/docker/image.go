@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/buildctx"
 	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
 )
@@ -32,6 +34,7 @@ const ImageRepo = "agentenv-image"
 // intermediate container the build makes carries them: a build cut short leaves nothing that
 // List does not find by its record. Its Sandbox.ID is spec.Name, which Terminate takes; its
 // Image is the reference that runs it. A tag already there is ErrConflict and is left alone.
+// With spec.Build set, it builds that Dockerfile instead (buildImage).
 func (p *Provider) CreateImage(ctx context.Context, spec agentenv.ImageSpec) (agentenv.Sandbox, error) {
 	if err := checkID(spec.Name); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create image: %w", err)
@@ -45,6 +48,9 @@ func (p *Provider) CreateImage(ctx context.Context, spec agentenv.ImageSpec) (ag
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create image %s: %s exists already: %w", spec.Name, ref, agentenv.ErrConflict)
 	} else if !cerrdefs.IsNotFound(err) {
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create image %s: %w", spec.Name, engine.Kind(p.host, err))
+	}
+	if spec.Build != nil {
+		return p.buildImage(ctx, spec, ref)
 	}
 	if _, err := p.cli.ImageInspect(ctx, spec.Base); err != nil {
 		if cerrdefs.IsNotFound(err) {
@@ -71,6 +77,61 @@ func (p *Provider) CreateImage(ctx context.Context, spec agentenv.ImageSpec) (ag
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create image %s: %w", spec.Name, engine.Kind(p.host, err))
 	}
 	p.log.Debug("image built", "record_id", spec.Name, "image", ref)
+	return agentenv.Sandbox{
+		ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
+		Labels: spec.Labels, Endpoints: map[string]string{}, Created: time.Now(), Image: ref,
+	}, nil
+}
+
+// buildTail is how many lines of a failed Dockerfile build's output its error carries.
+const buildTail = 20
+
+// buildImage builds spec.Build's Dockerfile into ref through the engine's legacy builder: its
+// context packed with every FROM mapped through the base map and the record's labels set right
+// after each, so that every container and image of the build is found by its record. Each base
+// image must be on the engine (none is pulled). On error or cancellation whatever the build
+// left is removed; the error ends with the build's last lines of output.
+func (p *Provider) buildImage(ctx context.Context, spec agentenv.ImageSpec, ref string) (agentenv.Sandbox, error) {
+	b := *spec.Build
+	bases, err := buildctx.Bases(b)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: build image %s: %w", spec.Name, err)
+	}
+	for _, base := range bases {
+		if _, err := p.cli.ImageInspect(ctx, base); err != nil {
+			if cerrdefs.IsNotFound(err) {
+				return agentenv.Sandbox{}, fmt.Errorf("docker: build image %s: base image %s is not on the engine and no registry is asked: "+
+					"load it, or map it to an image that is ([images] map = [\"%s=IMAGE\"], or --image-map %s=IMAGE): %w",
+					spec.Name, base, base, base, agentenv.ErrInvalid)
+			}
+			return agentenv.Sandbox{}, fmt.Errorf("docker: build image %s: base %s: %w", spec.Name, base, engine.Kind(p.host, err))
+		}
+	}
+	tarball, err := buildctx.Pack(b, spec.Labels)
+	if err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: build image %s: %w", spec.Name, err)
+	}
+	df, _ := buildctx.Dockerfile(b) // Pack checked it
+	args := make(map[string]*string, len(b.Args))
+	for k, v := range b.Args {
+		args[k] = &v
+	}
+	res, err := p.cli.ImageBuild(ctx, bytes.NewReader(tarball), client.ImageBuildOptions{
+		Tags: []string{ref}, Dockerfile: df, BuildArgs: args, NoCache: true, Remove: true, ForceRemove: true,
+		PullParent: false, Version: build.BuilderV1,
+	})
+	if err == nil {
+		err = engine.ReadBuildTail(res.Body, buildTail)
+		res.Body.Close()
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		p.cleanup(ctx, spec.Name)
+		return agentenv.Sandbox{}, fmt.Errorf("docker: build image %s from %s: %w", spec.Name, filepath.Join(b.Context, filepath.FromSlash(df)), engine.Kind(p.host, err))
+	}
+	p.log.Debug("image built", "record_id", spec.Name, "image", ref, "context", b.Context)
 	return agentenv.Sandbox{
 		ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
 		Labels: spec.Labels, Endpoints: map[string]string{}, Created: time.Now(), Image: ref,

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/buildctx"
 )
 
 // Provider is an in-memory provider. The zero value is not usable; call New.
@@ -35,6 +36,7 @@ type Provider struct {
 	inVM    map[string]map[string]bool   // VM id -> names of the containers of its stack
 	servers map[string][]*http.Server    // sandbox id -> what its published ports answer
 	images  map[string]map[string][]byte // image reference -> the files it adds to its base
+	builds  map[string]string            // image reference -> the digest of the build it is of
 	seq     int
 	calls   map[string]int
 }
@@ -62,6 +64,7 @@ func New(name string, without ...agentenv.Ability) *Provider {
 		inVM:    make(map[string]map[string]bool),
 		servers: make(map[string][]*http.Server),
 		images:  make(map[string]map[string][]byte),
+		builds:  make(map[string]string),
 		calls:   make(map[string]int),
 	}
 	for _, a := range without {
@@ -181,7 +184,9 @@ const imagePrefix = "fake.local/"
 
 // CreateImage implements agentenv.Imager: the image is a record of the files it adds to its
 // base, which a sandbox created from its reference starts with. Its id is its record id, as a
-// network's; a base named "missing" is not there, and a name in use is ErrConflict.
+// network's; a base named "missing" is not there, and a name in use is ErrConflict. With
+// spec.Build set, it builds nothing: it records the build's digest (see Built), and a context
+// it cannot digest (a folder that does not exist) is ErrInvalid.
 func (p *Provider) CreateImage(ctx context.Context, spec agentenv.ImageSpec) (agentenv.Sandbox, error) {
 	p.count("create_image")
 	if err := ctx.Err(); err != nil {
@@ -190,13 +195,23 @@ func (p *Provider) CreateImage(ctx context.Context, spec agentenv.ImageSpec) (ag
 	if err := checkName(spec.Name, spec.Labels); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("fake: create image: %w", err)
 	}
-	if err := p.image(spec.Base); err != nil {
+	digest := ""
+	if spec.Build != nil {
+		d, err := buildctx.Digest(*spec.Build)
+		if err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("fake: create image %s: %w", spec.Name, err)
+		}
+		digest = d
+	} else if err := p.image(spec.Base); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("fake: create image %s: base: %w", spec.Name, err)
 	}
 	ref := imagePrefix + spec.Name
 	p.mu.Lock()
 	_, taken := p.boxes[spec.Name]
 	if !taken {
+		if spec.Build != nil {
+			p.builds[ref] = digest
+		}
 		p.images[ref] = maps.Clone(spec.Files)
 		p.boxes[spec.Name] = &agentenv.Sandbox{
 			ID: spec.Name, Name: spec.Name, Provider: p.name, State: agentenv.SandboxRunning,
@@ -208,6 +223,18 @@ func (p *Provider) CreateImage(ctx context.Context, spec agentenv.ImageSpec) (ag
 		return agentenv.Sandbox{}, fmt.Errorf("fake: create image %s: name in use: %w", spec.Name, agentenv.ErrConflict)
 	}
 	return p.Get(ctx, spec.Name)
+}
+
+// Built returns the digest (buildctx.Digest) of the build that image ref is of, if it is an
+// image built from a Dockerfile that still exists.
+func (p *Provider) Built(ref string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.images[ref]; !ok {
+		return "", false
+	}
+	d, ok := p.builds[ref]
+	return d, ok
 }
 
 // Images returns the references of the images CreateImage built that still exist, sorted.
@@ -300,6 +327,7 @@ func (p *Provider) drop(id string) {
 	delete(p.inVM, id)
 	if ok && sb.Image != "" {
 		delete(p.images, sb.Image)
+		delete(p.builds, sb.Image)
 	}
 	if !ok || sb.Labels[labelVM] != "" {
 		return
