@@ -175,6 +175,9 @@ func Load(dir string) (*Task, error) {
 		return nil, fmt.Errorf("harbor task %s: %w", dir, err)
 	}
 	file := filepath.Join(abs, "task.toml")
+	if isMissing(file) {
+		return nil, &Error{File: file, Msg: "missing: not a Harbor task folder"}
+	}
 	data, err := readFile(file)
 	if err != nil {
 		return nil, err
@@ -225,7 +228,7 @@ func parseTask(dir, file string, data []byte) (*Task, error) {
 	if err := r.err(); err != nil {
 		return nil, err
 	}
-	t.Warnings = r.warns
+	t.Warnings = r.warnings()
 	return t, nil
 }
 
@@ -283,8 +286,8 @@ func readRoot(r *reader, root *table, t *Task) {
 	t.Source, _ = root.str("source")
 
 	t.Agent = readAgent(root.sub("agent"), Agent{Timeout: DefaultAgentTimeout})
-	t.Verifier = readVerifier(root.sub("verifier"), Verifier{Timeout: DefaultVerifierTimeout})
-	t.Environment, t.MCPServers = readEnvironment(root.sub("environment"))
+	t.Verifier = readVerifier(root.sub("verifier"), Verifier{Timeout: DefaultVerifierTimeout}, t.SchemaVersion)
+	t.Environment, t.MCPServers = readEnvironment(root.sub("environment"), t.SchemaVersion)
 	if s := root.sub("solution"); s.m != nil {
 		t.Solution.Env = s.strMap("env")
 		s.unknown()
@@ -334,7 +337,7 @@ func readAgent(a *table, base Agent) Agent {
 
 // readVerifier reads [verifier] over base: a step's verifier falls back to the task's user,
 // env and environment settings, but has its own timeout default.
-func readVerifier(v *table, base Verifier) Verifier {
+func readVerifier(v *table, base Verifier, schema string) Verifier {
 	out := base
 	if d, ok := v.seconds("timeout_sec"); ok {
 		out.Timeout = d
@@ -355,7 +358,7 @@ func readVerifier(v *table, base Verifier) Verifier {
 		out.EnvironmentMode = mode
 	}
 	if e := v.sub("environment"); e.m != nil {
-		env, servers := readEnvironment(e)
+		env, servers := readEnvironment(e, schema)
 		if len(servers) > 0 {
 			v.r.warn(e.key("mcp_servers"), "ignored: MCP servers are the agent's, declared in [environment]")
 		}
@@ -419,8 +422,10 @@ func readNetwork(t *table) (mode string, hosts []string, set bool) {
 }
 
 // readEnvironment reads [environment].
-func readEnvironment(e *table) (Environment, []MCPServer) {
+func readEnvironment(e *table, schema string) (Environment, []MCPServer) {
 	r := e.r
+	// allow_internet is the current spelling before schema 1.4, deprecated from it on.
+	deprecatedAllowInternet := schema != "" && !slices.Contains(SchemaVersions[:4], schema)
 	env := Environment{
 		BuildTimeout: DefaultBuildTimeout, CPUs: DefaultCPUs, MemoryMB: DefaultMemoryMB,
 		StorageMB: DefaultStorageMB, AllowInternet: true, NetworkMode: NetworkPublic, OS: "linux",
@@ -455,7 +460,7 @@ func readEnvironment(e *table) (Environment, []MCPServer) {
 	env.GPUTypes, _ = e.strings("gpu_types")
 	mode, hosts, set := readNetwork(e)
 	allow, hasAllow := e.boolean("allow_internet")
-	if hasAllow {
+	if hasAllow && deprecatedAllowInternet {
 		r.warn(e.key("allow_internet"), "deprecated since schema 1.4; use network_mode = %q or %q", NetworkPublic, NetworkNone)
 	}
 	switch {
@@ -496,11 +501,11 @@ func readEnvironment(e *table) (Environment, []MCPServer) {
 		m.Args, _ = s.strings("args")
 		switch m.Transport {
 		case "sse", "streamable-http":
-			if m.URL == "" {
+			if m.URL == "" && !wrongType(s.m, "url") {
 				r.fail(s.key("url"), "required for transport %q", m.Transport)
 			}
 		case "stdio":
-			if m.Command == "" {
+			if m.Command == "" && !wrongType(s.m, "command") {
 				r.fail(s.key("command"), "required for transport \"stdio\"")
 			}
 		default:
@@ -644,7 +649,7 @@ func readStep(s *table, t *Task, names map[string]string) Step {
 	st.Agent = readAgent(s.sub("agent"), t.Agent)
 	base := t.Verifier
 	base.Timeout = DefaultVerifierTimeout
-	st.Verifier = readVerifier(s.sub("verifier"), base)
+	st.Verifier = readVerifier(s.sub("verifier"), base, t.SchemaVersion)
 	if v, ok := s.get("min_reward"); ok {
 		switch x := v.(type) {
 		case int64:
@@ -705,7 +710,7 @@ func readFiles(r *reader, t *Task) {
 	case isFile(filepath.Join(t.Dir, yamlC)):
 		env.Compose = yamlC
 		if isFile(filepath.Join(t.Dir, ymlC)) {
-			r.warns = append(r.warns, fmt.Sprintf("%s: both docker-compose.yaml and docker-compose.yml: read the .yaml", ymlC))
+			r.warns = append(r.warns, warning{1 << 30, ymlC + ": both docker-compose.yaml and docker-compose.yml: read the .yaml"})
 		}
 	case isFile(filepath.Join(t.Dir, ymlC)):
 		env.Compose = ymlC
@@ -734,4 +739,15 @@ func isFile(p string) bool {
 func isMissing(p string) bool {
 	_, err := os.Lstat(p)
 	return errors.Is(err, fs.ErrNotExist)
+}
+
+// wrongType reports whether m sets k to something other than a string, an error already
+// reported.
+func wrongType(m map[string]any, k string) bool {
+	v, ok := m[k]
+	if !ok {
+		return false
+	}
+	_, isStr := v.(string)
+	return !isStr
 }

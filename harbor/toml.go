@@ -178,7 +178,7 @@ type reader struct {
 	short string // the name warnings name: "task.toml"
 	lines map[string]int
 	errs  []error
-	warns []string
+	warns []warning
 }
 
 // line returns the line of path, or of its nearest ancestor that has one.
@@ -200,8 +200,28 @@ func (r *reader) fail(path, format string, args ...any) {
 	r.errs = append(r.errs, &Error{File: r.file, Line: r.line(path), Key: path, Msg: fmt.Sprintf(format, args...)})
 }
 
+// warning is one warning and the line it is about, for sorting.
+type warning struct {
+	line int
+	text string
+}
+
 func (r *reader) warn(path, format string, args ...any) {
-	r.warns = append(r.warns, fmt.Sprintf("%s:%d: key %s: %s", r.short, r.line(path), path, fmt.Sprintf(format, args...)))
+	l := r.line(path)
+	r.warns = append(r.warns, warning{l, fmt.Sprintf("%s:%d: key %s: %s", r.short, l, path, fmt.Sprintf(format, args...))})
+}
+
+// warnings returns the warnings in the order of their lines.
+func (r *reader) warnings() []string {
+	if len(r.warns) == 0 {
+		return nil
+	}
+	sort.SliceStable(r.warns, func(i, j int) bool { return r.warns[i].line < r.warns[j].line })
+	out := make([]string, len(r.warns))
+	for i, w := range r.warns {
+		out[i] = w.text
+	}
+	return out
 }
 
 // err joins every error, in the order of their lines.
