@@ -585,3 +585,54 @@ func TestKeyLines(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadFolders(t *testing.T) {
+	write := func(t *testing.T, files map[string]string) string {
+		dir := t.TempDir()
+		for name, text := range files {
+			p := filepath.Join(dir, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	cases := []struct {
+		name  string
+		files map[string]string
+		err   string // a suffix of the error's text after the folder, "" for none
+	}{
+		{"compose without main and no Dockerfile", map[string]string{"task.toml": "", "instruction.md": "x",
+			"environment/docker-compose.yaml": "services:\n  db:\n    image: postgres:16\n"},
+			`/environment/docker-compose.yaml: key services: no service "main", and no environment/Dockerfile or docker_image to make it from`},
+		{"compose without main, main from the Dockerfile", map[string]string{"task.toml": "", "instruction.md": "x",
+			"environment/docker-compose.yml": "services:\n  db:\n    image: postgres:16\n", "environment/Dockerfile": "FROM ubuntu:24.04\n"}, ""},
+		{"step without its folder", map[string]string{"task.toml": "[environment]\ndocker_image = \"i\"\n[[steps]]\nname = \"one\"\n"},
+			`/task.toml:4: key steps[0].name: no folder steps/one/ for this step`},
+		{"step without its instruction", map[string]string{"task.toml": "[environment]\ndocker_image = \"i\"\n[[steps]]\nname = \"one\"\n", "steps/one/tests/test.sh": ""},
+			`/steps/one/instruction.md: missing`},
+		{"instruction is a folder", map[string]string{"task.toml": "[environment]\ndocker_image = \"i\"\n", "instruction.md/x": ""},
+			`/instruction.md: not a regular file`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := write(t, c.files)
+			task, err := Load(dir)
+			if c.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if task.Environment.Compose != "environment/docker-compose.yml" || task.Environment.ComposeSpec.Services["db"] == nil {
+					t.Errorf("environment = %+v", task.Environment)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, agentenv.ErrInvalid) || err.Error() != dir+c.err {
+				t.Errorf("Load = %v\nwant %s", err, dir+c.err)
+			}
+		})
+	}
+}

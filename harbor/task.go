@@ -111,7 +111,7 @@ type Environment struct {
 	Dockerfile    string   // "environment/Dockerfile" relative to Dir, if it exists
 	Compose       string   // "environment/docker-compose.yaml" (or .yml) relative to Dir, if it exists
 	ComposeSpec   *Compose // the compose file, read (nil without one)
-	DockerImage   string   // a prebuilt image ([environment].docker_image)
+	DockerImage   string   // a prebuilt image ([environment].docker_image); with a Dockerfile too, Harbor runs this one
 	BuildTimeout  time.Duration
 	CPUs          float64
 	MemoryMB      int // normalised from the deprecated `memory` spelling
