@@ -285,6 +285,15 @@ func TestSchemaVersionsAndDeprecatedSpellings(t *testing.T) {
 					t.Errorf("min_reward = %v", task.Steps[0].MinReward)
 				}
 			}},
+		{name: "a step verifier takes the task's user and env, not its collect hooks", toml: "[verifier]\nuser = \"v\"\nenv = { A = \"1\" }\nnetwork_mode = \"no-network\"\n[[verifier.collect]]\ncommand = \"c\"\n[[steps]]\nname = \"s\"\n",
+			check: func(t *testing.T, task *Task) {
+				v := task.Steps[0].Verifier
+				eq(t, v.User, "v")
+				eq(t, v.Env["A"], "1")
+				eq(t, len(v.Collect), 0)
+				eq(t, v.NetworkMode, "")
+				eq(t, v.Timeout, DefaultVerifierTimeout)
+			}},
 		{name: "mcp http is streamable-http, sse is the default", toml: "[[environment.mcp_servers]]\nname = \"a\"\ntransport = \"http\"\nurl = \"http://a:8000/mcp\"\n[[environment.mcp_servers]]\nname = \"b\"\nurl = \"http://b:8000/sse\"\n",
 			check: func(t *testing.T, task *Task) {
 				eq(t, task.MCPServers[0].Transport, "streamable-http")

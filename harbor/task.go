@@ -647,8 +647,10 @@ func readStep(s *table, t *Task, names map[string]string) Step {
 	}
 	st.Name = name
 	st.Agent = readAgent(s.sub("agent"), t.Agent)
+	// A step's verifier takes the task's user, env and environment (mode) where it sets none; its
+	// timeout, network and collect hooks are its own.
 	base := t.Verifier
-	base.Timeout = DefaultVerifierTimeout
+	base.Timeout, base.NetworkMode, base.AllowedHosts, base.Collect = DefaultVerifierTimeout, "", nil, nil
 	st.Verifier = readVerifier(s.sub("verifier"), base, t.SchemaVersion)
 	if v, ok := s.get("min_reward"); ok {
 		switch x := v.(type) {
