@@ -1,0 +1,2 @@
+#!/bin/bash
+mkdir -p /srv/out && echo ok > /srv/out/done

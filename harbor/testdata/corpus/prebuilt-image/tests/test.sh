@@ -1,0 +1,7 @@
+#!/bin/bash
+mkdir -p /logs/verifier
+if [ -d /srv/out ] && [ "$(cat /srv/out/done 2>/dev/null)" = "ok" ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
