@@ -207,20 +207,19 @@ func (r *Runner) reload(g Group) (*File, error) {
 		}
 		return f, checkTasks(g, f)
 	}
-	if len(g.Tasks) != 1 {
-		return nil, fmt.Errorf("group has %d tasks and no eval file: %w", len(g.Tasks), agentenv.ErrInvalid)
-	}
+	// A group of one task, or of a dataset's tasks: each is loaded again from its own file.
 	load := r.LoadTask
 	if load == nil {
 		load = task.LoadPath
 	}
-	gt := g.Tasks[0]
-	t, err := load(gt.File)
-	if err != nil {
-		return nil, err
+	f := &File{Name: g.Name, Concurrency: max(g.Concurrency, 1), Path: g.File}
+	for _, gt := range g.Tasks {
+		t, err := load(gt.File)
+		if err != nil {
+			return nil, err
+		}
+		f.Tasks = append(f.Tasks, Entry{Task: t, K: max(gt.K, 1), Seeds: gt.Seeds, Overrides: gt.Overrides})
 	}
-	f := ForTask(t, gt.K, g.Concurrency, gt.Seeds, gt.Overrides)
-	f.Path = g.File
 	return f, checkTasks(g, f)
 }
 

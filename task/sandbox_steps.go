@@ -32,7 +32,16 @@ type deploySandbox struct {
 	// BuildTimeoutSec bounds the build (lifecycle.DefaultBuildTimeout if 0); the step's own
 	// timeout bounds the build and the create together.
 	BuildTimeoutSec int `yaml:"build_timeout_sec"`
+	// CapAdd are capabilities the sandbox keeps (every other is dropped where the provider
+	// can), from ContainerCaps only: what images written for Docker expect to have (apt-get,
+	// useradd, su and chown need them), never more.
+	CapAdd []string `yaml:"cap_add"`
 }
+
+// ContainerCaps are the capabilities a container runtime gives a container by default (Docker's
+// and containerd's set, without NET_RAW): the most a deploy_sandbox step may keep.
+var ContainerCaps = []string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+	"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
 
 // sandboxBuild is deploy_sandbox's build: a build context beside the task file.
 type sandboxBuild struct {
@@ -64,10 +73,24 @@ func (s *deploySandbox) Check() error {
 	case s.BuildTimeoutSec < 0:
 		return fmt.Errorf("build_timeout_sec: want 0 (the default, %s) or more, got %d", lifecycle.DefaultBuildTimeout, s.BuildTimeoutSec)
 	}
+	for i, c := range s.CapAdd {
+		if !slices.Contains(ContainerCaps, strings.TrimPrefix(strings.ToUpper(c), "CAP_")) {
+			return fmt.Errorf("cap_add[%d]: %q is not one a container has by default; want one of %s", i, c, strings.Join(ContainerCaps, ", "))
+		}
+	}
 	return checkBinding("command", "", s.Command)
 }
 
 func (s *deploySandbox) Refs() []Ref { return nil }
+
+// capNames are caps as SandboxSpec.CapAdd takes them: upper case, without CAP_.
+func capNames(caps []string) []string {
+	var out []string
+	for _, c := range caps {
+		out = append(out, strings.TrimPrefix(strings.ToUpper(c), "CAP_"))
+	}
+	return out
+}
 
 // checkNoHostEnv refuses an env value that reads this host's environment ("env:NAME", as env
 // files may): a step passes its values as they are, and the sandbox would get the literal text.
@@ -125,7 +148,7 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	req := lifecycle.CreateRequest{
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
 		Spec: agentenv.SandboxSpec{Image: image, Command: s.Command, Env: s.Env,
-			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20},
+			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20, CapAdd: capNames(s.CapAdd)},
 	}
 	rec, sb, err := sc.createSandbox(ctx, members, req)
 	if err != nil {

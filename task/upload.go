@@ -15,11 +15,14 @@ import (
 
 // upload copies a local file or folder into a sandbox, replacing what the path held: a folder
 // arrives whole and alone, so nothing the agent left at that path survives (a Harbor task's
-// tests/ and solution/ are copied in this way, only when their turn comes).
+// tests/ and solution/ are copied in this way, only when their turn comes). With merge, what an
+// earlier upload put there stays and same-named files are overwritten (a multi-step task's
+// step tests over its shared ones).
 type upload struct {
 	Sandbox string `yaml:"sandbox" task:"required"` // the deploy_sandbox step
 	From    string `yaml:"from" task:"required"`    // a file or folder, relative to the task file
 	To      string `yaml:"to" task:"required"`      // an absolute path in the sandbox
+	Merge   bool   `yaml:"merge"`                   // add to what the path holds instead of replacing it
 }
 
 // maxUpload bounds what one upload step copies: task folders are scripts and fixtures, and a
@@ -52,6 +55,9 @@ func (s *upload) Run(ctx context.Context, sc *scope) (Result, error) {
 	// What was at the path goes first, and the folder is made readable by every user (a
 	// verifier may run as another user than the one that made it).
 	prep := "rm -rf -- " + shellquote.Join([]string{s.To})
+	if s.Merge {
+		prep = "true"
+	}
 	if res, err := m.Exec(ctx, ref.Record, []string{"sh", "-c", prep}); err != nil {
 		return Result{}, fmt.Errorf("clear %s: %w", s.To, err)
 	} else if res.ExitCode != 0 {

@@ -1,0 +1,262 @@
+package harbor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/task"
+)
+
+// Agents that need no model, and those that are the built-in model agent.
+const (
+	AgentOracle    = "oracle" // runs the task's solution/solve.sh in its container
+	AgentNop       = "nop"    // does nothing: the tests see the container as it was built
+	AgentOpenAI    = task.AgentOpenAI
+	AgentAnthropic = task.AgentAnthropic
+)
+
+// Agents lists the agents a Harbor task runs with, for flags and messages.
+func Agents() []string { return []string{AgentOracle, AgentNop, AgentOpenAI, AgentAnthropic} }
+
+// Container paths a task's files are copied to, as Harbor lays them out.
+const (
+	SolutionDir = "/solution"
+	TestsDir    = "/tests"
+)
+
+// Options say how a Harbor task runs as agentenv steps.
+type Options struct {
+	Agent string // one of Agents; AgentOracle if empty
+	Model string // the model agent's model, over model.name; "" for the configured one
+}
+
+// sandboxStep is the id of the step that makes the task's container.
+const sandboxStep = "container"
+
+// Native returns t as an agentenv task: its container built from environment/ (or its
+// docker_image) with the resources it asks, the agent working inside it, then tests/ copied in
+// and test.sh run as the verifier's user, scored from its reward file. A [[steps]] task runs
+// each step's agent and verifier in turn in the one container, and scores the mean of its
+// steps. Its File and Dir are the task folder; its Digest covers every file of the folder and
+// the options, so a resumed run refuses a task that changed.
+func Native(t *Task, o Options) (*task.Task, error) {
+	if o.Agent == "" {
+		o.Agent = AgentOracle
+	}
+	if !slices.Contains(Agents(), o.Agent) {
+		return nil, fmt.Errorf("agent %q: want one of %s: %w", o.Agent, strings.Join(Agents(), ", "), agentenv.ErrInvalid)
+	}
+	if t.Environment.GPUs > 0 {
+		return nil, fmt.Errorf("%s: [environment] gpus = %d: no provider of agentenv gives sandboxes GPUs yet: %w", filepath.Join(t.Dir, "task.toml"), t.Environment.GPUs, agentenv.ErrInvalid)
+	}
+	if t.Environment.Compose != "" {
+		return nil, fmt.Errorf("%s: a docker-compose environment is not run yet; give the task an environment/Dockerfile or a docker_image: %w", filepath.Join(t.Dir, t.Environment.Compose), agentenv.ErrInvalid)
+	}
+	doc := nativeDoc{Name: t.Name, Description: fmt.Sprintf("Harbor task %s, agent %s", t.Dir, o.Agent), Score: string(task.WeightedAverage)}
+	doc.Steps = append(doc.Steps, containerStep(t))
+
+	phases := []Step{{Instruction: t.Instruction, Agent: t.Agent, Verifier: t.Verifier, Dir: t.Dir}}
+	if len(t.Steps) > 0 {
+		phases = t.Steps
+	}
+	after := sandboxStep
+	for i, ph := range phases {
+		sfx := ""
+		if len(phases) > 1 {
+			sfx = fmt.Sprintf("_%d", i+1)
+		}
+		agentSteps := agentSteps(t, ph, sfx, after, o)
+		doc.Steps = append(doc.Steps, agentSteps...)
+		if len(agentSteps) > 0 {
+			after = agentSteps[len(agentSteps)-1]["id"].(string)
+		}
+		// With the "final" strategy only the last step's tests score the task; the others'
+		// are not run (Harbor runs them, for min_reward gates agentenv does not keep).
+		if t.RewardStrategy == "final" && i < len(phases)-1 {
+			continue
+		}
+		ups := uploads(t, ph, "tests", "tests"+sfx, TestsDir, after)
+		doc.Steps = append(doc.Steps, ups...)
+		v := ph.Verifier
+		verify := step{
+			"id": "verify" + sfx, "type": task.TypeReward, "depends_on": []string{ups[len(ups)-1]["id"].(string)},
+			"sandbox": sandboxStep, "timeout": seconds(v.Timeout + 10*time.Second),
+		}
+		if v.User != "" {
+			verify["user"] = v.User
+		}
+		if len(v.Env) > 0 {
+			verify["env"] = expandEnv(v.Env)
+		}
+		doc.Steps = append(doc.Steps, verify)
+		after = "verify" + sfx
+	}
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("harbor task %s: %w", t.Dir, err)
+	}
+	nt, err := task.Parse(filepath.Join(t.Dir, "task.toml"), data)
+	if err != nil {
+		return nil, fmt.Errorf("harbor task %s as agentenv steps: %w", t.Dir, err)
+	}
+	nt.File, nt.Dir = t.Dir, t.Dir
+	d, err := t.Digest()
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s", d, o.Agent, o.Model))
+	nt.Digest = "sha256:" + hex.EncodeToString(sum[:])
+	return nt, nil
+}
+
+// nativeDoc is the task file a Harbor task becomes.
+type nativeDoc struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	Score       string `yaml:"score"`
+	Steps       []step `yaml:"steps"`
+}
+
+// step is one step of a nativeDoc, its fields as a task file writes them.
+type step map[string]any
+
+// containerStep is the deploy_sandbox step of t's container: built from environment/, or its
+// docker_image, kept alive by sleep as Harbor keeps it, with t's resources.
+func containerStep(t *Task) step {
+	env := t.Environment
+	s := step{"id": sandboxStep, "type": task.TypeDeploySandbox, "command": []string{"sh", "-c", "sleep infinity"},
+		"cap_add": task.ContainerCaps}
+	if env.DockerImage != "" {
+		s["image"] = env.DockerImage
+	} else {
+		s["build"] = map[string]any{"context": "environment", "dockerfile": filepath.ToSlash(strings.TrimPrefix(env.Dockerfile, "environment/"))}
+		if env.BuildTimeout > 0 {
+			s["build_timeout_sec"] = env.BuildTimeout.Seconds()
+			s["timeout"] = seconds(env.BuildTimeout + 2*time.Minute)
+		}
+	}
+	if env.CPUs > 0 {
+		s["cpus"] = env.CPUs
+	}
+	if env.MemoryMB > 0 {
+		s["memory_mb"] = env.MemoryMB
+	}
+	if len(env.Env) > 0 {
+		s["env"] = expandEnv(env.Env)
+	}
+	return s
+}
+
+// agentSteps are the steps of one agent phase: none for nop; the solution copied in and
+// solve.sh run inside the container for the oracle; the built-in model agent with a terminal
+// in the container for a model.
+func agentSteps(t *Task, ph Step, sfx, after string, o Options) []step {
+	timeout := ph.Agent.Timeout
+	if timeout <= 0 {
+		timeout = t.Agent.Timeout
+	}
+	prompt := step{
+		"id": "agent" + sfx, "type": task.TypePromptAgent, "depends_on": []string{after}, "sandbox": sandboxStep,
+		"prompt_file": instructionFile(t, ph), "timeout": seconds(timeout + 30*time.Second),
+	}
+	if timeout > 0 {
+		prompt["timeout_seconds"] = timeout.Seconds()
+	}
+	switch o.Agent {
+	case AgentNop:
+		return nil
+	case AgentOracle:
+		ups := uploads(t, ph, "solution", "solution"+sfx, SolutionDir, after)
+		harness := map[string]any{"in": sandboxStep, "command": []string{"bash", SolutionDir + "/solve.sh"}}
+		if timeout > 0 {
+			harness["timeout_seconds"] = timeout.Seconds()
+		}
+		if len(t.Solution.Env) > 0 {
+			harness["env"] = expandEnv(t.Solution.Env)
+		}
+		prompt["agent"] = map[string]any{"harness": harness}
+		prompt["depends_on"] = []string{ups[len(ups)-1]["id"].(string)}
+		return append(ups, prompt)
+	default:
+		prompt["agent"] = o.Agent
+		if o.Model != "" {
+			prompt["model"] = o.Model
+		}
+		return []step{prompt}
+	}
+}
+
+// instructionFile is the file of a phase's instruction, relative to the task folder: the
+// step's own instruction.md, else the task's.
+func instructionFile(t *Task, ph Step) string {
+	if p := filepath.Join(ph.Dir, "instruction.md"); ph.Dir != "" && exists(p) {
+		return relSlash(t.Dir, p)
+	}
+	return "instruction.md"
+}
+
+// uploads are the upload steps that put a phase's folder name (tests, solution) at to, as
+// Harbor does: the task's folder, then a step's own over it (same-named files replaced). The
+// first is id; each depends on the one before, the first on after. A task with neither folder
+// still gets one upload of the task's, which fails naming the missing folder.
+func uploads(t *Task, ph Step, name, id, to, after string) []step {
+	var froms []string
+	if exists(filepath.Join(t.Dir, name)) || ph.Dir == "" || ph.Dir == t.Dir {
+		froms = append(froms, name)
+	}
+	if own := filepath.Join(ph.Dir, name); ph.Dir != "" && ph.Dir != t.Dir && exists(own) {
+		froms = append(froms, relSlash(t.Dir, own))
+	}
+	if len(froms) == 0 {
+		froms = append(froms, name)
+	}
+	var out []step
+	for i, from := range froms {
+		s := step{"id": id, "type": task.TypeUpload, "depends_on": []string{after}, "sandbox": sandboxStep, "from": from, "to": to}
+		if i > 0 {
+			s["id"], s["merge"] = fmt.Sprintf("%s_step", id), true
+		}
+		out = append(out, s)
+		after = s["id"].(string)
+	}
+	return out
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// relSlash is p relative to dir, with slashes, as a task file names files.
+func relSlash(dir, p string) string {
+	r, err := filepath.Rel(dir, p)
+	if err != nil {
+		return filepath.ToSlash(p)
+	}
+	return filepath.ToSlash(r)
+}
+
+// expandEnv fills ${VAR} and ${VAR:-default} in env's values from this host's environment,
+// as Harbor does for [environment].env, [verifier].env and [solution].env.
+func expandEnv(env map[string]string) map[string]string {
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		out[k] = os.Expand(v, func(name string) string {
+			name, def, hasDef := strings.Cut(name, ":-")
+			if val, ok := os.LookupEnv(name); ok && (val != "" || !hasDef) {
+				return val
+			}
+			return def
+		})
+	}
+	return out
+}
+
+// seconds is d as a task file's timeout.
+func seconds(d time.Duration) string { return d.Round(time.Second).String() }
