@@ -61,6 +61,7 @@ call's timeout), panic or lost (the call succeeds but its answer is lost). For e
 		newBenchCmd(a),
 		newUICmd(a),
 		newStateCmd(a),
+		newTasksCmd(a),
 	)
 	strictArgs(root)
 	return root, a.close

@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentenv/agentenv/config"
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/eval"
+	"github.com/agentenv/agentenv/harbor"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/task"
 )
@@ -26,6 +30,10 @@ type runFlags struct {
 	resume          string
 	maxCost         float64
 	stateStore      string
+	// Harbor tasks and datasets: the agent, which tasks, and base images mapped for builds.
+	agent            string
+	include, exclude []string
+	imageMap         []string
 }
 
 // check refuses counts no run can mean: fewer than one episode, a negative concurrency, retry
@@ -85,9 +93,13 @@ when interrupted (what was made is torn down first).`,
 				return err
 			}
 			a.setStateStore(f.stateStore)
+			if err := a.addImageMap(f.imageMap); err != nil {
+				return err
+			}
 			var (
 				ef     *eval.File
 				single bool
+				err    error
 			)
 			switch {
 			case f.resume != "" && len(args) > 0:
@@ -106,6 +118,14 @@ when interrupted (what was made is torn down first).`,
 				if f.seeds != "" || f.k != 1 {
 					return usageError{msg: "--k and --seeds are the eval file's (tasks[].k, tasks[].seeds)"}
 				}
+			case harbor.IsNative(args[0]):
+				if ef, err = harbor.Group(args[0], harbor.Selection{Include: f.include, Exclude: f.exclude},
+					harbor.Options{Agent: f.agent}, f.k, f.concurrency, eval.Overrides{Provider: a.providerFlag(f.provider)}); err != nil {
+					return err
+				}
+				single = len(ef.Tasks) == 1
+			case f.agent != "" || len(f.include) > 0 || len(f.exclude) > 0:
+				return usageError{msg: "--agent, --include and --exclude are for Harbor tasks and datasets (folders with task.toml); a task file names its agents"}
 			default:
 				t, err := a.loadTask(ctx, args[0])
 				if err != nil {
@@ -131,6 +151,10 @@ when interrupted (what was made is torn down first).`,
 	fl.IntVar(&f.retries, "retries", 0, "run an episode that ended on an infrastructure error again from scratch, up to N times (default: the task's retries.infra)")
 	fl.StringVar(&f.resume, "resume", "", "run the unfinished episodes of this run group")
 	fl.Float64Var(&f.maxCost, "max-cost-usd", 0, "stop starting episodes once the group's model cost (prompt_agent cost_usd) passes this")
+	fl.StringVar(&f.agent, "agent", "", "the agent of Harbor tasks: "+strings.Join(harbor.Agents(), ", ")+" (default oracle)")
+	fl.StringArrayVar(&f.include, "include", nil, "run only the dataset's tasks whose folder name matches this glob (repeatable)")
+	fl.StringArrayVar(&f.exclude, "exclude", nil, "leave out the dataset's tasks whose folder name matches this glob (repeatable)")
+	fl.StringArrayVar(&f.imageMap, "image-map", nil, "build with image TO where a Dockerfile's FROM names FROM: FROM=TO (repeatable; adds to images.map)")
 	return cmd
 }
 
@@ -150,15 +174,6 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 	if err != nil {
 		return err
 	}
-	if f.provider != "" {
-		if _, err := mgr.ParseChain(f.provider); err != nil {
-			return fmt.Errorf("--provider: %w", err)
-		}
-	}
-	sd, err := stateDir()
-	if err != nil {
-		return err
-	}
 	if f.resume != "" {
 		g, err := eval.Store{Ledger: mgr.Ledger()}.Get(ctx, f.resume)
 		if err != nil {
@@ -170,11 +185,10 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 	if single && !f.json {
 		taskEvents = func(e task.Event) { fmt.Fprintln(a.stderr, e) }
 	}
-	tr, err := a.taskRunner(ctx, mgr, sd, f.provider, f.passEnv, taskEvents)
+	er, err := a.evalRunner(ctx, f.provider, f.passEnv, taskEvents)
 	if err != nil {
 		return err
 	}
-	er := &eval.Runner{Tasks: tr, Logger: a.log, LoadTask: func(name string) (*task.Task, error) { return a.loadTask(ctx, name) }}
 	if !single && !f.json {
 		er.Progress = newProgressPrinter(a.stderr)
 	}
@@ -267,11 +281,64 @@ func printSummary(a *app, sum task.Summary) {
 		verdict, sum.Passed, sum.ScoredBelow, sum.Failed, sum.Errors, sum.Cancelled, sum.MeanScore, sum.MeanCI95[0], sum.MeanCI95[1], sum.PassAt["1"], sum.Elapsed.Round(time.Millisecond))
 }
 
+// addImageMap adds the --image-map FROM=TO flags to images.map, over what it says of the same
+// images.
+func (a *app) addImageMap(flags []string) error {
+	if len(flags) == 0 {
+		return nil
+	}
+	add, err := config.ParseImageMap(strings.Join(flags, ","))
+	if err != nil {
+		return usageError{"--image-map: " + err.Error()}
+	}
+	cur, err := a.cfg.Get(config.ImageMapKey)
+	if err != nil {
+		return err
+	}
+	m, err := config.ParseImageMap(cur)
+	if err != nil {
+		return err
+	}
+	maps.Copy(m, add)
+	pairs := make([]string, 0, len(m))
+	for _, from := range slices.Sorted(maps.Keys(m)) {
+		pairs = append(pairs, from+"="+m[from])
+	}
+	return a.cfg.Set(config.ImageMapKey, strings.Join(pairs, ","), "--image-map")
+}
+
+// evalRunner returns the runner of run groups that 'agentenv run' and 'agentenv tasks check'
+// use: episodes deployed through the manager on provider (the configured default if empty),
+// recorded in the state folder, each episode's events to taskEvents (nil: none).
+func (a *app) evalRunner(ctx context.Context, provider string, passEnv []string, taskEvents func(task.Event)) (*eval.Runner, error) {
+	mgr, err := a.manager(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if provider != "" {
+		if _, err := mgr.ParseChain(provider); err != nil {
+			return nil, fmt.Errorf("--provider: %w", err)
+		}
+	}
+	sd, err := stateDir()
+	if err != nil {
+		return nil, err
+	}
+	tr, err := a.taskRunner(ctx, mgr, sd, provider, passEnv, taskEvents)
+	if err != nil {
+		return nil, err
+	}
+	return &eval.Runner{Tasks: tr, Logger: a.log, LoadTask: func(name string) (*task.Task, error) { return a.loadTask(ctx, name) }}, nil
+}
+
 // loadTask returns the task named on a command line: "hello", a task file or a folder with one
 // (loaded with a.tasks' checks).
 func (a *app) loadTask(ctx context.Context, name string) (*task.Task, error) {
 	if name == "hello" {
 		return task.Hello(), nil
+	}
+	if harbor.IsNative(name) {
+		return harbor.LoadNative(name, harbor.Options{})
 	}
 	tasks, err := a.tasks(ctx)
 	if err != nil {
@@ -309,8 +376,16 @@ func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, p
 	if err != nil {
 		return nil, err
 	}
+	im, err := a.cfg.Get(config.ImageMapKey)
+	if err != nil {
+		return nil, err
+	}
+	imageMap, err := config.ParseImageMap(im)
+	if err != nil {
+		return nil, err
+	}
 	return &task.Runner{
-		Manager: mgr, Logger: a.log, Workdir: workdir, Model: a.cfg, Progress: progress,
+		Manager: mgr, Logger: a.log, Workdir: workdir, Model: a.cfg, Progress: progress, ImageMap: imageMap,
 		Deployer: eval.EnvDeployer{Deployer: deploy.New(mgr, a.log), Defaults: deploy.Options{
 			Provider: a.providerFlag(provider), TTL: ttl, PassEnv: a.passEnv(passEnv),
 			GatewayMaxConns: conns, GatewayMaxSessions: sessions, Store: store,
