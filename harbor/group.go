@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/eval"
@@ -17,15 +16,11 @@ type Selection struct {
 	Include, Exclude []string
 }
 
-// agentMark separates a task folder from the agent it runs with in a native task's File, so
-// that a resumed group loads each task as it ran (see LoadNative).
-const agentMark = "#agent="
-
 // LoadNative loads the Harbor task folder dir as an agentenv task run with o (see Native), or,
-// given a File that Native made ("DIR#agent=NAME"), the task as it was made.
+// given a File that Native made ("DIR#agent=NAME…"), the task as it was made.
 func LoadNative(dir string, o Options) (*task.Task, error) {
-	if d, agent, ok := strings.Cut(dir, agentMark); ok {
-		dir, o.Agent = d, agent
+	if d, mo, ok := cutMark(dir); ok {
+		dir, o = d, mo
 	}
 	t, err := Load(dir)
 	if err != nil {
@@ -35,17 +30,14 @@ func LoadNative(dir string, o Options) (*task.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Agent == "" {
-		o.Agent = AgentOracle
-	}
-	nt.File = dir + agentMark + o.Agent
+	nt.File = dir + o.normal().mark()
 	return nt, nil
 }
 
 // IsNative reports whether name is a Harbor task folder, a dataset of them, or a File that
 // Native made: what LoadNative and Group take.
 func IsNative(name string) bool {
-	if d, _, ok := strings.Cut(name, agentMark); ok {
+	if d, _, ok := cutMark(name); ok {
 		return IsTask(d)
 	}
 	if IsTask(name) {

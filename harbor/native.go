@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,16 +17,20 @@ import (
 	"github.com/agentenv/agentenv/task"
 )
 
-// Agents that need no model, and those that are the built-in model agent.
+// The agents a Harbor task runs with: two that need no model, the built-in model agent, and a
+// command-line agent of the user's.
 const (
-	AgentOracle    = "oracle" // runs the task's solution/solve.sh in its container
-	AgentNop       = "nop"    // does nothing: the tests see the container as it was built
+	AgentOracle    = "oracle"  // runs the task's solution/solve.sh in its container
+	AgentNop       = "nop"     // does nothing: the tests see the container as it was built
+	AgentCommand   = "command" // a command-line agent in the container: Options.Command
 	AgentOpenAI    = task.AgentOpenAI
 	AgentAnthropic = task.AgentAnthropic
 )
 
 // Agents lists the agents a Harbor task runs with, for flags and messages.
-func Agents() []string { return []string{AgentOracle, AgentNop, AgentOpenAI, AgentAnthropic} }
+func Agents() []string {
+	return []string{AgentOracle, AgentNop, AgentOpenAI, AgentAnthropic, AgentCommand}
+}
 
 // Container paths a task's files are copied to, as Harbor lays them out.
 const (
@@ -35,8 +40,39 @@ const (
 
 // Options say how a Harbor task runs as agentenv steps.
 type Options struct {
-	Agent string // one of Agents; AgentOracle if empty
+	Agent string // one of Agents; AgentOracle if empty (AgentCommand if only Command is set)
 	Model string // the model agent's model, over model.name; "" for the configured one
+	// Command is AgentCommand's shell command, run with sh -c inside the task's container
+	// under the agent's timeout, with the instruction in the file $AGENTENV_PROMPT_FILE (a
+	// harness installed in the image, or by the command itself).
+	Command string
+}
+
+// mark is o as the part of a native task's File after its folder ("#agent=oracle"), from which
+// cutMark reads o back: a resumed group loads each task as it ran.
+func (o Options) mark() string {
+	v := url.Values{"agent": {o.Agent}}
+	if o.Model != "" {
+		v.Set("model", o.Model)
+	}
+	if o.Command != "" {
+		v.Set("command", o.Command)
+	}
+	return "#" + v.Encode()
+}
+
+// cutMark splits a native task's File into its folder and its Options; ok is false for a name
+// without them.
+func cutMark(name string) (dir string, o Options, ok bool) {
+	dir, q, ok := strings.Cut(name, "#")
+	if !ok {
+		return name, Options{}, false
+	}
+	v, err := url.ParseQuery(q)
+	if err != nil || v.Get("agent") == "" {
+		return name, Options{}, false
+	}
+	return dir, Options{Agent: v.Get("agent"), Model: v.Get("model"), Command: v.Get("command")}, true
 }
 
 // sandboxStep is the id of the step that makes the task's container.
@@ -49,11 +85,12 @@ const sandboxStep = "container"
 // steps. Its File and Dir are the task folder; its Digest covers every file of the folder and
 // the options, so a resumed run refuses a task that changed.
 func Native(t *Task, o Options) (*task.Task, error) {
-	if o.Agent == "" {
-		o.Agent = AgentOracle
-	}
+	o = o.normal()
 	if !slices.Contains(Agents(), o.Agent) {
 		return nil, fmt.Errorf("agent %q: want one of %s: %w", o.Agent, strings.Join(Agents(), ", "), agentenv.ErrInvalid)
+	}
+	if (o.Agent == AgentCommand) != (o.Command != "") {
+		return nil, fmt.Errorf("agent %s and command %q: a command is the command agent's, and it needs one: %w", o.Agent, o.Command, agentenv.ErrInvalid)
 	}
 	if t.Environment.GPUs > 0 {
 		return nil, fmt.Errorf("%s: [environment] gpus = %d: no provider of agentenv gives sandboxes GPUs yet: %w", filepath.Join(t.Dir, "task.toml"), t.Environment.GPUs, agentenv.ErrInvalid)
@@ -113,9 +150,20 @@ func Native(t *Task, o Options) (*task.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s", d, o.Agent, o.Model))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s", d, o.mark()))
 	nt.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	return nt, nil
+}
+
+// normal is o with its defaults: the oracle, or the command agent when only a command is given.
+func (o Options) normal() Options {
+	if o.Agent == "" {
+		o.Agent = AgentOracle
+		if o.Command != "" {
+			o.Agent = AgentCommand
+		}
+	}
+	return o
 }
 
 // nativeDoc is the task file a Harbor task becomes.
@@ -174,6 +222,13 @@ func agentSteps(t *Task, ph Step, sfx, after string, o Options) []step {
 	switch o.Agent {
 	case AgentNop:
 		return nil
+	case AgentCommand:
+		harness := map[string]any{"in": sandboxStep, "command": []string{"sh", "-c", o.Command}}
+		if timeout > 0 {
+			harness["timeout_seconds"] = timeout.Seconds()
+		}
+		prompt["agent"] = map[string]any{"harness": harness}
+		return []step{prompt}
 	case AgentOracle:
 		ups := uploads(t, ph, "solution", "solution"+sfx, SolutionDir, after)
 		harness := map[string]any{"in": sandboxStep, "command": []string{"bash", SolutionDir + "/solve.sh"}}
