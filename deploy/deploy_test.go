@@ -414,3 +414,34 @@ func TestEgressNotEnforcedIsAWarning(t *testing.T) {
 	}
 	r.assertNothingLeft(t)
 }
+
+// Inspect asks each sandbox's provider once, and says the same of it as Reattach.
+func TestInspectAsksEachSandboxOnce(t *testing.T) {
+	r := newRig(t)
+	res, err := r.d.Deploy(t.Context(), r.env, Options{Provider: "fake", Mode: ModeContainer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.d.Teardown(context.Background(), res.Doc.ID) })
+	byRole := map[agentenv.Role]agentenv.Record{}
+	for _, rec := range r.up(t) {
+		byRole[rec.Role] = rec
+	}
+	r.fake.Kill(byRole[agentenv.RoleServiceDB].SandboxID, 137)
+	before := r.fake.Calls("get")
+	in, err := r.d.Inspect(t.Context(), res.Doc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.fake.Calls("get") - before; got != len(in.Sandboxes) {
+		t.Errorf("Inspect made %d Get calls for %d sandboxes, want one each", got, len(in.Sandboxes))
+	}
+	if in.Reattach == nil || !in.Reattach.OK || len(in.Reattach.Warnings) != 1 {
+		t.Errorf("Inspect's reattach verdict with the service DB down = %+v, want usable with one warning", in.Reattach)
+	}
+	for _, s := range in.Sandboxes {
+		if s.Role == agentenv.RoleServiceDB && !strings.HasPrefix(s.Health, "down: ") {
+			t.Errorf("service DB health = %q, want down", s.Health)
+		}
+	}
+}

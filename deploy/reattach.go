@@ -19,12 +19,25 @@ func (d *Deployer) Reattach(ctx context.Context, id string) (*Result, []string, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("reattach %s: %w", id, err)
 	}
-	if doc.State != agentenv.DeploymentLive {
-		return nil, nil, fmt.Errorf("reattach %s: deployment is %s: %w", id, doc.State, agentenv.ErrGone)
-	}
 	recs, err := d.mgr.Ledger().List(ctx, agentenv.Filter{Deployment: id})
 	if err != nil {
 		return nil, nil, fmt.Errorf("reattach %s: %w", id, err)
+	}
+	res, warnings, err := reattach(doc, recs, func(id string) error { _, err := d.mgr.Get(ctx, id); return err })
+	if err != nil {
+		return nil, warnings, err
+	}
+	for _, w := range warnings {
+		d.log.Warn(w, "deployment", id)
+	}
+	return res, warnings, nil
+}
+
+// reattach is Reattach's verdict on deployment doc with records recs, down(id) saying why the
+// sandbox of record id does not run (nil if it runs).
+func reattach(doc agentenv.Deployment, recs []agentenv.Record, down func(id string) error) (*Result, []string, error) {
+	if doc.State != agentenv.DeploymentLive {
+		return nil, nil, fmt.Errorf("reattach %s: deployment is %s: %w", doc.ID, doc.State, agentenv.ErrGone)
 	}
 	res := &Result{Doc: doc, GatewayURL: doc.GatewayURL, Endpoints: map[string]string{}}
 	var warnings []string
@@ -35,7 +48,8 @@ func (d *Deployer) Reattach(ctx context.Context, id string) (*Result, []string, 
 			continue
 		}
 		res.Records = append(res.Records, r.ID)
-		if _, err = d.mgr.Get(ctx, r.ID); err == nil {
+		err := down(r.ID)
+		if err == nil {
 			for k, v := range r.Attrs {
 				if strings.HasPrefix(k, "endpoint.") {
 					res.Endpoints[componentOf(r)] = v
@@ -55,10 +69,7 @@ func (d *Deployer) Reattach(ctx context.Context, id string) (*Result, []string, 
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, warnings, fmt.Errorf("reattach %s: %w", id, err)
-	}
-	for _, w := range warnings {
-		d.log.Warn(w, "deployment", id)
+		return nil, warnings, fmt.Errorf("reattach %s: %w", doc.ID, err)
 	}
 	return res, warnings, nil
 }
@@ -124,15 +135,17 @@ func (d *Deployer) Inspect(ctx context.Context, id string) (Inspection, error) {
 		return Inspection{}, err
 	}
 	in := Inspection{Deployment: doc}
+	downs := map[string]error{} // each sandbox asked once, for its health and the reattach verdict
 	for _, r := range recs {
 		h := "-"
 		if r.State != agentenv.StateGone {
-			h = d.Health(ctx, r.ID)
+			_, downs[r.ID] = d.mgr.Get(ctx, r.ID)
+			h = health(downs[r.ID])
 		}
 		in.Sandboxes = append(in.Sandboxes, SandboxHealth{r.ID, r.Role, r.State, h})
 	}
 	if doc.State == agentenv.DeploymentLive {
-		_, warnings, err := d.Reattach(ctx, doc.ID)
+		_, warnings, err := reattach(doc, recs, func(id string) error { return downs[id] })
 		in.Reattach = &ReattachCheck{OK: err == nil, Warnings: warnings}
 		if err != nil {
 			in.Reattach.Error = err.Error()
@@ -143,7 +156,13 @@ func (d *Deployer) Inspect(ctx context.Context, id string) (Inspection, error) {
 
 // Health asks the provider of record id whether its sandbox runs: "running", or "down: WHY".
 func (d *Deployer) Health(ctx context.Context, id string) string {
-	if _, err := d.mgr.Get(ctx, id); err != nil {
+	_, err := d.mgr.Get(ctx, id)
+	return health(err)
+}
+
+// health is "running", or "down: WHY" for the error of a provider's Get.
+func health(err error) string {
+	if err != nil {
 		return "down: " + err.Error()
 	}
 	return "running"
