@@ -1,7 +1,9 @@
 // Package bench measures agentenv side by side with the plain tools on the same machine, in one
 // run: deploy to ready and teardown of an env against `docker compose` on its rendered compose
 // file, the gateway's tools/call overhead against direct calls, `agentenv run hello`, gc of 50
-// orphans after kill -9, and one sandbox create/terminate against `docker run -d`/`docker rm -f`.
+// orphans after kill -9, one sandbox create/terminate against `docker run -d`/`docker rm -f`, and
+// a Harbor task's episode against the same steps with the docker CLI, with the Harbor corpus
+// checked cold and warm.
 // It reports medians, p95 and ratios, and writes them into BENCHMARKS.md.
 //
 // Every command runs as a child process, the way a user runs it, with a ledger and a state
@@ -46,6 +48,9 @@ type Config struct {
 	// LoadEpisodes is how many concurrent episodes the load measure runs, without and with a
 	// state store; 16 if 0.
 	LoadEpisodes int
+	// ImageMap maps the Harbor tasks' base images onto local ones, as FROM=TO; DefaultImageMap
+	// if empty.
+	ImageMap []string
 	// Only, if not empty, names the measures to take, of Steps' names; the others are skipped.
 	Only   []string
 	Logger *slog.Logger
@@ -63,6 +68,7 @@ type Results struct {
 	GatewayNote string          `json:"gateway_note,omitempty"`
 	Orphans     OrphanFigure    `json:"orphans"`
 	Load        []LoadFigure    `json:"load,omitempty"`
+	Harbor      []CorpusFigure  `json:"harbor,omitempty"`
 	Problems    []string        `json:"problems,omitempty"`
 	Elapsed     time.Duration   `json:"elapsed_ns"`
 	byName      map[string]int  // index into Measures
@@ -99,7 +105,7 @@ const (
 )
 
 // Steps are the names of the measures, in the order Run takes them, for Config.Only.
-var Steps = []string{"deploy", "store", "gateway", "hello", "sandbox", "gc", "load"}
+var Steps = []string{"deploy", "store", "gateway", "hello", "sandbox", "gc", "load", "harbor"}
 
 func (c *Config) defaults() error {
 	if c.Binary == "" || c.Dir == "" || c.EnvFile == "" || c.Engine == nil {
@@ -124,6 +130,9 @@ func (c *Config) defaults() error {
 	}
 	if c.LoadEpisodes <= 0 {
 		c.LoadEpisodes = 16
+	}
+	if len(c.ImageMap) == 0 {
+		c.ImageMap = DefaultImageMap()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -158,6 +167,7 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 		{"sandbox", "sandbox create and terminate, agentenv and docker", b.sandboxes},
 		{"gc", fmt.Sprintf("gc of %d orphans after kill -9", cfg.Orphans), b.orphans},
 		{"load", fmt.Sprintf("%d concurrent episodes, without and with a state store", cfg.LoadEpisodes), b.load},
+		{"harbor", "a Harbor task's episode, agentenv and by hand; the Harbor corpus checked cold and warm", b.harbor},
 	}
 	for _, s := range steps {
 		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, s.name) {
@@ -177,6 +187,7 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 		{"deploy to ready, state store vs compose", DeployStore, DeployCompose},
 		{"sandbox create", CreateAgentenv, CreateDocker},
 		{"sandbox terminate", RemoveAgentenv, RemoveDocker},
+		{"harbor episode", HarborEpisodeAgentenv, HarborEpisodeByHand},
 	}
 	b.res.Elapsed = time.Since(start)
 	return b.res, nil

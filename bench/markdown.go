@@ -74,6 +74,14 @@ func Markdown(res Results) string {
 				soak.Bytes(l.MachinePeak), soak.Bytes(l.MachineBase), soak.Bytes(l.RunnerPeak))
 		}
 	}
+	if len(res.Harbor) > 0 {
+		p("\nHarbor corpus (`agentenv tasks check %s --exclude %s --concurrency 4`, oracle and nop per task in one run group; %s fail on purpose; builds counted from the ledger's build records made during the check):\n\n",
+			HarborCorpus, HarborExclude, strings.Join(HarborFailing(), ", "))
+		p("| build cache | tasks | failing | wall | images built | builds failed |\n|---|---|---|---|---|---|\n")
+		for _, f := range res.Harbor {
+			p("| %s | %d | %d | %s | %d | %d |\n", f.Cache, f.Tasks, len(f.Failing), format(f.Wall), f.Builds, f.FailedBuilds)
+		}
+	}
 	if len(res.Problems) > 0 {
 		p("\nProblems during this run:\n\n")
 		for _, pr := range res.Problems {
@@ -244,6 +252,10 @@ func WriteTable(w io.Writer, res Results) error {
 		}
 	}
 	fmt.Fprintf(tw, "\ngc of %d orphans after kill -9: %s, %d left\n", res.Orphans.Created, format(res.Orphans.GC), len(res.Orphans.Left))
+	for _, f := range res.Harbor {
+		fmt.Fprintf(tw, "harbor corpus %s: %d tasks, %d failing, %s, %d images built, %d builds failed\n",
+			f.Cache, f.Tasks, len(f.Failing), format(f.Wall), f.Builds, f.FailedBuilds)
+	}
 	for _, p := range res.Problems {
 		fmt.Fprintf(tw, "problem: %s\n", p)
 	}

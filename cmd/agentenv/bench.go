@@ -20,7 +20,7 @@ func newBenchCmd(a *app) *cobra.Command {
 		stateStore              string
 		image, env, repo, write string
 		dir                     string
-		only                    []string
+		only, imageMap          []string
 		json                    bool
 	}
 	cmd := &cobra.Command{
@@ -32,14 +32,19 @@ alternately, 'docker compose up -d --wait' / 'docker compose down -t 1' of the f
 'agentenv env render --compose' makes of it; the gateway's tools/call overhead against direct
 calls at 1 and 64 sessions (go test -bench in the checkout); 'agentenv run hello'; gc of 50
 sandboxes whose owner was killed with SIGKILL (the owner is a small program bench builds from
-the checkout, bench/internal/hold); and one sandbox create/terminate against 'docker run -d' /
-'docker rm -f' of the same image. It prints medians, p95 and ratios, and with --write rewrites
-the marked section of that file; --only takes some of the measures. Without docker compose v5
-it says how to build it (sh bench/build-compose.sh) and measures the rest. Run it from the
-repository root.`,
+the checkout, bench/internal/hold); one sandbox create/terminate against 'docker run -d' /
+'docker rm -f' of the same image; one episode of the Harbor task
+harbor/testdata/corpus/hello-file with the oracle ('agentenv run', its image built once
+before) against the same steps with the docker CLI on that image (docker run -d, cp, exec,
+rm -f); and 'agentenv tasks check harbor/testdata/corpus' with every build image torn down
+first, then again with them built (the build images are torn down after). It prints medians,
+p95 and ratios, and with --write rewrites the marked section of that file; --only takes some
+of the measures. Without docker compose v5 it says how to build it (sh bench/build-compose.sh)
+and measures the rest. Run it from the repository root.`,
 		Example: `  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o agentenv ./cmd/agentenv && ./agentenv images build
   ./agentenv bench --write BENCHMARKS.md
-  ./agentenv bench --only gc --orphans 10`,
+  ./agentenv bench --only gc --orphans 10
+  ./agentenv bench --only harbor --reps 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -71,7 +76,7 @@ repository root.`,
 			defer eng.Close()
 			res, err := bench.Run(cmd.Context(), bench.Config{
 				Binary: bin, Dir: f.dir, EnvFile: f.env, Image: f.image, RepoDir: f.repo, Engine: eng,
-				Reps: f.reps, Hellos: f.hellos, Orphans: f.orphans, Only: f.only,
+				Reps: f.reps, Hellos: f.hellos, Orphans: f.orphans, Only: f.only, ImageMap: f.imageMap,
 				StateStore: f.stateStore, LoadEpisodes: f.loadEpisodes, DockerHost: host, Logger: a.log,
 				Progress: func(s string) { fmt.Fprintln(a.stderr, "bench:", s) },
 			})
@@ -102,7 +107,7 @@ repository root.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&f.reps, "reps", 5, "samples of each deploy and sandbox measure")
+	fl.IntVar(&f.reps, "reps", 5, "samples of each deploy, sandbox and Harbor episode measure")
 	fl.IntVar(&f.loadEpisodes, "load-episodes", 16, "concurrent episodes of the load measure, run without and with a state store")
 	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server of the load measure's round with a store (default: one started with 'agentenv state up --name' and removed after)")
 	fl.IntVar(&f.hellos, "hellos", 10, "runs of agentenv run hello")
@@ -113,6 +118,7 @@ repository root.`,
 	fl.StringVar(&f.write, "write", "", "rewrite the bench section of this markdown file (BENCHMARKS.md)")
 	fl.StringVar(&f.dir, "dir", "", "folder for the bench's ledger and state (default: a temporary one)")
 	fl.StringSliceVar(&f.only, "only", nil, "take only these measures: "+strings.Join(bench.Steps, ", ")+" (default: all)")
+	fl.StringArrayVar(&f.imageMap, "image-map", nil, "map a Harbor task's base image onto a local one, FROM=TO (repeatable; default: "+strings.Join(bench.DefaultImageMap(), ", ")+")")
 	fl.BoolVar(&f.json, "json", false, "print the figures as JSON")
 	return cmd
 }
