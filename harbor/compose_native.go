@@ -30,7 +30,9 @@ const (
 // under its service name and depending on the services it depends_on (a service_healthy
 // dependency's step runs that service's healthcheck, so the steps after it start once it has
 // passed); and the main container (step "container") on the network as "main". Harbor's
-// variables are filled in where compose would interpolate them. What agentenv cannot run (a
+// variables are filled in where compose would interpolate them. A service's entrypoint and
+// command become the sandbox's command, which the image's own ENTRYPOINT, if it has one, still
+// runs (SandboxSpec has no entrypoint). What agentenv cannot run (a
 // named volume, a user, a build target, service_completed_successfully) is an error naming the
 // file and the key, wrapping agentenv.ErrInvalid.
 func composeSteps(t *Task) ([]step, error) {

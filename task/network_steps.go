@@ -107,9 +107,6 @@ func (h *healthcheck) check() error {
 	case h.StartPeriodSec < 0:
 		return fmt.Errorf("start_period_sec: want 0 or more, got %g", h.StartPeriodSec)
 	}
-	if err := checkBinding("healthcheck.command", h.Command, nil); err != nil {
-		return errors.New(err.Error()[len("healthcheck."):])
-	}
 	return nil
 }
 

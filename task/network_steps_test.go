@@ -145,6 +145,22 @@ steps:
 	if took := time.Since(start); took < 200*time.Millisecond || took > 20*time.Second {
 		t.Errorf("the unhealthy run took %s: want the start period, then three failures", took)
 	}
+
+	tk = mustParse(t, "t.yaml", `name: hanging
+steps:
+- {id: sb, type: deploy_sandbox, provider: process, healthcheck: {command: "sleep 30", timeout_sec: 0.2, retries: 2, interval_sec: 0.01}}
+`)
+	start = time.Now()
+	sum, err = r.runner.Run(t.Context(), tk, task.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if e := stepOf(sum.Episodes[0], "sb").Error; !strings.Contains(e, "failed 2 times") || !strings.Contains(e, "timed out after 200ms") {
+		t.Errorf("hanging healthcheck: step error %q", e)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the hanging healthcheck took %s: its tries were not bounded by timeout_sec", took)
+	}
 	r.assertClean(t)
 }
 

@@ -94,6 +94,9 @@ func (s *deploySandbox) Check() error {
 		if err := s.Healthcheck.check(); err != nil {
 			return fmt.Errorf("healthcheck.%w", err)
 		}
+		if err := checkBinding("healthcheck.command", s.Healthcheck.Command, nil); err != nil {
+			return err
+		}
 	}
 	for i, c := range s.CapAdd {
 		if !slices.Contains(ContainerCaps, strings.TrimPrefix(strings.ToUpper(c), "CAP_")) {
