@@ -33,7 +33,7 @@ var localImages = map[string]string{"ubuntu:24.04": "agentenv-debian:bookworm", 
 // environment built (FROM mapped to local images), tests/ at /tests and solution/ at
 // /solution, the verifier under its user and env. Without the solution a good task scores 0,
 // with it 1; the failing ones fail as their metadata's expect says. The compose task is left
-// to the runner's tests (it needs a sidecar network).
+// to TestComposeRuns, which runs it through the task runner (it needs a sidecar network).
 func TestCorpusRuns(t *testing.T) {
 	cli := dockertest.Require(t)
 	labels := map[string]string{agentenv.LabelRun: "harbor-corpus-" + strconv.Itoa(os.Getpid())}

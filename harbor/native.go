@@ -79,7 +79,8 @@ func cutMark(name string) (dir string, o Options, ok bool) {
 const sandboxStep = "container"
 
 // Native returns t as an agentenv task: its container built from environment/ (or its
-// docker_image) with the resources it asks, the agent working inside it, then tests/ copied in
+// docker_image) with the resources it asks (a docker-compose environment: its services on a
+// private network beside it, composeSteps), the agent working inside it, then tests/ copied in
 // and test.sh run as the verifier's user, scored from its reward file. A [[steps]] task runs
 // each step's agent and verifier in turn in the one container, and scores the mean of its
 // steps. Its File and Dir are the task folder; its Digest covers every file of the folder and
@@ -95,11 +96,16 @@ func Native(t *Task, o Options) (*task.Task, error) {
 	if t.Environment.GPUs > 0 {
 		return nil, fmt.Errorf("%s: [environment] gpus = %d: no provider of agentenv gives sandboxes GPUs yet: %w", filepath.Join(t.Dir, "task.toml"), t.Environment.GPUs, agentenv.ErrInvalid)
 	}
-	if t.Environment.Compose != "" {
-		return nil, fmt.Errorf("%s: a docker-compose environment is not run yet; give the task an environment/Dockerfile or a docker_image: %w", filepath.Join(t.Dir, t.Environment.Compose), agentenv.ErrInvalid)
-	}
 	doc := nativeDoc{Name: t.Name, Description: fmt.Sprintf("Harbor task %s, agent %s", t.Dir, o.Agent), Score: string(task.WeightedAverage)}
-	doc.Steps = append(doc.Steps, containerStep(t))
+	if t.Environment.Compose != "" {
+		env, err := composeSteps(t)
+		if err != nil {
+			return nil, err
+		}
+		doc.Steps = append(doc.Steps, env...)
+	} else {
+		doc.Steps = append(doc.Steps, containerStep(t))
+	}
 
 	phases := []Step{{Instruction: t.Instruction, Agent: t.Agent, Verifier: t.Verifier, Dir: t.Dir}}
 	if len(t.Steps) > 0 {
@@ -178,7 +184,8 @@ type nativeDoc struct {
 type step map[string]any
 
 // containerStep is the deploy_sandbox step of t's container: built from environment/, or its
-// docker_image, kept alive by sleep as Harbor keeps it, with t's resources.
+// docker_image, kept alive by sleep as Harbor keeps it, with t's resources, and its
+// [environment.healthcheck] passed before the step ends.
 func containerStep(t *Task) step {
 	env := t.Environment
 	s := step{"id": sandboxStep, "type": task.TypeDeploySandbox, "command": []string{"sh", "-c", "sleep infinity"},
@@ -200,6 +207,14 @@ func containerStep(t *Task) step {
 	}
 	if len(env.Env) > 0 {
 		s["env"] = expandEnv(env.Env)
+	}
+	if env.Healthcheck != nil {
+		h := taskHealthcheck(env.Healthcheck)
+		d := healthBudget(h)
+		if env.DockerImage == "" && env.BuildTimeout > 0 {
+			d += env.BuildTimeout
+		}
+		s["healthcheck"], s["timeout"] = h, stepTimeout(d)
 	}
 	return s
 }

@@ -50,6 +50,18 @@ func bindFields(typ string, fields *yaml.Node, ref *regexp.Regexp, value func(st
 					done[a] = true // bound values are never filled again
 				}
 			}
+		case typ == TypeDeploySandbox && key == "healthcheck" && v.Kind == yaml.MappingNode:
+			// The healthcheck's command is a script run with sh -c.
+			c := mapValue(v, "command")
+			if c == nil || c.Kind != yaml.ScalarNode {
+				continue
+			}
+			s, err := bind.Shell(c.Value, ref, value)
+			if err != nil {
+				return nil, fmt.Errorf("healthcheck.command: %w", err)
+			}
+			c.Value = s
+			done[c] = true
 		case key == "command" && v.Kind == yaml.SequenceNode:
 			argv := make([]string, len(v.Content))
 			for j, e := range v.Content {
@@ -80,12 +92,19 @@ func mapValue(m *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// checkBinding reports a placeholder or output reference in an sql query (typ TypeSQL) or a
-// shell's -c script in argv that stands where it could not be bound or quoted, so that a task
-// file says so when it is loaded rather than when the step runs.
+// checkBinding reports a placeholder or output reference in an sql query (field "query"), a
+// healthcheck's script (field "healthcheck.command", given as query) or a shell's -c script in
+// argv that stands where it could not be bound or quoted, so that a task file says so when it
+// is loaded rather than when the step runs.
 func checkBinding(field string, query string, argv []string) error {
 	same := func(m string) string { return m }
 	for _, p := range []*regexp.Regexp{placeholderP, refPattern} {
+		if field == "healthcheck.command" {
+			if _, err := bind.Shell(query, p, same); err != nil {
+				return fmt.Errorf("%s: %w", field, err)
+			}
+			continue
+		}
 		if field == "query" {
 			if _, _, err := bind.SQL(query, p, same, 1); err != nil {
 				return fmt.Errorf("query: %w", err)

@@ -41,8 +41,9 @@ type Runner struct {
 	// TeardownTimeout bounds an episode's final teardown.
 	TeardownTimeout time.Duration
 	// ImageMap maps an image a Dockerfile's FROM names to the image to build from instead
-	// (agentenv.Build.BaseMap), for deploy_sandbox's build: the images.map setting and the
-	// --image-map flags, so that builds need no registry.
+	// (agentenv.Build.BaseMap), for deploy_sandbox's build, and a deploy_sandbox image to the
+	// image to run: the images.map setting and the --image-map flags, so that tasks need no
+	// registry.
 	ImageMap map[string]string
 }
 

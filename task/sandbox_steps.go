@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/buildctx"
 	"github.com/agentenv/agentenv/lifecycle"
 )
 
@@ -36,6 +37,14 @@ type deploySandbox struct {
 	// can), from ContainerCaps only: what images written for Docker expect to have (apt-get,
 	// useradd, su and chown need them), never more.
 	CapAdd []string `yaml:"cap_add"`
+	// Network is a deploy_network step whose private network the sandbox joins, on that
+	// network's provider; Aliases are the names the others on it reach the sandbox by.
+	Network string   `yaml:"network"`
+	Aliases []string `yaml:"aliases"`
+	WorkDir string   `yaml:"workdir"` // working directory of the main process; the image's if empty
+	// Healthcheck, if set, is run in the sandbox after the create until it passes; the step
+	// ends when it has.
+	Healthcheck *healthcheck `yaml:"healthcheck"`
 }
 
 // ContainerCaps are the capabilities a container runtime gives a container by default (Docker's
@@ -73,6 +82,22 @@ func (s *deploySandbox) Check() error {
 	case s.BuildTimeoutSec < 0:
 		return fmt.Errorf("build_timeout_sec: want 0 (the default, %s) or more, got %d", lifecycle.DefaultBuildTimeout, s.BuildTimeoutSec)
 	}
+	if len(s.Aliases) > 0 && s.Network == "" {
+		return errors.New("aliases: only with network")
+	}
+	for i, a := range s.Aliases {
+		if !hostname.MatchString(a) {
+			return fmt.Errorf("aliases[%d]: %q is not a host name (letters, digits, '.', '_', '-')", i, a)
+		}
+	}
+	if s.Healthcheck != nil {
+		if err := s.Healthcheck.check(); err != nil {
+			return fmt.Errorf("healthcheck.%w", err)
+		}
+		if err := checkBinding("healthcheck.command", s.Healthcheck.Command, nil); err != nil {
+			return err
+		}
+	}
 	for i, c := range s.CapAdd {
 		if !slices.Contains(ContainerCaps, strings.TrimPrefix(strings.ToUpper(c), "CAP_")) {
 			return fmt.Errorf("cap_add[%d]: %q is not one a container has by default; want one of %s", i, c, strings.Join(ContainerCaps, ", "))
@@ -81,7 +106,15 @@ func (s *deploySandbox) Check() error {
 	return checkBinding("command", "", s.Command)
 }
 
-func (s *deploySandbox) Refs() []Ref { return nil }
+func (s *deploySandbox) Refs() []Ref {
+	if s.Network == "" {
+		return nil
+	}
+	return []Ref{{"network", s.Network, []string{TypeDeployNetwork}}}
+}
+
+// hostname is what a network alias may be.
+var hostname = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$`)
 
 // capNames are caps as SandboxSpec.CapAdd takes them: upper case, without CAP_.
 func capNames(caps []string) []string {
@@ -123,8 +156,32 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	network := ""
+	if s.Network != "" {
+		// The sandbox joins the network where the network is: its provider must be the step's.
+		st := sc.state(s.Network)
+		network = st.outputs["network"]
+		if network == "" {
+			return Result{}, fmt.Errorf("network: step %s made no network%s", s.Network, sc.e.failureOf(s.Network))
+		}
+		np := st.outputs["provider"]
+		if !slices.Contains(members, np) {
+			return Result{}, fmt.Errorf("network: step %s's network is on provider %s, this sandbox on %s: a sandbox joins a network on its own provider only: %w", s.Network, np, prov, agentenv.ErrInvalid)
+		}
+		members = []string{np}
+	}
+	if s.Healthcheck != nil {
+		for _, p := range members {
+			if ok, err := m.Supports(p, agentenv.AbilityExec); err != nil || !ok {
+				return Result{}, fmt.Errorf("healthcheck: provider %s cannot run commands in a sandbox: %w", p, agentenv.ErrInvalid)
+			}
+		}
+	}
 	out := map[string]string{}
 	image := s.Image
+	if to, ok := buildctx.MapImage(sc.e.r.ImageMap, image); ok && s.Build == nil {
+		image = to // the run's image map, as a build's FROM takes it
+	}
 	if s.Build != nil {
 		// The image is built on one provider, so the sandbox is made there: the chain's first.
 		members = members[:1]
@@ -148,7 +205,8 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	req := lifecycle.CreateRequest{
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
 		Spec: agentenv.SandboxSpec{Image: image, Command: s.Command, Env: s.Env,
-			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20, CapAdd: capNames(s.CapAdd)},
+			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20, CapAdd: capNames(s.CapAdd),
+			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir},
 	}
 	rec, sb, err := sc.createSandbox(ctx, members, req)
 	if err != nil {
@@ -157,6 +215,12 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	out["sandbox_id"], out["record"], out["provider"] = sb.ID, rec.ID, rec.Provider
 	if s.Build == nil {
 		out["image"], out["built"] = image, "false"
+	}
+	if s.Healthcheck != nil {
+		// The sandbox is the episode's now (torn down with it), healthy or not.
+		if err := s.Healthcheck.wait(ctx, m, rec.ID, sc.log); err != nil {
+			return Result{Outputs: out}, err
+		}
 	}
 	return Result{Outputs: out}, nil
 }

@@ -101,6 +101,7 @@ func (k kind) output(name string) (Output, bool) {
 // Step type names.
 const (
 	TypeDeploySandbox     = "deploy_sandbox"
+	TypeDeployNetwork     = "deploy_network"
 	TypeDeployEnv         = "deploy_env"
 	TypeExec              = "exec"
 	TypeWriteFile         = "write_file"
@@ -126,6 +127,8 @@ func builtinKinds() map[string]kind {
 	return map[string]kind{
 		TypeDeploySandbox: {new: func() Step { return &deploySandbox{} }, timeout: long, outputs: append(sandboxOut[:len(sandboxOut):len(sandboxOut)],
 			Output{"image", OutputString}, Output{"built", OutputBool})},
+		TypeDeployNetwork: {new: func() Step { return &deployNetwork{} }, timeout: short, outputs: []Output{
+			{"network", OutputString}, {"provider", OutputString}}},
 		TypeDeployEnv: {new: func() Step { return &deployEnv{} }, timeout: long, outputs: []Output{
 			{"deployment_id", OutputString}, {"gateway_url", OutputString},
 			{"database_url", OutputSecret}, {"records", OutputJSON}}},

@@ -174,6 +174,10 @@ func parseFrom(words []string, global, args, baseMap map[string]string, stages m
 	return st, nil
 }
 
+// MapImage finds image in baseMap as a build's FROM does: as written, else as a key that names
+// the same image (docker.io/library/ and :latest implied). It reports false when no key does.
+func MapImage(baseMap map[string]string, image string) (string, bool) { return lookup(baseMap, image) }
+
 // lookup finds image in baseMap: as written, else as a key that names the same image
 // (docker.io/library/ and :latest implied).
 func lookup(baseMap map[string]string, image string) (string, bool) {
