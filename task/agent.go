@@ -225,7 +225,7 @@ func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	res.Outputs["input_tokens"] = strconv.FormatInt(out.usage.InputTokens, 10)
 	res.Outputs["output_tokens"] = strconv.FormatInt(out.usage.OutputTokens, 10)
 	res.Outputs["cost_usd"] = strconv.FormatFloat(out.usage.CostUSD, 'g', -1, 64)
-	if s.Sandbox != "" {
+	if s.Sandbox != "" && s.Agent.Harness == nil { // a harness leaves its own, if any
 		s.leaveTrajectory(ctx, sc, tr.Path())
 	}
 	if err != nil {

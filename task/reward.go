@@ -96,19 +96,15 @@ func (s *reward) Run(ctx context.Context, sc *scope) (Result, error) {
 		dir = DefaultRewardDir
 	}
 	m := sc.e.r.Manager
-	q := shellquote.Join([]string{dir})
-	prep := fmt.Sprintf("rm -rf -- %s && mkdir -p -- %s && chmod 777 -- %s", q, q, q)
-	if res, err := m.Exec(ctx, ref.Record, []string{"sh", "-c", prep}); err != nil {
-		return Result{}, fmt.Errorf("empty %s: %w", dir, err)
-	} else if res.ExitCode != 0 {
-		return Result{}, fmt.Errorf("empty %s: exited %d: %s", dir, res.ExitCode, tail(string(res.Stderr), 200))
-	}
-
 	limit := sc.s.Timeout - rewardGrace
 	if dl, ok := ctx.Deadline(); ok {
 		limit = min(limit, time.Until(dl)-rewardGrace)
 	}
-	res, err := m.Exec(ctx, ref.Record, s.argv(limit))
+	// One exec: the reward folder emptied as the container's user (root, in Harbor's images),
+	// then the tests, as the verifier's user.
+	q := shellquote.Join([]string{dir})
+	prep := fmt.Sprintf(`rm -rf -- %s && mkdir -p -- %s && chmod 777 -- %s || { echo "agentenv: cannot empty the reward folder" >&2; exit 125; }; exec "$@"`, q, q, q)
+	res, err := m.Exec(ctx, ref.Record, append([]string{"sh", "-c", prep, "sh"}, s.argv(limit)...))
 	if err != nil {
 		return Result{}, fmt.Errorf("run tests: %w", err)
 	}

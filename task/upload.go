@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
@@ -52,32 +53,31 @@ func (s *upload) Run(ctx context.Context, sc *scope) (Result, error) {
 		return Result{}, fmt.Errorf("from: %w", err)
 	}
 	m := sc.e.r.Manager
-	// What was at the path goes first, and the folder is made readable by every user (a
-	// verifier may run as another user than the one that made it).
-	prep := "rm -rf -- " + shellquote.Join([]string{s.To})
-	if s.Merge {
-		prep = "true"
-	}
-	if res, err := m.Exec(ctx, ref.Record, []string{"sh", "-c", prep}); err != nil {
-		return Result{}, fmt.Errorf("clear %s: %w", s.To, err)
-	} else if res.ExitCode != 0 {
-		return Result{}, fmt.Errorf("clear %s: exited %d: %s", s.To, res.ExitCode, tail(string(res.Stderr), 200))
-	}
+	// The files go to a folder of their own first, then one command puts it in place of what
+	// the path held (or, with merge, over it) and makes it readable by every user (a verifier
+	// may run as another user than the one that made it).
+	stage := path.Join("/tmp", "agentenv-upload-"+sc.e.id+"-"+sc.s.ID)
 	n := 0
 	for _, f := range files {
-		if err := m.WriteFile(ctx, ref.Record, f.to, f.data); err != nil {
+		if err := m.WriteFile(ctx, ref.Record, path.Join(stage, strings.TrimPrefix(f.to, "/")), f.data); err != nil {
 			return Result{}, fmt.Errorf("write %s: %w", f.to, err)
 		}
 		n += len(f.data)
 	}
-	fix := "chmod -R a+rX -- " + shellquote.Join([]string{s.To})
-	for _, x := range execs {
-		fix += " && chmod a+x -- " + shellquote.Join([]string{x})
+	to, src := shellquote.Join([]string{s.To}), shellquote.Join([]string{path.Join(stage, s.To)})
+	script := fmt.Sprintf("rm -rf -- %s && mkdir -p -- \"$(dirname -- %s)\" && mv -- %s %s", to, to, src, to)
+	if s.Merge {
+		script = fmt.Sprintf("mkdir -p -- %s && cp -R -- %s/. %s 2>/dev/null || cp -- %s %s", to, src, to, src, to)
 	}
-	if res, err := m.Exec(ctx, ref.Record, []string{"sh", "-c", fix}); err != nil {
-		return Result{}, fmt.Errorf("modes of %s: %w", s.To, err)
+	script += " && chmod -R a+rX -- " + to
+	for _, x := range execs {
+		script += " && chmod a+x -- " + shellquote.Join([]string{x})
+	}
+	script += " && rm -rf -- " + shellquote.Join([]string{stage})
+	if res, err := m.Exec(ctx, ref.Record, []string{"sh", "-c", script}); err != nil {
+		return Result{}, fmt.Errorf("put %s in place: %w", s.To, err)
 	} else if res.ExitCode != 0 {
-		return Result{}, fmt.Errorf("modes of %s: exited %d: %s", s.To, res.ExitCode, tail(string(res.Stderr), 200))
+		return Result{}, fmt.Errorf("put %s in place: exited %d: %s", s.To, res.ExitCode, tail(string(res.Stderr), 200))
 	}
 	return Result{Outputs: map[string]string{"files": strconv.Itoa(len(files)), "bytes": strconv.Itoa(n)}}, nil
 }
