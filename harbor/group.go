@@ -101,7 +101,11 @@ func Group(dir string, sel Selection, o Options, k, concurrency int, over eval.O
 		f.Tasks = append(f.Tasks, eval.Entry{Task: t, K: max(k, 1), Overrides: over})
 	}
 	if len(errs) > 0 {
-		return nil, nil, fmt.Errorf("%w: %w", errors.Join(errs...), agentenv.ErrInvalid)
+		err := errors.Join(errs...)
+		if errors.Is(err, agentenv.ErrInvalid) {
+			return nil, nil, err // said once: a second ": invalid request" tells the user nothing
+		}
+		return nil, nil, fmt.Errorf("%w: %w", err, agentenv.ErrInvalid)
 	}
 	return f, warns, nil
 }
