@@ -34,8 +34,10 @@ type CheckResult struct {
 // Check is Harbor's sanity check of a dataset for its authors: every selected task of dir runs
 // once with the oracle and once with nop, in one run group of r at concurrency episodes at
 // once, and each task gets a row saying whether the oracle scored 1 and nop below 1, and if
-// not, why. A task that does not load is an error before anything runs.
-func Check(ctx context.Context, r *eval.Runner, dir string, sel Selection, concurrency int, over eval.Overrides) (CheckResult, error) {
+// not, why. A task that does not load is an error before anything runs. Each task's warnings
+// (Task.Warnings, naming its task.toml and line) go to warn once, before anything runs; warn
+// may be nil.
+func Check(ctx context.Context, r *eval.Runner, dir string, sel Selection, concurrency int, over eval.Overrides, warn func(string)) (CheckResult, error) {
 	dirs, err := Dataset(dir, sel.Include, sel.Exclude)
 	if err != nil {
 		return CheckResult{}, err
@@ -44,10 +46,15 @@ func Check(ctx context.Context, r *eval.Runner, dir string, sel Selection, concu
 	var errs []error
 	for _, d := range dirs {
 		for _, agent := range []string{AgentOracle, AgentNop} {
-			t, err := LoadNative(d, Options{Agent: agent})
+			t, warns, err := loadNative(d, Options{Agent: agent})
 			if err != nil {
 				errs = append(errs, err)
 				break
+			}
+			if warn != nil && agent == AgentOracle {
+				for _, w := range warns {
+					warn(w)
+				}
 			}
 			f.Tasks = append(f.Tasks, eval.Entry{Task: t, K: 1, Overrides: over})
 		}

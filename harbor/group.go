@@ -19,19 +19,34 @@ type Selection struct {
 // LoadNative loads the Harbor task folder dir as an agentenv task run with o (see Native), or,
 // given a File that Native made ("DIR#agent=NAME…"), the task as it was made.
 func LoadNative(dir string, o Options) (*task.Task, error) {
+	nt, _, err := loadNative(dir, o)
+	return nt, err
+}
+
+// loadNative is LoadNative, with the task's warnings (Task.Warnings), each naming its file.
+func loadNative(dir string, o Options) (*task.Task, []string, error) {
 	if d, mo, ok := cutMark(dir); ok {
 		dir, o = d, mo
 	}
 	t, err := Load(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	nt, err := Native(t, o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	nt.File = dir + o.normal().mark()
-	return nt, nil
+	return nt, warnings(t), nil
+}
+
+// warnings are t's warnings with its folder before each: "DIR/task.toml:LINE: ...".
+func warnings(t *Task) []string {
+	out := make([]string, 0, len(t.Warnings))
+	for _, w := range t.Warnings {
+		out = append(out, filepath.Join(t.Dir, w))
+	}
+	return out
 }
 
 // IsNative reports whether name is a Harbor task folder, a dataset of them, or a File that
@@ -57,24 +72,32 @@ func IsNative(name string) bool {
 
 // Group returns the Harbor task folder or dataset dir as an eval: one entry per selected
 // task, each run k times, concurrency episodes at once over them all. Every task is loaded
-// before anything runs, and every task's errors come in one answer.
-func Group(dir string, sel Selection, o Options, k, concurrency int, over eval.Overrides) (*eval.File, error) {
+// before anything runs, and every task's errors come in one answer; the tasks' warnings
+// (unknown keys, deprecated spellings: Task.Warnings), each naming its task.toml and line, come
+// with the eval, for the caller to show.
+func Group(dir string, sel Selection, o Options, k, concurrency int, over eval.Overrides) (*eval.File, []string, error) {
 	dirs, err := Dataset(dir, sel.Include, sel.Exclude)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f := &eval.File{Name: filepath.Base(filepath.Clean(dir)), Concurrency: max(concurrency, 1), Path: dir}
 	var errs []error
+	var warns []string
 	for _, d := range dirs {
-		t, err := LoadNative(d, o)
+		t, w, err := loadNative(d, o)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		warns = append(warns, w...)
 		f.Tasks = append(f.Tasks, eval.Entry{Task: t, K: max(k, 1), Overrides: over})
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %w", errors.Join(errs...), agentenv.ErrInvalid)
+		err := errors.Join(errs...)
+		if errors.Is(err, agentenv.ErrInvalid) {
+			return nil, nil, err // said once: a second ": invalid request" tells the user nothing
+		}
+		return nil, nil, fmt.Errorf("%w: %w", err, agentenv.ErrInvalid)
 	}
-	return f, nil
+	return f, warns, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/eval"
 )
 
 // rel strips the absolute test folder from an error's text, so expectations read as
@@ -643,5 +644,24 @@ func TestLoadFolders(t *testing.T) {
 				t.Errorf("Load = %v\nwant %s", err, dir+c.err)
 			}
 		})
+	}
+}
+
+// Group hands the caller every task's warnings, each naming the task's task.toml and line.
+func TestGroupWarns(t *testing.T) {
+	f, warns, err := Group("testdata/bad/typo-key", Selection{}, Options{}, 1, 1, eval.Overrides{})
+	if err != nil || len(f.Tasks) != 1 {
+		t.Fatalf("Group: %v", err)
+	}
+	want := []string{
+		`testdata/bad/typo-key/task.toml:5: key environment.cpu: unknown key, ignored (did you mean "cpus"?)`,
+		`testdata/bad/typo-key/task.toml:8: key verifier.timout_sec: unknown key, ignored (did you mean "timeout_sec"?)`,
+	}
+	wd, _ := os.Getwd()
+	for i := range warns {
+		warns[i] = strings.TrimPrefix(warns[i], wd+string(filepath.Separator))
+	}
+	if !reflect.DeepEqual(warns, want) {
+		t.Errorf("warnings =\n %q\nwant\n %q", warns, want)
 	}
 }

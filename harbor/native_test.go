@@ -10,7 +10,7 @@ import (
 )
 
 // stepIDs are the ids of a native task's steps, in order.
-func nativeSteps(t *testing.T, dir string, o Options) []string {
+func stepIDs(t *testing.T, dir string, o Options) []string {
 	t.Helper()
 	nt, err := LoadNative(filepath.Join("testdata/corpus", dir), o)
 	if err != nil {
@@ -36,7 +36,7 @@ func TestNativeSteps(t *testing.T) {
 		{"multi-step", Options{Agent: AgentNop}, []string{"container:deploy_sandbox",
 			"tests_1:upload", "tests_1_step:upload", "verify_1:reward", "tests_2:upload", "tests_2_step:upload", "verify_2:reward"}},
 	} {
-		if got := nativeSteps(t, c.dir, c.o); !slices.Equal(got, c.want) {
+		if got := stepIDs(t, c.dir, c.o); !slices.Equal(got, c.want) {
 			t.Errorf("%s %+v: steps %q\nwant %q", c.dir, c.o, got, c.want)
 		}
 	}

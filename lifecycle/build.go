@@ -112,3 +112,53 @@ func (m *Manager) builtImage(ctx context.Context, b *backend, provider, digest s
 	}
 	return agentenv.Record{}, false, nil
 }
+
+// PruneSoon is how close to its expiry a built image must be for PruneBuilds to take it
+// without All: it would soon go to gc anyway, and no build reuses it (see buildReuseMargin).
+const PruneSoon = 24 * time.Hour
+
+// BuiltImages returns the live image records built from a Dockerfile (role agentenv.RoleBuild),
+// of every provider, the newest first: the cache of builds a user sees and prunes.
+func (m *Manager) BuiltImages(ctx context.Context) ([]agentenv.Record, error) {
+	recs, err := m.cfg.Ledger.List(ctx, agentenv.Filter{States: []agentenv.State{agentenv.StateLive}})
+	if err != nil {
+		return nil, fmt.Errorf("built images: %w", err)
+	}
+	recs = slices.DeleteFunc(recs, func(r agentenv.Record) bool {
+		return r.Kind != agentenv.KindImage || r.Role != agentenv.RoleBuild
+	})
+	slices.SortFunc(recs, func(a, b agentenv.Record) int {
+		return cmp.Or(b.Created.Compare(a.Created), cmp.Compare(a.ID, b.ID))
+	})
+	return recs, nil
+}
+
+// PruneOptions say which built images PruneBuilds removes.
+type PruneOptions struct {
+	All    bool // every built image, not only those expiring within PruneSoon
+	DryRun bool // select, and tear nothing down
+}
+
+// PruneBuilds tears down built images (see BuiltImages) by record and returns what it selected
+// and the verified receipt (empty with DryRun). It selects every one with All, else those that
+// expire within PruneSoon; never one a live process still owns (a build being handed to its
+// TTL). The error is the teardown's, non-nil when the receipt is not clean.
+func (m *Manager) PruneBuilds(ctx context.Context, o PruneOptions) ([]agentenv.Record, agentenv.Receipt, error) {
+	recs, err := m.BuiltImages(ctx)
+	if err != nil {
+		return nil, agentenv.Receipt{}, err
+	}
+	now := m.cfg.Now()
+	recs = slices.DeleteFunc(recs, func(r agentenv.Record) bool {
+		owned := !r.Owner.IsZero() && r.LeaseUntil.After(now)
+		return owned || (!o.All && r.Expires.Sub(now) > PruneSoon)
+	})
+	if o.DryRun || len(recs) == 0 {
+		return recs, agentenv.Receipt{Started: now.UTC(), Finished: now.UTC()}, nil
+	}
+	rc, err := m.Teardown(ctx, recs)
+	if err != nil {
+		return recs, rc, fmt.Errorf("prune built images: %w", err)
+	}
+	return recs, rc, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -201,5 +202,55 @@ func TestBuildImageRefused(t *testing.T) {
 	_, _, _, err = m.BuildImage(t.Context(), lifecycle.BuildRequest{Provider: "fake", Build: buildContext(t)})
 	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "builds no images from a Dockerfile") {
 		t.Errorf("BuildImage on a provider without images = %v, want ErrInvalid saying so", err)
+	}
+}
+
+// Built images are listed, and pruned by record: without All only those expiring within a day
+// (a dry run selects and removes nothing), with All the rest; other records are never touched.
+func TestPruneBuilds(t *testing.T) {
+	r := newRig(t)
+	soon, long := buildContext(t), buildContext(t)
+	long.Args = map[string]string{"V": "long"}
+	soonRec, _, _, err := r.mgr.BuildImage(t.Context(), lifecycle.BuildRequest{Provider: "fake", Build: soon, TTL: 12 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	longRec, _, _ := buildImage(t, r.mgr, long)
+	box, _, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(recs []agentenv.Record) []string {
+		var out []string
+		for _, rec := range recs {
+			out = append(out, rec.ID)
+		}
+		return out
+	}
+	listed, err := r.mgr.BuiltImages(t.Context())
+	if err != nil || !slices.Equal(ids(listed), []string{longRec.ID, soonRec.ID}) {
+		t.Fatalf("BuiltImages = %v, %v; want %s then %s, newest first", ids(listed), err, longRec.ID, soonRec.ID)
+	}
+
+	sel, rc, err := r.mgr.PruneBuilds(t.Context(), lifecycle.PruneOptions{DryRun: true})
+	if err != nil || !slices.Equal(ids(sel), []string{soonRec.ID}) || len(rc.Items) != 0 || r.fake.Calls("terminate") != 0 {
+		t.Fatalf("dry run: selected %v, receipt %v, %v, %d terminates; want %s and nothing done", ids(sel), rc.Items, err, r.fake.Calls("terminate"), soonRec.ID)
+	}
+	sel, rc, err = r.mgr.PruneBuilds(t.Context(), lifecycle.PruneOptions{})
+	if err != nil || !slices.Equal(ids(sel), []string{soonRec.ID}) || len(rc.Items) != 1 || rc.Items[0].Outcome != agentenv.OutcomeTerminated {
+		t.Fatalf("prune: selected %v, receipt %+v, %v; want %s terminated", ids(sel), rc.Items, err, soonRec.ID)
+	}
+	sel, rc, err = r.mgr.PruneBuilds(t.Context(), lifecycle.PruneOptions{All: true})
+	if err != nil || !slices.Equal(ids(sel), []string{longRec.ID}) || !rc.Clean() || len(rc.Items) != 1 {
+		t.Fatalf("prune --all: selected %v, receipt %+v, %v; want %s terminated", ids(sel), rc.Items, err, longRec.ID)
+	}
+	if listed, _ := r.mgr.BuiltImages(t.Context()); len(listed) != 0 {
+		t.Errorf("after prune --all BuiltImages = %v", ids(listed))
+	}
+	if got, err := r.led.Get(t.Context(), box.ID); err != nil || got.State != agentenv.StateLive {
+		t.Errorf("the sandbox %s is %v (%v) after the prunes; want it live", box.ID, got.State, err)
+	}
+	if _, err := r.mgr.Teardown(t.Context(), []agentenv.Record{box}); err != nil {
+		t.Fatal(err)
 	}
 }

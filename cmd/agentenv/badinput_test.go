@@ -90,6 +90,14 @@ func TestBadCommandLinesExit2(t *testing.T) {
 		{[]string{"run", hostEnv}, `env.A: "env:HOME" would reach the sandbox as that text`},
 		{[]string{"run", misspelt}, `bad output reference "${step.s.outputs.record}"`},
 		{[]string{"run", bombFile}, "document too large"},
+		// Harbor task folders and datasets.
+		{[]string{"tasks", "check", "testdata/harbor/not-a-task"}, "testdata/harbor/not-a-task: not a Harbor task folder or dataset (no task.toml"},
+		{[]string{"run", "testdata/harbor/not-a-task"}, "has no task.yaml or task.json"},
+		{[]string{"run", "../../harbor/testdata/bad/wrong-type"}, "wrong-type/task.toml:4: key agent.timeout_sec: want a number"},
+		{[]string{"tasks", "check", "../../harbor/testdata/bad/wrong-type"}, "wrong-type/task.toml:8: key environment.memory_mb: want an integer"},
+		{[]string{"run", "testdata/harbor/cheat", "--agent", "bogus"}, `agent "bogus": want one of oracle, nop, openai, anthropic`},
+		{[]string{"run", "../../harbor/testdata/corpus", "--include", "no-such-task*"}, "no task folder (one with task.toml) matches"},
+		{[]string{"tasks", "check", "../../harbor/testdata/corpus", "--include", "no-such-task*"}, "no task folder (one with task.toml) matches"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(c.args, strings.NewReader(""), &out, &errb)

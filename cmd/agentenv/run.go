@@ -119,9 +119,13 @@ when interrupted (what was made is torn down first).`,
 					return usageError{msg: "--k and --seeds are the eval file's (tasks[].k, tasks[].seeds)"}
 				}
 			case harbor.IsNative(args[0]):
-				if ef, err = harbor.Group(args[0], harbor.Selection{Include: f.include, Exclude: f.exclude},
+				var warns []string
+				if ef, warns, err = harbor.Group(args[0], harbor.Selection{Include: f.include, Exclude: f.exclude},
 					harbor.Options{Agent: f.agent, Command: f.command}, f.k, f.concurrency, eval.Overrides{Provider: a.providerFlag(f.provider)}); err != nil {
 					return err
+				}
+				for _, w := range warns {
+					fmt.Fprintln(a.stderr, "warning:", w)
 				}
 				single = len(ef.Tasks) == 1
 			case f.agent != "" || f.command != "" || len(f.include) > 0 || len(f.exclude) > 0:

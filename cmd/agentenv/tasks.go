@@ -45,7 +45,8 @@ passing. Exit code 0 when every task passes, 1 when any fails, 2 for bad input.`
 				return err
 			}
 			res, err := harbor.Check(ctx, er, args[0], harbor.Selection{Include: f.include, Exclude: f.exclude},
-				f.concurrency, eval.Overrides{Provider: a.providerFlag(f.provider)})
+				f.concurrency, eval.Overrides{Provider: a.providerFlag(f.provider)},
+				func(w string) { fmt.Fprintln(a.stderr, "warning:", w) })
 			if len(res.Rows) == 0 && err != nil {
 				return err
 			}

@@ -1,0 +1,423 @@
+//go:build integration
+
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/agent/model/modeltest"
+	"github.com/agentenv/agentenv/provider/docker/dockertest"
+)
+
+// harborImageMap maps the corpus's base images onto the local ones (no registry is reachable).
+const harborImageMap = "AGENTENV_IMAGES_MAP=ubuntu:24.04=agentenv-debian:bookworm,postgres:16=agentenv-postgres:local"
+
+// newHarborCLI is newCLI for Harbor tasks: base images mapped, and at its end every cached
+// build it made removed with `images prune --all`, after which nothing labelled with any of
+// its ledger's records may be left on the engine.
+func newHarborCLI(t *testing.T) *cli {
+	t.Helper()
+	c := newCLI(t)
+	c.env = append(c.env, harborImageMap)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if r := c.run(ctx, nil, "images", "prune", "--all"); r.code != 0 {
+			t.Errorf("images prune --all: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if ls := c.run(ctx, nil, "images", "ls", "--json"); strings.TrimSpace(ls.stdout) != "[]" {
+			t.Errorf("images ls after prune --all: %s%s", ls.stdout, ls.stderr)
+		}
+		c.noRecordLeftovers(false)
+	})
+	return c
+}
+
+// records are the ids of every record of the test's ledger, gone ones too, with whether each
+// is a live build image (the cache: left by design until pruned).
+func (c *cli) records() (ids []string, cached map[string]bool) {
+	c.t.Helper()
+	ls := c.run(context.Background(), nil, "ledger", "ls", "--all", "--json")
+	var recs []struct {
+		ID, State, Role, Kind string
+	}
+	if err := json.Unmarshal([]byte(ls.stdout), &recs); err != nil {
+		c.t.Fatalf("ledger ls --all --json: %v\n%s%s", err, ls.stdout, ls.stderr)
+	}
+	cached = map[string]bool{}
+	for _, r := range recs {
+		ids = append(ids, r.ID)
+		if r.State == string(agentenv.StateLive) && r.Kind == string(agentenv.KindImage) && r.Role == string(agentenv.RoleBuild) {
+			cached[r.ID] = true
+		}
+	}
+	return ids, cached
+}
+
+// noRecordLeftovers fails if the engine has anything (a container, a network, a volume, an
+// image, a dangling image or a build's intermediate container) labelled with a record of the
+// test's ledger; with keepCache, live cached builds are allowed.
+func (c *cli) noRecordLeftovers(keepCache bool) {
+	c.t.Helper()
+	ctx := context.Background()
+	ids, cached := c.records()
+	mine := map[string]bool{}
+	for _, id := range ids {
+		mine[id] = true
+		if keepCache && cached[id] {
+			continue
+		}
+		left, err := dockertest.Leftovers(ctx, c.dc, map[string]string{agentenv.LabelRecord: id})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if len(left) > 0 {
+			c.t.Errorf("record %s left %v", id, left)
+		}
+	}
+	// Every image, intermediate ones included: a build cut short leaves nameless ones.
+	imgs, err := c.dc.ImageList(ctx, client.ImageListOptions{All: true, Filters: make(client.Filters).Add("dangling", "true")})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, im := range imgs.Items {
+		if id := im.Labels[agentenv.LabelRecord]; mine[id] && !(keepCache && cached[id]) {
+			c.t.Errorf("dangling image %s of record %s is left", im.ID, id)
+		}
+	}
+	cs, err := c.dc.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", agentenv.LabelRecord)})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, ct := range cs.Items {
+		if mine[ct.Labels[agentenv.LabelRecord]] {
+			c.t.Errorf("container %s of record %s is left (%s)", ct.ID[:12], ct.Labels[agentenv.LabelRecord], ct.State)
+		}
+	}
+}
+
+// harborTask copies testdata/harbor/NAME into a folder of the test, with @NONCE@ in its files
+// replaced by the test's tag, so that the engine's layer cache of another test (or an earlier
+// run) does not make its build instant.
+func harborTask(t *testing.T, c *cli, name string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), name)
+	if err := os.CopyFS(dst, os.DirFS(filepath.Join("testdata", "harbor", name))); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(p, []byte(strings.ReplaceAll(string(b), "@NONCE@", c.tag)), 0o755)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// runRecord is what `runs get RUN --json` says of a run: its steps' statuses and outputs.
+type runRecord struct {
+	Status string   `json:"status"`
+	Score  *float64 `json:"score"`
+	Steps  []struct {
+		ID      string            `json:"id"`
+		Status  string            `json:"status"`
+		Error   string            `json:"error"`
+		Outputs map[string]string `json:"outputs"`
+	} `json:"steps"`
+}
+
+func (c *cli) getRun(id string) runRecord {
+	c.t.Helper()
+	r := c.run(context.Background(), nil, "runs", "get", id, "--json")
+	var rr runRecord
+	if err := json.Unmarshal([]byte(r.stdout), &rr); err != nil {
+		c.t.Fatalf("runs get %s --json: %v\n%s%s", id, err, r.stdout, r.stderr)
+	}
+	return rr
+}
+
+// step returns the outputs and error of step id of rr, failing the test if it has none.
+func (rr runRecord) step(t *testing.T, id string) (map[string]string, string) {
+	t.Helper()
+	for _, s := range rr.Steps {
+		if s.ID == id {
+			return s.Outputs, s.Error
+		}
+	}
+	t.Fatalf("run has no step %s: %+v", id, rr.Steps)
+	return nil, ""
+}
+
+// firstField is the first whitespace-separated word of text that starts with prefix.
+func firstField(text, prefix string) string {
+	for _, f := range strings.Fields(strings.NewReplacer(`"`, " ", ",", " ").Replace(text)) {
+		if strings.HasPrefix(f, prefix) {
+			return f
+		}
+	}
+	return ""
+}
+
+// TestTasksCheckCorpus: the corpus (but compose-postgres) checked as its author would: the
+// three deliberately failing tasks fail with the right problem, every other passes with the
+// oracle at 1 and nop at 0. A second run of one task reuses its cached build.
+func TestTasksCheckCorpus(t *testing.T) {
+	t.Parallel()
+	c := newHarborCLI(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	r := c.run(ctx, nil, "tasks", "check", "../../harbor/testdata/corpus", "--exclude", "compose-postgres", "--concurrency", "4", "--json")
+	if r.code != 1 {
+		t.Fatalf("tasks check: exit %d, want 1 (three tasks fail on purpose)\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var res struct {
+		Group string `json:"group"`
+		Rows  []struct {
+			Task        string
+			Oracle, Nop *float64
+			Problem     string
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("tasks check --json: %v\n%s", err, r.stdout)
+	}
+	failing := map[string]string{
+		"agent-timeout":      "oracle below 1 (failed): step agent: harness ran out of its wall time of 2s",
+		"build-error":        "build error: build: build image",
+		"verifier-no-reward": "verifier error: step verify: the tests wrote no reward",
+	}
+	seen := map[string]bool{}
+	for _, row := range res.Rows {
+		seen[row.Task] = true
+		if want, ok := failing[row.Task]; ok {
+			if !strings.HasPrefix(row.Problem, want) {
+				t.Errorf("%s: problem %q, want it to start %q", row.Task, row.Problem, want)
+			}
+			continue
+		}
+		if row.Problem != "" || row.Oracle == nil || *row.Oracle != 1 || row.Nop == nil || *row.Nop != 0 {
+			t.Errorf("%s: oracle %v, nop %v, problem %q; want ok with 1 and 0", row.Task, ptr(row.Oracle), ptr(row.Nop), row.Problem)
+		}
+	}
+	if build := failing["build-error"]; !seen["build-error"] {
+		t.Errorf("no row for build-error (%s)", build)
+	}
+	if len(res.Rows) != 16 || seen["compose-postgres"] {
+		t.Errorf("%d rows (compose-postgres %v), want the 16 tasks but compose-postgres", len(res.Rows), seen["compose-postgres"])
+	}
+	if !strings.Contains(r.stdout, "build-error/environment/Dockerfile") && !strings.Contains(r.stdout, "non-zero code") {
+		t.Errorf("build-error's problem names neither the Dockerfile nor the failing step:\n%s", r.stdout)
+	}
+
+	// Again, one task: its build is the cache's.
+	again := c.run(ctx, nil, "run", "../../harbor/testdata/corpus", "--include", "hello-file", "--json")
+	run := firstField(again.stdout, "run-")
+	if again.code != 0 || run == "" {
+		t.Fatalf("run hello-file again: exit %d\n%s%s", again.code, again.stdout, again.stderr)
+	}
+	out, _ := c.getRun(run).step(t, "container")
+	if out["built"] != "false" || !strings.HasPrefix(out["image"], "agentenv-image:img-") {
+		t.Errorf("second run's container step outputs %v: want built false, the cached image", out)
+	}
+	c.noRecordLeftovers(true)
+}
+
+func ptr(f *float64) any {
+	if f == nil {
+		return nil
+	}
+	return *f
+}
+
+// TestHarborIntegrity: a solution that cheats (looks for the tests, writes its own reward
+// files, does not do the work) scores 0, and it did not find the tests during its phase.
+func TestHarborIntegrity(t *testing.T) {
+	t.Parallel()
+	c := newHarborCLI(t)
+	r := c.run(t.Context(), nil, "run", harborTask(t, c, "cheat"), "--json")
+	run := firstField(r.stdout, "run-")
+	if r.code != 1 || run == "" || !strings.Contains(r.stdout, `"score": 0`) {
+		t.Fatalf("run cheat: exit %d, want 1 and score 0\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	rr := c.getRun(run)
+	if rr.Score == nil || *rr.Score != 0 {
+		t.Errorf("run %s scored %v, want 0", run, ptr(rr.Score))
+	}
+	out, _ := rr.step(t, "verify")
+	if !strings.Contains(out["stdout"], "evidence: tests: absent") {
+		t.Errorf("the agent phase's evidence: %q; want /tests absent", out["stdout"])
+	}
+	if out["rewards"] != `{"reward":0}` {
+		t.Errorf("rewards %s, want the tests' 0, not the agent's 1", out["rewards"])
+	}
+	c.noRunLeftovers(run + "\n")
+}
+
+// TestHarborModelAgent: the built-in model agent, against a scripted model, does hello-file's
+// work with run_command and scores 1; the ATIF export holds the call.
+func TestHarborModelAgent(t *testing.T) {
+	t.Parallel()
+	c := newHarborCLI(t)
+	m := modeltest.New(t,
+		modeltest.Reply{Calls: []modeltest.Call{{ID: "c1", Name: "run_command", Args: `{"command": "echo 'hello, harbor' > /app/hello.txt && cat /app/hello.txt"}`}}},
+		modeltest.Reply{Text: "I wrote /app/hello.txt."},
+	)
+	env := []string{"AGENTENV_MODEL_BASE_URL=" + m.OpenAIURL(), "AGENTENV_MODEL_NAME=scripted", "AGENTENV_MODEL_API_KEY=test"}
+	r := c.run(t.Context(), env, "run", "../../harbor/testdata/corpus", "--include", "hello-file", "--agent", "openai")
+	if r.code != 0 || !strings.Contains(r.stdout, "mean score 1") {
+		t.Fatalf("run hello-file --agent openai: exit %d (%d model requests)\n%s%s", r.code, len(m.Requests()), r.stdout, r.stderr)
+	}
+	if n := len(m.Requests()); n != 2 {
+		t.Errorf("%d model requests, want 2 (the call, then the answer)", n)
+	}
+	group := firstField(r.stdout, "group-")
+	ex := c.run(t.Context(), nil, "runs", "export", group, "--format", "atif")
+	if ex.code != 0 || !strings.Contains(ex.stdout, `"run_command"`) || !strings.Contains(ex.stdout, "hello, harbor") {
+		t.Errorf("runs export %s --format atif: exit %d; want the run_command call\n%s%s", group, ex.code, ex.stdout, ex.stderr)
+	}
+	c.noRunLeftovers(r.stdout)
+}
+
+// signalRun starts `agentenv run dir`, sends sig once stderr has shown line and after has
+// passed, and returns the exit code (128+signal when killed by it) and the output.
+func (c *cli) signalRun(dir, line string, after time.Duration, sig syscall.Signal) (int, string) {
+	c.t.Helper()
+	cmd := c.cmd(c.t.Context(), nil, "run", dir)
+	var out, errb syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for !strings.Contains(errb.String(), line) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			c.t.Fatalf("never saw %q:\n%s%s", line, out.String(), errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(after)
+	_ = cmd.Process.Signal(sig)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		err = <-done
+		c.t.Errorf("agentenv run still running 2 minutes after %s", sig)
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	}
+	return code, out.String() + errb.String()
+}
+
+// TestHarborKilledThenGC: agentenv run SIGKILLed during the build, the agent phase and the
+// verifier; after each, gc leaves nothing of the run, no container of the build and no
+// dangling image of its records.
+func TestHarborKilledThenGC(t *testing.T) {
+	t.Parallel()
+	c := newHarborCLI(t)
+	// gc watches a dead creator's build for the create timeout: short here.
+	c.env = append(c.env, "AGENTENV_LIFECYCLE_CREATE_TIMEOUT=45s")
+	for _, tc := range []struct{ task, line string }{
+		{"slow-build", "container (deploy_sandbox) running"},
+		{"slow-agent", "agent (prompt_agent) running"},
+		{"slow-verifier", "verify (reward) running"},
+	} {
+		code, out := c.signalRun(harborTask(t, c, tc.task), tc.line, 3*time.Second, syscall.SIGKILL)
+		if code != 137 {
+			t.Errorf("%s: exit %d after SIGKILL, want 137\n%s", tc.task, code, out)
+		}
+		c.gcUntilSettled(t)
+		c.noRecordLeftovers(true)
+		if run := firstField(out, "run-"); run != "" {
+			c.noRunLeftovers(run + "\n")
+		}
+	}
+	// slow-agent and slow-verifier share their environment/ (one digest): one build, reused.
+	if _, cached := c.records(); len(cached) != 1 {
+		t.Errorf("%d cached builds after the kills, want 1 (slow-agent's, reused by slow-verifier; slow-build's was cut)", len(cached))
+	}
+}
+
+// TestHarborInterruptDuringBuild: Ctrl-C during a build exits 130 and leaves no container of
+// the build and no dangling image; after gc, nothing at all.
+func TestHarborInterruptDuringBuild(t *testing.T) {
+	t.Parallel()
+	c := newHarborCLI(t)
+	c.env = append(c.env, "AGENTENV_LIFECYCLE_CREATE_TIMEOUT=45s")
+	start := time.Now()
+	code, out := c.signalRun(harborTask(t, c, "slow-build"), "container (deploy_sandbox) running", 3*time.Second, syscall.SIGINT)
+	if code != 130 {
+		t.Errorf("exit %d after SIGINT, want 130\n%s", code, out)
+	}
+	t.Logf("SIGINT during the build: exit %d after %s", code, time.Since(start).Round(time.Millisecond))
+	c.noRecordLeftovers(false)
+	c.gcUntilSettled(t)
+	c.noRecordLeftovers(false)
+}
+
+// TestHarborBadTasks: a typo'd key is a warning naming task.toml and its line, once, and the
+// run goes on; a Dockerfile that fails to build is the episode's error naming the failing
+// step, exit 1, nothing left.
+func TestHarborBadTasks(t *testing.T) {
+	t.Parallel()
+	c := newHarborCLI(t)
+	r := c.run(t.Context(), nil, "run", "testdata/harbor/typo-key")
+	for _, w := range []string{
+		`typo-key/task.toml:8: key environment.cpu: unknown key, ignored (did you mean "cpus"?)`,
+		`typo-key/task.toml:11: key verifier.timout_sec: unknown key, ignored (did you mean "timeout_sec"?)`,
+	} {
+		if n := strings.Count(r.stderr, "warning: "); n != 2 || !strings.Contains(r.stderr, w) {
+			t.Errorf("run typo-key: %d warnings, want 2, one naming %q:\n%s", n, w, r.stderr)
+		}
+	}
+	if r.code != 0 || !strings.Contains(r.stdout, "mean score 1") {
+		t.Errorf("run typo-key: exit %d, want 0 and score 1 (a warning does not stop it)\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	ch := c.run(t.Context(), nil, "tasks", "check", "testdata/harbor/typo-key")
+	if n := strings.Count(ch.stderr, "warning: "); ch.code != 0 || n != 2 {
+		t.Errorf("tasks check typo-key: exit %d, %d warnings; want 0 and each warning once\n%s%s", ch.code, n, ch.stdout, ch.stderr)
+	}
+
+	bad := c.run(t.Context(), nil, "run", harborTask(t, c, "bad-dockerfile"), "--json")
+	if bad.code != 1 || !strings.Contains(bad.stdout, `"outcome": "error"`) {
+		t.Errorf("run bad-dockerfile: exit %d, want 1 and outcome error\n%s%s", bad.code, bad.stdout, bad.stderr)
+	}
+	run := firstField(bad.stdout, "run-")
+	_, serr := c.getRun(run).step(t, "container")
+	for _, want := range []string{"bad-dockerfile/environment/Dockerfile", "false-command-that-does-not-exist"} {
+		if !strings.Contains(serr, want) {
+			t.Errorf("the container step's error %q does not name %q", serr, want)
+		}
+	}
+	c.noRecordLeftovers(true)
+	c.noRunLeftovers(run + "\n")
+}

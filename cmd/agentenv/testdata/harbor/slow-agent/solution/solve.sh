@@ -1,0 +1,3 @@
+#!/bin/bash
+sleep 60
+echo "hello, harbor" > /app/hello.txt
