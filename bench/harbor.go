@@ -26,9 +26,8 @@ const (
 
 // Where the Harbor measures find their tasks, relative to the checkout.
 const (
-	HarborTask    = "harbor/testdata/corpus/hello-file" // the task of the episode measure
-	HarborCorpus  = "harbor/testdata/corpus"            // the dataset of the corpus measures
-	HarborExclude = "compose-postgres"                  // left out of the corpus measures
+	HarborTask   = "harbor/testdata/corpus/hello-file" // the task of the episode measure
+	HarborCorpus = "harbor/testdata/corpus"            // the dataset of the corpus measures
 )
 
 // HarborFailing are the corpus's tasks that fail `agentenv tasks check` on purpose; any other
@@ -247,7 +246,7 @@ type checkOutput struct {
 // from the ledger's build records made meanwhile. Tasks failing other than HarborFailing are a
 // problem of the run, not an error.
 func (b *bencher) harborCorpus(ctx context.Context, cache string) (CorpusFigure, error) {
-	args := append([]string{"tasks", "check", filepath.Join(b.cfg.RepoDir, HarborCorpus), "--exclude", HarborExclude,
+	args := append([]string{"tasks", "check", filepath.Join(b.cfg.RepoDir, HarborCorpus),
 		"--concurrency", "4", "--json"}, b.imageMapArgs()...)
 	since := time.Now()
 	r, err := b.agentenv(ctx, harborCorpusTimeout, args...)

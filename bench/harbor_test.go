@@ -24,7 +24,7 @@ func TestMarkdownHasTheHarborFigures(t *testing.T) {
 		"| harbor episode | 1200 ms | 1000 ms | 1.20× |",
 		"| cold | 16 | 3 | 50.0 s | 9 | 2 |",
 		"| warm | 16 | 3 | 30.0 s | 0 | 2 |",
-		"--exclude compose-postgres",
+		"tasks check harbor/testdata/corpus --concurrency 4",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

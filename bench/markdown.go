@@ -75,8 +75,8 @@ func Markdown(res Results) string {
 		}
 	}
 	if len(res.Harbor) > 0 {
-		p("\nHarbor corpus (`agentenv tasks check %s --exclude %s --concurrency 4`, oracle and nop per task in one run group; %s fail on purpose; builds counted from the ledger's build records made during the check):\n\n",
-			HarborCorpus, HarborExclude, strings.Join(HarborFailing(), ", "))
+		p("\nHarbor corpus (`agentenv tasks check %s --concurrency 4`, oracle and nop per task in one run group; %s fail on purpose; builds counted from the ledger's build records made during the check):\n\n",
+			HarborCorpus, strings.Join(HarborFailing(), ", "))
 		p("| build cache | tasks | failing | wall | images built | builds failed |\n|---|---|---|---|---|---|\n")
 		for _, f := range res.Harbor {
 			p("| %s | %d | %d | %s | %d | %d |\n", f.Cache, f.Tasks, len(f.Failing), format(f.Wall), f.Builds, f.FailedBuilds)
