@@ -65,6 +65,11 @@ const (
 // takes to run it (Sandbox.Image of the build).
 const AttrImageRef = "image.ref"
 
+// AttrCreateTimeout is the attribute of a record whose create has a bound of its own, longer
+// or shorter than the manager's (an image build's), as a Go duration: how long gc treats the
+// create of a dead creator as possibly still running.
+const AttrCreateTimeout = "create.timeout"
+
 // InVMRecordID is the record id of the container name in the VM with record id vm: one name in
 // one VM has one record id, so that claiming it is one insert.
 func InVMRecordID(vm, name string) string { return vm + "." + name }

@@ -161,6 +161,12 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 		State: agentenv.StateCreating, Owner: m.cfg.Owner, LeaseUntil: now.Add(m.cfg.Lease),
 		Expires: expires, Labels: labels, Attrs: maps.Clone(req.Attrs), Created: now,
 	}
+	if req.timeout > 0 {
+		if rec.Attrs == nil {
+			rec.Attrs = map[string]string{}
+		}
+		rec.Attrs[agentenv.AttrCreateTimeout] = req.timeout.String()
+	}
 	m.keepAlive()
 	var err error
 	if req.ID != "" {
@@ -203,6 +209,12 @@ func (m *Manager) run(ctx context.Context, pc *pendingCreate, b *backend, rec ag
 	defer m.calls.Done()
 	cctx, cancel := cleanup.Detached(ctx, cmp.Or(req.timeout, m.cfg.CreateTimeout))
 	defer cancel()
+	if req.Build != nil {
+		// A build from a Dockerfile stops with its caller rather than run its minutes out: it
+		// has no sandbox to hand back that only its answer names, and what a build cut short
+		// leaves carries the record's labels, which the undo below removes.
+		defer context.AfterFunc(ctx, cancel)()
+	}
 	began := time.Now()
 	sb, err := callCreate(cctx, b, rec.Kind, spec, req.Build)
 	if err == nil && rec.Kind == agentenv.KindSandbox {

@@ -181,7 +181,8 @@ func (v *gcView) collectReason(r agentenv.Record) string {
 
 // mayBeInFlight reports whether, by its record alone, r's create may still be running in the
 // backend after its creator died: r never became live, is not a container in a VM and is
-// neither older than createTimeout nor expired at now. What its provider lists under its label
+// neither older than its create's bound (AttrCreateTimeout, else createTimeout) nor expired at
+// now. What its provider lists under its label
 // tells the rest (inFlight).
 func mayBeInFlight(r agentenv.Record, now time.Time, createTimeout time.Duration) bool {
 	if r.State != agentenv.StateCreating && r.State != agentenv.StateAbandoned {
@@ -191,6 +192,9 @@ func mayBeInFlight(r agentenv.Record, now time.Time, createTimeout time.Duration
 		// Not listed by label (it carries its VM's); its start ran in its creator's process,
 		// which is gone, and the removal by name takes whatever that start made.
 		return false
+	}
+	if d, err := time.ParseDuration(r.Attrs[agentenv.AttrCreateTimeout]); err == nil && d > 0 {
+		createTimeout = d // the create's own bound (a build's), not the manager's
 	}
 	return now.Sub(r.Created) <= createTimeout && (r.Expires.IsZero() || !now.After(r.Expires))
 }

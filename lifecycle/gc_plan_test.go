@@ -33,6 +33,9 @@ func TestPlanGC(t *testing.T) {
 	lease := func(until time.Time) func(*agentenv.Record) { return func(r *agentenv.Record) { r.LeaseUntil = until } }
 	young := func(r *agentenv.Record) { r.Created = now.Add(-time.Second) }
 	kind := func(k agentenv.Kind) func(*agentenv.Record) { return func(r *agentenv.Record) { r.Kind = k } }
+	attr := func(k, v string) func(*agentenv.Record) {
+		return func(r *agentenv.Record) { r.Attrs = map[string]string{k: v} }
+	}
 	sb := func(id, record string, labels ...string) agentenv.Sandbox {
 		s := agentenv.Sandbox{ID: id, Labels: map[string]string{}}
 		if record != "" {
@@ -184,6 +187,16 @@ func TestPlanGC(t *testing.T) {
 					t.Errorf("in flight = %+v, want layer1 removed and the record marked abandoned", f)
 				}
 			},
+		},
+		{
+			name: "a build's own create bound, longer or shorter than the manager's, says how long it may be in flight",
+			records: []agentenv.Record{
+				rec("long", agentenv.StateCreating, deadProc, kind(agentenv.KindImage), attr(agentenv.AttrCreateTimeout, "2h")),
+				rec("short", agentenv.StateCreating, deadProc, young, kind(agentenv.KindImage), attr(agentenv.AttrCreateTimeout, "1ms")),
+			},
+			byLabel: map[string]gcListing{"long": {}, "short": {}},
+			inFly:   []string{"long"},
+			collect: []string{"short: owner process is dead"},
 		},
 		{
 			name:    "a dry run changes nothing in flight",

@@ -344,8 +344,7 @@ func (c *cli) signalRun(dir, line string, after time.Duration, sig syscall.Signa
 func TestHarborKilledThenGC(t *testing.T) {
 	t.Parallel()
 	c := newHarborCLI(t)
-	// gc watches a dead creator's build for the create timeout: short here.
-	c.env = append(c.env, "AGENTENV_LIFECYCLE_CREATE_TIMEOUT=45s")
+	// gc watches a dead creator's build for the build's own bound: slow-build's is 45 s.
 	for _, tc := range []struct{ task, line string }{
 		{"slow-build", "container (deploy_sandbox) running"},
 		{"slow-agent", "agent (prompt_agent) running"},
@@ -372,7 +371,6 @@ func TestHarborKilledThenGC(t *testing.T) {
 func TestHarborInterruptDuringBuild(t *testing.T) {
 	t.Parallel()
 	c := newHarborCLI(t)
-	c.env = append(c.env, "AGENTENV_LIFECYCLE_CREATE_TIMEOUT=45s")
 	start := time.Now()
 	code, out := c.signalRun(harborTask(t, c, "slow-build"), "container (deploy_sandbox) running", 3*time.Second, syscall.SIGINT)
 	if code != 130 {
