@@ -15,6 +15,9 @@ type Capabilities struct {
 	// Egress: a private network lets its sandboxes reach only each other, DNS and its
 	// NetworkSpec.Egress. Without it, sandboxes reach any address their host reaches.
 	Egress bool
+	// Isolate: a private network made with NetworkSpec.Isolated has no route out of it at all
+	// (a provider with Egress isolates a network given no Egress).
+	Isolate bool
 }
 
 // Provider creates, finds and terminates sandboxes on one backend. Implementations must be safe
@@ -60,6 +63,9 @@ type NetworkSpec struct {
 	// other and DNS, on a provider whose Capabilities say Egress; others ignore it (and a
 	// deployer says so).
 	Egress []EgressRule
+	// Isolated asks for a network with no route out of it: its sandboxes reach each other and
+	// nothing else (no Egress), on a provider whose Capabilities say Isolate.
+	Isolated bool
 }
 
 // EgressRule is one destination a deployment's sandboxes may reach: an address range, and one

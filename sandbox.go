@@ -112,9 +112,10 @@ type SandboxSpec struct {
 	// (mode 0755 for content starting with an ELF or #! header, else 0644).
 	Files map[string][]byte
 
-	Network string       // private network to join: a record id in container mode; in VMHost.RunInVM, a network of the VM's stack
-	Aliases []string     // names under which other members of Network reach this sandbox
-	Egress  []EgressRule // a network's create only: its NetworkSpec.Egress
+	Network  string       // private network to join: a record id in container mode; in VMHost.RunInVM, a network of the VM's stack
+	Aliases  []string     // names under which other members of Network reach this sandbox
+	Egress   []EgressRule // a network's create only: its NetworkSpec.Egress
+	Isolated bool         // a network's create only: NetworkSpec.Isolated
 
 	Memory int64    // bytes; 0 means the provider's default
 	CPUs   float64  // 0 means the provider's default

@@ -106,6 +106,9 @@ func Native(t *Task, o Options) (*task.Task, error) {
 	} else {
 		doc.Steps = append(doc.Steps, containerStep(t))
 	}
+	if !t.Environment.AllowInternet {
+		doc.Steps = isolate(doc.Steps)
+	}
 
 	phases := []Step{{Instruction: t.Instruction, Agent: t.Agent, Verifier: t.Verifier, Dir: t.Dir}}
 	if len(t.Steps) > 0 {
@@ -159,6 +162,24 @@ func Native(t *Task, o Options) (*task.Task, error) {
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s", d, o.mark()))
 	nt.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	return nt, nil
+}
+
+// isolate cuts the environment of steps off the internet, as [environment] network_mode
+// "no-network" (allow_internet = false) asks: the compose network is made isolated, or a
+// container without one gets an isolated network of its own.
+func isolate(steps []step) []step {
+	for _, s := range steps {
+		if s["id"] == networkStep {
+			s["isolated"] = true
+			return steps
+		}
+	}
+	for _, s := range steps {
+		if s["id"] == sandboxStep {
+			s["network"], s["aliases"], s["depends_on"] = networkStep, []string{"main"}, []string{networkStep}
+		}
+	}
+	return append([]step{{"id": networkStep, "type": task.TypeDeployNetwork, "isolated": true}}, steps...)
 }
 
 // normal is o with its defaults: the oracle, or the command agent when only a command is given.

@@ -33,6 +33,7 @@ func TestNativeSteps(t *testing.T) {
 		{"hello-file", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "tests:upload", "verify:reward"}},
 		{"hello-file", Options{Agent: AgentOpenAI}, []string{"container:deploy_sandbox", "agent:prompt_agent", "tests:upload", "verify:reward"}},
 		{"hello-file", Options{Command: "my-agent"}, []string{"container:deploy_sandbox", "agent:prompt_agent", "tests:upload", "verify:reward"}},
+		{"no-internet", Options{Agent: AgentNop}, []string{"network:deploy_network", "container:deploy_sandbox", "tests:upload", "verify:reward"}},
 		{"multi-step", Options{Agent: AgentNop}, []string{"container:deploy_sandbox",
 			"tests_1:upload", "tests_1_step:upload", "verify_1:reward", "tests_2:upload", "tests_2_step:upload", "verify_2:reward"}},
 	} {

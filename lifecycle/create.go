@@ -241,7 +241,7 @@ func callCreate(ctx context.Context, b *backend, kind agentenv.Kind, spec agente
 		if b.a.Networker == nil {
 			return agentenv.Sandbox{}, fmt.Errorf("%s has no private networks: %w", b.p.Name(), agentenv.ErrInvalid)
 		}
-		return b.a.Networker.CreateNetwork(ctx, agentenv.NetworkSpec{Name: spec.Name, Labels: spec.Labels, Egress: spec.Egress})
+		return b.a.Networker.CreateNetwork(ctx, agentenv.NetworkSpec{Name: spec.Name, Labels: spec.Labels, Egress: spec.Egress, Isolated: spec.Isolated})
 	case agentenv.KindVM:
 		if b.a.VMHost == nil {
 			return agentenv.Sandbox{}, fmt.Errorf("%s cannot host VMs: %w", b.p.Name(), agentenv.ErrInvalid)

@@ -18,6 +18,10 @@ import (
 type deployNetwork struct {
 	Provider string `yaml:"provider"` // a provider with networks; the run's --provider (its first member) if empty
 	TTL      string `yaml:"ttl"`      // lifetime until gc may remove it; lifecycle's default if empty
+	// Isolated cuts the network off everything outside it (a Harbor task without internet):
+	// on a provider that cannot (Capabilities.Isolate), the step fails rather than run the
+	// task with the internet it was not to have.
+	Isolated bool `yaml:"isolated"`
 }
 
 func (s *deployNetwork) Check() error {
@@ -59,9 +63,19 @@ func (s *deployNetwork) Run(ctx context.Context, sc *scope) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("provider %s has no private networks: run the task on one that has (docker, kubernetes): %w", p, agentenv.ErrInvalid)
 	}
+	if s.Isolated {
+		caps, err := m.Capabilities(p)
+		if err != nil {
+			return Result{}, err
+		}
+		if !caps.Isolate {
+			return Result{}, fmt.Errorf("isolated: provider %s cannot cut a network off the internet: run the task on one that can (docker, kubernetes): %w", p, agentenv.ErrInvalid)
+		}
+	}
 	ttl, _ := time.ParseDuration(s.TTL)
 	rec, _, err := m.Create(ctx, lifecycle.CreateRequest{
 		Provider: p, Kind: agentenv.KindNetwork, Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
+		Spec: agentenv.SandboxSpec{Isolated: s.Isolated},
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("private network: %w", err)

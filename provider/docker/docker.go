@@ -88,9 +88,10 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 func (p *Provider) Name() string { return p.cfg.Name }
 
 // Capabilities reports what the docker provider supports: everything but a backstop lifetime
-// (a local container lives until terminated; gc removes it after its expiry label).
+// (a local container lives until terminated; gc removes it after its expiry label) and egress
+// rules; an isolated network is an internal one, with no route off the host's bridge.
 func (p *Provider) Capabilities() agentenv.Capabilities {
-	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true}
+	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true, Isolate: true}
 }
 
 // Client returns the Engine API client the provider uses, for callers that need more of the

@@ -40,7 +40,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	}
 
 	cctx, cancel := cleanup.Detached(ctx, createBound)
-	res, err := p.cli.NetworkCreate(cctx, spec.Name, client.NetworkCreateOptions{Driver: "bridge", Labels: spec.Labels})
+	res, err := p.cli.NetworkCreate(cctx, spec.Name, client.NetworkCreateOptions{Driver: "bridge", Labels: spec.Labels, Internal: spec.Isolated})
 	cancel()
 	if err != nil {
 		if !client.IsErrConnectionFailed(err) && !cerrdefs.IsInvalidArgument(err) && !cerrdefs.IsConflict(err) {

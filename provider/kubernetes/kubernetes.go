@@ -210,7 +210,7 @@ func (p *Provider) Name() string { return p.cfg.Name }
 // Capabilities reports what the kubernetes provider supports: container mode with private
 // networks, list by label, and a backstop lifetime (activeDeadlineSeconds).
 func (p *Provider) Capabilities() agentenv.Capabilities {
-	return agentenv.Capabilities{ListByLabel: true, BackstopLifetime: true, Egress: true}
+	return agentenv.Capabilities{ListByLabel: true, BackstopLifetime: true, Egress: true, Isolate: true}
 }
 
 // Close stops every port-forward listener this provider opened and its shared Pod watch. The
