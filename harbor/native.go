@@ -17,19 +17,20 @@ import (
 	"github.com/agentenv/agentenv/task"
 )
 
-// The agents a Harbor task runs with: two that need no model, the built-in model agent, and a
-// command-line agent of the user's.
+// The agents a Harbor task runs with: two that need no model, the built-in model agent, a
+// command-line agent of the user's, and a running A2A agent of the user's.
 const (
 	AgentOracle    = "oracle"  // runs the task's solution/solve.sh in its container
 	AgentNop       = "nop"     // does nothing: the tests see the container as it was built
 	AgentCommand   = "command" // a command-line agent in the container: Options.Command
+	AgentA2A       = "a2a"     // a running A2A agent at Options.URL, handed the container as MCP tools
 	AgentOpenAI    = task.AgentOpenAI
 	AgentAnthropic = task.AgentAnthropic
 )
 
 // Agents lists the agents a Harbor task runs with, for flags and messages.
 func Agents() []string {
-	return []string{AgentOracle, AgentNop, AgentOpenAI, AgentAnthropic, AgentCommand}
+	return []string{AgentOracle, AgentNop, AgentOpenAI, AgentAnthropic, AgentCommand, AgentA2A}
 }
 
 // Container paths a task's files are copied to, as Harbor lays them out.
@@ -46,6 +47,9 @@ type Options struct {
 	// under the agent's timeout, with the instruction in the file $AGENTENV_PROMPT_FILE (a
 	// harness installed in the image, or by the command itself).
 	Command string
+	// URL is AgentA2A's agent: a running A2A agent (http://host:port) that gets the task's
+	// container as MCP tools (run_command, read_file, write_file) served on this host.
+	URL string
 }
 
 // mark is o as the part of a native task's File after its folder ("#agent=oracle"), from which
@@ -57,6 +61,9 @@ func (o Options) mark() string {
 	}
 	if o.Command != "" {
 		v.Set("command", o.Command)
+	}
+	if o.URL != "" {
+		v.Set("url", o.URL)
 	}
 	return "#" + v.Encode()
 }
@@ -72,7 +79,7 @@ func cutMark(name string) (dir string, o Options, ok bool) {
 	if err != nil || v.Get("agent") == "" {
 		return name, Options{}, false
 	}
-	return dir, Options{Agent: v.Get("agent"), Model: v.Get("model"), Command: v.Get("command")}, true
+	return dir, Options{Agent: v.Get("agent"), Model: v.Get("model"), Command: v.Get("command"), URL: v.Get("url")}, true
 }
 
 // sandboxStep is the id of the step that makes the task's container.
@@ -92,6 +99,9 @@ func Native(t *Task, o Options) (*task.Task, error) {
 	}
 	if (o.Agent == AgentCommand) != (o.Command != "") {
 		return nil, fmt.Errorf("agent %s and command %q: a command is the command agent's, and it needs one: %w", o.Agent, o.Command, agentenv.ErrInvalid)
+	}
+	if (o.Agent == AgentA2A) != (o.URL != "") {
+		return nil, fmt.Errorf("agent %s and url %q: a URL is the a2a agent's, and it needs one: %w", o.Agent, o.URL, agentenv.ErrInvalid)
 	}
 	if t.Environment.GPUs > 0 {
 		return nil, fmt.Errorf("%s: [environment] gpus = %d: no provider of agentenv gives sandboxes GPUs yet: %w", filepath.Join(t.Dir, "task.toml"), t.Environment.GPUs, agentenv.ErrInvalid)
@@ -182,12 +192,16 @@ func isolate(steps []step) []step {
 	return append([]step{{"id": networkStep, "type": task.TypeDeployNetwork, "isolated": true}}, steps...)
 }
 
-// normal is o with its defaults: the oracle, or the command agent when only a command is given.
+// normal is o with its defaults: the oracle, or the command agent when only a command is given,
+// the a2a agent when only a URL is.
 func (o Options) normal() Options {
 	if o.Agent == "" {
 		o.Agent = AgentOracle
 		if o.Command != "" {
 			o.Agent = AgentCommand
+		}
+		if o.URL != "" {
+			o.Agent = AgentA2A
 		}
 	}
 	return o
@@ -242,7 +256,7 @@ func containerStep(t *Task) step {
 
 // agentSteps are the steps of one agent phase: none for nop; the solution copied in and
 // solve.sh run inside the container for the oracle; the built-in model agent with a terminal
-// in the container for a model.
+// in the container for a model; an A2A agent with the container's terminal as MCP tools.
 func agentSteps(t *Task, ph Step, sfx, after string, o Options) []step {
 	timeout := ph.Agent.Timeout
 	if timeout <= 0 {
@@ -264,6 +278,9 @@ func agentSteps(t *Task, ph Step, sfx, after string, o Options) []step {
 			harness["timeout_seconds"] = timeout.Seconds()
 		}
 		prompt["agent"] = map[string]any{"harness": harness}
+		return []step{prompt}
+	case AgentA2A:
+		prompt["agent"] = map[string]any{"a2a": o.URL}
 		return []step{prompt}
 	case AgentOracle:
 		ups := uploads(t, ph, "solution", "solution"+sfx, SolutionDir, after)

@@ -3,10 +3,12 @@ package harbor
 import (
 	"errors"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/task"
 )
 
 // stepIDs are the ids of a native task's steps, in order.
@@ -33,6 +35,7 @@ func TestNativeSteps(t *testing.T) {
 		{"hello-file", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "tests:upload", "verify:reward"}},
 		{"hello-file", Options{Agent: AgentOpenAI}, []string{"container:deploy_sandbox", "agent:prompt_agent", "tests:upload", "verify:reward"}},
 		{"hello-file", Options{Command: "my-agent"}, []string{"container:deploy_sandbox", "agent:prompt_agent", "tests:upload", "verify:reward"}},
+		{"hello-file", Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"}, []string{"container:deploy_sandbox", "agent:prompt_agent", "tests:upload", "verify:reward"}},
 		{"no-internet", Options{Agent: AgentNop}, []string{"network:deploy_network", "container:deploy_sandbox", "tests:upload", "verify:reward"}},
 		{"multi-step", Options{Agent: AgentNop}, []string{"container:deploy_sandbox",
 			"tests_1:upload", "tests_1_step:upload", "verify_1:reward", "tests_2:upload", "tests_2_step:upload", "verify_2:reward"}},
@@ -70,9 +73,46 @@ func TestNativeFileRoundTrip(t *testing.T) {
 }
 
 func TestNativeRefuses(t *testing.T) {
-	for _, o := range []Options{{Agent: "bogus"}, {Agent: AgentCommand}, {Agent: AgentNop, Command: "x"}} {
+	for _, o := range []Options{{Agent: "bogus"}, {Agent: AgentCommand}, {Agent: AgentNop, Command: "x"},
+		{Agent: AgentA2A}, {Agent: AgentOpenAI, URL: "http://127.0.0.1:9"}, {Agent: AgentA2A, URL: "ftp://x"}} {
 		if _, err := LoadNative("testdata/corpus/hello-file", o); !errors.Is(err, agentenv.ErrInvalid) {
 			t.Errorf("LoadNative(%+v) = %v, want ErrInvalid", o, err)
 		}
+	}
+}
+
+// An a2a run is one prompt_agent step whose A2A agent works in the container, and its URL is
+// part of the native task's File: a resumed group runs the same agent, another URL is another
+// digest.
+func TestNativeA2A(t *testing.T) {
+	a, err := LoadNative("testdata/corpus/hello-file", Options{URL: "http://127.0.0.1:9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht, err := Load("testdata/corpus/hello-file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := agentSteps(ht, Step{Instruction: ht.Instruction, Agent: ht.Agent, Verifier: ht.Verifier, Dir: ht.Dir}, "", sandboxStep, Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"})
+	if len(steps) != 1 {
+		t.Fatalf("%d agent steps, want 1: %v", len(steps), steps)
+	}
+	s := steps[0]
+	if s["type"] != task.TypePromptAgent || s["sandbox"] != sandboxStep || s["prompt_file"] != "instruction.md" || !reflect.DeepEqual(s["agent"], map[string]any{"a2a": "http://127.0.0.1:9"}) {
+		t.Errorf("agent step %v, want a prompt_agent of the a2a agent in the container", s)
+	}
+	b, err := LoadNative(a.File, Options{})
+	if err != nil {
+		t.Fatalf("LoadNative(%q): %v", a.File, err)
+	}
+	if b.Digest != a.Digest {
+		t.Errorf("reloaded digest %s, want %s", b.Digest, a.Digest)
+	}
+	c, err := LoadNative("testdata/corpus/hello-file", Options{Agent: AgentA2A, URL: "http://127.0.0.1:10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Digest == a.Digest {
+		t.Error("two agent URLs have one digest")
 	}
 }

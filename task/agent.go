@@ -17,6 +17,7 @@ import (
 	"github.com/agentenv/agentenv/agent"
 	"github.com/agentenv/agentenv/agent/atif"
 	"github.com/agentenv/agentenv/agent/scripted"
+	"github.com/agentenv/agentenv/agent/termtools"
 	"github.com/agentenv/agentenv/internal/suggest"
 )
 
@@ -29,12 +30,17 @@ const (
 	AgentHarness   = "harness"   // a command-line agent in a sandbox (agent_harness.go)
 )
 
+// TerminalServerName is the name an A2A agent working in a sandbox is handed its MCP server
+// of terminal tools (run_command, read_file, write_file) under.
+const TerminalServerName = "container"
+
 // promptAgent lets an agent act in a deployed env through its gateway, or in a sandbox
 // through a terminal (or both), and records the trajectory.
 type promptAgent struct {
 	Env string `yaml:"env"` // the deploy_env step; env or sandbox (or both) is required
 	// Sandbox is the deploy_sandbox step whose sandbox the agent works in: the built-in model
-	// agent gets run_command, read_file and write_file there; a harness runs in it.
+	// agent gets run_command, read_file and write_file there, an A2A agent (a2a: URL, env not
+	// set) the same tools as an MCP server served on this host; a harness runs in it.
 	Sandbox string    `yaml:"sandbox"`
 	Agent   agentSpec `yaml:"agent" task:"required"` // which agent: see agentSpec
 	Role    string    `yaml:"role"`                  // the gateway role the agent acts as; "default" if empty
@@ -136,11 +142,13 @@ func (s *promptAgent) Check() error {
 	}
 	switch {
 	case s.Agent.A2A != "" || s.Agent.Deployed != "":
-		if s.Sandbox != "" {
-			return errors.New("sandbox: an A2A agent cannot work in a sandbox yet; give it an env")
-		}
-		if s.Env == "" {
-			return errors.New("env: an A2A agent works through an env: set env (a deploy_env step)")
+		switch {
+		case s.Env != "" && s.Sandbox != "":
+			return errors.New("sandbox: an A2A agent gets one MCP server: set env (a deploy_env step) or sandbox (a deploy_sandbox step), not both")
+		case s.Agent.Deployed != "" && s.Sandbox != "":
+			return errors.New("sandbox: a deployed A2A agent cannot work in a sandbox yet (its own sandbox has no route to the terminal served on this host); use agent: {a2a: URL} or env")
+		case s.Env == "" && s.Sandbox == "":
+			return errors.New("env: an A2A agent works through an env or in a sandbox: set env (a deploy_env step) or sandbox (a deploy_sandbox step)")
 		}
 		return s.checkA2A()
 	case s.Agent.Harness != nil:
@@ -319,6 +327,21 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *a
 		if p.Terminal, err = s.terminal(sc); err != nil {
 			return agentRun{}, err
 		}
+	}
+	if s.Agent.A2A != "" && s.Sandbox != "" {
+		// An A2A agent speaks MCP, not the Terminal interface: it gets the terminal as an MCP
+		// server on this host for the prompt's lifetime, every call written to tr.
+		ep, err := termtools.Serve(ctx, p.Terminal, tr, "127.0.0.1:0")
+		if err != nil {
+			return agentRun{}, err
+		}
+		defer func() {
+			if err := ep.Close(); err != nil {
+				sc.log.Warn("terminal MCP server", "step", sc.s.ID, "err", err)
+			}
+		}()
+		p.Terminal = nil
+		p.Gateway = agent.Gateway{Name: TerminalServerName, URL: ep.URL, Headers: map[string]string{"Authorization": "Bearer " + ep.Token}}
 	}
 	ans, err := ag.Prompt(ctx, p, tr)
 	return agentRun{response: ans.Text, turns: ans.Turns, calls: ans.ToolCalls, stop: ans.Stop, usage: ans.Usage}, err

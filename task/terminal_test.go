@@ -152,7 +152,9 @@ func TestSandboxAgentChecks(t *testing.T) {
 	for _, tc := range []struct{ step, want string }{
 		{`{id: a, type: prompt_agent, agent: openai, prompt: x}`, "env: set env (a deploy_env step), sandbox (a deploy_sandbox step), or both"},
 		{`{id: a, type: prompt_agent, sandbox: sb, agent: scripted, calls: [{tool: t}]}`, "sandbox: the scripted agent"},
-		{`{id: a, type: prompt_agent, env: env, sandbox: sb, agent: {a2a: "http://x:1"}, prompt: x}`, "sandbox: an A2A agent cannot work in a sandbox"},
+		{`{id: a, type: prompt_agent, env: env, sandbox: sb, agent: {a2a: "http://x:1"}, prompt: x}`, "sandbox: an A2A agent gets one MCP server: set env (a deploy_env step) or sandbox (a deploy_sandbox step), not both"},
+		{"{id: ag, type: deploy_agent, image: x, port: 1}\n- {id: a, type: prompt_agent, sandbox: sb, agent: {deployed: ag}, prompt: x}", "sandbox: a deployed A2A agent cannot work in a sandbox yet"},
+		{`{id: a, type: prompt_agent, agent: {a2a: "http://x:1"}, prompt: x}`, "env: an A2A agent works through an env or in a sandbox"},
 		{`{id: a, type: prompt_agent, sandbox: sb, agent: {harness: {image: node, command: [x]}}, prompt: x}`, "agent.harness.image: a harness runs in a sandbox of its own (image) or"},
 		{`{id: a, type: prompt_agent, env: env, agent: {harness: {command: [x]}}, prompt: x}`, "agent.harness: name an image"},
 		{`{id: a, type: prompt_agent, agent: {harness: {image: node, command: [x]}}, prompt: x}`, "env: a harness in a sandbox of its own"},
@@ -165,4 +167,5 @@ func TestSandboxAgentChecks(t *testing.T) {
 		}
 	}
 	mustParse(t, "ok.yaml", head+"- {id: a, type: prompt_agent, env: env, sandbox: sb, agent: anthropic, prompt: x}\n")
+	mustParse(t, "a2a.yaml", head+"- {id: a, type: prompt_agent, sandbox: sb, agent: {a2a: \"http://x:1\"}, prompt: x}\n")
 }

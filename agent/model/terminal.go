@@ -3,141 +3,20 @@ package model
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/agentenv/agentenv/agent"
+	"github.com/agentenv/agentenv/agent/termtools"
 )
 
-// The tools agentenv offers over a Terminal, beside the gateway's.
-const (
-	ToolRunCommand = "run_command"
-	ToolReadFile   = "read_file"
-	ToolWriteFile  = "write_file"
-)
-
-// DefaultCommandTimeout is a run_command's wall time when the model gives none; the prompt's
-// remaining wall time caps it.
-const DefaultCommandTimeout = 120 * time.Second
-
-// MaxStreamText bounds what the model is told of each stream of one command: the tail is kept.
-const MaxStreamText = 16 << 10
-
-// MaxFileText bounds what the model is told of a file read_file reads: the head is kept.
-const MaxFileText = 64 << 10
-
-// addTerminal offers the tools over t, after any gateway tools, whose names win a clash.
+// addTerminal offers the terminal tools (termtools) over t, after any gateway tools, whose
+// names win a clash.
 func (ts *tools) addTerminal(t agent.Terminal) {
-	str := map[string]any{"type": "string"}
-	obj := func(props map[string]any, required ...string) map[string]any {
-		return map[string]any{"type": "object", "properties": props, "required": required}
+	for _, tt := range termtools.Tools() {
+		call := tt.Call
+		ts.add(tool{name: tt.Name, description: tt.Description, schema: tt.Schema,
+			call: func(ctx context.Context, args map[string]any) (string, json.RawMessage, bool, error) {
+				text, isError, err := call(ctx, t, args)
+				return text, nil, isError, err
+			}})
 	}
-	ts.add(tool{name: ToolRunCommand,
-		description: "Run a shell command (bash -c, else sh -c) in the container you work in and get its exit code, stdout and stderr (each cut to its last 16 KiB). The command runs at most timeout_sec seconds (default 120), then it is stopped.",
-		schema:      obj(map[string]any{"command": str, "timeout_sec": map[string]any{"type": "number", "description": "wall time of the command in seconds; default 120"}}, "command"),
-		call:        runCommand(t)})
-	ts.add(tool{name: ToolReadFile,
-		description: "Read a text file in the container you work in (its first 64 KiB).",
-		schema:      obj(map[string]any{"path": str}, "path"),
-		call: func(ctx context.Context, args map[string]any) (string, json.RawMessage, bool, error) {
-			path, err := stringArg(args, "path")
-			if err != nil {
-				return "", nil, false, err
-			}
-			data, err := t.ReadFile(ctx, path)
-			if err != nil {
-				return "", nil, false, err
-			}
-			return head(string(data), MaxFileText), nil, false, nil
-		}})
-	ts.add(tool{name: ToolWriteFile,
-		description: "Write a file in the container you work in, creating its parent folders; an existing file is replaced.",
-		schema:      obj(map[string]any{"path": str, "content": str}, "path", "content"),
-		call: func(ctx context.Context, args map[string]any) (string, json.RawMessage, bool, error) {
-			path, err := stringArg(args, "path")
-			if err != nil {
-				return "", nil, false, err
-			}
-			content, ok := args["content"].(string)
-			if !ok {
-				return "", nil, false, errors.New("content: want a string")
-			}
-			if err := t.WriteFile(ctx, path, []byte(content)); err != nil {
-				return "", nil, false, err
-			}
-			return fmt.Sprintf("wrote %d bytes to %s", len(content), path), nil, false, nil
-		}})
-}
-
-// runCommand is run_command over t.
-func runCommand(t agent.Terminal) callFunc {
-	return func(ctx context.Context, args map[string]any) (string, json.RawMessage, bool, error) {
-		command, err := stringArg(args, "command")
-		if err != nil {
-			return "", nil, false, err
-		}
-		timeout := DefaultCommandTimeout
-		if v, ok := args["timeout_sec"]; ok && v != nil {
-			sec, ok := v.(float64)
-			if !ok || sec <= 0 {
-				return "", nil, false, fmt.Errorf("timeout_sec: want a positive number, got %v", v)
-			}
-			timeout = time.Duration(sec * float64(time.Second))
-		}
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = min(timeout, time.Until(dl))
-		}
-		if timeout <= 0 {
-			return "", nil, false, errors.New("no wall time left")
-		}
-		res, err := t.Run(ctx, command, timeout)
-		if err != nil {
-			return "", nil, false, err
-		}
-		var b strings.Builder
-		if res.TimedOut {
-			fmt.Fprintf(&b, "timed out after %s: the command was stopped\n", timeout.Round(time.Millisecond))
-		}
-		b.WriteString("exit code: " + strconv.Itoa(res.ExitCode) + "\n")
-		b.WriteString("stdout:\n" + tailText(res.Stdout, MaxStreamText))
-		b.WriteString("\nstderr:\n" + tailText(res.Stderr, MaxStreamText))
-		return b.String(), nil, res.TimedOut, nil
-	}
-}
-
-// stringArg is args[key] as a non-empty string.
-func stringArg(args map[string]any, key string) (string, error) {
-	s, ok := args[key].(string)
-	if !ok || s == "" {
-		return "", fmt.Errorf("%s: want a non-empty string", key)
-	}
-	return s, nil
-}
-
-// tailText is the last n bytes of s (whole characters), after a note of how much was cut.
-func tailText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := len(s) - n
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
-	}
-	return fmt.Sprintf("[%d bytes cut: the last %d follow]\n", i, len(s)-i) + s[i:]
-}
-
-// head is the first n bytes of s (whole characters), then a note of how much was left out.
-func head(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + fmt.Sprintf("\n[%d more bytes not shown: read parts with run_command (sed -n, tail -c)]", len(s)-i)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/agentenv/agentenv/agent"
 	"github.com/agentenv/agentenv/agent/model"
 	"github.com/agentenv/agentenv/agent/model/modeltest"
+	"github.com/agentenv/agentenv/agent/termtools"
 )
 
 // shell is a test double of a container's shell (an agent.Terminal), standing in for a
@@ -175,8 +176,8 @@ func TestTerminalTools(t *testing.T) {
 					}
 				}
 			}
-			if n := len(got["b"]); n > model.MaxStreamText+200 {
-				t.Errorf("result of the long command is %d bytes, want about %d", n, model.MaxStreamText)
+			if n := len(got["b"]); n > termtools.MaxStreamText+200 {
+				t.Errorf("result of the long command is %d bytes, want about %d", n, termtools.MaxStreamText)
 			}
 			if d := sh.timeout("sleep"); d != 200*time.Millisecond {
 				t.Errorf("sleep ran with timeout %s, want the 200ms asked", d)

@@ -32,6 +32,7 @@ type runFlags struct {
 	stateStore      string
 	// Harbor tasks and datasets: the agent, which tasks, and base images mapped for builds.
 	agent, command   string
+	agentURL         string // --agent-url: the a2a agent of Harbor tasks
 	include, exclude []string
 	imageMap         []string
 }
@@ -121,7 +122,7 @@ when interrupted (what was made is torn down first).`,
 			case harbor.IsNative(args[0]):
 				var warns []string
 				if ef, warns, err = harbor.Group(args[0], harbor.Selection{Include: f.include, Exclude: f.exclude},
-					harbor.Options{Agent: f.agent, Command: f.command}, f.k, f.concurrency, eval.Overrides{Provider: a.providerFlag(f.provider)}); err != nil {
+					harbor.Options{Agent: f.agent, Command: f.command, URL: f.agentURL}, f.k, f.concurrency, eval.Overrides{Provider: a.providerFlag(f.provider)}); err != nil {
 					return err
 				}
 				for _, w := range warns {
@@ -130,6 +131,8 @@ when interrupted (what was made is torn down first).`,
 				single = len(ef.Tasks) == 1
 			case f.agent != "" || f.command != "" || len(f.include) > 0 || len(f.exclude) > 0:
 				return usageError{msg: "--agent, --agent-command, --include and --exclude are for Harbor tasks and datasets (folders with task.toml); a task file names its agents"}
+			case f.agentURL != "":
+				return usageError{msg: "--agent-url is for Harbor tasks and datasets (folders with task.toml); a task file names its agents"}
 			default:
 				t, err := a.loadTask(ctx, args[0])
 				if err != nil {
@@ -156,6 +159,7 @@ when interrupted (what was made is torn down first).`,
 	fl.StringVar(&f.resume, "resume", "", "run the unfinished episodes of this run group")
 	fl.Float64Var(&f.maxCost, "max-cost-usd", 0, "stop starting episodes once the group's model cost (prompt_agent cost_usd) passes this")
 	fl.StringVar(&f.agent, "agent", "", "the agent of Harbor tasks: "+strings.Join(harbor.Agents(), ", ")+" (default oracle)")
+	fl.StringVar(&f.agentURL, "agent-url", "", "the a2a agent of Harbor tasks: the URL of a running A2A agent, handed the task's container as MCP tools")
 	fl.StringVar(&f.command, "agent-command", "", "the command agent of Harbor tasks: a shell command run inside the task's container, the instruction in $AGENTENV_PROMPT_FILE")
 	fl.StringArrayVar(&f.include, "include", nil, "run only the dataset's tasks whose folder name matches this glob (repeatable)")
 	fl.StringArrayVar(&f.exclude, "exclude", nil, "leave out the dataset's tasks whose folder name matches this glob (repeatable)")

@@ -2,7 +2,8 @@
 // MCP TypeScript client (@modelcontextprotocol/sdk), for agentenv's integration tests. It
 // takes the MCP gateway it is handed (urn:agentenv:mcp-config/v1, else the message metadata
 // agentenv.mcp_servers), adds one note titled with the prompt's text through it, and answers
-// with the tools it saw. PORT (default 8080) is where it listens; MCP_CONFIG=off leaves the
+// with the tools it saw; handed a container's terminal (its tools include run_command), it
+// runs the prompt's text as a shell command instead and answers with the command's output. PORT (default 8080) is where it listens; MCP_CONFIG=off leaves the
 // extension off its card, so the gateway must come from the metadata; DELAY_MS makes it wait
 // that long before it acts, for tests that interrupt a prompt.
 import express from 'express';
@@ -51,15 +52,29 @@ class NoteTaker {
       const client = new Client({ name: 'js-note-taker', version: '1' });
       await client.connect(new StreamableHTTPClientTransport(new URL(gw.url), { requestInit: { headers: gw.headers || {} } }));
       const { tools } = await client.listTools();
-      const args = { title: text, body: `via ${servers.length ? 'mcp-config' : 'metadata'}` };
-      lines.push({ kind: 'tool_call', tool: 'add_note', arguments: args });
-      const res = await client.callTool({ name: 'add_note', arguments: args });
-      lines.push({ kind: 'tool_result', tool: 'add_note', text: JSON.stringify(res.structuredContent ?? res.content), is_error: !!res.isError });
-      await client.close();
-      if (res.isError) throw new Error(`add_note failed: ${JSON.stringify(res.content)}`);
+      let answer;
+      if (tools.some((t) => t.name === 'run_command')) {
+        // A container's terminal: run the prompt as a shell command, answer with its output.
+        const args = { command: text };
+        lines.push({ kind: 'tool_call', tool: 'run_command', arguments: args });
+        const res = await client.callTool({ name: 'run_command', arguments: args });
+        const out = (res.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+        lines.push({ kind: 'tool_result', tool: 'run_command', text: out, is_error: !!res.isError });
+        await client.close();
+        if (res.isError) throw new Error(`run_command failed: ${out}`);
+        answer = out;
+      } else {
+        const args = { title: text, body: `via ${servers.length ? 'mcp-config' : 'metadata'}` };
+        lines.push({ kind: 'tool_call', tool: 'add_note', arguments: args });
+        const res = await client.callTool({ name: 'add_note', arguments: args });
+        lines.push({ kind: 'tool_result', tool: 'add_note', text: JSON.stringify(res.structuredContent ?? res.content), is_error: !!res.isError });
+        await client.close();
+        if (res.isError) throw new Error(`add_note failed: ${JSON.stringify(res.content)}`);
+        answer = `added "${text}" (${args.body}); tools: ${tools.map((t) => t.name).sort().join(',')}`;
+      }
       trajectories.set(taskId, lines);
       bus.publish({ kind: 'artifact-update', taskId, contextId, artifact: { artifactId: randomUUID(),
-        parts: [{ kind: 'text', text: `added "${text}" (${args.body}); tools: ${tools.map((t) => t.name).sort().join(',')}` }] } });
+        parts: [{ kind: 'text', text: answer }] } });
       status('completed', null, true);
     } catch (err) {
       trajectories.set(taskId, lines);
