@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/agent"
 )
 
@@ -25,7 +24,7 @@ import (
 // task's tests score 1; the step's trajectory has the call and its result. The build image is
 // removed after, and nothing the run made is left.
 func TestHarborTaskWithA2AAgent(t *testing.T) {
-	c := newCLI(t)
+	c := newHarborCLI(t)
 	jsAgentModules(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -46,7 +45,6 @@ func TestHarborTaskWithA2AAgent(t *testing.T) {
 		cancel()
 		_ = node.Wait()
 	})
-	t.Cleanup(func() { c.removeBuilds(t) })
 
 	dir, err := filepath.Abs("testdata/harbor/a2a-terminal")
 	if err != nil {
@@ -55,7 +53,7 @@ func TestHarborTaskWithA2AAgent(t *testing.T) {
 	rctx, rcancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer rcancel()
 	r := c.run(rctx, nil, "run", dir, "--agent", "a2a", "--agent-url", fmt.Sprintf("http://127.0.0.1:%d", port),
-		"--image-map", "ubuntu:24.04=agentenv-debian:bookworm", "--provider", "docker")
+		"--provider", "docker")
 	if r.code != 0 || !strings.Contains(r.stdout, "score 1") {
 		t.Fatalf("run: exit %d\n%s%s\nagent:\n%s", r.code, r.stdout, r.stderr, out.String())
 	}
@@ -110,27 +108,4 @@ func TestHarborTaskWithA2AAgent(t *testing.T) {
 		t.Errorf("the trajectory lacks the run_command call (%v) or its result (%v):\n%s", call, result, data)
 	}
 	c.noRunLeftovers(r.stdout)
-}
-
-// removeBuilds removes the images this test's runs built (their build records), and fails if
-// one is left on the engine.
-func (c *cli) removeBuilds(t *testing.T) {
-	ls := c.run(context.Background(), nil, "ledger", "ls", "--all", "--json")
-	var recs []agentenv.Record
-	if err := json.Unmarshal([]byte(ls.stdout), &recs); err != nil {
-		t.Errorf("ledger ls: %v\n%s", err, ls.stdout)
-		return
-	}
-	for _, rec := range recs {
-		if rec.Role != agentenv.RoleBuild || rec.State == agentenv.StateGone {
-			continue
-		}
-		t.Logf("removing build %s (%s)", rec.ID, rec.Attrs["image.ref"])
-		if r := c.run(context.Background(), nil, "sandbox", "rm", rec.ID); r.code != 0 {
-			t.Errorf("sandbox rm %s: exit %d\n%s%s", rec.ID, r.code, r.stdout, r.stderr)
-		}
-		if ref := rec.Attrs["image.ref"]; ref != "" && exec.Command("docker", "image", "inspect", ref).Run() == nil {
-			t.Errorf("build image %s of record %s is still on the engine", ref, rec.ID)
-		}
-	}
 }
