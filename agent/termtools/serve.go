@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv/agent"
+	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/httpserve"
 )
 
@@ -81,7 +82,7 @@ func Serve(ctx context.Context, t agent.Terminal, tr *agent.Trajectory, addr str
 			for ss := range srv.Sessions() {
 				_ = ss.Close()
 			}
-			sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), CloseTimeout)
+			sctx, scancel := cleanup.Context(ctx, CloseTimeout)
 			defer scancel()
 			err := hs.Shutdown(sctx)
 			if err != nil {
