@@ -37,20 +37,7 @@ func (s *deployNetwork) Refs() []Ref { return nil }
 
 func (s *deployNetwork) Run(ctx context.Context, sc *scope) (Result, error) {
 	m := sc.e.r.Manager
-	if m == nil {
-		return Result{}, fmt.Errorf("no lifecycle manager configured")
-	}
-	prov := s.Provider
-	if err := switchesToProcess(sc.e.opts.Provider, prov); err != nil {
-		return Result{}, err
-	}
-	if prov == "" {
-		prov = sc.e.opts.Provider
-	}
-	if prov == "" {
-		return Result{}, fmt.Errorf("no provider: set provider in the step or give the run one")
-	}
-	members, err := m.ParseChain(prov)
+	members, err := sc.providers(s.Provider)
 	if err != nil {
 		return Result{}, err
 	}

@@ -137,22 +137,27 @@ func checkNoHostEnv(env map[string]string) error {
 	return nil
 }
 
+// providers are the members of the provider chain a step that makes sandboxes names (the
+// run's when it names none), refused if it takes the run off to the process provider.
+func (sc *scope) providers(chain string) ([]string, error) {
+	if sc.e.r.Manager == nil {
+		return nil, fmt.Errorf("no lifecycle manager configured")
+	}
+	if err := switchesToProcess(sc.e.opts.Provider, chain); err != nil {
+		return nil, err
+	}
+	if chain == "" {
+		chain = sc.e.opts.Provider
+	}
+	if chain == "" {
+		return nil, fmt.Errorf("no provider: set provider in the step or give the run one")
+	}
+	return sc.e.r.Manager.ParseChain(chain)
+}
+
 func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	m := sc.e.r.Manager
-	if m == nil {
-		return Result{}, fmt.Errorf("no lifecycle manager configured")
-	}
-	prov := s.Provider
-	if err := switchesToProcess(sc.e.opts.Provider, prov); err != nil {
-		return Result{}, err
-	}
-	if prov == "" {
-		prov = sc.e.opts.Provider
-	}
-	if prov == "" {
-		return Result{}, fmt.Errorf("no provider: set provider in the step or give the run one")
-	}
-	members, err := m.ParseChain(prov)
+	members, err := sc.providers(s.Provider)
 	if err != nil {
 		return Result{}, err
 	}
@@ -166,7 +171,7 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		}
 		np := st.outputs["provider"]
 		if !slices.Contains(members, np) {
-			return Result{}, fmt.Errorf("network: step %s's network is on provider %s, this sandbox on %s: a sandbox joins a network on its own provider only: %w", s.Network, np, prov, agentenv.ErrInvalid)
+			return Result{}, fmt.Errorf("network: step %s's network is on provider %s, this sandbox on %s: a sandbox joins a network on its own provider only: %w", s.Network, np, strings.Join(members, ","), agentenv.ErrInvalid)
 		}
 		members = []string{np}
 	}

@@ -236,26 +236,7 @@ steps:
 func TestHostJSAgentAddsANote(t *testing.T) {
 	c := newCLI(t)
 	c.buildRuntimeImage()
-	jsAgentModules(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	ctx, cancel := context.WithCancel(t.Context())
-	node := exec.CommandContext(ctx, "node", "agent.mjs")
-	node.Dir = jsAgentDir
-	node.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port), "MCP_CONFIG=off")
-	var out strings.Builder
-	node.Stdout, node.Stderr = &out, &out
-	if err := node.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = node.Wait()
-	})
+	port, out := hostJSAgent(t, "MCP_CONFIG=off")
 	tk := writeTask(t, fmt.Sprintf(`
 name: js-a2a-host
 score: all_pass
@@ -270,6 +251,33 @@ steps:
 		t.Fatalf("run: exit %d\n%s%s\nagent:\n%s", r.code, r.stdout, r.stderr, out.String())
 	}
 	c.noRunLeftovers(r.stdout)
+}
+
+// hostJSAgent runs the JS agent on this host, with env added to its environment, until the
+// test ends: its port on 127.0.0.1, and what it prints.
+func hostJSAgent(t *testing.T, env ...string) (int, *syncBuffer) {
+	t.Helper()
+	jsAgentModules(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	node := exec.CommandContext(ctx, "node", "agent.mjs")
+	node.Dir = jsAgentDir
+	node.Env = append(append(os.Environ(), fmt.Sprintf("PORT=%d", port)), env...)
+	out := &syncBuffer{}
+	node.Stdout, node.Stderr = out, out
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = node.Wait()
+	})
+	return port, out
 }
 
 // TestDeployedAgentWithoutCardFails: an agent whose card never appears fails deploy_agent

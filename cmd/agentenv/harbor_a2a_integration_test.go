@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -25,26 +23,7 @@ import (
 // removed after, and nothing the run made is left.
 func TestHarborTaskWithA2AAgent(t *testing.T) {
 	c := newHarborCLI(t)
-	jsAgentModules(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	ctx, cancel := context.WithCancel(t.Context())
-	node := exec.CommandContext(ctx, "node", "agent.mjs")
-	node.Dir = jsAgentDir
-	node.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	var out strings.Builder
-	node.Stdout, node.Stderr = &out, &out
-	if err := node.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = node.Wait()
-	})
+	port, out := hostJSAgent(t)
 
 	dir, err := filepath.Abs("testdata/harbor/a2a-terminal")
 	if err != nil {
