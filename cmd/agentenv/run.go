@@ -76,6 +76,13 @@ a group in the ledger ('agentenv runs ls --group'); '--resume GROUP' runs only t
 of a group that did not finish (cancelled, interrupted, infrastructure errors), after a
 crash and 'agentenv gc' too.
 
+A Harbor task folder (task.toml, instruction.md, environment/, tests/, solution/), or a folder
+of them (a dataset; --include/--exclude globs pick tasks by folder name), runs as a group too:
+its image built from environment/ (cached; --image-map FROM=TO where no registry answers), the
+agent inside its container (--agent oracle, nop, openai, anthropic, command with
+--agent-command, a2a with --agent-url), then tests/test.sh scored from its reward file.
+'agentenv tasks check DIR' is Harbor's oracle-and-nop check of a dataset.
+
 An episode that ends on an infrastructure error (a deploy, a provider, a model endpoint, a
 verifier that could not run) has outcome error: it counts in neither the mean nor pass@k, and
 --retries N (or the task's retries: {infra: N}) runs it again from scratch, after tearing down
@@ -86,6 +93,7 @@ when interrupted (what was made is torn down first).`,
 		Example: `  agentenv run hello
   agentenv run examples/notes-task --k 8 --concurrency 4
   agentenv run examples/evals/hello-100.yaml --max-cost-usd 5
+  agentenv run terminal-bench/ --agent openai --include 'hello-*' --concurrency 8
   agentenv run --resume group-3f2a…`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
