@@ -110,7 +110,8 @@ INSERT INTO notes.notes (title, body) SELECT 'note ' || g, repeat(md5(g::text), 
 // TestEnvSnapshotSIGKILLMidBuildThenGC kills `env snapshot` of a seeded deployment with SIGKILL
 // once its image build has made something on the engine, then runs gc: nothing of the snapshot
 // is left on the engine, and its record is gone. A snapshot that finished before anything of
-// its build was seen is removed and tried again under another name, at most three times.
+// its build was seen, or before the kill landed, is removed and tried again under another name,
+// at most three times.
 func TestEnvSnapshotSIGKILLMidBuildThenGC(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -132,6 +133,16 @@ func TestEnvSnapshotSIGKILLMidBuildThenGC(t *testing.T) {
 			}
 			continue
 		}
+		if c.recordState(t, "snap-"+name) == string(agentenv.StateLive) {
+			// The kill landed after the build's last step had tagged the image and the create
+			// had finished: a snapshot made, not one cut short.
+			t.Logf("attempt %d: the snapshot finished before the kill landed", attempt)
+			c.run(t.Context(), nil, "state", "rm-snapshot", name)
+			if attempt == 3 {
+				t.Fatal("three snapshots finished before the kill landed")
+			}
+			continue
+		}
 		t.Logf("killed with %v on the engine", seen)
 		c.gcUntilSettled(t)
 		if left, err := dockertest.Leftovers(context.Background(), c.dc, labels); err != nil || len(left) != 0 {
@@ -149,6 +160,22 @@ func TestEnvSnapshotSIGKILLMidBuildThenGC(t *testing.T) {
 		}
 		return
 	}
+}
+
+// recordState is the state of record id in the test's ledger, "" if it has none.
+func (c *cli) recordState(t *testing.T, id string) string {
+	t.Helper()
+	var recs []struct{ ID, State string }
+	ls := c.run(t.Context(), nil, "ledger", "ls", "--all", "--json")
+	if err := json.Unmarshal([]byte(ls.stdout), &recs); err != nil {
+		t.Fatalf("ledger ls --json: %v\n%s", err, ls.stdout)
+	}
+	for _, r := range recs {
+		if r.ID == id {
+			return r.State
+		}
+	}
+	return ""
 }
 
 // killOnceBuilding runs agentenv args and kills it with SIGKILL as soon as the engine lists
