@@ -111,9 +111,13 @@ func (cs *composer) errorf(service, key, format string, args ...any) error {
 	return fmt.Errorf("%s: %s: %s: %w", cs.file, p, fmt.Sprintf(format, args...), agentenv.ErrInvalid)
 }
 
-// fill interpolates s as compose does: Harbor's variables, else this host's environment, with
-// ${VAR:-default} and ${VAR-default}, and $$ for a dollar.
-func (cs *composer) fill(s string) string {
+// fill interpolates s as compose does, Harbor's variables before this host's environment: see
+// interpolate.
+func (cs *composer) fill(s string) string { return interpolate(s, cs.vars) }
+
+// interpolate fills s as compose and Harbor's task.toml do: ${VAR} from vars, else this host's
+// environment, with ${VAR:-default} and ${VAR-default}, and $$ for a dollar.
+func interpolate(s string, vars map[string]string) string {
 	return os.Expand(s, func(name string) string {
 		if name == "$" {
 			return "$"
@@ -123,7 +127,7 @@ func (cs *composer) fill(s string) string {
 		if !colon {
 			name, def, dash = strings.Cut(name, "-")
 		}
-		if v, ok := cs.vars[name]; ok {
+		if v, ok := vars[name]; ok {
 			return v
 		}
 		if v, ok := os.LookupEnv(name); ok && (v != "" || !colon) {

@@ -351,17 +351,11 @@ func relSlash(dir, p string) string {
 }
 
 // expandEnv fills ${VAR} and ${VAR:-default} in env's values from this host's environment,
-// as Harbor does for [environment].env, [verifier].env and [solution].env.
+// as Harbor does for [environment].env, [verifier].env and [solution].env (interpolate).
 func expandEnv(env map[string]string) map[string]string {
 	out := make(map[string]string, len(env))
 	for k, v := range env {
-		out[k] = os.Expand(v, func(name string) string {
-			name, def, hasDef := strings.Cut(name, ":-")
-			if val, ok := os.LookupEnv(name); ok && (val != "" || !hasDef) {
-				return val
-			}
-			return def
-		})
+		out[k] = interpolate(v, nil)
 	}
 	return out
 }
