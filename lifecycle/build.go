@@ -88,13 +88,13 @@ func (m *Manager) BuildImage(ctx context.Context, req BuildRequest) (rec agenten
 // builtImage finds a live image record of provider built from digest, with an hour left to
 // live and still listed by the provider: of several, the one that lives longest.
 func (m *Manager) builtImage(ctx context.Context, b *backend, provider, digest string) (agentenv.Record, bool, error) {
-	recs, err := m.cfg.Ledger.List(ctx, agentenv.Filter{Provider: provider, States: []agentenv.State{agentenv.StateLive}})
+	recs, err := m.BuiltImages(ctx)
 	if err != nil {
 		return agentenv.Record{}, false, err
 	}
 	now := m.cfg.Now()
 	recs = slices.DeleteFunc(recs, func(r agentenv.Record) bool {
-		return r.Kind != agentenv.KindImage || r.Role != agentenv.RoleBuild || r.Labels[agentenv.LabelBuildDigest] != digest ||
+		return r.Provider != provider || r.Labels[agentenv.LabelBuildDigest] != digest ||
 			r.Attrs[agentenv.AttrImageRef] == "" || r.Expires.Sub(now) < buildReuseMargin
 	})
 	slices.SortFunc(recs, func(a, b agentenv.Record) int { return b.Expires.Compare(a.Expires) })
