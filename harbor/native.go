@@ -140,12 +140,11 @@ func Native(t *Task, o Options) (*task.Task, error) {
 		if t.RewardStrategy == "final" && i < len(phases)-1 {
 			continue
 		}
-		ups := uploads(t, ph, "tests", "tests"+sfx, TestsDir, after)
-		doc.Steps = append(doc.Steps, ups...)
 		v := ph.Verifier
 		verify := step{
-			"id": "verify" + sfx, "type": task.TypeReward, "depends_on": []string{ups[len(ups)-1]["id"].(string)},
+			"id": "verify" + sfx, "type": task.TypeReward, "depends_on": []string{after},
 			"sandbox": sandboxStep, "timeout": seconds(v.Timeout + 10*time.Second),
+			"upload": uploads(t, ph, "tests", TestsDir),
 		}
 		if v.User != "" {
 			verify["user"] = v.User
@@ -283,8 +282,8 @@ func agentSteps(t *Task, ph Step, sfx, after string, o Options) []step {
 		prompt["agent"] = map[string]any{"a2a": o.URL}
 		return []step{prompt}
 	case AgentOracle:
-		ups := uploads(t, ph, "solution", "solution"+sfx, SolutionDir, after)
-		harness := map[string]any{"in": sandboxStep, "command": []string{"bash", SolutionDir + "/solve.sh"}}
+		harness := map[string]any{"in": sandboxStep, "command": []string{"bash", SolutionDir + "/solve.sh"},
+			"upload": uploads(t, ph, "solution", SolutionDir)}
 		if timeout > 0 {
 			harness["timeout_seconds"] = timeout.Seconds()
 		}
@@ -292,8 +291,7 @@ func agentSteps(t *Task, ph Step, sfx, after string, o Options) []step {
 			harness["env"] = expandEnv(t.Solution.Env)
 		}
 		prompt["agent"] = map[string]any{"harness": harness}
-		prompt["depends_on"] = []string{ups[len(ups)-1]["id"].(string)}
-		return append(ups, prompt)
+		return []step{prompt}
 	default:
 		prompt["agent"] = o.Agent
 		if o.Model != "" {
@@ -312,11 +310,10 @@ func instructionFile(t *Task, ph Step) string {
 	return "instruction.md"
 }
 
-// uploads are the upload steps that put a phase's folder name (tests, solution) at to, as
-// Harbor does: the task's folder, then a step's own over it (same-named files replaced). The
-// first is id; each depends on the one before, the first on after. A task with neither folder
-// still gets one upload of the task's, which fails naming the missing folder.
-func uploads(t *Task, ph Step, name, id, to, after string) []step {
+// uploads are the uploads that put a phase's folder name (tests, solution) at to, as Harbor
+// does: the task's folder, then a step's own over it (same-named files replaced). A task with
+// neither folder still gets the task's, which fails naming the missing folder.
+func uploads(t *Task, ph Step, name, to string) []map[string]any {
 	var froms []string
 	if exists(filepath.Join(t.Dir, name)) || ph.Dir == "" || ph.Dir == t.Dir {
 		froms = append(froms, name)
@@ -327,14 +324,13 @@ func uploads(t *Task, ph Step, name, id, to, after string) []step {
 	if len(froms) == 0 {
 		froms = append(froms, name)
 	}
-	var out []step
+	var out []map[string]any
 	for i, from := range froms {
-		s := step{"id": id, "type": task.TypeUpload, "depends_on": []string{after}, "sandbox": sandboxStep, "from": from, "to": to}
+		u := map[string]any{"from": from, "to": to}
 		if i > 0 {
-			s["id"], s["merge"] = fmt.Sprintf("%s_step", id), true
+			u["merge"] = true
 		}
-		out = append(out, s)
-		after = s["id"].(string)
+		out = append(out, u)
 	}
 	return out
 }

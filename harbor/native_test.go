@@ -31,18 +31,40 @@ func TestNativeSteps(t *testing.T) {
 		o    Options
 		want []string
 	}{
-		{"hello-file", Options{}, []string{"container:deploy_sandbox", "solution:upload", "agent:prompt_agent", "tests:upload", "verify:reward"}},
-		{"hello-file", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "tests:upload", "verify:reward"}},
-		{"hello-file", Options{Agent: AgentOpenAI}, []string{"container:deploy_sandbox", "agent:prompt_agent", "tests:upload", "verify:reward"}},
-		{"hello-file", Options{Command: "my-agent"}, []string{"container:deploy_sandbox", "agent:prompt_agent", "tests:upload", "verify:reward"}},
-		{"hello-file", Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"}, []string{"container:deploy_sandbox", "agent:prompt_agent", "tests:upload", "verify:reward"}},
-		{"no-internet", Options{Agent: AgentNop}, []string{"network:deploy_network", "container:deploy_sandbox", "tests:upload", "verify:reward"}},
-		{"multi-step", Options{Agent: AgentNop}, []string{"container:deploy_sandbox",
-			"tests_1:upload", "tests_1_step:upload", "verify_1:reward", "tests_2:upload", "tests_2_step:upload", "verify_2:reward"}},
+		// The oracle's solution/ and the verifier's tests/ are put in place by the harness's and
+		// the reward's own command (their upload:), not by steps of their own.
+		{"hello-file", Options{}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
+		{"hello-file", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "verify:reward"}},
+		{"hello-file", Options{Agent: AgentOpenAI}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
+		{"hello-file", Options{Command: "my-agent"}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
+		{"hello-file", Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
+		{"no-internet", Options{Agent: AgentNop}, []string{"network:deploy_network", "container:deploy_sandbox", "verify:reward"}},
+		{"multi-step", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "verify_1:reward", "verify_2:reward"}},
 	} {
 		if got := stepIDs(t, c.dir, c.o); !slices.Equal(got, c.want) {
 			t.Errorf("%s %+v: steps %q\nwant %q", c.dir, c.o, got, c.want)
 		}
+	}
+}
+
+// A multi-step task's phase gets the task's tests/, then its step's own merged over them.
+func TestUploads(t *testing.T) {
+	tk, err := Load("testdata/corpus/multi-step")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := uploads(tk, tk.Steps[0], "tests", TestsDir)
+	want := []map[string]any{{"from": "tests", "to": TestsDir}, {"from": "steps/" + tk.Steps[0].Name + "/tests", "to": TestsDir, "merge": true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("uploads of step 1 = %v, want %v", got, want)
+	}
+	hello, err := Load("testdata/corpus/hello-file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = uploads(hello, Step{Dir: hello.Dir}, "solution", SolutionDir)
+	if want := []map[string]any{{"from": "solution", "to": SolutionDir}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("uploads of solution = %v, want %v", got, want)
 	}
 }
 

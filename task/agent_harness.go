@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -44,6 +45,9 @@ type harnessSpec struct {
 	Command []string          `yaml:"command" task:"required"` // argv, run in the sandbox
 	Env     map[string]string `yaml:"env"`
 	Files   map[string]string `yaml:"files"` // path in the sandbox -> a local file, relative to the task file
+	// Upload are local files or folders put in place (as the upload step does) in the same
+	// command that runs the harness: a Harbor task's solution/ for its oracle. Only with In.
+	Upload []placement `yaml:"upload"`
 
 	TimeoutSeconds float64 `yaml:"timeout_seconds"` // the command's wall time; DefaultHarnessTimeout if 0
 	Trajectory     string  `yaml:"trajectory"`      // a file the harness writes in the agent.Line shape, read after it exits
@@ -70,8 +74,10 @@ func (s *promptAgent) checkHarness() error {
 		return fmt.Errorf("agent.harness.in: %q is not the step's sandbox %q", h.In, s.Sandbox)
 	case h.Image != "" && s.Env == "":
 		return errors.New("env: a harness in a sandbox of its own works through an env: set env, or run it in a deploy_sandbox step's sandbox (agent.harness.in)")
+	case h.Image != "" && len(h.Upload) > 0:
+		return errors.New("agent.harness.upload: uploads are put in a deploy_sandbox step's sandbox (agent.harness.in); a sandbox of its own takes files")
 	}
-	return nil
+	return checkPlacements("agent.harness.upload", h.Upload)
 }
 
 // harnessIn is the deploy_sandbox step a harness runs in; "" for a sandbox of its own.
@@ -151,7 +157,7 @@ func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajecto
 	for k, v := range h.spec.Env {
 		envv[k] = v
 	}
-	var record string
+	var record, place string
 	if h.in != "" {
 		ref, err := h.sc.sandbox(h.in)
 		if err != nil {
@@ -162,6 +168,13 @@ func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajecto
 			if err := m.WriteFile(ctx, record, path, files[path]); err != nil {
 				return ans, fmt.Errorf("harness: write %s: %w", path, err)
 			}
+		}
+		if len(h.spec.Upload) > 0 {
+			st, err := stage(ctx, h.sc, record, "agent.harness.upload", h.spec.Upload)
+			if err != nil {
+				return ans, fmt.Errorf("harness: %w", err)
+			}
+			place = st.script
 		}
 	} else {
 		req := lifecycle.CreateRequest{
@@ -186,7 +199,7 @@ func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajecto
 		limit = p.Timeout
 	}
 	run := time.Now()
-	res, timedOut, err := h.exec(ctx, record, envv, limit)
+	res, timedOut, err := h.exec(ctx, record, envv, place, limit)
 	took := time.Since(run)
 	if h.spec.Trajectory != "" {
 		// The harness's own trajectory, even after a failure: it is what it did. On a
@@ -205,6 +218,9 @@ func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajecto
 	case err != nil:
 		return ans, fmt.Errorf("harness command: %w", err)
 	}
+	if place != "" && res.ExitCode == 125 && strings.Contains(string(res.Stderr), uploadsFailed) {
+		return ans, fmt.Errorf("harness: %s", tail(string(res.Stderr), 300)) // ours, not the agent's
+	}
 	stdout := strings.TrimSpace(string(res.Stdout))
 	tr.Write(agent.Line{Kind: agent.KindModel, Model: "harness", Text: stdout, DurationMS: took.Milliseconds(),
 		JSON: json.RawMessage(`{"exit_code":` + strconv.Itoa(res.ExitCode) + `}`)})
@@ -220,10 +236,16 @@ func (h *harness) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajecto
 	return ans, nil
 }
 
+// uploadsFailed is what a harness's command says on stderr, exiting 125, when its uploads could
+// not be put in place: the infrastructure's failure, not the agent's.
+const uploadsFailed = "agentenv: cannot put the harness's uploads in place"
+
 // exec runs the harness's command in record's sandbox within limit. In a sandbox of its own
-// the environment was set at create; in a deploy_sandbox step's it is given through `env`,
-// under coreutils timeout when the sandbox has it (execBounded).
-func (h *harness) exec(ctx context.Context, record string, envv map[string]string, limit time.Duration) (agentenv.ExecResult, bool, error) {
+// the environment was set at create; in a deploy_sandbox step's it is given through `env`, in
+// one sh command that first runs place (the uploads' script, if any), then the command under
+// coreutils' `timeout -k` when the sandbox has it (else bounded from here only, a little later:
+// the limit and the kill grace).
+func (h *harness) exec(ctx context.Context, record string, envv map[string]string, place string, limit time.Duration) (agentenv.ExecResult, bool, error) {
 	m := h.sc.e.r.Manager
 	if h.in == "" {
 		cctx, cancel := context.WithTimeout(ctx, limit)
@@ -231,15 +253,34 @@ func (h *harness) exec(ctx context.Context, record string, envv map[string]strin
 		res, err := m.Exec(cctx, record, h.spec.Command)
 		return res, cctx.Err() != nil && ctx.Err() == nil, err
 	}
-	_, gnu, err := newTerminal(m, record).probe(ctx)
-	if err != nil {
-		return agentenv.ExecResult{}, false, fmt.Errorf("harness: %w", err)
+	secs := int64(math.Ceil(limit.Seconds()))
+	script := fmt.Sprintf(`if timeout --version 2>/dev/null | head -n 1 | grep -q coreutils; then exec timeout -k %d %d "$@"; fi; exec "$@"`, int(killGrace.Seconds()), secs)
+	if place != "" {
+		script = place + ` || { echo "` + uploadsFailed + `" >&2; exit 125; }; ` + script
 	}
-	argv := []string{"env"}
+	argv := []string{"sh", "-c", script, "sh", "env"}
 	for _, k := range slices.Sorted(maps.Keys(envv)) {
 		argv = append(argv, k+"="+envv[k])
 	}
-	return execBounded(ctx, m, record, append(argv, h.spec.Command...), limit, gnu)
+	argv = append(argv, h.spec.Command...)
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+killGrace+5*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := m.Exec(cctx, record, argv)
+	switch {
+	case ctx.Err() != nil:
+		return res, false, ctx.Err()
+	case cctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		if res.ExitCode == 0 {
+			res.ExitCode = -1
+		}
+		return res, true, nil
+	case err != nil:
+		return res, false, err
+	case (res.ExitCode == 124 || res.ExitCode == 137) && time.Since(start) >= limit:
+		return res, true, nil
+	}
+	return res, false, nil
 }
 
 // route is how a sandbox of the env's provider reaches the gateway: on the deployment's

@@ -49,6 +49,14 @@ func (t *Task) preflight(opts RunOptions) error {
 			errs = append(errs, fmt.Errorf("%s:%d: step %s: %w", t.File, n.Line, s.ID, err))
 		}
 	}
+	checkUploads := func(s *StepSpec, name string, list *yaml.Node) {
+		if list == nil || list.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, e := range list.Content {
+			check(s, fmt.Sprintf("%s[%d].from", name, i), field(e, "from"))
+		}
+	}
 	for _, s := range t.Steps {
 		switch s.Type {
 		case "write_file":
@@ -57,8 +65,11 @@ func (t *Task) preflight(opts RunOptions) error {
 			check(s, "rubric_file", field(s.fields, "rubric_file"))
 		case TypePromptAgent:
 			check(s, "prompt_file", field(s.fields, "prompt_file"))
+			checkUploads(s, "agent.harness.upload", field(field(field(s.fields, "agent"), "harness"), "upload"))
 		case TypeUpload:
 			check(s, "from", field(s.fields, "from"))
+		case TypeReward:
+			checkUploads(s, "upload", field(s.fields, "upload"))
 		case TypeScript:
 			if files := field(s.fields, "files"); files != nil && files.Kind == yaml.MappingNode {
 				for i := 0; i+1 < len(files.Content); i += 2 {

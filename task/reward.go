@@ -2,6 +2,8 @@ package task
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/shellquote"
 )
 
@@ -37,6 +38,9 @@ type reward struct {
 	User    string            `yaml:"user"`                    // the user it runs as; the image's if empty
 	Env     map[string]string `yaml:"env"`                     // added to its environment
 	Dir     string            `yaml:"dir"`                     // the reward's folder; DefaultRewardDir if empty
+	// Upload are the verifier's own files (a Harbor task's tests/), put in place in the same
+	// command that runs the tests, so that they arrive only once the agent is done.
+	Upload []placement `yaml:"upload"`
 }
 
 // rewardOutputLimit bounds what a reward verifier keeps of its stdout and of its stderr.
@@ -60,6 +64,9 @@ func (s *reward) Check() error {
 	}
 	if strings.ContainsAny(s.User, " \t\n'\"") {
 		return fmt.Errorf("user: %q is not a user name", s.User)
+	}
+	if err := checkPlacements("upload", s.Upload); err != nil {
+		return err
 	}
 	return checkBinding("command", "", s.Command)
 }
@@ -100,24 +107,45 @@ func (s *reward) Run(ctx context.Context, sc *scope) (Result, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		limit = min(limit, time.Until(dl)-rewardGrace)
 	}
-	// One exec: the reward folder emptied as the container's user (root, in Harbor's images),
-	// then the tests, as the verifier's user.
+	// One exec: the verifier's files put in place and the reward folder emptied as the
+	// container's user (root, in Harbor's images), then the tests as the verifier's user, then
+	// the reward file printed after a line of its own that the tests cannot know beforehand.
+	var place string
+	if len(s.Upload) > 0 {
+		st, err := stage(ctx, sc, ref.Record, "upload", s.Upload)
+		if err != nil {
+			return Result{}, err
+		}
+		place = st.script + ` || { echo "agentenv: cannot put the verifier's files in place" >&2; exit 125; }; `
+	}
+	mark, err := rewardMark()
+	if err != nil {
+		return Result{}, err
+	}
 	q := shellquote.Join([]string{dir})
-	prep := fmt.Sprintf(`rm -rf -- %s && mkdir -p -- %s && chmod 777 -- %s || { echo "agentenv: cannot empty the reward folder" >&2; exit 125; }; exec "$@"`, q, q, q)
-	res, err := m.Exec(ctx, ref.Record, append([]string{"sh", "-c", prep, "sh"}, s.argv(limit)...))
+	script := place + fmt.Sprintf(`rm -rf -- %s && mkdir -p -- %s && chmod 777 -- %s || { echo "agentenv: cannot empty the reward folder" >&2; exit 125; }; `, q, q, q) +
+		`"$@"; code=$?; printf '\n%s\n' ` + mark + `; ` +
+		fmt.Sprintf(`if [ -f %s/reward.json ]; then echo json; cat %s/reward.json; elif [ -f %s/reward.txt ]; then echo txt; cat %s/reward.txt; else echo none; fi; exit $code`, q, q, q, q)
+	res, err := m.Exec(ctx, ref.Record, append([]string{"sh", "-c", script, "sh"}, s.argv(limit)...))
 	if err != nil {
 		return Result{}, fmt.Errorf("run tests: %w", err)
 	}
+	stdout, kind, data, marked := splitReward(string(res.Stdout), mark)
 	out := Result{Outputs: map[string]string{
 		"exit_code": strconv.Itoa(res.ExitCode),
-		"stdout":    tailBytes(string(res.Stdout), rewardOutputLimit),
+		"stdout":    tailBytes(stdout, rewardOutputLimit),
 		"stderr":    tailBytes(string(res.Stderr), rewardOutputLimit),
 	}}
-	if res.ExitCode == 124 || res.ExitCode == 137 { // coreutils' timeout: TERM, then KILL
+	switch {
+	case res.ExitCode == 125 && !marked:
+		return out, fmt.Errorf("prepare the tests: %s", tail(string(res.Stderr), 300))
+	case !marked:
+		return out, fmt.Errorf("the verifier's command ended before its reward was read (exit %d): %s", res.ExitCode, tail(string(res.Stderr), 300))
+	case res.ExitCode == 124 || res.ExitCode == 137: // coreutils' timeout: TERM, then KILL
 		return out, fmt.Errorf("tests timed out after %s (exit %d): %s", limit.Round(time.Second), res.ExitCode, tail(string(res.Stderr), 300))
 	}
 
-	metrics, err := s.readReward(ctx, sc, ref.Record, dir)
+	metrics, err := parseReward(kind, data, dir)
 	if err != nil {
 		return out, fmt.Errorf("%w (test exit code %d; stderr: %s)", err, res.ExitCode, tail(string(res.Stderr), 300))
 	}
@@ -136,14 +164,36 @@ func (s *reward) Run(ctx context.Context, sc *scope) (Result, error) {
 	return out, nil
 }
 
-// readReward reads reward.json, else reward.txt, of dir in the sandbox, as named metrics (a
-// reward.txt's number is "reward").
-func (s *reward) readReward(ctx context.Context, sc *scope, rec, dir string) (map[string]float64, error) {
-	m := sc.e.r.Manager
-	data, err := m.ReadFile(ctx, rec, path.Join(dir, "reward.json"))
-	if err == nil {
+// rewardMark is a line the verifier's script prints between the tests' output and the reward
+// file: random, so that no test output can pass for it.
+func rewardMark() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("reward mark: %w", err)
+	}
+	return "agentenv-reward-" + hex.EncodeToString(b), nil
+}
+
+// splitReward splits the verifier's stdout at its last mark line into the tests' own output
+// and what follows: which reward file there was ("json", "txt" or "none") and its content.
+// marked is false if the mark is not there (the script did not get that far).
+func splitReward(stdout, mark string) (tests, kind, data string, marked bool) {
+	i := strings.LastIndex(stdout, "\n"+mark+"\n")
+	if i < 0 {
+		return stdout, "", "", false
+	}
+	tests, rest := stdout[:i], stdout[i+len(mark)+2:]
+	kind, data, _ = strings.Cut(rest, "\n")
+	return tests, kind, data, true
+}
+
+// parseReward reads a reward file of the kind splitReward found in dir as named metrics:
+// reward.json's numbers (and booleans), or reward.txt's one number as "reward".
+func parseReward(kind, data, dir string) (map[string]float64, error) {
+	switch kind {
+	case "json":
 		var raw map[string]any
-		if err := json.Unmarshal(data, &raw); err != nil {
+		if err := json.Unmarshal([]byte(data), &raw); err != nil {
 			return nil, fmt.Errorf("reward.json: want a JSON object of numbers: %v", err)
 		}
 		metrics := map[string]float64{}
@@ -163,22 +213,14 @@ func (s *reward) readReward(ctx context.Context, sc *scope, rec, dir string) (ma
 			return nil, errors.New("reward.json: holds no metric")
 		}
 		return metrics, nil
+	case "txt":
+		f, err := strconv.ParseFloat(strings.TrimSpace(data), 64)
+		if err != nil {
+			return nil, fmt.Errorf("reward.txt: want a number, got %q", tail(data, 60))
+		}
+		return map[string]float64{"reward": f}, nil
 	}
-	if !errors.Is(err, agentenv.ErrNotFound) {
-		return nil, fmt.Errorf("read reward.json: %w", err)
-	}
-	data, err = m.ReadFile(ctx, rec, path.Join(dir, "reward.txt"))
-	if errors.Is(err, agentenv.ErrNotFound) {
-		return nil, fmt.Errorf("the tests wrote no reward (%s/reward.txt or reward.json)", dir)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read reward.txt: %w", err)
-	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
-	if err != nil {
-		return nil, fmt.Errorf("reward.txt: want a number, got %q", tail(string(data), 60))
-	}
-	return map[string]float64{"reward": f}, nil
+	return nil, fmt.Errorf("the tests wrote no reward (%s/reward.txt or reward.json)", dir)
 }
 
 // rewardScore is the score of named metrics: "reward" if there is one, else their mean. A

@@ -1,7 +1,9 @@
 package task
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,6 +48,8 @@ func TestRewardCheck(t *testing.T) {
 		{Dir: "/"},
 		{User: "a b"},
 		{Env: map[string]string{"K": "env:HOME"}},
+		{Upload: []placement{{From: "tests", To: "tests"}}},
+		{Upload: []placement{{From: "tests", To: "/"}}},
 	} {
 		if err := r.Check(); err == nil {
 			t.Errorf("Check(%+v) = nil, want an error", r)
@@ -53,5 +57,53 @@ func TestRewardCheck(t *testing.T) {
 	}
 	if err := (&reward{User: "root", Env: map[string]string{"K": "v"}, Dir: "/logs/v"}).Check(); err != nil {
 		t.Errorf("Check of a good reward = %v", err)
+	}
+}
+
+func TestSplitReward(t *testing.T) {
+	const mark = "agentenv-reward-0123"
+	for _, c := range []struct {
+		stdout, tests, kind, data string
+		marked                    bool
+	}{
+		{"ok\n" + "\n" + mark + "\ntxt\n1\n", "ok\n", "txt", "1\n", true},
+		{"\n" + mark + "\njson\n{\"a\": 1}", "", "json", `{"a": 1}`, true},
+		{"no newline at end\n" + mark + "\nnone\n", "no newline at end", "none", "", true},
+		// A test that prints a mark of its own (an old run's, say) is only output: the last
+		// one is the script's.
+		{"\n" + mark + "\ntxt\n1\n\n" + mark + "\ntxt\n0\n", "\n" + mark + "\ntxt\n1\n", "txt", "0\n", true},
+		{"cut short", "cut short", "", "", false},
+	} {
+		tests, kind, data, marked := splitReward(c.stdout, mark)
+		if tests != c.tests || kind != c.kind || data != c.data || marked != c.marked {
+			t.Errorf("splitReward(%q) = %q, %q, %q, %v; want %q, %q, %q, %v", c.stdout, tests, kind, data, marked, c.tests, c.kind, c.data, c.marked)
+		}
+	}
+}
+
+func TestParseReward(t *testing.T) {
+	for _, c := range []struct {
+		kind, data string
+		want       map[string]float64
+		err        string
+	}{
+		{"txt", " 0.5\n", map[string]float64{"reward": 0.5}, ""},
+		{"json", `{"reward": 1, "style": 0.25, "ok": true}`, map[string]float64{"reward": 1, "style": 0.25, "ok": 1}, ""},
+		{"json", `{"reward": "high"}`, nil, "reward.json: reward: want a number"},
+		{"json", `{}`, nil, "holds no metric"},
+		{"json", `[1]`, nil, "want a JSON object"},
+		{"txt", "pass", nil, "reward.txt: want a number"},
+		{"none", "", nil, "the tests wrote no reward (/logs/verifier/"},
+	} {
+		got, err := parseReward(c.kind, c.data, "/logs/verifier")
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("parseReward(%s, %q) = %v, %v; want an error with %q", c.kind, c.data, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !maps.Equal(got, c.want) {
+			t.Errorf("parseReward(%s, %q) = %v, %v; want %v", c.kind, c.data, got, err, c.want)
+		}
 	}
 }
