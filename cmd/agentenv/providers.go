@@ -37,7 +37,15 @@ func newDocker(a *app) (agentenv.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return docker.New(docker.Config{Host: host}, a.log)
+	builder, err := a.cfg.Get("provider.docker.builder")
+	if err != nil {
+		return nil, err
+	}
+	p, err := docker.New(docker.Config{Host: host, Builder: builder}, a.log)
+	if err != nil {
+		return nil, fmt.Errorf("provider.docker: %w", err)
+	}
+	return p, nil
 }
 
 func newProcess(a *app) (agentenv.Provider, error) {

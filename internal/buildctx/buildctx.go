@@ -152,8 +152,12 @@ func Pack(b agentenv.Build, labels map[string]string) ([]byte, error) {
 			hdr.Name += "/"
 		}
 		hdr.Uname, hdr.Gname, hdr.Uid, hdr.Gid = "", "", 0, 0
+		// USTAR headers wherever they can say it all (whole-second times, short names):
+		// BuildKit tells a context archive from a bare Dockerfile by reading one header in its
+		// first 1 KiB, and a PAX record before the first header pushes that header out of it.
 		hdr.AccessTime, hdr.ChangeTime = time.Time{}, time.Time{}
-		hdr.Format = tar.FormatPAX
+		hdr.ModTime = hdr.ModTime.Truncate(time.Second)
+		hdr.Format = tar.FormatUnknown
 		var data []byte
 		if f.rel == df {
 			data = rewritten

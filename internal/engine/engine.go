@@ -170,7 +170,15 @@ func readBuild(r io.Reader, n int) (string, []string, error) {
 		} else if err != nil {
 			return "", nil, fmt.Errorf("read build output: %w", err)
 		}
-		for _, s := range strings.Split(ansi.ReplaceAllString(m.Stream, ""), "\n") {
+		text := m.Stream
+		if m.ID == BuildKitTrace && m.Aux != nil {
+			// BuildKit's progress: what the build's commands printed is in its logs. A trace
+			// that cannot be read costs the tail its lines, not the build its result.
+			if logs, err := buildKitLogs(*m.Aux); err == nil {
+				text = string(logs)
+			}
+		}
+		for _, s := range strings.Split(ansi.ReplaceAllString(text, ""), "\n") {
 			if s = strings.TrimSpace(s); s == "" {
 				continue
 			}

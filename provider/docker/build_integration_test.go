@@ -25,6 +25,25 @@ import (
 // baseMap maps the public image the test Dockerfiles name to the one on this engine.
 var baseMap = map[string]string{"debian:bookworm-slim": "agentenv-debian:bookworm"}
 
+// eachBuilder runs test with each of the engine's builders.
+func eachBuilder(t *testing.T, test func(*testing.T, string)) {
+	for _, b := range []string{docker.BuilderBuildKit, docker.BuilderLegacy} {
+		t.Run(b, func(t *testing.T) { test(t, b) })
+	}
+}
+
+// buildSetup is setup with a provider whose Dockerfile builds go to builder.
+func buildSetup(t *testing.T, builder string) (*docker.Provider, *client.Client, string, map[string]string) {
+	t.Helper()
+	_, cli, image, labels := setup(t)
+	p, err := docker.New(docker.Config{Builder: builder}, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, cli, image, labels
+}
+
 // buildDir writes a build context of files and returns it.
 func buildDir(t *testing.T, files map[string]string) string {
 	t.Helper()
@@ -97,8 +116,10 @@ func leftFrom(t *testing.T, cli *client.Client, spec agentenv.ImageSpec, labels 
 
 // A Dockerfile build (FROM mapped, an ARG, a RUN, a COPY) makes an image a container runs; its
 // Terminate removes it and every image of the build.
-func TestBuildImage_RunsAndTerminates(t *testing.T) {
-	p, cli, _, labels := setup(t)
+func TestBuildImage_RunsAndTerminates(t *testing.T) { eachBuilder(t, testBuildRunsAndTerminates) }
+
+func testBuildRunsAndTerminates(t *testing.T, builder string) {
+	p, cli, _, labels := buildSetup(t, builder)
 	dir := buildDir(t, map[string]string{
 		"environment/Dockerfile": "FROM debian:bookworm-slim AS base\nARG GREETING=hello\nRUN echo \"$GREETING from the build\" > /greeting.txt\n" +
 			"FROM base\nCOPY app/run.sh /run.sh\n",
@@ -146,8 +167,10 @@ func TestBuildImage_RunsAndTerminates(t *testing.T) {
 
 // A base image that is not on the engine is ErrInvalid naming it and the map that would fix
 // it, before anything is built.
-func TestBuildImage_MissingBase(t *testing.T) {
-	p, _, _, labels := setup(t)
+func TestBuildImage_MissingBase(t *testing.T) { eachBuilder(t, testBuildMissingBase) }
+
+func testBuildMissingBase(t *testing.T, builder string) {
+	p, _, _, labels := buildSetup(t, builder)
 	dir := buildDir(t, map[string]string{"Dockerfile": "FROM debian:bookworm-slim\nRUN true\n"})
 	spec := imageSpec(labels, agentenv.Build{Context: dir})
 	_, err := p.CreateImage(t.Context(), spec)
@@ -162,8 +185,10 @@ func TestBuildImage_MissingBase(t *testing.T) {
 }
 
 // A RUN that fails gives an error with the build's last lines, and leaves nothing.
-func TestBuildImage_FailingRun(t *testing.T) {
-	p, cli, _, labels := setup(t)
+func TestBuildImage_FailingRun(t *testing.T) { eachBuilder(t, testBuildFailingRun) }
+
+func testBuildFailingRun(t *testing.T, builder string) {
+	p, cli, _, labels := buildSetup(t, builder)
 	before := dangling(t, cli)
 	dir := buildDir(t, map[string]string{"Dockerfile": "FROM debian:bookworm-slim\nRUN echo step one\n" +
 		"RUN echo why it fails; echo details >&2; exit 3\nRUN echo never\n"})
@@ -172,7 +197,8 @@ func TestBuildImage_FailingRun(t *testing.T) {
 	if err == nil {
 		t.Fatal("CreateImage of a failing RUN succeeded")
 	}
-	for _, want := range []string{"why it fails", "details", "non-zero code: 3", filepath.Join(dir, "Dockerfile")} {
+	code := map[string]string{docker.BuilderBuildKit: "exit code: 3", docker.BuilderLegacy: "non-zero code: 3"}[builder]
+	for _, want := range []string{"why it fails", "details", code, filepath.Join(dir, "Dockerfile")} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -187,8 +213,10 @@ func TestBuildImage_FailingRun(t *testing.T) {
 }
 
 // A build cancelled mid-RUN leaves no container and no image, labelled or dangling.
-func TestBuildImage_CancelledMidRun(t *testing.T) {
-	p, cli, _, labels := setup(t)
+func TestBuildImage_CancelledMidRun(t *testing.T) { eachBuilder(t, testBuildCancelledMidRun) }
+
+func testBuildCancelledMidRun(t *testing.T, builder string) {
+	p, cli, _, labels := buildSetup(t, builder)
 	before := dangling(t, cli)
 	dir := buildDir(t, map[string]string{"Dockerfile": "FROM debian:bookworm-slim\nRUN echo started\nRUN sleep 30\nRUN echo never\n"})
 	spec := imageSpec(labels, agentenv.Build{Context: dir, BaseMap: baseMap})

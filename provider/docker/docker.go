@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -30,7 +31,16 @@ type Config struct {
 	DefaultMemory int64         // memory limit in bytes when a spec sets none; 0 means no limit
 	DefaultCPUs   float64       // CPU limit when a spec sets none; 0 means no limit
 	DefaultPids   int64         // process limit when a spec sets none; default agentenv.DefaultPidsLimit
+	// Builder is the engine's builder for Dockerfile builds: BuilderBuildKit, BuilderLegacy, or
+	// "" for BuildKit where the engine has it and the legacy builder where it refuses it.
+	Builder string
 }
+
+// The builders Config.Builder names.
+const (
+	BuilderBuildKit = "buildkit"
+	BuilderLegacy   = "legacy"
+)
 
 // Provider creates, finds and terminates sandboxes on a Docker engine. It is safe for
 // concurrent use, and by several processes sharing the engine.
@@ -47,6 +57,9 @@ type Provider struct {
 	// be removed until dockerd restarts. A deployment's containers share its network and are
 	// torn down together, so their removals take turns on it.
 	detaching keylock.Set
+	// noBuildKit is set once the engine refused a BuildKit build (with Config.Builder empty):
+	// later builds go to the legacy builder at once.
+	noBuildKit atomic.Bool
 }
 
 var (
@@ -73,6 +86,9 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}
 	if cfg.DefaultPids == 0 {
 		cfg.DefaultPids = agentenv.DefaultPidsLimit
+	}
+	if cfg.Builder != "" && cfg.Builder != BuilderBuildKit && cfg.Builder != BuilderLegacy {
+		return nil, fmt.Errorf("docker: builder %q: want %s or %s: %w", cfg.Builder, BuilderBuildKit, BuilderLegacy, agentenv.ErrInvalid)
 	}
 	cli, host, err := engine.Client(cfg.Host)
 	if err != nil {

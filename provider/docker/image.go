@@ -86,11 +86,14 @@ func (p *Provider) CreateImage(ctx context.Context, spec agentenv.ImageSpec) (ag
 // buildTail is how many lines of a failed Dockerfile build's output its error carries.
 const buildTail = 20
 
-// buildImage builds spec.Build's Dockerfile into ref through the engine's legacy builder: its
-// context packed with every FROM mapped through the base map and the record's labels set right
-// after each, so that every container and image of the build is found by its record. Each base
-// image must be on the engine (none is pulled). On error or cancellation whatever the build
-// left is removed; the error ends with the build's last lines of output.
+// buildImage builds spec.Build's Dockerfile into ref: its context packed with every FROM
+// mapped through the base map and the record's labels set right after each, so that the image
+// (and, with the legacy builder, every container and image of the build) is found by its
+// record. BuildKit builds where the engine has it (Config.Builder): it makes no containers or
+// intermediate images and keeps its layer cache, so a task's siblings share their base
+// layers; the legacy builder builds without its cache, so nothing it makes is another
+// record's. Each base image must be on the engine (none is pulled). On error or cancellation
+// whatever the build left is removed; the error ends with the build's last lines of output.
 func (p *Provider) buildImage(ctx context.Context, spec agentenv.ImageSpec, ref string) (agentenv.Sandbox, error) {
 	b := *spec.Build
 	bases, err := buildctx.Bases(b)
@@ -116,10 +119,20 @@ func (p *Provider) buildImage(ctx context.Context, spec agentenv.ImageSpec, ref 
 	for k, v := range b.Args {
 		args[k] = &v
 	}
-	res, err := p.cli.ImageBuild(ctx, bytes.NewReader(tarball), client.ImageBuildOptions{
-		Tags: []string{ref}, Dockerfile: df, BuildArgs: args, NoCache: true, Remove: true, ForceRemove: true,
-		PullParent: false, Version: build.BuilderV1,
-	})
+	opts := client.ImageBuildOptions{Tags: []string{ref}, Dockerfile: df, BuildArgs: args, PullParent: false, Version: build.BuilderBuildKit}
+	legacy := func() {
+		opts.Version, opts.NoCache, opts.Remove, opts.ForceRemove = build.BuilderV1, true, true, true
+	}
+	if p.cfg.Builder == BuilderLegacy || p.noBuildKit.Load() {
+		legacy()
+	}
+	res, err := p.cli.ImageBuild(ctx, bytes.NewReader(tarball), opts)
+	if err != nil && opts.Version == build.BuilderBuildKit && p.cfg.Builder == "" && refusesBuildKit(err) {
+		p.noBuildKit.Store(true)
+		p.log.Info("the engine has no BuildKit: building with the legacy builder", "err", err)
+		legacy()
+		res, err = p.cli.ImageBuild(ctx, bytes.NewReader(tarball), opts)
+	}
 	if err == nil {
 		err = engine.ReadBuildTail(res.Body, buildTail)
 		res.Body.Close()
@@ -136,6 +149,12 @@ func (p *Provider) buildImage(ctx context.Context, spec agentenv.ImageSpec, ref 
 		ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
 		Labels: spec.Labels, Endpoints: map[string]string{}, Created: time.Now(), Image: ref,
 	}, nil
+}
+
+// refusesBuildKit reports whether err is an engine's refusal of a BuildKit build (an engine
+// built without it, or a Windows one), not a failure of the build itself.
+func refusesBuildKit(err error) bool {
+	return cerrdefs.IsInvalidArgument(err) && strings.Contains(strings.ToLower(err.Error()), "buildkit")
 }
 
 // imageContext returns the build context of spec: a Dockerfile that labels spec.Base (one step)
