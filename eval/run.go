@@ -144,7 +144,7 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 		return Result{}, fmt.Errorf("resume %s: the group is still running (process %d): %w", id, g.Owner.PID, agentenv.ErrConflict)
 	}
 	if g.MergedInto != "" {
-		return Result{}, fmt.Errorf("resume %s: the shard was merged into group %s (resume that one): %w", id, g.MergedInto, agentenv.ErrConflict)
+		return Result{}, fmt.Errorf("resume %s: the shard was merged into group %s (resume that one): %w", id, g.MergedInto, agentenv.ErrInvalid)
 	}
 	f, err := r.reload(g)
 	if err != nil {

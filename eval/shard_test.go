@@ -191,8 +191,8 @@ func TestMergeEqualsUnsharded(t *testing.T) {
 		if err != nil || sr.NotRun != 0 || len(sr.Lines) != sg.Slots() {
 			t.Errorf("shard %d after merge: %v, %d not run of %d", i+1, err, sr.NotRun, len(sr.Lines))
 		}
-		if _, err := r.runner.Resume(ctx, sg.ID, Options{}); !errors.Is(err, agentenv.ErrConflict) {
-			t.Errorf("Resume of merged shard %d = %v, want a conflict", i+1, err)
+		if _, err := r.runner.Resume(ctx, sg.ID, Options{}); !errors.Is(err, agentenv.ErrInvalid) {
+			t.Errorf("Resume of merged shard %d = %v, want invalid", i+1, err)
 		}
 	}
 	for i := range srcs[:2] {
