@@ -115,12 +115,20 @@ func Collect(ctx context.Context, l agentenv.Ledger, g Group) (Result, error) {
 	return res, nil
 }
 
-// Passed reports whether every slot's episode passed (or completed unscored).
+// Passed reports whether every slot's episode passed (or completed unscored). A shard's
+// tasks with no slot dealt to it are left out, and a shard with no slot at all (more shards
+// than slots) passes.
 func (r Result) Passed() bool {
+	shard := !r.Group.Shard.IsZero()
+	n := 0
 	for _, s := range r.Tasks {
+		if shard && len(s.Episodes) == 0 {
+			continue
+		}
 		if !s.AllPassed() {
 			return false
 		}
+		n++
 	}
-	return len(r.Tasks) > 0
+	return n > 0 || (shard && len(r.Tasks) > 0)
 }

@@ -243,3 +243,28 @@ func TestResumeOfAShardRunsOnlyItsSlots(t *testing.T) {
 	}
 	r.assertClean(t)
 }
+
+// TestShardPassedLeavesOutTasksItHasNoSlotOf: a shard passes on the slots dealt to it, and one
+// dealt none (more shards than slots) passes; a whole group with an empty task does not.
+func TestShardPassedLeavesOutTasksItHasNoSlotOf(t *testing.T) {
+	passed := task.Summarize("a", 1, []task.Episode{{Outcome: task.OutcomePassed}})
+	failed := task.Summarize("b", 1, []task.Episode{{Outcome: task.OutcomeFailed}})
+	empty := task.Summarize("c", 1, nil)
+	shard := Group{Shard: Shard{I: 2, N: 3}}
+	for _, c := range []struct {
+		name string
+		res  Result
+		want bool
+	}{
+		{"shard, one task without slots", Result{Group: shard, Tasks: []task.Summary{passed, empty}}, true},
+		{"shard, a failed episode", Result{Group: shard, Tasks: []task.Summary{failed, empty}}, false},
+		{"shard dealt no slot", Result{Group: shard, Tasks: []task.Summary{empty, empty}}, true},
+		{"whole group, an empty task", Result{Tasks: []task.Summary{passed, empty}}, false},
+		{"whole group, passed", Result{Tasks: []task.Summary{passed}}, true},
+		{"no tasks", Result{Group: shard}, false},
+	} {
+		if got := c.res.Passed(); got != c.want {
+			t.Errorf("%s: Passed = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
