@@ -224,7 +224,7 @@ func TestResumeRunsOnlyUnfinished(t *testing.T) {
 	if err := (Store{r.ledger}).Put(ctx, gd); err != nil {
 		t.Fatal(err)
 	}
-	runs, _ := Store{r.ledger}.Episodes(ctx, g.ID)
+	runs, _ := Store{r.ledger}.Episodes(ctx, g)
 	if p := Pending(gd, runs); len(p) != 3 {
 		t.Fatalf("Pending = %v, want 3 slots", p)
 	}

@@ -114,7 +114,7 @@ func CheckFormat(format string) error {
 // trajectory per line for each prompt_agent step of each episode (atifLines). It returns how
 // many episodes it wrote.
 func Export(ctx context.Context, l agentenv.Ledger, g Group, format string, w io.Writer, red Redactor) (int, error) {
-	runs, err := Store{Ledger: l}.Episodes(ctx, g.ID)
+	runs, err := Store{Ledger: l}.Episodes(ctx, g)
 	if err != nil {
 		return 0, err
 	}

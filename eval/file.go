@@ -3,8 +3,9 @@
 // its first episode; every episode's run document names it in attrs.group, with the slot it
 // fills (attrs.group_task, attrs.instance, attrs.attempt). A group that stopped (cancelled,
 // killed, episodes ending on infrastructure errors) is resumed slot by slot: only the slots
-// whose latest episode did not finish run again. Finished episodes export as chat-format JSONL
-// or CSV.
+// whose latest episode did not finish run again. A group may be one shard of an eval run by N
+// processes (Shard), joined with the others' by Merge. Finished episodes export as
+// chat-format JSONL or CSV.
 //
 // An eval file is YAML or JSON, decoded strictly (an unknown field is an error naming its
 // file, line and field):

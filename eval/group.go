@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentenv/agentenv"
@@ -24,10 +25,16 @@ const (
 	AttrInstance  = "instance"
 	AttrAttempt   = "attempt"
 	AttrResumedBy = "resumed_by" // on an unfinished episode: the group resume that replaced it
-	attrTasks     = "tasks"
-	attrOwner     = "owner"
-	attrConc      = "concurrency"
-	attrMaxCost   = "max_cost_usd"
+	// AttrShardGroup is, on an episode a merge re-pointed to the merged group (attrs.group),
+	// the shard group it ran in.
+	AttrShardGroup = "shard_group"
+	attrShard      = "shard"       // "I/N" on a shard's group document
+	attrMergedFrom = "merged_from" // on a merged group: its shards' ids, comma-separated
+	attrMergedInto = "merged_into" // on a merged shard: the group its episodes now belong to
+	attrTasks      = "tasks"
+	attrOwner      = "owner"
+	attrConc       = "concurrency"
+	attrMaxCost    = "max_cost_usd"
 )
 
 // Group is a run group as its ledger document holds it: the eval, its tasks, and how far it
@@ -45,6 +52,12 @@ type Group struct {
 	Created     time.Time          `json:"created"`
 	Ended       time.Time          `json:"ended,omitzero"`
 	Error       string             `json:"error,omitempty"`
+	// Shard is the part of the eval this group ran (--shard I/N); zero for the whole eval.
+	Shard Shard `json:"shard,omitzero"`
+	// MergedFrom are the shard groups a merge joined into this one, in shard order.
+	MergedFrom []string `json:"merged_from,omitempty"`
+	// MergedInto is, on a shard, the group a merge moved its episodes to.
+	MergedInto string `json:"merged_into,omitempty"`
 }
 
 // GroupTask is one task of a group.
@@ -58,11 +71,15 @@ type GroupTask struct {
 	Overrides Overrides `json:"overrides,omitzero"`
 }
 
-// Slots is how many episodes the group has in all.
+// Slots is how many episodes the group has in all (a shard: its share).
 func (g Group) Slots() int {
 	n := 0
 	for _, t := range g.Tasks {
 		n += t.K * t.Instances
+	}
+	if g.Shard.N > 1 {
+		// Slots numbered I-1, I-1+N, … below n.
+		return (n - g.Shard.I + g.Shard.N) / g.Shard.N
 	}
 	return n
 }
@@ -77,6 +94,15 @@ func (g Group) doc() (agentenv.Run, error) {
 		attrOwner: g.Owner.String(), attrConc: strconv.Itoa(g.Concurrency)}
 	if g.MaxCostUSD > 0 {
 		attrs[attrMaxCost] = strconv.FormatFloat(g.MaxCostUSD, 'g', -1, 64)
+	}
+	if !g.Shard.IsZero() {
+		attrs[attrShard] = g.Shard.String()
+	}
+	if len(g.MergedFrom) > 0 {
+		attrs[attrMergedFrom] = strings.Join(g.MergedFrom, ",")
+	}
+	if g.MergedInto != "" {
+		attrs[attrMergedInto] = g.MergedInto
 	}
 	return agentenv.Run{ID: g.ID, Task: g.Name, TaskDigest: g.Digest, Status: g.Status, Error: g.Error,
 		Attrs: attrs, Created: g.Created, Ended: g.Ended}, nil
@@ -99,6 +125,17 @@ func FromDoc(r agentenv.Run) (Group, error) {
 	g.Owner, _ = agentenv.ParseOwner(r.Attrs[attrOwner])
 	g.Concurrency, _ = strconv.Atoi(r.Attrs[attrConc])
 	g.MaxCostUSD, _ = strconv.ParseFloat(r.Attrs[attrMaxCost], 64)
+	if v := r.Attrs[attrShard]; v != "" {
+		sh, err := ParseShard(v)
+		if err != nil {
+			return Group{}, fmt.Errorf("group %s: %w", r.ID, err)
+		}
+		g.Shard = sh
+	}
+	if v := r.Attrs[attrMergedFrom]; v != "" {
+		g.MergedFrom = strings.Split(v, ",")
+	}
+	g.MergedInto = r.Attrs[attrMergedInto]
 	return g, nil
 }
 
@@ -159,10 +196,20 @@ func (s Store) list(ctx context.Context, states []agentenv.RunStatus, limit int)
 	}
 }
 
-// Episodes returns every episode run document of group id, oldest first, resumed-over ones
-// included.
-func (s Store) Episodes(ctx context.Context, id string) ([]agentenv.Run, error) {
-	q := agentenv.DocQuery{Fields: map[string]string{"attrs." + AttrGroup: id}, Oldest: true, Limit: 500}
+// Episodes returns every episode run document of group g, oldest first, resumed-over ones
+// included. A shard merged into another group finds its episodes by attrs.shard_group.
+func (s Store) Episodes(ctx context.Context, g Group) ([]agentenv.Run, error) {
+	return s.episodes(ctx, g.ID, g.MergedInto != "")
+}
+
+// episodes returns the episodes whose attrs.group is id, or with merged, whose
+// attrs.shard_group is.
+func (s Store) episodes(ctx context.Context, id string, merged bool) ([]agentenv.Run, error) {
+	field := AttrGroup
+	if merged {
+		field = AttrShardGroup
+	}
+	q := agentenv.DocQuery{Fields: map[string]string{"attrs." + field: id}, Oldest: true, Limit: 500}
 	var out []agentenv.Run
 	for {
 		p, err := s.Ledger.Runs().Page(ctx, q)
@@ -224,14 +271,9 @@ func Finished(r agentenv.Run) bool {
 func Pending(g Group, runs []agentenv.Run) []SlotKey {
 	latest := Latest(runs)
 	var out []SlotKey
-	for ti, t := range g.Tasks {
-		for i := range t.Instances {
-			for a := 1; a <= t.K; a++ {
-				k := SlotKey{ti, i, a}
-				if r, ok := latest[k]; !ok || !Finished(r) {
-					out = append(out, k)
-				}
-			}
+	for _, k := range g.SlotKeys() {
+		if r, ok := latest[k]; !ok || !Finished(r) {
+			out = append(out, k)
 		}
 	}
 	return out

@@ -39,6 +39,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Name     string         `json:"name"`
 		File     string         `json:"file"`
 		Status   string         `json:"status"`
+		Shard    string         `json:"shard,omitempty"`
+		Merged   []string       `json:"merged_from,omitempty"`
 		Stopped  string         `json:"stopped,omitempty"`
 		Totals   task.Summary   `json:"totals"`
 		Tasks    []task.Summary `json:"tasks"`
@@ -47,7 +49,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Replaced int            `json:"replaced"`
 		CostUSD  float64        `json:"cost_usd"`
 		Elapsed  time.Duration  `json:"elapsed_ns"`
-	}{r.Group.ID, r.Group.Name, r.Group.File, string(r.Group.Status), r.Stopped, strip(r.Overall), tasks, r.Lines, r.NotRun, r.Replaced, r.CostUSD, r.Elapsed})
+	}{r.Group.ID, r.Group.Name, r.Group.File, string(r.Group.Status), r.Group.Shard.String(), r.Group.MergedFrom, r.Stopped, strip(r.Overall), tasks, r.Lines, r.NotRun, r.Replaced, r.CostUSD, r.Elapsed})
 }
 
 // Line is one slot of a group: the episode that fills it now.
@@ -63,10 +65,10 @@ type Line struct {
 }
 
 // Collect reads group g's episodes from the ledger and summarises, for each slot, its latest
-// episode; a slot without one counts as cancelled.
+// episode; a slot without one counts as cancelled. A shard's summary is of its own slots.
 func Collect(ctx context.Context, l agentenv.Ledger, g Group) (Result, error) {
 	res := Result{Group: g}
-	runs, err := Store{Ledger: l}.Episodes(ctx, g.ID)
+	runs, err := Store{Ledger: l}.Episodes(ctx, g)
 	if err != nil {
 		return res, err
 	}
@@ -79,10 +81,15 @@ func Collect(ctx context.Context, l agentenv.Ledger, g Group) (Result, error) {
 	var pooled []task.Episode
 	minK := 0
 	base := 0
+	n := 0 // the slot's number over the whole eval, by which shards are dealt
 	for ti, gt := range g.Tasks {
 		var eps []task.Episode
 		for i := range gt.Instances {
 			for a := 1; a <= gt.K; a++ {
+				n++
+				if !g.Shard.Has(n - 1) {
+					continue
+				}
 				ep := task.Episode{Instance: i, Attempt: a, Outcome: task.OutcomeCancelled}
 				if r, ok := latest[SlotKey{ti, i, a}]; ok {
 					ep = episodeOf(r)
@@ -108,12 +115,20 @@ func Collect(ctx context.Context, l agentenv.Ledger, g Group) (Result, error) {
 	return res, nil
 }
 
-// Passed reports whether every slot's episode passed (or completed unscored).
+// Passed reports whether every slot's episode passed (or completed unscored). A shard's
+// tasks with no slot dealt to it are left out, and a shard with no slot at all (more shards
+// than slots) passes.
 func (r Result) Passed() bool {
+	shard := !r.Group.Shard.IsZero()
+	n := 0
 	for _, s := range r.Tasks {
+		if shard && len(s.Episodes) == 0 {
+			continue
+		}
 		if !s.AllPassed() {
 			return false
 		}
+		n++
 	}
-	return len(r.Tasks) > 0
+	return n > 0 || (shard && len(r.Tasks) > 0)
 }

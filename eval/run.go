@@ -38,6 +38,9 @@ type Options struct {
 	MaxCostUSD  float64 // stop starting episodes once the summed model cost passes it; no cap if 0
 	Keep        bool    // leave what the episodes made running (task.RunOptions.Keep)
 	Retries     int     // whole-episode retries after an infrastructure error (task.RunOptions.Retries)
+	// Shard runs only the slots dealt to it (see Shard) as a group of its own, which
+	// Merge joins with the other shards'; zero runs every slot. Resume takes the group's.
+	Shard Shard
 }
 
 func (r *Runner) ledger() agentenv.Ledger {
@@ -112,17 +115,13 @@ func (r *Runner) Run(ctx context.Context, f *File, opts Options) (Result, error)
 		return Result{}, err
 	}
 	g := Group{ID: lifecycle.NewID("group"), Name: f.Name, File: f.Path, Digest: f.Digest, Tasks: tasks,
-		Concurrency: f.Concurrency, MaxCostUSD: opts.MaxCostUSD, Created: time.Now().UTC()}
+		Concurrency: f.Concurrency, MaxCostUSD: opts.MaxCostUSD, Shard: opts.Shard, Created: time.Now().UTC()}
 	if opts.Concurrency > 0 {
 		g.Concurrency = opts.Concurrency
 	}
 	slots := make([][]task.Slot, len(tasks))
-	for ti, t := range tasks {
-		for i := range t.Instances {
-			for a := 1; a <= t.K; a++ {
-				slots[ti] = append(slots[ti], task.Slot{Instance: i, Attempt: a})
-			}
-		}
+	for _, k := range g.SlotKeys() {
+		slots[k.Task] = append(slots[k.Task], task.Slot{Instance: k.Instance, Attempt: k.Attempt})
 	}
 	return r.run(ctx, f, g, slots, opts)
 }
@@ -144,6 +143,9 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 	if Alive(g) {
 		return Result{}, fmt.Errorf("resume %s: the group is still running (process %d): %w", id, g.Owner.PID, agentenv.ErrConflict)
 	}
+	if g.MergedInto != "" {
+		return Result{}, fmt.Errorf("resume %s: the shard was merged into group %s (resume that one): %w", id, g.MergedInto, agentenv.ErrInvalid)
+	}
 	f, err := r.reload(g)
 	if err != nil {
 		return Result{}, fmt.Errorf("resume %s: %w", id, err)
@@ -157,7 +159,7 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 			return Result{}, fmt.Errorf("resume %s: task %s has %d instances now, the group ran %d: %w", id, tasks[i].Task, tasks[i].Instances, g.Tasks[i].Instances, agentenv.ErrInvalid)
 		}
 	}
-	runs, err := st.Episodes(ctx, id)
+	runs, err := st.Episodes(ctx, g)
 	if err != nil {
 		return Result{}, fmt.Errorf("resume: %w", err)
 	}

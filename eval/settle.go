@@ -31,7 +31,7 @@ func Settle(ctx context.Context, l agentenv.Ledger, now time.Time) ([]string, er
 		if g.Owner.IsZero() || Alive(g) {
 			continue
 		}
-		runs, err := st.Episodes(ctx, g.ID)
+		runs, err := st.Episodes(ctx, g)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("settle %s: %w", g.ID, err))
 			continue

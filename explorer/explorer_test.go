@@ -185,3 +185,40 @@ func TestExactGroups(t *testing.T) {
 		t.Errorf("groups = %v, want %s", got, want)
 	}
 }
+
+// TestMergedShardGroups: after `agentenv runs merge`, the merged group is its shards' episodes
+// (attrs.group re-pointed to it), and each shard's group, marked merged_into, still shows the
+// episodes it ran (attrs.shard_group).
+func TestMergedShardGroups(t *testing.T) {
+	r := newRig(t, explorer.Config{})
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour)
+	docs := []agentenv.Run{
+		{ID: "group-m", Task: "sweep", Status: "completed", Attrs: map[string]string{"kind": "group", "merged_from": "group-s1,group-s2"}, Created: t0},
+		{ID: "group-s1", Task: "sweep", Status: "completed", Attrs: map[string]string{"kind": "group", "shard": "1/2", "merged_into": "group-m"}, Created: t0},
+		{ID: "group-s2", Task: "sweep", Status: "completed", Attrs: map[string]string{"kind": "group", "shard": "2/2", "merged_into": "group-m"}, Created: t0},
+	}
+	one := 1.0
+	for i, shard := range []string{"group-s1", "group-s2", "group-s1"} {
+		docs = append(docs, agentenv.Run{ID: "run-" + strconv.Itoa(i), Task: "a", TaskDigest: "sha256:a", Status: "completed", Score: &one,
+			Attrs:   map[string]string{"group": "group-m", "shard_group": shard, "instance": "0", "attempt": strconv.Itoa(i + 1)},
+			Created: t0.Add(time.Duration(i+1) * time.Millisecond), Ended: t0.Add(time.Second)})
+	}
+	for _, d := range docs {
+		if err := r.ledger.Runs().Put(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, want := range map[string]int{"group-m": 3, "group-s1": 2, "group-s2": 1} {
+		var g explorer.Group
+		r.getJSON(t, "/api/v1/groups/"+id, &g)
+		if g.ID != id || g.Episodes != want || g.Counts["passed"] != want {
+			t.Errorf("group %s = %+v, want %d passed episodes", id, g, want)
+		}
+	}
+	var g explorer.Group
+	r.getJSON(t, "/api/v1/groups/run-1", &g)
+	if g.ID != "group-m" {
+		t.Errorf("GET /api/v1/groups/<an episode> = %s, want the merged group-m", g.ID)
+	}
+}

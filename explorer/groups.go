@@ -29,15 +29,23 @@ const (
 	attrKind      = "kind"
 	kindGroup     = "group"
 	attrResumedBy = "resumed_by"
+	// A shard's group merged into another (agentenv runs merge): its episodes carry the
+	// merged group's id in attrs.group and the shard's in attrs.shard_group.
+	attrMergedInto = "merged_into"
+	attrShardGroup = "shard_group"
 )
 
 // isGroupDoc reports whether r is a run group's own document, not an episode.
 func isGroupDoc(r agentenv.Run) bool { return r.Attrs[attrKind] == kindGroup }
 
 // groupMembers returns the episodes of the group whose document is doc, oldest first, without
-// those a resume replaced.
+// those a resume replaced (a merged shard's: those it ran, now the merged group's).
 func (x *Explorer) groupMembers(ctx context.Context, doc agentenv.Run) ([]agentenv.Run, error) {
-	q := agentenv.DocQuery{Fields: map[string]string{"attrs." + attrGroup: doc.ID}, Oldest: true, Limit: firstGroupPage}
+	field := attrGroup
+	if doc.Attrs[attrMergedInto] != "" {
+		field = attrShardGroup
+	}
+	q := agentenv.DocQuery{Fields: map[string]string{"attrs." + field: doc.ID}, Oldest: true, Limit: firstGroupPage}
 	var out []agentenv.Run
 	for len(out) < maxGroup {
 		p, err := x.cfg.Ledger.Runs().Page(ctx, q)

@@ -30,6 +30,7 @@ type runFlags struct {
 	resume          string
 	maxCost         float64
 	stateStore      string
+	shard           string // --shard I/N
 	// Harbor tasks and datasets: the agent, which tasks, and base images mapped for builds.
 	agent, command   string
 	agentURL         string // --agent-url: the a2a agent of Harbor tasks
@@ -38,7 +39,7 @@ type runFlags struct {
 }
 
 // check refuses counts no run can mean: fewer than one episode, a negative concurrency, retry
-// count or cost cap.
+// count or cost cap, a shard outside 1..N.
 func (f runFlags) check() error {
 	var bad []string
 	if f.k < 1 {
@@ -53,6 +54,13 @@ func (f runFlags) check() error {
 	if f.maxCost < 0 || math.IsNaN(f.maxCost) {
 		bad = append(bad, fmt.Sprintf("--max-cost-usd %g: want more than 0 (0: no cap)", f.maxCost))
 	}
+	if f.shard != "" {
+		if _, err := eval.ParseShard(f.shard); err != nil {
+			bad = append(bad, fmt.Sprintf("--shard %s: want I/N with 1 ≤ I ≤ N, such as 2/8", f.shard))
+		} else if f.resume != "" {
+			bad = append(bad, "--shard with --resume: a resumed group keeps the shard it ran")
+		}
+	}
 	if len(bad) > 0 {
 		return usageError{strings.Join(bad, "; ")}
 	}
@@ -62,7 +70,7 @@ func (f runFlags) check() error {
 func newRunCmd(a *app) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run TASK_OR_FOLDER|EVAL.yaml|hello [--k N] [--concurrency C] [--seeds FILE] [--provider P] [--keep] | --resume GROUP",
+		Use:   "run TASK_OR_FOLDER|EVAL.yaml|hello [--k N] [--concurrency C] [--seeds FILE] [--provider P] [--keep] [--shard I/N] | --resume GROUP",
 		Short: "Run graded episodes of a task or an eval, then tear down everything they made",
 		Long: `run executes a task's steps as a DAG, K times (episodes), scores each with its verifiers,
 and always ends by tearing down everything the episodes deployed, printing the receipt.
@@ -75,6 +83,13 @@ a progress line (done, running, queued, pass rate, ETA) and a summary per task a
 a group in the ledger ('agentenv runs ls --group'); '--resume GROUP' runs only the episodes
 of a group that did not finish (cancelled, interrupted, infrastructure errors), after a
 crash and 'agentenv gc' too.
+
+'--shard I/N' runs one part of a group, for N processes that share an eval between them
+(Slurm arrays, Kubernetes Indexed Jobs: I from $SLURM_ARRAY_TASK_ID or $JOB_COMPLETION_INDEX
++ 1): the eval's slots (task × instance × attempt, in the eval's order, numbered from 0) whose
+number is I-1 mod N. Each shard is a group of its own that records I/N and the eval's and
+tasks' digests; '--resume' of a shard runs only its slots. 'agentenv runs merge' joins the N
+shards' groups into one group with the same summary as the eval run unsharded.
 
 A Harbor task folder (task.toml, instruction.md, environment/, tests/, solution/), or a folder
 of them (a dataset; --include/--exclude globs pick tasks by folder name), runs as a group too:
@@ -94,7 +109,8 @@ when interrupted (what was made is torn down first).`,
   agentenv run examples/notes-task --k 8 --concurrency 4
   agentenv run examples/evals/hello-100.yaml --max-cost-usd 5
   agentenv run terminal-bench/ --agent openai --include 'hello-*' --concurrency 8
-  agentenv run --resume group-3f2a…`,
+  agentenv run --resume group-3f2a…
+  agentenv run examples/evals/sweep.yaml --shard 2/3   # then: agentenv runs merge G1 G2 G3`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -165,6 +181,7 @@ when interrupted (what was made is torn down first).`,
 	fl.StringVar(&f.stateStore, "state-store", "", "PostgreSQL server whose databases are the episodes' service DBs (overrides state.store; see 'agentenv state')")
 	fl.IntVar(&f.retries, "retries", 0, "run an episode that ended on an infrastructure error again from scratch, up to N times (default: the task's retries.infra)")
 	fl.StringVar(&f.resume, "resume", "", "run the unfinished episodes of this run group")
+	fl.StringVar(&f.shard, "shard", "", "run only shard I of N of the group's episodes (I/N, 1 ≤ I ≤ N); 'agentenv runs merge' joins the shards")
 	fl.Float64Var(&f.maxCost, "max-cost-usd", 0, "stop starting episodes once the group's model cost (prompt_agent cost_usd) passes this")
 	fl.StringVar(&f.agent, "agent", "", "the agent of Harbor tasks: "+strings.Join(harbor.Agents(), ", ")+" (default oracle)")
 	fl.StringVar(&f.agentURL, "agent-url", "", "the a2a agent of Harbor tasks: the URL of a running A2A agent, handed the task's container as MCP tools")
@@ -210,6 +227,11 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 		er.Progress = newProgressPrinter(a.stderr)
 	}
 	opts := eval.Options{Concurrency: f.concurrency, MaxCostUSD: f.maxCost, Keep: f.keep, Retries: f.retries}
+	if f.shard != "" {
+		if opts.Shard, err = eval.ParseShard(f.shard); err != nil {
+			return usageError{"--shard: " + err.Error()}
+		}
+	}
 	var res eval.Result
 	if f.resume != "" {
 		res, err = er.Resume(ctx, f.resume, opts)
@@ -242,6 +264,8 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 			}{res.Group.ID, sum}); err != nil {
 				return err
 			}
+		} else if sh := res.Group.Shard; sh.N > 0 && len(sum.Episodes) == 0 {
+			fmt.Fprintf(a.stdout, "shard %s: no episode is dealt to this shard (%d shards, fewer slots)\ngroup %s\n", sh, sh.N, res.Group.ID)
 		} else {
 			printSummary(a, sum)
 			fmt.Fprintf(a.stdout, "group %s\n", res.Group.ID)
@@ -249,7 +273,7 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		if !sum.AllPassed() {
+		if !sum.AllPassed() && !(res.Group.Shard.N > 0 && len(sum.Episodes) == 0) { // a shard dealt no slot
 			return exitError{code: exitFailed}
 		}
 		return nil

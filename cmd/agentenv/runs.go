@@ -136,7 +136,7 @@ func newRunsCmd(a *app) *cobra.Command {
 		},
 	}
 	get.Flags().BoolVar(&f.json, "json", false, "print JSON")
-	cmd.AddCommand(ls, get, newRunsExportCmd(a))
+	cmd.AddCommand(ls, get, newRunsExportCmd(a), newRunsMergeCmd(a))
 	return cmd
 }
 
@@ -228,6 +228,12 @@ func listGroups(ctx context.Context, a *app, l agentenv.Ledger, limit int, asJSO
 		if g.Status == agentenv.RunRunning && !eval.Alive(g) {
 			status = "interrupted"
 		}
+		if !g.Shard.IsZero() {
+			status += " (shard " + g.Shard.String() + ")"
+		}
+		if g.MergedInto != "" {
+			status += " merged into " + g.MergedInto
+		}
 		rows = append(rows, []string{g.ID, g.Name, status, strconv.Itoa(g.Slots()), strings.Join(names, " "), ago(g.Created), g.Error})
 	}
 	table(a.stdout, []string{"GROUP", "NAME", "STATUS", "EPISODES", "TASKS", "STARTED", "ERROR"}, rows)
@@ -243,6 +249,14 @@ func printGroup(w io.Writer, res eval.Result, episodes bool) {
 		status = "interrupted (resume with agentenv run --resume " + g.ID + ")"
 	}
 	fmt.Fprintf(w, "group %s  %s  %s  status %s  started %s\n", g.ID, g.Name, g.File, status, g.Created.Format(time.RFC3339))
+	switch {
+	case g.MergedInto != "":
+		fmt.Fprintf(w, "shard %s, merged into group %s\n", g.Shard, g.MergedInto)
+	case !g.Shard.IsZero():
+		fmt.Fprintf(w, "shard %s of the eval's episodes (agentenv runs merge joins the shards)\n", g.Shard)
+	case len(g.MergedFrom) > 0:
+		fmt.Fprintf(w, "merged from shards %s\n", strings.Join(g.MergedFrom, " "))
+	}
 	if episodes {
 		rows := make([][]string, 0, len(res.Lines))
 		for _, l := range res.Lines {
