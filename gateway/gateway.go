@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sync"
 	"time"
@@ -124,6 +125,14 @@ type Config struct {
 	// Services are HTTP services that are not MCP servers (the DB web UI), proxied at
 	// /svc/<name>/ to their base URL with the admin token; names differ from the servers'.
 	Services []Backend
+	// Websites are the env's web apps, served at /website/<name>/ (website.go) to their base
+	// URL; names differ from the servers' and services'. While there are any, the gateway
+	// lists its own list_website_urls tool.
+	Websites []Backend
+	// PublicURL is the gateway's base URL as the env's components reach it (such as
+	// http://gateway:8080), under which list_website_urls and /state give each website's URL;
+	// without it they give the path alone.
+	PublicURL string
 	// ToolNames is the naming policy: "auto" (default), "prefix" or "never".
 	ToolNames string
 	// Mode is "performance" (default: tool calls run concurrently) or "consistent" (tool calls
@@ -207,6 +216,15 @@ func (cfg Config) withDefaults() (Config, error) {
 		}
 		seen[s.Name] = true
 	}
+	for _, s := range cfg.Websites {
+		if !serverNameRE.MatchString(s.Name) || seen[s.Name] {
+			return cfg, fmt.Errorf("website %q: want a unique name of 1-64 of [A-Za-z0-9_.-]", s.Name)
+		}
+		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return cfg, fmt.Errorf("website %q: want an http(s) base URL, got %q", s.Name, s.URL)
+		}
+		seen[s.Name] = true
+	}
 	switch cfg.ToolNames {
 	case "":
 		cfg.ToolNames = NamesAuto
@@ -275,6 +293,7 @@ type Gateway struct {
 	clock *virtualClock
 	trig  *triggerEngine
 	svcs  map[string]*backend // Config.Services, reached only through /svc/
+	sites map[string]*website // Config.Websites, reached through /website/
 
 	handler http.Handler
 	stop    context.CancelFunc
@@ -299,6 +318,10 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		traj:   newTrajectory(maxTrajectory, cfg.TrajectoryBytes),
 		stop:   stop,
 		clock:  newVirtualClock(nil),
+	}
+	if g.sites, err = newWebsites(cfg.Websites); err != nil {
+		stop()
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.svcs = make(map[string]*backend, len(cfg.Services))
 	for _, s := range cfg.Services {
