@@ -314,6 +314,8 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 		return nil
 	case agentenv.RoleGateway:
 		return waitGateway(ctx, baseURL(addr), st.token)
+	case agentenv.RoleWebsite: // without a gateway: on its own port
+		return waitWebsite(ctx, baseURL(addr)+c.ReadyPath, "")
 	default:
 		return waitHTTP(ctx, baseURL(addr)+"/")
 	}

@@ -121,7 +121,7 @@ type Config struct {
 	// 403, and it may use /mcp and /step only (403 elsewhere). Tokens must be distinct and
 	// differ from Token.
 	RoleTokens map[string]string
-	Servers    []Backend // at least one
+	Servers    []Backend // at least one, unless there are Websites
 	// Services are HTTP services that are not MCP servers (the DB web UI), proxied at
 	// /svc/<name>/ to their base URL with the admin token; names differ from the servers'.
 	Services []Backend
@@ -181,8 +181,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Token == "" {
 		return cfg, errors.New("empty token")
 	}
-	if len(cfg.Servers) == 0 {
-		return cfg, errors.New("no servers")
+	if len(cfg.Servers) == 0 && len(cfg.Websites) == 0 {
+		return cfg, errors.New("no servers and no websites")
 	}
 	tokens := map[string]bool{cfg.Token: true}
 	for role, tok := range cfg.RoleTokens {

@@ -18,6 +18,7 @@ func TestEnvSchema_acceptsExamples(t *testing.T) {
 		"../examples/notes/env.yaml",
 		"../examples/kv/env.yaml",
 		"../examples/multi/env.yaml",
+		"../examples/shop/env.yaml",
 		"testdata/full.yaml",
 	} {
 		data, err := os.ReadFile(f)

@@ -127,8 +127,8 @@ func (e *Env) validate(failed map[string]bool) []error {
 	if c.required("name", e.Name) && !dnsLabel.MatchString(e.Name) {
 		c.errorf("name", "invalid name %q: want a DNS label (a-z, 0-9 and '-', at most 63, starting and ending alphanumeric)", e.Name)
 	}
-	if len(e.Servers) == 0 && !failed["servers"] {
-		c.errorf("servers", "at least one server is required")
+	if len(e.Servers) == 0 && len(e.Websites) == 0 && !failed["servers"] && !failed["websites"] {
+		c.errorf("servers", "at least one server or website is required")
 	}
 	for i, s := range e.Egress {
 		if _, err := parseEgress(s); err != nil {
@@ -347,7 +347,7 @@ func (c *checker) gateway(p string, g *Gateway) {
 		if db := c.e.ServiceDB; db != nil && db.DBMCP.Enabled {
 			c.errorf(p+".enabled", "db-mcp is reached only through the gateway: disable service_db.db_mcp, or keep the gateway")
 		}
-		started := false
+		started := len(c.e.Websites) > 0
 		for _, s := range c.e.Servers {
 			started = started || s.URL == ""
 		}

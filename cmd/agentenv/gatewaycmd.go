@@ -84,8 +84,8 @@ gateway then lists its own list_website_urls tool, which gives each site's URL u
 				cfg.Websites = append(cfg.Websites, gateway.Backend{Name: name, URL: url})
 			}
 			cfg.PublicURL = f.publicURL
-			if len(cfg.Servers) == 0 {
-				return usageError{"gateway needs at least one --server NAME=URL"}
+			if len(cfg.Servers) == 0 && len(cfg.Websites) == 0 {
+				return usageError{"gateway needs at least one --server NAME=URL or --website NAME=URL"}
 			}
 			for _, d := range f.disable {
 				role, pattern, ok := strings.Cut(d, "=")
