@@ -71,8 +71,11 @@ func get(t *testing.T, res *deploy.Result, method, path, token string, form url.
 // list_website_urls name the website; teardown leaves nothing.
 func TestWebsiteShop(t *testing.T) {
 	r := newRig(t, nil)
+	var down time.Time
+	t.Cleanup(func() { t.Logf("teardown and leftover check took %s", time.Since(down).Round(time.Millisecond)) })
 	start := time.Now()
 	res, cs := r.deployAndConnect(r.shopEnv())
+	t.Cleanup(func() { down = time.Now() })
 	t.Logf("shop ready in %s", time.Since(start).Round(time.Millisecond))
 
 	code, page := get(t, res, "GET", "/website/shop/", res.Token, nil)
