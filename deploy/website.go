@@ -45,7 +45,6 @@ func (st *stack) websites(ctx context.Context) error {
 	if len(st.env.Websites) == 0 || !st.env.Gateway.On() {
 		return nil // without a gateway each container was readied on its own port
 	}
-	base := baseURL(st.endpoints["gateway"])
 	checks := st.webChecks()
 	errs := make([]error, len(checks))
 	var wg sync.WaitGroup
@@ -53,7 +52,9 @@ func (st *stack) websites(ctx context.Context) error {
 		wg.Go(func() {
 			wctx, cancel := context.WithTimeout(ctx, c.app.ReadyTimeout)
 			defer cancel()
-			err := waitWebsite(wctx, base+c.prefix+c.app.ReadyPath, st.token)
+			probe := c.comp
+			probe.ReadyPath, probe.Private = c.prefix+c.app.ReadyPath, true
+			err := st.d.ready(st, wctx, probe, st.endpoints["gateway"])
 			if err == nil {
 				st.emit(c.comp, "ready", "through the gateway at "+c.prefix+"/")
 				return
