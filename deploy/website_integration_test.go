@@ -167,3 +167,44 @@ gateway:
 		t.Errorf("a failed deploy left %v", left)
 	}
 }
+
+// TestWebsiteShopStoreSnapshot: the shop's schema is state like a server's: deployed on a
+// state store, an order placed through the gateway is in a snapshot of it, a deploy from that
+// snapshot shows it, and the website's role still owns its restored tables (it orders again).
+func TestWebsiteShopStoreSnapshot(t *testing.T) {
+	s := newStoreRig(t, nil)
+	r := s.rig
+	src := r.name()
+	res, err := r.d.Deploy(t.Context(), r.shopEnv(), deploy.Options{Provider: "docker", Name: src, Store: s.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(t, res, "POST", "/website/shop/orders", res.Token, url.Values{"product": {"1"}, "quantity": {"2"}}); code != http.StatusSeeOther {
+		t.Fatalf("POST an order: %d, want 303", code)
+	}
+	name := "shop-" + strings.TrimPrefix(r.name(), "dep-")
+	if _, err := r.d.Snapshot(t.Context(), src, name, s.store); err != nil {
+		t.Fatal(err)
+	}
+	assertReceiptClean(t, teardown(t, r, src), false)
+
+	env := r.shopEnv()
+	env.ServiceDB.FromSnapshot = name
+	id := r.name()
+	res, err = r.d.Deploy(t.Context(), env, deploy.Options{Provider: "docker", Name: id, Store: s.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(t, res, "POST", "/website/shop/orders", res.Token, url.Values{"product": {"3"}, "quantity": {"1"}}); code != http.StatusSeeOther {
+		t.Errorf("POST an order on the restored tables: %d, want 303", code)
+	}
+	if _, page := get(t, res, "GET", "/website/shop/", res.Token, nil); !strings.Contains(page, "2 × Blue mug") || !strings.Contains(page, "1 × Desk lamp") {
+		t.Errorf("the restored shop does not list both orders:\n%s", page)
+	}
+	assertReceiptClean(t, teardown(t, r, id), false)
+	rc, err := r.d.RemoveSnapshot(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertReceiptClean(t, rc, false)
+}

@@ -339,3 +339,18 @@ websites:
 		t.Errorf("gateway after %v: websites are readied through it, not before it", gw.After)
 	}
 }
+
+// Without a gateway a website's containers publish their own ports, readied there.
+func TestComponents_websitesWithoutGateway(t *testing.T) {
+	env, err := spec.Parse("testdata/env.yaml", []byte("name: web\nwebsites: [{name: blog, backend: {image: blog:1, port: 80}}]\ngateway: {enabled: false}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comps, err := env.Components(spec.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comps) != 1 || comps[0].Name != "blog" || comps[0].Private || comps[0].ReadyPath != "/" {
+		t.Errorf("components %+v, want blog alone, public, readied at /", comps)
+	}
+}
