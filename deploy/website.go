@@ -66,8 +66,11 @@ func (st *stack) websites(ctx context.Context) error {
 			st.mu.Lock()
 			rec := st.records[c.comp.Name]
 			st.mu.Unlock()
-			errs[i] = fmt.Errorf("website %s: %s not ready within %s (GET %s): %w%s",
-				c.website, c.comp.Name, c.app.ReadyTimeout, c.app.ReadyPath, err, st.logs(ctx, rec))
+			what := "website " + c.website
+			if c.comp.Name != c.website {
+				what += "'s backend " + c.comp.Name
+			}
+			errs[i] = fmt.Errorf("%s not ready within %s (GET %s): %w%s", what, c.app.ReadyTimeout, c.app.ReadyPath, err, st.logs(ctx, rec))
 			st.emit(c.comp, "failed", errs[i].Error())
 		})
 	}

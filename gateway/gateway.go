@@ -118,7 +118,7 @@ type Config struct {
 	Token string
 	// RoleTokens maps a role to its bearer token. A role token fixes its role: a request
 	// bearing one acts as that role, one whose AgentEnv-Role header names another role gets
-	// 403, and it may use /mcp and /step only (403 elsewhere). Tokens must be distinct and
+	// 403, and it may use /mcp, /step and /website/ only (403 elsewhere). Tokens must be distinct and
 	// differ from Token.
 	RoleTokens map[string]string
 	Servers    []Backend // at least one, unless there are Websites
