@@ -40,6 +40,7 @@ const (
 	RoleMCPServer Role = "mcp_server"
 	RoleDBWeb     Role = "db_web"
 	RoleDBMCP     Role = "db_mcp"
+	RoleWebsite   Role = "website" // a website's backend or frontend
 	RoleGateway   Role = "gateway"
 
 	// RoleStateStore is a state store's own container on a Docker engine (`agentenv state up`).

@@ -249,7 +249,7 @@ func (d *Deployer) attempt(ctx context.Context, env *spec.Env, member string, do
 	}
 	st := &stack{
 		d: d, env: env, member: member, doc: doc, opts: opts, token: token, tokens: tokens, start: time.Now(),
-		endpoints: map[string]string{}, private: map[string]string{}, tools: map[string][]string{},
+		endpoints: map[string]string{}, private: map[string]string{}, records: map[string]string{}, tools: map[string][]string{},
 	}
 	defer func() {
 		if err != nil {
@@ -265,6 +265,9 @@ func (d *Deployer) attempt(ctx context.Context, env *spec.Env, member string, do
 		err = st.upVM(ctx)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err = st.websites(ctx); err != nil {
 		return nil, err
 	}
 	if err := st.probe(ctx); err != nil {

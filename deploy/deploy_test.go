@@ -129,13 +129,25 @@ func TestDeployAndTeardownOnTheFake(t *testing.T) {
 }
 
 // A deploy cancelled at each of its progress events, in both modes, tears down everything it
-// made before it returns (seeds 000 and 001).
+// made before it returns (seeds 000 and 001): of the notes env, and of the shop env, whose
+// website is readied through the gateway after it.
 func TestDeployCancelledAtEachEvent(t *testing.T) {
-	for _, mode := range []string{ModeContainer, ModeVM} {
-		t.Run(mode, func(t *testing.T) {
+	for _, c := range []struct{ env, mode string }{
+		{"notes", ModeContainer}, {"notes", ModeVM}, {"shop", ModeContainer}, {"shop", ModeVM},
+	} {
+		mode := c.mode
+		t.Run(c.env+"/"+mode, func(t *testing.T) {
+			load := func(r *rig) {
+				env, err := spec.Load(filepath.Join("..", "examples", c.env, "env.yaml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.env = env
+			}
 			var events int
 			{
 				r := newRig(t)
+				load(r)
 				res, err := r.d.Deploy(t.Context(), r.env, Options{Provider: "fake", Mode: mode, Progress: func(Event) { events++ }})
 				if err != nil {
 					t.Fatal(err)
@@ -147,6 +159,7 @@ func TestDeployCancelledAtEachEvent(t *testing.T) {
 			}
 			for i := 1; i <= events; i++ {
 				r := newRig(t)
+				load(r)
 				ctx, cancel := context.WithCancel(t.Context())
 				var mu sync.Mutex
 				n, at := 0, ""

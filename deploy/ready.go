@@ -314,6 +314,12 @@ func (st *stack) ready(ctx context.Context, c spec.Component, addr string) error
 		return nil
 	case agentenv.RoleGateway:
 		return waitGateway(ctx, baseURL(addr), st.token)
+	case agentenv.RoleWebsite:
+		token := ""
+		if c.Private { // through the gateway at addr (website.go), with the admin token
+			token = st.token
+		}
+		return waitWebsite(ctx, baseURL(addr)+c.ReadyPath, token)
 	default:
 		return waitHTTP(ctx, baseURL(addr)+"/")
 	}

@@ -37,6 +37,7 @@ type stack struct {
 	vm        string              // VM mode: the VM's record id
 	endpoints map[string]string   // component -> where its main port is reached: host:port or a URL
 	private   map[string]string   // container mode without DNS: component -> its PrivateHost
+	records   map[string]string   // component -> its record id ("" in a VM's stack), once created
 	tools     map[string][]string // exposed servers' tools, as each lists them
 	// gatewayTools is how many tools the gateway lists (the probe's count; 0 if it failed)
 	gatewayTools int
@@ -298,11 +299,12 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 		return err
 	}
 	addr := sb.Endpoints[strconv.Itoa(c.Port)]
+	st.mu.Lock()
+	st.records[c.Name] = rec
 	if c.Role == agentenv.RoleServiceDB {
-		st.mu.Lock()
 		st.serviceDB = rec
-		st.mu.Unlock()
 	}
+	st.mu.Unlock()
 	st.emit(c, "created", addr)
 	if sb.State == agentenv.SandboxExited {
 		err := fmt.Errorf("%w: exit code %d%s", errExited, sb.ExitCode, st.logs(ctx, rec))
@@ -310,6 +312,9 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 		return err
 	}
 	if c.Private {
+		if c.Role == agentenv.RoleWebsite {
+			return nil // readied through the gateway once it is up (website.go)
+		}
 		// Not reachable from here: the gateway waits for it as a backend (its connect
 		// timeout) and fails its own readiness, with its logs, if it never answers.
 		st.emit(c, "ready", "private: behind the gateway")
@@ -446,6 +451,7 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 			doc.URLs[name] = baseURL(addr)
 		}
 	}
+	st.websiteURLs(doc.URLs)
 	for _, srv := range st.env.Servers {
 		doc.Servers = append(doc.Servers, srv.Name)
 		if srv.URL != "" {

@@ -181,6 +181,9 @@ func (g *Gateway) Card() envproto.Card {
 		},
 		Children: make([]envproto.Card, 0, len(g.backends)),
 	}
+	if len(g.cfg.Websites) > 0 {
+		card.Capabilities.Extensions = append(card.Capabilities.Extensions, g.websitesExtension())
+	}
 	for _, r := range u.tools {
 		card.Capabilities.Tools = append(card.Capabilities.Tools, cardTool(r.tool, r.public, r.backend.name))
 	}

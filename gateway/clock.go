@@ -230,24 +230,36 @@ var getTimeTool = &mcp.Tool{
 }
 
 // withLocal returns u with the gateway's own tools added: get_time while the clock is armed,
-// unless a backend serves a tool of that name (then the backend's stays, and it is logged).
+// list_website_urls when the env has websites; a tool a backend serves under the same name
+// stays the backend's (and it is logged).
 func (g *Gateway) withLocal(u *union) *union {
-	if _, _, armed := g.clock.origin(); !armed {
+	var locals []*route
+	add := func(tool *mcp.Tool, call func(context.Context, json.RawMessage) (json.RawMessage, error)) {
+		if _, taken := u.byName[tool.Name]; taken {
+			g.log.Warn("a server serves a tool of the gateway's own: the gateway's is not added", "tool", tool.Name)
+			return
+		}
+		print, _ := json.Marshal(tool)
+		toolJSON, _ := json.Marshal(tool.Name)
+		locals = append(locals, &route{public: tool.Name, qualified: localServer + prefixSep + tool.Name, backend: localBackend,
+			tool: tool, exposed: tool, print: string(print), toolJSON: toolJSON, local: call})
+	}
+	if _, _, armed := g.clock.origin(); armed {
+		add(getTimeTool, g.getTime)
+	}
+	if len(g.cfg.Websites) > 0 {
+		add(listWebsiteURLsTool, g.listWebsiteURLs)
+	}
+	if len(locals) == 0 {
 		return u
 	}
-	if _, taken := u.byName[GetTimeTool]; taken {
-		g.log.Warn("clock armed but a server serves get_time: the gateway's is not added")
-		return u
-	}
-	print, _ := json.Marshal(getTimeTool)
-	toolJSON, _ := json.Marshal(GetTimeTool)
-	r := &route{public: GetTimeTool, qualified: localServer + prefixSep + GetTimeTool, backend: localBackend,
-		tool: getTimeTool, exposed: getTimeTool, print: string(print), toolJSON: toolJSON, local: g.getTime}
-	out := &union{tools: append(append([]*route(nil), u.tools...), r), byName: make(map[string]*route, len(u.byName)+1)}
+	out := &union{tools: append(append([]*route(nil), u.tools...), locals...), byName: make(map[string]*route, len(u.byName)+len(locals))}
 	for k, v := range u.byName {
 		out.byName[k] = v
 	}
-	out.byName[GetTimeTool] = r
+	for _, r := range locals {
+		out.byName[r.public] = r
+	}
 	slices.SortFunc(out.tools, func(a, b *route) int { return strings.Compare(a.public, b.public) })
 	return out
 }

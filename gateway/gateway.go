@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sync"
 	"time"
@@ -117,13 +118,21 @@ type Config struct {
 	Token string
 	// RoleTokens maps a role to its bearer token. A role token fixes its role: a request
 	// bearing one acts as that role, one whose AgentEnv-Role header names another role gets
-	// 403, and it may use /mcp and /step only (403 elsewhere). Tokens must be distinct and
+	// 403, and it may use /mcp, /step and /website/ only (403 elsewhere). Tokens must be distinct and
 	// differ from Token.
 	RoleTokens map[string]string
-	Servers    []Backend // at least one
+	Servers    []Backend // at least one, unless there are Websites
 	// Services are HTTP services that are not MCP servers (the DB web UI), proxied at
 	// /svc/<name>/ to their base URL with the admin token; names differ from the servers'.
 	Services []Backend
+	// Websites are the env's web apps, served at /website/<name>/ (website.go) to their base
+	// URL; names differ from the servers' and services'. While there are any, the gateway
+	// lists its own list_website_urls tool.
+	Websites []Backend
+	// PublicURL is the gateway's base URL as the env's components reach it (such as
+	// http://gateway:8080), under which list_website_urls and /state give each website's URL;
+	// without it they give the path alone.
+	PublicURL string
 	// ToolNames is the naming policy: "auto" (default), "prefix" or "never".
 	ToolNames string
 	// Mode is "performance" (default: tool calls run concurrently) or "consistent" (tool calls
@@ -172,8 +181,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Token == "" {
 		return cfg, errors.New("empty token")
 	}
-	if len(cfg.Servers) == 0 {
-		return cfg, errors.New("no servers")
+	if len(cfg.Servers) == 0 && len(cfg.Websites) == 0 {
+		return cfg, errors.New("no servers and no websites")
 	}
 	tokens := map[string]bool{cfg.Token: true}
 	for role, tok := range cfg.RoleTokens {
@@ -204,6 +213,15 @@ func (cfg Config) withDefaults() (Config, error) {
 	for _, s := range cfg.Services {
 		if !serverNameRE.MatchString(s.Name) || seen[s.Name] || s.URL == "" {
 			return cfg, fmt.Errorf("service %q: want a unique name of 1-64 of [A-Za-z0-9_.-] and a URL", s.Name)
+		}
+		seen[s.Name] = true
+	}
+	for _, s := range cfg.Websites {
+		if !serverNameRE.MatchString(s.Name) || seen[s.Name] {
+			return cfg, fmt.Errorf("website %q: want a unique name of 1-64 of [A-Za-z0-9_.-]", s.Name)
+		}
+		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return cfg, fmt.Errorf("website %q: want an http(s) base URL, got %q", s.Name, s.URL)
 		}
 		seen[s.Name] = true
 	}
@@ -275,6 +293,7 @@ type Gateway struct {
 	clock *virtualClock
 	trig  *triggerEngine
 	svcs  map[string]*backend // Config.Services, reached only through /svc/
+	sites map[string]*website // Config.Websites, reached through /website/
 
 	handler http.Handler
 	stop    context.CancelFunc
@@ -299,6 +318,10 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		traj:   newTrajectory(maxTrajectory, cfg.TrajectoryBytes),
 		stop:   stop,
 		clock:  newVirtualClock(nil),
+	}
+	if g.sites, err = newWebsites(cfg.Websites); err != nil {
+		stop()
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.svcs = make(map[string]*backend, len(cfg.Services))
 	for _, s := range cfg.Services {

@@ -40,6 +40,7 @@ func (g *Gateway) routes() http.Handler {
 	mux.HandleFunc("POST "+TriggersClearPath, g.serveTriggersClear)
 	mux.HandleFunc("GET "+TriggersStatePath, g.serveTriggersState)
 	mux.Handle(SvcPrefix, http.HandlerFunc(g.serveSvc))
+	mux.Handle(WebsitePrefix, http.HandlerFunc(g.serveWebsite))
 
 	toks := newTokenTable(g.cfg.Token, g.cfg.RoleTokens)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -74,9 +75,10 @@ func (g *Gateway) routes() http.Handler {
 	})
 }
 
-// roleRoute reports whether a role token may use path: /mcp and /step only.
+// roleRoute reports whether a role token may use path: /mcp, /step and the websites (whose
+// handler applies the role's rules).
 func roleRoute(path string) bool {
-	return path == envproto.MCPPath || path == StepPath
+	return path == envproto.MCPPath || path == StepPath || strings.HasPrefix(path, WebsitePrefix)
 }
 
 // boundRoleKey is the context key of the role a request's role token fixes.

@@ -13,6 +13,7 @@ type State struct {
 	Serialize    string            `json:"serialize"` // the scope of consistent mode
 	ToolNames    string            `json:"tool_names"`
 	Servers      []ServerState     `json:"servers"`
+	Websites     []WebsiteState    `json:"websites"`
 	Tools        []envproto.Tool   `json:"tools"`
 	Roles        map[string][]Rule `json:"roles"`
 	Calls        int64             `json:"calls"`         // tool calls recorded so far
@@ -35,8 +36,9 @@ func (g *Gateway) State() State {
 	u := g.currentUnion()
 	st := State{
 		Name: g.cfg.Name, Mode: g.cfg.Mode, Serialize: g.cfg.Serialize, ToolNames: g.cfg.ToolNames,
-		Tools: make([]envproto.Tool, 0, len(u.tools)),
-		Roles: g.roles.snapshot(),
+		Tools:    make([]envproto.Tool, 0, len(u.tools)),
+		Roles:    g.roles.snapshot(),
+		Websites: g.websiteStates(),
 	}
 	st.Calls, st.CallsDropped = g.traj.counts()
 	names := make(map[*backend][]string)

@@ -226,7 +226,7 @@ func (r *composer) service(e *Env, c Component) (composeService, error) {
 	switch c.Role {
 	case agentenv.RoleGateway, agentenv.RoleDBWeb:
 		svc.Ports = []composePort{{Target: c.Port, HostIP: "127.0.0.1", Protocol: "tcp"}}
-	case agentenv.RoleMCPServer:
+	case agentenv.RoleMCPServer, agentenv.RoleWebsite:
 		if !c.Private { // expose: true, the env's own unauthenticated door
 			svc.Ports = []composePort{{Target: c.Port, HostIP: "127.0.0.1", Protocol: "tcp"}}
 		}

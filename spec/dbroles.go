@@ -49,10 +49,8 @@ func (e *Env) DBRoles() []DBRole {
 		return nil
 	}
 	var out []DBRole
-	for _, s := range e.Servers {
-		if s.Database {
-			out = append(out, DBRole{Name: s.Schema(), Owns: s.Schema()})
-		}
+	for _, o := range e.schemaOwners() {
+		out = append(out, DBRole{Name: o.schema, Owns: o.schema})
 	}
 	if e.ServiceDB.DBMCP.Enabled {
 		out = append(out, DBRole{Name: DBRoleDBMCP})
@@ -66,17 +64,36 @@ func (c *checker) checkDBRoles(e *Env) {
 	if e.ServiceDB == nil {
 		return
 	}
-	for i, s := range e.Servers {
-		if !s.Database {
-			continue
-		}
-		switch name := s.Schema(); {
+	for _, o := range e.schemaOwners() {
+		switch name := o.schema; {
 		case name == e.ServiceDB.User:
-			c.errorf(fmt.Sprintf("servers[%d].name", i), "a database server's role and schema %q would be the superuser's (service_db.user): rename one", name)
+			c.errorf(o.path+".name", "a database %s's role and schema %q would be the superuser's (service_db.user): rename one", o.kind, name)
 		case name == DBRoleDBMCP || name == DBRoleVerifier || name == "public" || strings.HasPrefix(name, "pg_"):
-			c.errorf(fmt.Sprintf("servers[%d].name", i), "a database server's role and schema %q is reserved: rename the server", name)
+			c.errorf(o.path+".name", "a database %s's role and schema %q is reserved: rename the %s", o.kind, name, o.kind)
 		}
 	}
+}
+
+// schemaOwner is a server or website with database: true, which owns a schema of the service
+// DB through a login role of the same name.
+type schemaOwner struct {
+	schema, kind, path string
+}
+
+// schemaOwners returns the servers with database: true, then the websites with it, in order.
+func (e *Env) schemaOwners() []schemaOwner {
+	var out []schemaOwner
+	for i, s := range e.Servers {
+		if s.Database {
+			out = append(out, schemaOwner{s.Schema(), "server", fmt.Sprintf("servers[%d]", i)})
+		}
+	}
+	for i, w := range e.Websites {
+		if w.Database {
+			out = append(out, schemaOwner{w.Schema(), "website", fmt.Sprintf("websites[%d]", i)})
+		}
+	}
+	return out
 }
 
 // derivedDBPasswords are the passwords of a rendering without a deployer's: the superuser's

@@ -103,6 +103,9 @@ type Env struct {
 	// each other and DNS: IP prefixes (CIDR), each with an optional :PORT. Only providers
 	// that enforce egress (Kubernetes) hold the env to it; a deploy elsewhere warns.
 	Egress []string `yaml:"egress"`
+	// Websites are web apps deployed beside the servers, each served by the gateway at
+	// /website/NAME/.
+	Websites []Website `yaml:"websites"`
 
 	// File is the path the env was loaded from (the name given to Parse).
 	File string `yaml:"-"`
@@ -147,6 +150,77 @@ type Server struct {
 	// That door is unauthenticated: anyone on the host can call every tool, past the gateway's
 	// tokens, roles and trajectory. By default (false) the gateway is the server's only door.
 	Expose bool `yaml:"expose"`
+}
+
+// Website is a web app of the env: a backend and, optionally, a frontend, each a container.
+// The gateway serves the frontend if there is one, else the backend, at /website/NAME/ (the
+// prefix stripped); inside the env that container is reached by the website's name, and a
+// frontend reaches its backend at NAME-backend ([Website.BackendName]).
+type Website struct {
+	// Name is unique among the env's servers and websites, a DNS label, and the host name of
+	// the container the gateway serves.
+	Name string `yaml:"name"`
+	// Backend is the website's server; the gateway serves it when there is no frontend.
+	Backend WebApp `yaml:"backend"`
+	// Frontend, if set, is what the gateway serves; it finds the backend in BACKEND_URL.
+	Frontend *WebApp `yaml:"frontend"`
+	// Database gives the website a schema named after it in the service DB, owned by a login
+	// role of its own exactly as a server's ([Server.Database]): the backend gets DATABASE_URL
+	// and DATABASE_SCHEMA. It needs a service_db.
+	Database bool `yaml:"database"`
+}
+
+// WebApp is one container of a website.
+type WebApp struct {
+	// Image is the container image; required.
+	Image string `yaml:"image"`
+	// Command replaces the image's command.
+	Command []string `yaml:"command"`
+	// Env is the container's environment; a value "env:NAME" is taken from the deployer's
+	// environment at deploy time.
+	Env map[string]string `yaml:"env"`
+	// Port is where the app serves HTTP; required.
+	Port int `yaml:"port"`
+	// ReadyPath is the path an HTTP GET of which answers 2xx or 3xx once the app is ready
+	// (DefaultReadyPath).
+	ReadyPath string `yaml:"ready_path"`
+	// ReadyTimeout bounds the wait for ReadyPath to answer (DefaultReadyTimeout).
+	ReadyTimeout time.Duration `yaml:"ready_timeout"`
+	// Resources are the container's limits (DefaultMemory, DefaultCPUs).
+	Resources Resources `yaml:"resources"`
+}
+
+// DefaultReadyPath is a website's readiness path unless set.
+const DefaultReadyPath = "/"
+
+// BackendName is the host name of a website's backend on the env's network: the website's
+// name without a frontend (the backend is what is served), NAME-backend with one.
+func (w *Website) BackendName() string {
+	if w.Frontend == nil {
+		return w.Name
+	}
+	return w.Name + "-backend"
+}
+
+// Schema returns the name of the website's schema in the service DB, as [Server.Schema].
+func (w *Website) Schema() string { return schemaOf(w.Name) }
+
+// Website returns the website named name, or nil.
+func (e *Env) Website(name string) *Website {
+	for i := range e.Websites {
+		if e.Websites[i].Name == name {
+			return &e.Websites[i]
+		}
+	}
+	return nil
+}
+
+func (a *WebApp) defaults() {
+	setDefault(&a.ReadyPath, DefaultReadyPath)
+	if a.ReadyTimeout == 0 {
+		a.ReadyTimeout = DefaultReadyTimeout
+	}
+	a.Resources.defaults()
 }
 
 // ServiceDB is the env's PostgreSQL state database.
@@ -253,6 +327,13 @@ func (e *Env) Defaults() {
 		}
 		s.Resources.defaults()
 	}
+	for i := range e.Websites {
+		w := &e.Websites[i]
+		w.Backend.defaults()
+		if w.Frontend != nil {
+			w.Frontend.defaults()
+		}
+	}
 	if db := e.ServiceDB; db != nil {
 		setDefault(&db.Image, DefaultDBImage)
 		setDefault(&db.User, DefaultDBUser)
@@ -326,8 +407,10 @@ func (e *Env) Path(p string) string {
 
 // Schema returns the name of the server's schema in the service DB: its name with '-' turned
 // into '_', so it needs no quoting in SQL.
-func (s *Server) Schema() string {
-	b := []byte(s.Name)
+func (s *Server) Schema() string { return schemaOf(s.Name) }
+
+func schemaOf(name string) string {
+	b := []byte(name)
 	for i, c := range b {
 		if c == '-' {
 			b[i] = '_'

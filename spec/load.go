@@ -71,10 +71,10 @@ func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
 		case "egress":
 			e.Egress = d.Strings(v, p)
 		case "websites":
-			d.List(v, p, func(i int, v *yaml.Node, p string) {
-				if i == 0 {
-					d.Fail(v, p, "websites are not supported yet")
-				}
+			d.List(v, p, func(_ int, v *yaml.Node, p string) {
+				var w Website
+				d.decodeWebsite(v, p, &w)
+				e.Websites = append(e.Websites, w)
 			})
 		}
 	})
@@ -108,6 +108,46 @@ func (d *decoder) decodeServer(n *yaml.Node, path string, s *Server) {
 			d.decodeResources(v, p, &s.Resources)
 		case "expose":
 			s.Expose = d.Boolean(v, p)
+		}
+	})
+}
+
+func (d *decoder) decodeWebsite(n *yaml.Node, path string, w *Website) {
+	d.Fields(n, path, []string{"name", "backend", "frontend", "database"}, func(key string, v *yaml.Node, p string) {
+		switch key {
+		case "name":
+			w.Name = d.Str(v, p)
+		case "backend":
+			d.decodeWebApp(v, p, &w.Backend)
+		case "frontend":
+			if v = d.Resolve(v, p); v != nil && !yamlfile.IsNull(v) {
+				w.Frontend = &WebApp{}
+				d.decodeWebApp(v, p, w.Frontend)
+			}
+		case "database":
+			w.Database = d.Boolean(v, p)
+		}
+	})
+}
+
+func (d *decoder) decodeWebApp(n *yaml.Node, path string, a *WebApp) {
+	known := []string{"image", "command", "env", "port", "ready_path", "ready_timeout", "resources"}
+	d.Fields(n, path, known, func(key string, v *yaml.Node, p string) {
+		switch key {
+		case "image":
+			a.Image = d.Str(v, p)
+		case "command":
+			a.Command = d.Strings(v, p)
+		case "env":
+			a.Env = d.StringMap(v, p)
+		case "port":
+			a.Port = d.Integer(v, p)
+		case "ready_path":
+			a.ReadyPath = d.Str(v, p)
+		case "ready_timeout":
+			a.ReadyTimeout = d.Duration(v, p)
+		case "resources":
+			d.decodeResources(v, p, &a.Resources)
 		}
 	})
 }

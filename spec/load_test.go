@@ -111,7 +111,7 @@ servers:
 			in:   "description: nothing\n",
 			want: []string{
 				`testdata/env.yaml: name: required`,
-				`testdata/env.yaml: servers: at least one server is required`,
+				`testdata/env.yaml: servers: at least one server or website is required`,
 			},
 		},
 		{
@@ -288,9 +288,48 @@ service_db: {}
 			want: []string{`testdata/env.yaml:6: name: duplicate field (first at line 1)`},
 		},
 		{
-			name: "websites are refused",
-			in:   minimal + "websites:\n  - name: shop\n",
-			want: []string{`testdata/env.yaml:7: websites[0]: websites are not supported yet`},
+			name: "website without image or port",
+			in:   minimal + "websites:\n  - name: shop\n    backend: {ready_path: /}\n",
+			want: []string{
+				`testdata/env.yaml:8: websites[0].backend.image: required`,
+				`testdata/env.yaml:8: websites[0].backend.port: required: the port the app serves HTTP on, 1-65535`,
+			},
+		},
+		{
+			name: "website bad fields",
+			in: minimal + `websites:
+  - name: Shop
+    backend: {image: x, port: 70000, ready_path: healthz, env: {DATABASE_URL: x}}
+    database: true
+    frontend:
+      image: y
+      port: 3000
+      env: {BACKEND_URL: z}
+`,
+			want: []string{
+				`testdata/env.yaml:7: websites[0].name: invalid name "Shop": want a DNS label (a-z, 0-9 and '-', at most 63, starting and ending alphanumeric)`,
+				`testdata/env.yaml:8: websites[0].backend.port: port 70000 out of range 1-65535`,
+				`testdata/env.yaml:8: websites[0].backend.ready_path: invalid path "healthz": want an absolute URL path such as /healthz`,
+				`testdata/env.yaml:8: websites[0].backend.env.DATABASE_URL: DATABASE_URL is set by database: true`,
+				`testdata/env.yaml:13: websites[0].frontend.env.BACKEND_URL: BACKEND_URL is set by the deployer to the website's backend`,
+				`testdata/env.yaml:9: websites[0].database: database: true needs a service_db`,
+			},
+		},
+		{
+			name: "website names clash",
+			in: minimal + `websites:
+  - name: kv
+    backend: {image: x, port: 80}
+  - name: shop
+    backend: {image: x, port: 80}
+  - name: shop
+    backend: {image: x, port: 80}
+    frontend: {image: y, port: 80}
+`,
+			want: []string{
+				`testdata/env.yaml:7: websites[0].name: duplicate name "kv": the server at line 3 has it (servers and websites share the env's host names)`,
+				`testdata/env.yaml:11: websites[2].name: duplicate name "shop": the website at line 9 has it (servers and websites share the env's host names)`,
+			},
 		},
 		{
 			name: "stdio path",

@@ -18,6 +18,7 @@ func TestEnvSchema_acceptsExamples(t *testing.T) {
 		"../examples/notes/env.yaml",
 		"../examples/kv/env.yaml",
 		"../examples/multi/env.yaml",
+		"../examples/shop/env.yaml",
 		"testdata/full.yaml",
 	} {
 		data, err := os.ReadFile(f)
@@ -45,7 +46,10 @@ func TestEnvSchema_rejects(t *testing.T) {
 		{"http without port", "name: ok\nservers: [{name: kv, image: x}]\n"},
 		{"stdio without command", "name: ok\nservers: [{name: kv, image: x, transport: stdio}]\n"},
 		{"reserved server name", "name: ok\nservers: [{name: gateway, image: x, port: 1}]\n"},
-		{"websites", minimal + "websites: [{name: shop}]\n"},
+		{"website without backend", minimal + "websites: [{name: shop}]\n"},
+		{"website without image", minimal + "websites: [{name: shop, backend: {port: 80}}]\n"},
+		{"website reserved name", minimal + "websites: [{name: gateway, backend: {image: x, port: 80}}]\n"},
+		{"website bad ready_path", minimal + "websites: [{name: shop, backend: {image: x, port: 80, ready_path: healthz}}]\n"},
 		{"no servers", "name: ok\n"},
 	}
 	for _, tt := range tests {
@@ -80,7 +84,9 @@ func TestEnvSchema_fields(t *testing.T) {
 		schema map[string]any
 		extra  []string // reserved fields the Go type does not carry
 	}{
-		{reflect.TypeFor[spec.Env](), root, []string{"websites"}},
+		{reflect.TypeFor[spec.Env](), root, nil},
+		{reflect.TypeFor[spec.Website](), defs["website"].(map[string]any), nil},
+		{reflect.TypeFor[spec.WebApp](), defs["webApp"].(map[string]any), nil},
 		{reflect.TypeFor[spec.Server](), defs["server"].(map[string]any), nil},
 		{reflect.TypeFor[spec.ServiceDB](), defs["serviceDB"].(map[string]any), nil},
 		{reflect.TypeFor[spec.Sidecar](), defs["sidecar"].(map[string]any), nil},

@@ -40,6 +40,9 @@ type Component struct {
 	Port int
 	// Path is the MCP endpoint path for servers, db-mcp and the gateway; "" for the others.
 	Path string
+	// ReadyPath is a website container's readiness path: an HTTP GET of it answers 2xx or 3xx
+	// once the container is ready; "" for the others.
+	ReadyPath string
 	// After names the components that must be ready before this one starts.
 	After []string
 	// ReadyTimeout bounds the wait for the component to be ready.
@@ -102,8 +105,9 @@ type TopologyOptions struct {
 }
 
 // Components returns every component of e in start order: the service DB; then the servers,
-// the DB web UI and db-mcp, which may start in parallel; then the gateway. An env:NAME reference
-// that LookupEnv cannot resolve is an [*Error].
+// the websites' containers (a frontend after its backend), the DB web UI and db-mcp, which may
+// start in parallel; then the gateway. An env:NAME reference that LookupEnv cannot resolve is
+// an [*Error].
 func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	t := newTopology(e, opts)
 	var out []Component
@@ -112,13 +116,15 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	}
 	servers, backends := t.servers()
 	out = append(out, servers...)
+	sites, routes := t.websites()
+	out = append(out, sites...)
 	if comp, ok := t.dbWeb(); ok {
 		out = append(out, comp)
 	}
 	if comp, ok := t.dbMCP(); ok {
 		out = append(out, comp)
 	}
-	if comp, ok := t.gateway(backends); ok {
+	if comp, ok := t.gateway(backends, routes); ok {
 		out = append(out, comp)
 	}
 	if len(t.c.errs) > 0 {
@@ -255,21 +261,77 @@ func (t *topology) server(s *Server, p string) Component {
 		comp.Bridge = true
 		comp.Command = append([]string{BinaryPath, "stdio-bridge", "--listen", ":" + strconv.Itoa(s.Port), "--"}, s.Command...)
 	}
-	comp.Env = t.serverEnv(s, p)
+	schema := ""
+	if s.Database {
+		schema = s.Schema()
+	}
+	comp.Env = t.appEnv(s.Env, schema, p)
 	return comp
 }
 
-// serverEnv returns server s's environment, nil if it has none: its env with env:NAME
-// references resolved (a reference that opts.Pass does not allow, or that LookupEnv cannot
-// resolve, is reported to the checker at p), and DATABASE_URL and the schema when s uses the
-// service DB.
-func (t *topology) serverEnv(s *Server, p string) map[string]string {
-	if len(s.Env) == 0 && !s.Database {
+// websites returns the components of e's websites, each backend then its frontend, and the
+// gateway's flags for them: --website NAME=URL of what it serves, and --service
+// NAME-backend=URL for a backend behind a frontend (readied and reached by the admin there).
+func (t *topology) websites() (comps []Component, flags []string) {
+	for i := range t.e.Websites {
+		w := &t.e.Websites[i]
+		p := yamlfile.Index("websites", i)
+		schema := ""
+		if w.Database {
+			schema = w.Schema()
+		}
+		back := t.webApp(w.BackendName(), &w.Backend, t.appEnv(w.Backend.Env, schema, p+".backend"))
+		if w.Database {
+			back.After = t.dbAfter
+		}
+		comps = append(comps, back)
+		backURL := "http://" + net.JoinHostPort(t.host(back.Name), strconv.Itoa(back.Port))
+		if w.Frontend == nil {
+			flags = append(flags, "--website", w.Name+"="+backURL)
+			continue
+		}
+		env := t.appEnv(w.Frontend.Env, "", p+".frontend")
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[envBackendURL] = backURL
+		front := t.webApp(w.Name, w.Frontend, env)
+		front.After = []string{back.Name}
+		comps = append(comps, front)
+		flags = append(flags, "--website", w.Name+"="+"http://"+net.JoinHostPort(t.host(front.Name), strconv.Itoa(front.Port)),
+			"--service", back.Name+"="+backURL)
+	}
+	return comps, flags
+}
+
+// webApp returns the component of one container of a website, named name: private behind the
+// gateway, which serves it, unless the env has no gateway.
+func (t *topology) webApp(name string, a *WebApp, env map[string]string) Component {
+	return Component{
+		Role:         agentenv.RoleWebsite,
+		Name:         name,
+		Image:        a.Image,
+		Command:      a.Command,
+		Env:          env,
+		Port:         a.Port,
+		ReadyPath:    a.ReadyPath,
+		ReadyTimeout: a.ReadyTimeout,
+		Resources:    a.Resources,
+		Private:      t.e.Gateway.On(),
+	}
+}
+
+// appEnv returns a server's or website container's environment, nil if it has none: vars with
+// env:NAME references resolved (a reference that opts.Pass does not allow, or that LookupEnv
+// cannot resolve, is reported to the checker at p), and DATABASE_URL and DATABASE_SCHEMA when
+// schema is not "": the service DB as the role that owns that schema.
+func (t *topology) appEnv(vars map[string]string, schema, p string) map[string]string {
+	if len(vars) == 0 && schema == "" {
 		return nil
 	}
 	env := map[string]string{}
-	for _, k := range sortedKeys(s.Env) {
-		v := s.Env[k]
+	for _, k := range sortedKeys(vars) {
+		v := vars[k]
 		if ref, ok := EnvRef(v); ok {
 			if t.opts.Pass != nil && !slices.Contains(t.opts.Pass, ref) {
 				t.c.errorf(p+".env."+k, "env:%s is not passed to deployments: allow it with --pass-env %s, or list it in [env] pass of the config", ref, ref)
@@ -279,9 +341,9 @@ func (t *topology) serverEnv(s *Server, p string) map[string]string {
 		}
 		env[k] = v
 	}
-	if s.Database && t.e.ServiceDB != nil {
-		env[envDatabaseURL] = t.dbURL(s.Schema(), s.Schema())
-		env[envDatabaseSchema] = s.Schema()
+	if schema != "" && t.e.ServiceDB != nil {
+		env[envDatabaseURL] = t.dbURL(schema, schema)
+		env[envDatabaseSchema] = schema
 	}
 	return env
 }
@@ -327,9 +389,10 @@ func (t *topology) dbMCP() (Component, bool) {
 }
 
 // gateway returns the gateway's component, if the env has one on. It fronts backends (NAME=URL,
-// from servers) and db-mcp, serves the DB web UI as its /svc/db-web/, and starts once every
-// server's component and db-mcp is ready.
-func (t *topology) gateway(backends []string) (Component, bool) {
+// from servers) and db-mcp, serves the websites (sites, its flags from websites) and the DB web
+// UI as its /svc/db-web/, and starts once every server's component and db-mcp is ready: the
+// websites are readied through it afterwards.
+func (t *topology) gateway(backends, sites []string) (Component, bool) {
 	e, db := t.e, t.e.ServiceDB
 	if !e.Gateway.On() {
 		return Component{}, false
@@ -349,6 +412,11 @@ func (t *topology) gateway(backends []string) (Component, bool) {
 	cmd := e.gatewayCommand(t.opts.TokenFile, backends)
 	if db != nil && db.WebUI.Enabled { // the DB web UI is also the gateway's /svc/db-web/
 		cmd = append(cmd, "--service", fmt.Sprintf("%s=http://%s", nameDBWeb, net.JoinHostPort(t.host(nameDBWeb), strconv.Itoa(db.WebUI.Port))))
+	}
+	if len(sites) > 0 {
+		// The websites' URLs as the env's components (a browser among them) reach them.
+		cmd = append(cmd, "--public-url", "http://"+net.JoinHostPort(t.host(nameGateway), strconv.Itoa(e.Gateway.Port)))
+		cmd = append(cmd, sites...)
 	}
 	return Component{
 		Role:         agentenv.RoleGateway,
@@ -437,10 +505,8 @@ func (e *Env) serviceDBComponent(pw DBPasswords) Component {
 		Resources:    db.Resources,
 	}
 	var schemas strings.Builder
-	for _, s := range e.Servers {
-		if s.Database {
-			fmt.Fprintf(&schemas, "CREATE SCHEMA IF NOT EXISTS %s;\n", s.Schema())
-		}
+	for _, o := range e.schemaOwners() {
+		fmt.Fprintf(&schemas, "CREATE SCHEMA IF NOT EXISTS %s;\n", o.schema)
 	}
 	if schemas.Len() > 0 {
 		comp.Files = append(comp.Files, File{Target: initDir + "/00-agentenv-schemas.sql", Content: []byte(schemas.String())})

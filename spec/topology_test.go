@@ -284,3 +284,73 @@ servers:
 		}
 	}
 }
+
+// TestComponents_websites checks a website's containers: a backend that owns its schema with a
+// role of its own as a server does, a frontend after it that finds it in BACKEND_URL, both
+// private behind the gateway, which serves the frontend and has the backend as a service.
+func TestComponents_websites(t *testing.T) {
+	env, err := spec.Parse("testdata/env.yaml", []byte(`name: web
+servers: [{name: kv, image: agentenv:dev, port: 8080}]
+service_db: {}
+websites:
+  - name: shop
+    database: true
+    backend: {image: shop:1, port: 8000, ready_path: /healthz, ready_timeout: 5s}
+    frontend: {image: shopfront:1, port: 3000}
+  - name: blog
+    backend: {image: blog:1, port: 80}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := env.DBRoles(), []spec.DBRole{{Name: "shop", Owns: "shop"}, {Name: spec.DBRoleVerifier}}; !slices.Equal(got, want) {
+		t.Errorf("DBRoles() = %v, want %v", got, want)
+	}
+	comps, err := env.Components(spec.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]spec.Component{}
+	for _, c := range comps {
+		byName[c.Name] = c
+	}
+	back, front, blog, gw := byName["shop-backend"], byName["shop"], byName["blog"], byName["gateway"]
+	for _, c := range []spec.Component{back, front, blog} {
+		if c.Role != agentenv.RoleWebsite || !c.Private {
+			t.Errorf("%s: role %s private %v, want website and private", c.Name, c.Role, c.Private)
+		}
+	}
+	if back.ReadyPath != "/healthz" || back.ReadyTimeout.String() != "5s" || front.ReadyPath != "/" {
+		t.Errorf("ready paths %q %q, timeout %s", back.ReadyPath, front.ReadyPath, back.ReadyTimeout)
+	}
+	if !strings.Contains(back.Env["DATABASE_URL"], "shop:") || back.Env["DATABASE_SCHEMA"] != "shop" || !slices.Equal(back.After, []string{"servicedb"}) {
+		t.Errorf("backend env %v after %v, want the shop role's DSN after servicedb", back.Env, back.After)
+	}
+	if front.Env["BACKEND_URL"] != "http://shop-backend:8000" || front.Env["DATABASE_URL"] != "" || !slices.Equal(front.After, []string{"shop-backend"}) {
+		t.Errorf("frontend env %v after %v", front.Env, front.After)
+	}
+	cmd := strings.Join(gw.Command, " ")
+	for _, want := range []string{"--website shop=http://shop:3000", "--service shop-backend=http://shop-backend:8000", "--website blog=http://blog:80", "--public-url http://gateway:8080"} {
+		if !strings.Contains(cmd, want) {
+			t.Errorf("gateway command %q lacks %q", cmd, want)
+		}
+	}
+	if slices.Contains(gw.After, "shop") || slices.Contains(gw.After, "blog") {
+		t.Errorf("gateway after %v: websites are readied through it, not before it", gw.After)
+	}
+}
+
+// Without a gateway a website's containers publish their own ports, readied there.
+func TestComponents_websitesWithoutGateway(t *testing.T) {
+	env, err := spec.Parse("testdata/env.yaml", []byte("name: web\nwebsites: [{name: blog, backend: {image: blog:1, port: 80}}]\ngateway: {enabled: false}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comps, err := env.Components(spec.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comps) != 1 || comps[0].Name != "blog" || comps[0].Private || comps[0].ReadyPath != "/" {
+		t.Errorf("components %+v, want blog alone, public, readied at /", comps)
+	}
+}

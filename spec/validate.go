@@ -127,8 +127,8 @@ func (e *Env) validate(failed map[string]bool) []error {
 	if c.required("name", e.Name) && !dnsLabel.MatchString(e.Name) {
 		c.errorf("name", "invalid name %q: want a DNS label (a-z, 0-9 and '-', at most 63, starting and ending alphanumeric)", e.Name)
 	}
-	if len(e.Servers) == 0 && !failed["servers"] {
-		c.errorf("servers", "at least one server is required")
+	if len(e.Servers) == 0 && len(e.Websites) == 0 && !failed["servers"] && !failed["websites"] {
+		c.errorf("servers", "at least one server or website is required")
 	}
 	for i, s := range e.Egress {
 		if _, err := parseEgress(s); err != nil {
@@ -149,11 +149,87 @@ func (e *Env) validate(failed map[string]bool) []error {
 		}
 		firstName[s.Name] = p
 	}
+	for i := range e.Websites {
+		p := yamlfile.Index("websites", i)
+		w := &e.Websites[i]
+		c.website(p, w)
+		if w.Name == "" {
+			continue
+		}
+		for _, name := range []string{w.Name, w.BackendName()} {
+			if first, dup := firstName[name]; dup {
+				c.errorf(p+".name", "duplicate name %q: the %s at line %d has it (servers and websites share the env's host names)", name, kindOf(first), c.line(first+".name"))
+				break
+			}
+		}
+		firstName[w.Name] = p
+		firstName[w.BackendName()] = p
+	}
 	if e.ServiceDB != nil {
 		c.serviceDB("service_db", e.ServiceDB)
 	}
 	c.gateway("gateway", &e.Gateway)
 	return c.errs
+}
+
+// kindOf names what the field path p (servers[i] or websites[i]) declares.
+func kindOf(p string) string {
+	if strings.HasPrefix(p, "websites") {
+		return "website"
+	}
+	return "server"
+}
+
+// envBackendURL is set in a website's frontend to its backend's URL; the file may not set it.
+const envBackendURL = "BACKEND_URL"
+
+func (c *checker) website(p string, w *Website) {
+	if c.required(p+".name", w.Name) {
+		switch {
+		case !dnsLabel.MatchString(w.Name):
+			c.errorf(p+".name", "invalid name %q: want a DNS label (a-z, 0-9 and '-', at most 63, starting and ending alphanumeric)", w.Name)
+		case !dnsLabel.MatchString(w.BackendName()):
+			c.errorf(p+".name", "name %q is too long for its backend's host name %q: at most 55 with a frontend", w.Name, w.BackendName())
+		case slices.Contains([]string{nameServiceDB, nameDBWeb, nameDBMCP, nameGateway}, w.Name):
+			c.errorf(p+".name", "name %q is reserved for a built-in component", w.Name)
+		}
+	}
+	c.webApp(p+".backend", &w.Backend, w.Database, "")
+	if w.Frontend != nil {
+		c.webApp(p+".frontend", w.Frontend, false, envBackendURL)
+	}
+	if w.Database && c.e.ServiceDB == nil {
+		c.errorf(p+".database", "database: true needs a service_db")
+	}
+}
+
+// webApp checks one container of a website; database says whether it gets DATABASE_URL, and
+// reserved names one more variable the deployer sets ("" for none).
+func (c *checker) webApp(p string, a *WebApp, database bool, reserved string) {
+	c.required(p+".image", a.Image)
+	if a.Port == 0 {
+		c.errorf(p+".port", "required: the port the app serves HTTP on, 1-65535")
+	} else {
+		c.port(p+".port", a.Port)
+	}
+	if !strings.HasPrefix(a.ReadyPath, "/") {
+		c.errorf(p+".ready_path", "invalid path %q: want an absolute URL path such as /healthz", a.ReadyPath)
+	}
+	if a.ReadyTimeout < 0 {
+		c.errorf(p+".ready_timeout", "must be positive")
+	}
+	for i, arg := range a.Command {
+		if strings.ContainsRune(arg, 0) {
+			c.errorf(yamlfile.Index(p+".command", i), "contains a NUL byte")
+		}
+	}
+	for _, k := range sortedKeys(a.Env) {
+		if reserved != "" && k == reserved {
+			c.errorf(p+".env."+k, "%s is set by the deployer to the website's backend", k)
+			continue
+		}
+		c.envVar(p+".env."+k, k, a.Env[k], database)
+	}
 }
 
 func (c *checker) server(p string, s *Server) {
@@ -271,7 +347,7 @@ func (c *checker) gateway(p string, g *Gateway) {
 		if db := c.e.ServiceDB; db != nil && db.DBMCP.Enabled {
 			c.errorf(p+".enabled", "db-mcp is reached only through the gateway: disable service_db.db_mcp, or keep the gateway")
 		}
-		started := false
+		started := len(c.e.Websites) > 0
 		for _, s := range c.e.Servers {
 			started = started || s.URL == ""
 		}
@@ -327,6 +403,12 @@ func (e *Env) CheckSharedPorts() error {
 	claim("gateway.port", e.Gateway.Port)
 	for i := range e.Servers {
 		claim(yamlfile.Index("servers", i)+".port", e.Servers[i].Port)
+	}
+	for i, w := range e.Websites {
+		claim(yamlfile.Index("websites", i)+".backend.port", w.Backend.Port)
+		if w.Frontend != nil {
+			claim(yamlfile.Index("websites", i)+".frontend.port", w.Frontend.Port)
+		}
 	}
 	if db := e.ServiceDB; db != nil {
 		claim("service_db", DBPort)

@@ -48,8 +48,8 @@ skip; any failure exits non-zero.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "%s: env %q is valid: %d server(s), service DB %v, digest %s\n",
-				args[0], env.Name, len(env.Servers), env.ServiceDB != nil, env.Digest())
+			fmt.Fprintf(a.stdout, "%s: env %q is valid: %d server(s), %d website(s), service DB %v, digest %s\n",
+				args[0], env.Name, len(env.Servers), len(env.Websites), env.ServiceDB != nil, env.Digest())
 			return nil
 		},
 	}

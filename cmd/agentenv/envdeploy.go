@@ -100,6 +100,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 						fmt.Fprintf(a.stdout, "server      %s %s%s\n", name, res.Doc.URLs[name], path)
 					}
 				}
+				printWebsites(a, env, res.Doc.URLs)
 				fmt.Fprintf(a.stdout, "provider    %s, %s mode\nexpires     %s\ntear down:  agentenv env teardown %s\n",
 					res.Doc.Winner, res.Doc.Mode, res.Doc.Expires.Format(time.RFC3339), res.Doc.ID)
 				return nil
@@ -110,6 +111,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			for _, role := range slices.Sorted(maps.Keys(res.Tokens)) {
 				fmt.Fprintf(a.stdout, "role token  %s %s\n", role, res.Tokens[role])
 			}
+			printWebsites(a, env, res.Doc.URLs)
 			if u := res.Doc.URLs["db-web"]; u != "" {
 				fmt.Fprintf(a.stdout, "db web UI   %s\n", u)
 			}
@@ -259,4 +261,14 @@ func newEnvTeardownCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the receipts as JSON")
 	return cmd
+}
+
+// printWebsites prints each website of env with its URL: through the gateway (the admin token
+// or a role token), or its own port without a gateway.
+func printWebsites(a *app, env *spec.Env, urls map[string]string) {
+	for _, w := range env.Websites {
+		if u := urls[w.Name]; u != "" {
+			fmt.Fprintf(a.stdout, "website     %s %s\n", w.Name, u)
+		}
+	}
 }

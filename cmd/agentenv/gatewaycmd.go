@@ -16,7 +16,8 @@ import (
 func newGatewayCmd(a *app) *cobra.Command {
 	var f struct {
 		listen, tokenFile, name, toolNames, mode, serialize string
-		servers, services, disable, origins                 []string
+		servers, services, websites, disable, origins       []string
+		publicURL                                           string
 		callTimeout, connectTimeout                         time.Duration
 		maxConns, maxSessions                               int
 	}
@@ -28,8 +29,12 @@ and serves the composed card, /state, /step, /trajectory, role gating and /healt
 but /healthz needs "Authorization: Bearer TOKEN"; the token comes from --token-file, else from
 $AGENTENV_GATEWAY_TOKEN. That token is the admin's. $AGENTENV_GATEWAY_ROLE_TOKENS, if set, is a JSON
 object {"ROLE": "TOKEN", ...} of role-bound tokens: a request bearing one acts as that role
-whatever its AgentEnv-Role header says (a differing header gets 403) and may use /mcp and /step
-only. Tokens are never taken from the command line.`,
+whatever its AgentEnv-Role header says (a differing header gets 403) and may use /mcp, /step and
+the websites only. Each --website is served at /website/NAME/ (the prefix stripped, answers
+streamed, WebSockets passed through) to the admin token and to a role token unless its role
+disables the name website.NAME (--disable ROLE=website.NAME, or website.* for every site); the
+gateway then lists its own list_website_urls tool, which gives each site's URL under
+--public-url. Tokens are never taken from the command line.`,
 		Example: `  echo secret > token; agentenv gateway --listen 127.0.0.1:8080 --token-file token \
       --server notes=http://127.0.0.1:8081/mcp --server kv=http://127.0.0.1:8082/mcp`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -71,8 +76,16 @@ only. Tokens are never taken from the command line.`,
 				}
 				cfg.Services = append(cfg.Services, gateway.Backend{Name: name, URL: url})
 			}
-			if len(cfg.Servers) == 0 {
-				return usageError{"gateway needs at least one --server NAME=URL"}
+			for _, s := range f.websites {
+				name, url, ok := strings.Cut(s, "=")
+				if !ok || name == "" || url == "" {
+					return usageError{fmt.Sprintf("--website %q: want NAME=URL", s)}
+				}
+				cfg.Websites = append(cfg.Websites, gateway.Backend{Name: name, URL: url})
+			}
+			cfg.PublicURL = f.publicURL
+			if len(cfg.Servers) == 0 && len(cfg.Websites) == 0 {
+				return usageError{"gateway needs at least one --server NAME=URL or --website NAME=URL"}
 			}
 			for _, d := range f.disable {
 				role, pattern, ok := strings.Cut(d, "=")
@@ -92,6 +105,8 @@ only. Tokens are never taken from the command line.`,
 	fl.StringVar(&f.name, "name", "env", "env name on the composed card")
 	fl.StringArrayVar(&f.servers, "server", nil, "backend MCP server NAME=URL (repeatable)")
 	fl.StringArrayVar(&f.services, "service", nil, "HTTP service NAME=BASE_URL proxied at /svc/NAME/ with the admin token, such as the DB web UI (repeatable)")
+	fl.StringArrayVar(&f.websites, "website", nil, "website NAME=BASE_URL served at /website/NAME/ (prefix stripped) to the admin token and to role tokens whose role does not disable website.NAME (repeatable)")
+	fl.StringVar(&f.publicURL, "public-url", "", "the gateway's base URL as the env reaches it, under which list_website_urls gives each website's URL")
 	fl.StringVar(&f.toolNames, "tool-names", "auto", "auto, prefix or never")
 	fl.StringVar(&f.mode, "mode", "performance", "consistent (serialize tool calls) or performance")
 	fl.StringVar(&f.serialize, "serialize", gateway.SerializeServer, "scope of consistent mode: server (one call at a time per server) or env (one at a time across the gateway)")

@@ -9,13 +9,14 @@ import (
 	"github.com/agentenv/agentenv/dbmcp"
 	"github.com/agentenv/agentenv/examples/kv"
 	"github.com/agentenv/agentenv/examples/notes"
+	"github.com/agentenv/agentenv/examples/shop"
 	"github.com/agentenv/agentenv/stdiobridge"
 )
 
 // newServeCmd serves the env servers built into the binary, so that one small image runs every
 // Go component.
 func newServeCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "serve", Short: "Serve a built-in env server (notes, kv, db-mcp) or the built-in agent over A2A"}
+	cmd := &cobra.Command{Use: "serve", Short: "Serve a built-in env server (notes, kv, db-mcp), the shop website, or the built-in agent over A2A"}
 	var listen, dsn, schema string
 	var stdio bool
 	notesCmd := &cobra.Command{
@@ -51,9 +52,23 @@ func newServeCmd(a *app) *cobra.Command {
 		},
 	}
 	dbCmd.Flags().StringVar(&dsn, "database-url", "", "PostgreSQL URL (default: $DATABASE_URL)")
-	for _, c := range []*cobra.Command{notesCmd, kvCmd, dbCmd} {
+	shopCmd := &cobra.Command{
+		Use:   "shop [--listen ADDR] [--database-url URL]",
+		Short: "The shop website of examples/shop: server-rendered pages over a catalogue and orders in the service DB",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dsn == "" {
+				dsn = os.Getenv("DATABASE_URL")
+			}
+			if dsn == "" {
+				return usageError{"shop needs --database-url or $DATABASE_URL"}
+			}
+			return shop.Run(cmd.Context(), shop.Config{Listen: listen, DatabaseURL: dsn}, a.log)
+		},
+	}
+	shopCmd.Flags().StringVar(&dsn, "database-url", "", "PostgreSQL URL with search_path set to the shop's schema (default: $DATABASE_URL)")
+	for _, c := range []*cobra.Command{notesCmd, kvCmd, dbCmd, shopCmd} {
 		c.Flags().StringVar(&listen, "listen", ":8080", "address to serve HTTP on")
-		if c != dbCmd {
+		if c != dbCmd && c != shopCmd {
 			c.Flags().BoolVar(&stdio, "stdio", false, "serve MCP over stdin/stdout instead of HTTP")
 		}
 		cmd.AddCommand(c)
