@@ -25,7 +25,7 @@ func TestRenderCompose(t *testing.T) {
 		{"notes", "../examples/notes/env.yaml", spec.ComposeOptions{Deployment: "dep-1"}, "notes.compose.golden"},
 		{"kv", "../examples/kv/env.yaml", spec.ComposeOptions{}, "kv.compose.golden"},
 		{"multi", "../examples/multi/env.yaml", spec.ComposeOptions{AgentenvBinary: "/usr/local/bin/agentenv"}, "multi.compose.golden"},
-		{"shop", "../examples/shop/env.yaml", spec.ComposeOptions{Deployment: "dep-1"}, "shop.compose.golden"},
+		{"shop", "../examples/shop/env.yaml", spec.ComposeOptions{Deployment: "dep-1", ComposeDir: "../examples/shop"}, "shop.compose.golden"},
 		{"full", "testdata/full.yaml", spec.ComposeOptions{
 			Project:        "full-test",
 			AgentenvBinary: "./bin/agentenv",
