@@ -117,7 +117,7 @@ func (x *proc) stop() {
 // reader and writer are the server's output and input as the SDK's IOTransport takes them:
 // closing the reader does nothing (the bridge stops the server), closing the writer ends the
 // server's input.
-func (x *proc) reader() readCloser { return readCloser{x.p} }
+func (x *proc) reader() readCloser  { return readCloser{x.p} }
 func (x *proc) writer() writeCloser { return writeCloser{x.p} }
 
 type readCloser struct{ p Process }
