@@ -174,7 +174,7 @@ func (e *episode) closeLocal(ctx context.Context, ids ...string) {
 	}
 	e.mu.Unlock()
 	for _, env := range slices.Backward(envs) {
-		if err := env.local.close(ctx); err != nil {
+		if err := env.local.shut(ctx); err != nil {
 			e.log.Warn("served tools", "step", env.ID, "err", err)
 		}
 	}

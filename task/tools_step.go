@@ -2,34 +2,52 @@ package task
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
+	"log/slog"
 	"regexp"
 	"sync"
-	"time"
 
-	"github.com/agentenv/agentenv/agent/termtools"
-	"github.com/agentenv/agentenv/gateway"
-	"github.com/agentenv/agentenv/internal/cleanup"
-	"github.com/agentenv/agentenv/internal/httpserve"
-	"github.com/agentenv/agentenv/stdiobridge"
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/agent"
 )
 
 // TerminalBackend is the name of the terminal tools (run_command, read_file, write_file) of a
 // serve_tools step's sandbox behind its gateway.
 const TerminalBackend = "terminal"
 
-// toolsCloseTimeout bounds the close of a serve_tools step's gateway and what it fronts.
-const toolsCloseTimeout = 15 * time.Second
+// ToolServer serves a sandbox's tools behind a gateway in this process, for serve_tools;
+// package task/toolgate implements it. Implementations must be safe for concurrent use.
+type ToolServer interface {
+	// Serve starts spec's servers and terminal behind a gateway and returns it as an env (its
+	// admin token and role tokens), with the function that closes it all within a bound of its
+	// own on a context detached from the one it is given. On error nothing it started is left
+	// running. ctx bounds only the start.
+	Serve(ctx context.Context, spec ToolsSpec) (DeployedEnv, func(context.Context) error, error)
+}
 
-// serveTools serves tools of a sandbox behind a gateway in this process, on 127.0.0.1: stdio
-// MCP servers run in the sandbox (each attached through the lifecycle manager and bridged
-// here) and, with terminal, the sandbox's terminal tools. It registers as an env: prompt_agent
-// and the other env steps take it as env, its admin and role tokens as a deploy_env's, its
-// trajectory is kept as theirs is, and it is closed when the episode ends.
+// ToolsSpec is what a ToolServer serves.
+type ToolsSpec struct {
+	Name    string     // the gateway's and the env's name: the step's id
+	Servers []ToolsCmd // stdio MCP servers, each started with Attach
+	// Attach starts argv in the sandbox with its stdio attached, through the lifecycle manager.
+	Attach func(ctx context.Context, argv []string) (agentenv.Stream, error)
+	// Terminal, if not nil, is the sandbox's shell, served as the server TerminalBackend.
+	Terminal agent.Terminal
+	Logger   *slog.Logger
+}
+
+// ToolsCmd is one stdio MCP server of a ToolsSpec.
+type ToolsCmd struct {
+	Name    string
+	Command []string
+}
+
+// serveTools serves tools of a sandbox behind a gateway in this process (Runner.Tools), on
+// 127.0.0.1: stdio MCP servers run in the sandbox (each attached through the lifecycle manager
+// and bridged here) and, with terminal, the sandbox's terminal tools. It registers as an env:
+// prompt_agent and the other env steps take it as env, its admin and role tokens as a
+// deploy_env's, its trajectory is kept as theirs is, and it is closed when the episode ends.
 type serveTools struct {
 	Sandbox string       `yaml:"sandbox" task:"required"` // the deploy_sandbox step whose sandbox runs the servers
 	Servers []toolServer `yaml:"servers"`                 // stdio MCP servers to run in the sandbox
@@ -73,166 +91,58 @@ func (s *serveTools) Refs() []Ref {
 }
 
 func (s *serveTools) Run(ctx context.Context, sc *scope) (Result, error) {
-	m := sc.e.r.Manager
+	m, ts := sc.e.r.Manager, sc.e.r.Tools
 	if m == nil {
 		return Result{}, errors.New("no lifecycle manager configured")
+	}
+	if ts == nil {
+		return Result{}, fmt.Errorf("serve_tools needs a tool server, and none is configured: %w", agentenv.ErrInvalid)
 	}
 	ref, err := sc.sandbox(s.Sandbox)
 	if err != nil {
 		return Result{}, err
 	}
-	lt := &localTools{}
-	ok := false
-	defer func() {
-		if !ok {
-			lt.close(ctx)
-		}
-	}()
-	var backends []gateway.Backend
+	spec := ToolsSpec{Name: sc.s.ID, Logger: sc.log,
+		Attach: func(ctx context.Context, argv []string) (agentenv.Stream, error) {
+			return m.Attach(ctx, ref.Record, argv)
+		}}
 	for _, sv := range s.Servers {
-		st, err := m.Attach(ctx, ref.Record, sv.Command)
-		if err != nil {
-			return Result{}, fmt.Errorf("server %s: %w", sv.Name, err)
-		}
-		ep, err := stdiobridge.Serve(ctx, st, stdiobridge.ServeOptions{Logger: sc.log.With("server", sv.Name)})
-		if err != nil {
-			return Result{}, fmt.Errorf("server %s: %w", sv.Name, err)
-		}
-		lt.add(ep.Close)
-		backends = append(backends, gateway.Backend{Name: sv.Name, URL: ep.URL, Token: ep.Token})
+		spec.Servers = append(spec.Servers, ToolsCmd{Name: sv.Name, Command: sv.Command})
 	}
 	if s.Terminal {
-		// The terminal's calls live as long as its server, not this step: Close ends them.
-		ep, err := termtools.Serve(cleanup.Unbounded(ctx), newTerminal(m, ref.Record), nil, "127.0.0.1:0")
-		if err != nil {
-			return Result{}, err
-		}
-		lt.add(ep.Close)
-		backends = append(backends, gateway.Backend{Name: TerminalBackend, URL: ep.URL, Token: ep.Token})
+		spec.Terminal = newTerminal(m, ref.Record)
 	}
-	admin, err := newToken()
+	env, closeFn, err := ts.Serve(ctx, spec)
 	if err != nil {
 		return Result{}, err
 	}
-	role, err := newToken()
-	if err != nil {
-		return Result{}, err
+	sc.secret(env.Token)
+	for _, t := range env.Tokens {
+		sc.secret(t)
 	}
-	g, err := gateway.New(ctx, gateway.Config{Name: sc.s.ID, Token: admin, RoleTokens: map[string]string{DefaultRole: role},
-		Servers: backends, Logger: sc.log.With("gateway", sc.s.ID)})
-	if err != nil {
-		return Result{}, err
-	}
-	lt.add(g.Close)
-	url, stop, err := serveLocal(ctx, g)
-	if err != nil {
-		return Result{}, err
-	}
-	lt.addFirst(stop)
-
-	env := DeployedEnv{ID: sc.s.ID, GatewayURL: url, Token: admin, Tokens: map[string]string{DefaultRole: role}}
-	sc.secret(admin)
-	sc.secret(role)
 	e := sc.e
 	e.mu.Lock()
-	e.envs[sc.s.ID] = &envRef{DeployedEnv: env, local: lt}
+	e.envs[sc.s.ID] = &envRef{DeployedEnv: env, local: &localTools{close: closeFn}}
 	e.envOrder = append(e.envOrder, sc.s.ID)
 	e.mu.Unlock()
-	ok = true
-	names := make([]string, 0, len(backends))
-	for _, b := range backends {
-		names = append(names, b.Name)
+	names := make([]string, 0, len(spec.Servers)+1)
+	for _, sv := range spec.Servers {
+		names = append(names, sv.Name)
 	}
-	return Result{Outputs: map[string]string{"gateway_url": url, "servers": marshal(names)}}, nil
+	if s.Terminal {
+		names = append(names, TerminalBackend)
+	}
+	return Result{Outputs: map[string]string{"gateway_url": env.GatewayURL, "servers": marshal(names)}}, nil
 }
 
-// serveLocal serves g on 127.0.0.1 and returns its /mcp URL and the function that stops the
-// server (its sessions first, then a bounded shutdown).
-func serveLocal(ctx context.Context, g *gateway.Gateway) (string, func() error, error) {
-	ln, err := httpserve.Listen(ctx, "127.0.0.1:0", 0)
-	if err != nil {
-		return "", nil, fmt.Errorf("gateway: %w", err)
-	}
-	base, stopBase := context.WithCancel(cleanup.Unbounded(ctx))
-	hs := httpserve.New(g.Handler(), httpserve.Limits{})
-	hs.BaseContext = func(net.Listener) context.Context { return base }
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = hs.Serve(ln) // ErrServerClosed once stopped
-	}()
-	stop := func() error {
-		defer stopBase()
-		sctx, cancel := cleanup.Context(ctx, 5*time.Second)
-		defer cancel()
-		err := hs.Shutdown(sctx)
-		if err != nil {
-			err = errors.Join(err, hs.Close())
-		}
-		<-served
-		return err
-	}
-	return "http://" + ln.Addr().String() + "/mcp", stop, nil
-}
-
-// newToken is a fresh random bearer token.
-func newToken() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("token: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
-}
-
-// localTools is what a serve_tools step runs in this process, closed in order, once.
+// localTools is a serve_tools step's gateway as the episode holds it: closed once.
 type localTools struct {
-	mu      sync.Mutex
-	closers []func() error
-	done    bool
+	once  sync.Once
+	close func(context.Context) error
 }
 
-func (l *localTools) add(f func() error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closers = append(l.closers, f)
-}
-
-// addFirst adds f to be closed before everything added so far.
-func (l *localTools) addFirst(f func() error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closers = append([]func() error{f}, l.closers...)
-}
-
-// close closes the gateway's server, the gateway, then the servers behind it, on a detached
-// context bounded by toolsCloseTimeout, whatever ended the episode. The bridges stop the
-// processes they attached; one that ignores the end of its input goes with its sandbox.
-func (l *localTools) close(ctx context.Context) error {
-	l.mu.Lock()
-	if l.done {
-		l.mu.Unlock()
-		return nil
-	}
-	l.done = true
-	fs := l.closers
-	l.mu.Unlock()
-	cctx, cancel := cleanup.Context(ctx, toolsCloseTimeout)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		var errs []error
-		for _, f := range fs {
-			errs = append(errs, f())
-		}
-		errc <- errors.Join(errs...)
-	}()
-	select {
-	case err := <-errc:
-		if err != nil {
-			return fmt.Errorf("close served tools: %w", err)
-		}
-		return nil
-	case <-cctx.Done():
-		return fmt.Errorf("close served tools: %w", cctx.Err())
-	}
+// shut closes the tools (once); later calls return nil.
+func (l *localTools) shut(ctx context.Context) (err error) {
+	l.once.Do(func() { err = l.close(ctx) })
+	return err
 }
