@@ -76,8 +76,10 @@ func (s *serveTools) Check() error {
 		switch {
 		case !toolServerName.MatchString(sv.Name):
 			return fmt.Errorf("servers[%d].name: want 1-64 of letters, digits, '_', '-' and '.', got %q", i, sv.Name)
+		case s.Terminal && sv.Name == TerminalBackend:
+			return fmt.Errorf("servers[%d].name: %q is the terminal's name with terminal: true", i, sv.Name)
 		case seen[sv.Name]:
-			return fmt.Errorf("servers[%d].name: %q is served twice (%q is the terminal's with terminal: true)", i, sv.Name, TerminalBackend)
+			return fmt.Errorf("servers[%d].name: %q is served twice", i, sv.Name)
 		case len(sv.Command) == 0 || sv.Command[0] == "":
 			return fmt.Errorf("servers[%d].command: want the program and its arguments", i)
 		}

@@ -85,7 +85,7 @@ func TestServeToolsCheck(t *testing.T) {
 	for _, c := range []struct{ steps, want string }{
 		{`- {id: tools, type: serve_tools, sandbox: sb}`, "servers: set servers, terminal: true, or both"},
 		{`- {id: tools, type: serve_tools, sandbox: sb, servers: [{name: a, command: [x]}, {name: a, command: [y]}]}`, `servers[1].name: "a" is served twice`},
-		{`- {id: tools, type: serve_tools, sandbox: sb, terminal: true, servers: [{name: terminal, command: [x]}]}`, `servers[0].name: "terminal" is served twice`},
+		{`- {id: tools, type: serve_tools, sandbox: sb, terminal: true, servers: [{name: terminal, command: [x]}]}`, `servers[0].name: "terminal" is the terminal's name`},
 		{`- {id: tools, type: serve_tools, sandbox: sb, servers: [{name: "a b", command: [x]}]}`, "servers[0].name: want 1-64 of letters"},
 		{`- {id: tools, type: serve_tools, sandbox: sb, servers: [{name: a}]}`, "command"},
 		{`- {id: tools, type: serve_tools, sandbox: nope, terminal: true}`, "nope"},
