@@ -39,12 +39,14 @@ type proc struct {
 	log      *slog.Logger
 	stopping atomic.Bool
 	once     sync.Once
+	reported chan struct{} // closed once the end was logged
 }
 
 // newProc holds p and reports its end once it comes (an error unless the bridge stopped it).
 func newProc(p Process, log *slog.Logger) *proc {
-	x := &proc{p: p, log: log}
+	x := &proc{p: p, log: log, reported: make(chan struct{})}
 	go func() {
+		defer close(x.reported)
 		<-p.Done()
 		status := x.status()
 		if x.stopping.Load() {
@@ -85,10 +87,11 @@ func (x *proc) waitExit(d time.Duration) bool {
 	}
 }
 
-// afterExit calls f once the server ends, unless the returned stop is called first.
+// afterExit calls f once the server ends, unless the returned stop is called first; stop
+// reports whether it kept f from running, as context.AfterFunc's does.
 func (x *proc) afterExit(f func()) (stop func() bool) {
 	stopped := make(chan struct{})
-	var once sync.Once
+	var once, closeOnce sync.Once
 	go func() {
 		select {
 		case <-x.p.Done():
@@ -97,19 +100,26 @@ func (x *proc) afterExit(f func()) (stop func() bool) {
 		}
 	}()
 	return func() bool {
-		ran := true
-		once.Do(func() { ran = false })
-		close(stopped)
-		return !ran
+		kept := false
+		once.Do(func() { kept = true })
+		closeOnce.Do(func() { close(stopped) })
+		return kept
 	}
 }
 
-// stop stops the server (once).
+// stop stops the server (once) and, within exitGrace, waits for its end to be reported, so
+// the bridge's last log line is the server's end.
 func (x *proc) stop() {
 	x.once.Do(func() {
 		x.stopping.Store(true)
 		if err := x.p.Close(); err != nil {
 			x.log.Warn("stop stdio server", "err", err)
+		}
+		t := time.NewTimer(exitGrace)
+		defer t.Stop()
+		select {
+		case <-x.reported:
+		case <-t.C:
 		}
 	})
 }

@@ -70,7 +70,13 @@ func (e *episode) run(ctx context.Context) Episode {
 	}
 
 	if e.opts.Keep {
-		// Tools served by this process cannot outlive it: kept sandboxes are held without them.
+		// Tools served by this process cannot outlive it: kept sandboxes are held without them,
+		// their trajectory kept first.
+		for step, env := range e.liveEnvs() {
+			if e.isLocal(step) {
+				e.keepGatewayTrajectory(ctx, step, env)
+			}
+		}
 		e.closeLocal(ctx)
 		res.Kept = true
 		e.mu.Lock()
@@ -178,6 +184,14 @@ func (e *episode) closeLocal(ctx context.Context, ids ...string) {
 			e.log.Warn("served tools", "step", env.ID, "err", err)
 		}
 	}
+}
+
+// isLocal reports whether the env of step is served in this process (serve_tools).
+func (e *episode) isLocal(step string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	env := e.envs[step]
+	return env != nil && env.local != nil
 }
 
 // trackedDeployments returns the deployments the episode made and has not torn down, newest

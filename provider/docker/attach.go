@@ -60,23 +60,16 @@ type execStream struct {
 	stderr tail
 	done   chan struct{} // closed when the output ended
 
-	wmu       sync.Mutex // one write or CloseWrite at a time on the connection
 	closeOnce sync.Once
 }
 
 func (s *execStream) Read(p []byte) (int, error) { return s.out.Read(p) }
 
-func (s *execStream) Write(p []byte) (int, error) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	return s.conn.Conn.Write(p)
-}
+// Write and CloseWrite go straight to the connection, which is safe for concurrent use: a
+// write blocked on a process that does not read never holds up Close.
+func (s *execStream) Write(p []byte) (int, error) { return s.conn.Conn.Write(p) }
 
-func (s *execStream) CloseWrite() error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	return s.conn.CloseWrite()
-}
+func (s *execStream) CloseWrite() error { return s.conn.CloseWrite() }
 
 func (s *execStream) Done() <-chan struct{} { return s.done }
 
