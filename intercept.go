@@ -10,6 +10,7 @@ const (
 	AbilityVMs      Ability = "vms"      // VMHost: VMs that host a stack, so VM mode
 	AbilityVMExec   Ability = "vm_exec"  // VMExecer: commands in a container of a VM's stack
 	AbilityExec     Ability = "exec"     // Execer: commands in a sandbox
+	AbilityAttach   Ability = "attach"   // Attacher: a process in a sandbox with its stdio attached
 	AbilityFiles    Ability = "files"    // Files: reading and writing a sandbox's files
 	AbilityImages   Ability = "images"   // ImageChecker: images checked before a deploy
 	AbilityLogs     Ability = "logs"     // LogReader: a sandbox's output, for error messages
@@ -37,6 +38,7 @@ const (
 	OpRemoveFromVM  = "remove_from_vm"
 	OpExecInVM      = "exec_in_vm"
 	OpExec          = "exec"
+	OpAttach        = "attach"
 	OpWriteFile     = "write_file"
 	OpReadFile      = "read_file"
 	OpEnsureImage   = "ensure_image"
@@ -47,7 +49,7 @@ const (
 // Ops returns every operation name an Interceptor sees.
 func Ops() []string {
 	return []string{OpCreate, OpGet, OpTerminate, OpList, OpCreateNetwork, OpCreateVM, OpRunInVM,
-		OpRemoveFromVM, OpExecInVM, OpExec, OpWriteFile, OpReadFile, OpEnsureImage, OpLogs, OpCreateImage}
+		OpRemoveFromVM, OpExecInVM, OpExec, OpAttach, OpWriteFile, OpReadFile, OpEnsureImage, OpLogs, OpCreateImage}
 }
 
 // Intercept returns p with every operation, of the Provider interface and of each ability p
@@ -67,6 +69,9 @@ func Intercept(p Provider, f Interceptor) Provider {
 	}
 	if in.Execer != nil {
 		w.abilities.Execer = icExecer{in.Execer, f}
+	}
+	if in.Attacher != nil {
+		w.abilities.Attacher = icAttacher{in.Attacher, f}
 	}
 	if in.Files != nil {
 		w.abilities.Files = icFiles{in.Files, f}
@@ -163,6 +168,17 @@ type icExecer struct {
 func (w icExecer) Exec(ctx context.Context, id string, argv []string) (res ExecResult, err error) {
 	err = w.f(ctx, OpExec, func(ctx context.Context) (err error) { res, err = w.x.Exec(ctx, id, argv); return })
 	return res, err
+}
+
+type icAttacher struct {
+	x Attacher
+	f Interceptor
+}
+
+// Attach runs only the start through f: the stream's reads and writes are not operations.
+func (w icAttacher) Attach(ctx context.Context, id string, argv []string) (st Stream, err error) {
+	err = w.f(ctx, OpAttach, func(ctx context.Context) (err error) { st, err = w.x.Attach(ctx, id, argv); return })
+	return st, err
 }
 
 type icFiles struct {

@@ -131,6 +131,34 @@ type Execer interface {
 	Exec(ctx context.Context, id string, argv []string) (ExecResult, error)
 }
 
+// Stream is a process started in a sandbox by Attacher.Attach, with its standard input and
+// output attached: what a stdio MCP server in a sandbox is served over. It is safe for one
+// reader and one writer at a time, and Close for concurrent use with both.
+type Stream interface {
+	// Read reads the process's standard output; io.EOF once it closed it (or exited).
+	Read(p []byte) (int, error)
+	// Write writes to the process's standard input.
+	Write(p []byte) (int, error)
+	// CloseWrite ends the process's standard input, the stdio way to ask it to exit; reads go on.
+	CloseWrite() error
+	// Done is closed once the process's output has ended: it exited or the stream was closed.
+	Done() <-chan struct{}
+	// Stderr returns the last bytes (a bounded tail) the process wrote to its standard error.
+	Stderr() string
+	// Close ends the stream and the process with it, as far as the backend allows (a process
+	// that ignores the end of its input is left to the sandbox's teardown). It is idempotent.
+	Close() error
+}
+
+// Attacher is implemented by providers that can start a process in a sandbox with its
+// standard input and output attached as a stream, for as long as the caller holds it.
+type Attacher interface {
+	// Attach starts argv in the sandbox id and returns once it runs, its standard input and
+	// output attached. ctx bounds only the start; the stream lasts until Close or the
+	// process's end. An error means nothing was started.
+	Attach(ctx context.Context, id string, argv []string) (Stream, error)
+}
+
 // VMExecer is implemented by VM hosts that can run a command in a container of a VM's stack.
 // A deploy uses it for what must be done from inside the stack when the stack's ports are not
 // reachable over TCP from the caller (a cloud VM whose port URLs carry only HTTP): waiting for
@@ -206,6 +234,7 @@ type Abilities struct {
 	VMHost       VMHost
 	VMExecer     VMExecer
 	Execer       Execer
+	Attacher     Attacher
 	Files        Files
 	ImageChecker ImageChecker
 	LogReader    LogReader
@@ -232,6 +261,7 @@ func AbilitiesOf(p Provider) Abilities {
 	a.VMHost, _ = p.(VMHost)
 	a.VMExecer, _ = p.(VMExecer)
 	a.Execer, _ = p.(Execer)
+	a.Attacher, _ = p.(Attacher)
 	a.Files, _ = p.(Files)
 	a.ImageChecker, _ = p.(ImageChecker)
 	a.LogReader, _ = p.(LogReader)
@@ -255,6 +285,7 @@ func (a Abilities) List() []Ability {
 	add(a.VMHost != nil, AbilityVMs)
 	add(a.VMExecer != nil, AbilityVMExec)
 	add(a.Execer != nil, AbilityExec)
+	add(a.Attacher != nil, AbilityAttach)
 	add(a.Files != nil, AbilityFiles)
 	add(a.ImageChecker != nil, AbilityImages)
 	add(a.LogReader != nil, AbilityLogs)

@@ -62,12 +62,16 @@ func newBackend(s Backend, log *slog.Logger, changed func(*backend)) *backend {
 	// keep enough idle connections for them all, without the default cap of 100 in total.
 	tr.MaxIdleConns = 0
 	tr.MaxIdleConnsPerHost = maxIdleConns
+	var rt http.RoundTripper = tr
+	if s.Token != "" {
+		rt = bearerTransport{base: tr, value: "Bearer " + s.Token}
+	}
 	return &backend{
 		name:    s.Name,
 		url:     s.URL,
 		log:     log.With("component", s.Name),
-		httpc:   &http.Client{Transport: stampTransport{tr}},
-		rawc:    &http.Client{Transport: tr},
+		httpc:   &http.Client{Transport: stampTransport{rt}},
+		rawc:    &http.Client{Transport: rt},
 		changed: changed,
 		relistc: make(chan struct{}, 1),
 		pokec:   make(chan struct{}, 1),
@@ -431,6 +435,18 @@ func (t stampTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp.Body = &boundedBody{ReadCloser: resp.Body, left: maxBackendAnswer}
 	}
 	return resp, err
+}
+
+// bearerTransport sets the backend's own bearer token (Backend.Token) on every request to it.
+type bearerTransport struct {
+	base  http.RoundTripper
+	value string
+}
+
+func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", t.value)
+	return t.base.RoundTrip(r)
 }
 
 // boundedBody fails a read past its bound with errAnswerTooLarge.

@@ -108,6 +108,10 @@ const (
 type Backend struct {
 	Name string // unique; letters, digits, '_', '-' and '.'
 	URL  string // its MCP endpoint, e.g. http://notes:8080/mcp
+	// Token, if set, is sent as Authorization: Bearer on every request to the backend: one
+	// served on the gateway's own host behind a token of its own (a stdio server bridged in
+	// the process, the terminal tools of a sandbox). A caller's token is never passed on.
+	Token string
 }
 
 // Config configures a Gateway. Zero values are the documented defaults.

@@ -34,6 +34,8 @@ type testBackend struct {
 	// forwarded counts the tools/call requests that reached it from the gateway's fast path
 	// (whose JSON-RPC ids are "agentenv-N" strings), sdk those from its SDK client.
 	forwarded, sdk atomic.Int64
+	token          string       // the bearer token the backend wants (backendOpts.token)
+	badAuth        atomic.Int64 // requests it refused for their Authorization
 }
 
 // addEcho adds a tool that answers "<server>/<tool>:<text>".
@@ -67,6 +69,9 @@ type backendOpts struct {
 	// anchor serves the card as the anchor's protocol package writes it (nulls and all), its
 	// data plane at /rpc with operations data/reset and data/get.
 	anchor bool
+	// token makes the backend refuse (401) every request without Authorization: Bearer token,
+	// and recorded what it was sent in gotAuth.
+	token string
 }
 
 // startBackend is newBackend with every option.
@@ -132,7 +137,19 @@ func startBackend(tb testing.TB, name string, o backendOpts, tools ...string) *t
 			_ = json.NewEncoder(w).Encode(envproto.Response{JSONRPC: "2.0", ID: req.ID, Result: res})
 		})
 	}
-	b.srv = httptest.NewServer(mux)
+	var h http.Handler = mux
+	if o.token != "" {
+		b.token = o.token
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer "+o.token {
+				b.badAuth.Add(1)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
+	b.srv = httptest.NewServer(h)
 	b.url = b.srv.URL + "/mcp"
 	tb.Cleanup(func() {
 		b.srv.CloseClientConnections()
@@ -149,7 +166,7 @@ func newGateway(tb testing.TB, cfg gateway.Config, backends ...*testBackend) (*g
 		cfg.Name = "testenv"
 	}
 	for _, b := range backends {
-		cfg.Servers = append(cfg.Servers, gateway.Backend{Name: b.name, URL: b.url})
+		cfg.Servers = append(cfg.Servers, gateway.Backend{Name: b.name, URL: b.url, Token: b.token})
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 10 * time.Second

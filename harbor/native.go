@@ -23,7 +23,7 @@ const (
 	AgentOracle    = "oracle"  // runs the task's solution/solve.sh in its container
 	AgentNop       = "nop"     // does nothing: the tests see the container as it was built
 	AgentCommand   = "command" // a command-line agent in the container: Options.Command
-	AgentA2A       = "a2a"     // a running A2A agent at Options.URL, handed the container as MCP tools
+	AgentA2A       = "a2a"     // a running A2A agent at Options.URL, handed the container as MCP tools through the gateway
 	AgentOpenAI    = task.AgentOpenAI
 	AgentAnthropic = task.AgentAnthropic
 )
@@ -48,7 +48,8 @@ type Options struct {
 	// harness installed in the image, or by the command itself).
 	Command string
 	// URL is AgentA2A's agent: a running A2A agent (http://host:port) that gets the task's
-	// container as MCP tools (run_command, read_file, write_file) served on this host.
+	// container as MCP tools (run_command, read_file, write_file) and the task's MCP servers
+	// through a gateway served on this host, with its role token.
 	URL string
 }
 
@@ -119,12 +120,18 @@ func Native(t *Task, o Options) (*task.Task, error) {
 	if !t.Environment.AllowInternet {
 		doc.Steps = isolate(doc.Steps)
 	}
+	after := sandboxStep
+	if tools, err := toolsStep(t, o); err != nil {
+		return nil, err
+	} else if tools != nil {
+		doc.Steps = append(doc.Steps, tools)
+		after = toolsStepID
+	}
 
 	phases := []Step{{Instruction: t.Instruction, Agent: t.Agent, Verifier: t.Verifier, Dir: t.Dir}}
 	if len(t.Steps) > 0 {
 		phases = t.Steps
 	}
-	after := sandboxStep
 	for i, ph := range phases {
 		sfx := ""
 		if len(phases) > 1 {
@@ -253,9 +260,45 @@ func containerStep(t *Task) step {
 	return s
 }
 
+// toolsStepID is the id of the serve_tools step of a task's MCP servers and, for an A2A
+// agent, the container's terminal tools.
+const toolsStepID = "tools"
+
+// toolsStep is the serve_tools step of t for an agent that speaks MCP (the model agent, an
+// A2A agent), or nil: t's stdio MCP servers run in its container behind a gateway served on
+// this host, and for an A2A agent the container's terminal tools beside them. A server of
+// another transport is refused by its key: its service's port would have to be reached from
+// this host, which agentenv does not do yet.
+func toolsStep(t *Task, o Options) (step, error) {
+	modelAgent := o.Agent == AgentOpenAI || o.Agent == AgentAnthropic
+	if !modelAgent && o.Agent != AgentA2A {
+		return nil, nil
+	}
+	var servers []map[string]any
+	for i, sv := range t.MCPServers {
+		if sv.Transport != "stdio" {
+			return nil, fmt.Errorf("%s: key environment.mcp_servers[%d].transport: %q (server %s): agentenv serves only stdio servers a task declares yet, run in its container: %w",
+				filepath.Join(t.Dir, "task.toml"), i, sv.Transport, sv.Name, agentenv.ErrInvalid)
+		}
+		servers = append(servers, map[string]any{"name": sv.Name, "command": append([]string{sv.Command}, sv.Args...)})
+	}
+	if len(servers) == 0 && o.Agent != AgentA2A {
+		return nil, nil
+	}
+	s := step{"id": toolsStepID, "type": task.TypeServeTools, "depends_on": []string{sandboxStep}, "sandbox": sandboxStep}
+	if len(servers) > 0 {
+		s["servers"] = servers
+	}
+	if o.Agent == AgentA2A {
+		s["terminal"] = true
+	}
+	return s, nil
+}
+
 // agentSteps are the steps of one agent phase: none for nop; the solution copied in and
 // solve.sh run inside the container for the oracle; the built-in model agent with a terminal
-// in the container for a model; an A2A agent with the container's terminal as MCP tools.
+// in the container for a model, and the task's MCP servers through the tools step's gateway;
+// an A2A agent with that gateway only, the container's terminal among its tools.
 func agentSteps(t *Task, ph Step, sfx, after string, o Options) []step {
 	timeout := ph.Agent.Timeout
 	if timeout <= 0 {
@@ -280,6 +323,8 @@ func agentSteps(t *Task, ph Step, sfx, after string, o Options) []step {
 		return []step{prompt}
 	case AgentA2A:
 		prompt["agent"] = map[string]any{"a2a": o.URL}
+		prompt["env"] = toolsStepID
+		delete(prompt, "sandbox")
 		return []step{prompt}
 	case AgentOracle:
 		harness := map[string]any{"in": sandboxStep, "command": []string{"bash", SolutionDir + "/solve.sh"},
@@ -296,6 +341,9 @@ func agentSteps(t *Task, ph Step, sfx, after string, o Options) []step {
 		prompt["agent"] = o.Agent
 		if o.Model != "" {
 			prompt["model"] = o.Model
+		}
+		if len(t.MCPServers) > 0 {
+			prompt["env"] = toolsStepID
 		}
 		return []step{prompt}
 	}

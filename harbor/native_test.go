@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentenv/agentenv"
@@ -37,7 +38,9 @@ func TestNativeSteps(t *testing.T) {
 		{"hello-file", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "verify:reward"}},
 		{"hello-file", Options{Agent: AgentOpenAI}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
 		{"hello-file", Options{Command: "my-agent"}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
-		{"hello-file", Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
+		{"hello-file", Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"}, []string{"container:deploy_sandbox", "tools:serve_tools", "agent:prompt_agent", "verify:reward"}},
+		{"mcp-stdio", Options{Agent: AgentOpenAI}, []string{"container:deploy_sandbox", "tools:serve_tools", "agent:prompt_agent", "verify:reward"}},
+		{"mcp-stdio", Options{}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
 		{"no-internet", Options{Agent: AgentNop}, []string{"network:deploy_network", "container:deploy_sandbox", "verify:reward"}},
 		{"multi-step", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "verify_1:reward", "verify_2:reward"}},
 	} {
@@ -120,8 +123,12 @@ func TestNativeA2A(t *testing.T) {
 		t.Fatalf("%d agent steps, want 1: %v", len(steps), steps)
 	}
 	s := steps[0]
-	if s["type"] != task.TypePromptAgent || s["sandbox"] != sandboxStep || s["prompt_file"] != "instruction.md" || !reflect.DeepEqual(s["agent"], map[string]any{"a2a": "http://127.0.0.1:9"}) {
-		t.Errorf("agent step %v, want a prompt_agent of the a2a agent in the container", s)
+	if _, inSandbox := s["sandbox"]; s["type"] != task.TypePromptAgent || s["env"] != toolsStepID || inSandbox || s["prompt_file"] != "instruction.md" || !reflect.DeepEqual(s["agent"], map[string]any{"a2a": "http://127.0.0.1:9"}) {
+		t.Errorf("agent step %v, want a prompt_agent of the a2a agent through the tools step's gateway", s)
+	}
+	tools, err := toolsStep(ht, Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"})
+	if err != nil || tools["terminal"] != true || tools["sandbox"] != sandboxStep || tools["servers"] != nil {
+		t.Errorf("tools step %v, %v; want the container's terminal and no servers", tools, err)
 	}
 	b, err := LoadNative(a.File, Options{})
 	if err != nil {
@@ -136,5 +143,45 @@ func TestNativeA2A(t *testing.T) {
 	}
 	if c.Digest == a.Digest {
 		t.Error("two agent URLs have one digest")
+	}
+}
+
+// A task's stdio MCP servers run in its container behind the tools step's gateway, which the
+// model agent gets as its env beside its own terminal; the A2A agent gets the terminal there too.
+func TestNativeMCPServers(t *testing.T) {
+	ht, err := Load("testdata/corpus/mcp-stdio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantServers := []map[string]any{{"name": "vault", "command": []string{"/usr/local/bin/vault-mcp", "--vault", "/opt/vault"}}}
+	for _, c := range []struct {
+		o        Options
+		terminal bool
+	}{{Options{Agent: AgentOpenAI}, false}, {Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"}, true}} {
+		s, err := toolsStep(ht, c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s["servers"], wantServers) || (s["terminal"] == true) != c.terminal {
+			t.Errorf("%s: tools step %v, want the vault server (terminal %v)", c.o.Agent, s, c.terminal)
+		}
+		nt, err := Native(ht, c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(nt.Steps, func(s *task.StepSpec) bool { return s.ID == "agent" })
+		if i < 0 || !slices.Contains(nt.Steps[i].DependsOn, toolsStepID) {
+			t.Errorf("%s: the agent step does not follow the tools step: %+v", c.o.Agent, nt.Steps)
+		}
+	}
+	if s, err := toolsStep(ht, Options{Agent: AgentOracle}); s != nil || err != nil {
+		t.Errorf("the oracle gets tools step %v, %v; want none", s, err)
+	}
+
+	// A server a compose service serves over HTTP is refused by its key, nothing deployed.
+	ht.MCPServers = append(ht.MCPServers, MCPServer{Name: "web", Transport: "streamable-http", URL: "http://mcp:8000/mcp"})
+	_, err = Native(ht, Options{Agent: AgentOpenAI})
+	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "task.toml: key environment.mcp_servers[1].transport") {
+		t.Errorf("Native with an http server = %v, want ErrInvalid naming task.toml's key", err)
 	}
 }

@@ -198,7 +198,7 @@ func TestFaultMatrix(t *testing.T) {
 		{
 			name: "exec",
 			steps: []step{
-				{"ledger", "get", 1}, {"provider", "exec", 1}, {"provider", "write_file", 1},
+				{"ledger", "get", 1}, {"provider", "exec", 1}, {"provider", "attach", 1}, {"provider", "write_file", 1},
 				{"provider", "read_file", 1}, {"provider", "logs", 1},
 			},
 			setup: func(t *testing.T, r *rig) []string {
@@ -210,6 +210,11 @@ func TestFaultMatrix(t *testing.T) {
 			},
 			run: func(ctx context.Context, r *rig, ids []string) error {
 				_, err := r.mgr.Exec(ctx, ids[0], []string{"true"})
+				if st, aerr := r.mgr.Attach(ctx, ids[0], []string{"cat"}); aerr == nil {
+					err = errors.Join(err, st.Close())
+				} else {
+					err = errors.Join(err, aerr)
+				}
 				err = errors.Join(err, r.mgr.WriteFile(ctx, ids[0], "/f", []byte("x")))
 				_, rerr := r.mgr.ReadFile(ctx, ids[0], "/f")
 				_, lerr := r.mgr.Logs(ctx, ids[0], 5)

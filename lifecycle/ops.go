@@ -68,6 +68,22 @@ func (m *Manager) Exec(ctx context.Context, id string, argv []string) (agentenv.
 	return b.a.Execer.Exec(cctx, r.SandboxID, argv)
 }
 
+// Attach starts argv in the sandbox of record id with its standard input and output attached,
+// the start bounded by the exec timeout. The stream outlives ctx: the caller closes it, and a
+// process it leaves behind goes with its sandbox.
+func (m *Manager) Attach(ctx context.Context, id string, argv []string) (agentenv.Stream, error) {
+	b, r, err := m.target(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if b.a.Attacher == nil {
+		return nil, lacks(b, "attach to a process in a sandbox")
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.ExecTimeout)
+	defer cancel()
+	return b.a.Attacher.Attach(cctx, r.SandboxID, argv)
+}
+
 // WriteFile writes data to path in the sandbox of record id.
 func (m *Manager) WriteFile(ctx context.Context, id, path string, data []byte) error {
 	b, r, err := m.target(ctx, id)

@@ -1,12 +1,17 @@
-// Package stdiobridge serves one stdio MCP server over streamable HTTP. It starts the server as
-// a child process once, lists its tools and serves them at /mcp, forwarding every call to the
-// child over its one stdio session (concurrent HTTP clients are multiplexed onto it). It follows
-// the child's tools/list_changed notifications, publishes an env card and answers /healthz.
+// Package stdiobridge serves one stdio MCP server over streamable HTTP. It lists the server's
+// tools and serves them at /mcp, forwarding every call over its one stdio session (concurrent
+// HTTP clients are multiplexed onto it). It follows the server's tools/list_changed
+// notifications, publishes an env card and answers /healthz.
 //
-// A child that exits is reported and not restarted: /healthz answers 503 and every call,
-// pending or later, fails at once with an error wrapping [ErrExited]. When the bridge's context
-// ends the child is stopped (end of stdin, then SIGTERM, then SIGKILL to its process group,
-// each after a bound) and nothing it started is left running.
+// The server is any [Process]: [Run] starts a child process of its own (the `agentenv
+// stdio-bridge` command, in a deployment's container); [Serve] bridges one given to it, such as
+// a process attached in a sandbox through the lifecycle manager, and serves it on this host
+// behind a bearer token of its own.
+//
+// A server that exits is reported and not restarted: /healthz answers 503 and every call,
+// pending or later, fails at once with an error wrapping [ErrExited]. When the bridge ends, the
+// server is stopped (a child: end of stdin, then SIGTERM, then SIGKILL to its process group,
+// each after a bound, so nothing it started is left running; any other Process: its Close).
 package stdiobridge
 
 import (
@@ -75,46 +80,63 @@ func Run(ctx context.Context, opts Options) error {
 	log = log.With("component", "stdio-bridge")
 	startTimeout := orDefault(opts.StartTimeout, DefaultStartTimeout)
 
-	ch, err := startChild(opts.Command, opts.Env, log)
+	ch, err := startChild(opts.Command, opts.Env, log, orDefault(opts.StopTimeout, DefaultStopTimeout))
 	if err != nil {
 		return fmt.Errorf("stdiobridge: %w", err)
 	}
-	b := &bridge{child: ch, log: log, changed: make(chan struct{}, 1)}
-	defer b.close(orDefault(opts.StopTimeout, DefaultStopTimeout))
-
-	sctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	stopOnExit := context.AfterFunc(ch.exited, cancel)
-	defer stopOnExit()
-	if err := b.connect(sctx); err != nil {
-		if ch.waitExit(100 * time.Millisecond) {
-			err = fmt.Errorf("initialize stdio server: %w", ch.exitErr())
-		}
-		return fmt.Errorf("stdiobridge: %w", err)
+	b, err := start(ctx, ch, log, startTimeout)
+	if err != nil {
+		return err
 	}
-	if err := b.sync(sctx); err != nil {
-		return fmt.Errorf("stdiobridge: %w", err)
-	}
-	stopOnExit()
+	defer b.close()
 
 	ln, err := httpserve.Listen(ctx, opts.Listen, 0)
 	if err != nil {
 		return fmt.Errorf("stdiobridge: %w", err)
 	}
+	defer b.followUntil(ctx)()
+	if opts.Ready != nil {
+		opts.Ready(ln.Addr().String())
+	}
+	return envsdk.ServeHandler(ctx, ln, b.handler(), b.server, log)
+}
+
+// start connects to p's MCP server and lists its tools within startTimeout. On error p is
+// closed.
+func start(ctx context.Context, p Process, log *slog.Logger, startTimeout time.Duration) (*bridge, error) {
+	b := &bridge{proc: newProc(p, log), log: log, changed: make(chan struct{}, 1)}
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	stopOnExit := b.proc.afterExit(cancel)
+	defer stopOnExit()
+	if err := b.connect(sctx); err != nil {
+		if b.proc.waitExit(100 * time.Millisecond) {
+			err = fmt.Errorf("initialize stdio server: %w", b.proc.exitErr())
+		}
+		b.close()
+		return nil, fmt.Errorf("stdiobridge: %w", err)
+	}
+	if err := b.sync(sctx); err != nil {
+		b.close()
+		return nil, fmt.Errorf("stdiobridge: %w", err)
+	}
+	return b, nil
+}
+
+// followUntil follows the server's list_changed notifications until ctx ends or the returned
+// function is called, which waits for the follower to end (bounded: a re-list in flight ends
+// with its context).
+func (b *bridge) followUntil(ctx context.Context) func() {
 	followCtx, stopFollow := context.WithCancel(ctx)
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
 		b.follow(followCtx)
 	}()
-	defer func() {
+	return func() {
 		stopFollow()
-		<-followed // bounded: a re-list in flight ends with followCtx
-	}()
-	if opts.Ready != nil {
-		opts.Ready(ln.Addr().String())
+		<-followed
 	}
-	return envsdk.ServeHandler(ctx, ln, b.handler(), b.server, log)
 }
 
 // orDefault returns d, or def if d is not positive.
@@ -125,9 +147,10 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// bridge is one child, its client session and the HTTP-facing MCP server mirroring its tools.
+// bridge is one stdio server, its client session and the HTTP-facing MCP server mirroring its
+// tools.
 type bridge struct {
-	child   *child
+	proc    *proc
 	log     *slog.Logger
 	session *mcp.ClientSession
 	server  *mcp.Server
@@ -149,7 +172,7 @@ func (b *bridge) connect(ctx context.Context) error {
 				}
 			},
 		})
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: b.child.stdout, Writer: b.child.stdin}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: b.proc.reader(), Writer: b.proc.writer()}, nil)
 	if err != nil {
 		return fmt.Errorf("initialize stdio server: %w", err)
 	}
@@ -218,12 +241,12 @@ func (b *bridge) addTool(t *mcp.Tool) (err error) {
 // forward returns the handler that calls tool name on the child.
 func (b *bridge) forward(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if err := b.child.exitErr(); err != nil {
+		if err := b.proc.exitErr(); err != nil {
 			return nil, err
 		}
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stop := context.AfterFunc(b.child.exited, cancel)
+		stop := b.proc.afterExit(cancel)
 		defer stop()
 		params := &mcp.CallToolParams{Meta: req.Params.Meta, Name: name}
 		if len(req.Params.Arguments) > 0 {
@@ -238,9 +261,9 @@ func (b *bridge) forward(name string) mcp.ToolHandler {
 		var werr *jsonrpc.Error
 		answered := errors.As(err, &werr) && !errors.Is(err, mcp.ErrConnectionClosed)
 		if !answered && ctx.Err() == nil {
-			b.child.waitExit(exitGrace)
+			b.proc.waitExit(exitGrace)
 		}
-		if xerr := b.child.exitErr(); xerr != nil {
+		if xerr := b.proc.exitErr(); xerr != nil {
 			return nil, xerr
 		}
 		if answered {
@@ -257,21 +280,21 @@ func (b *bridge) follow(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-b.child.exited.Done():
+		case <-b.proc.p.Done():
 			return
 		case <-b.changed:
 		}
 		lctx, cancel := context.WithTimeout(ctx, relistTimeout)
-		if err := b.sync(lctx); err != nil && b.child.exitErr() == nil {
+		if err := b.sync(lctx); err != nil && b.proc.exitErr() == nil {
 			b.log.Warn("re-list tools after list_changed", "err", err)
 		}
 		cancel()
 	}
 }
 
-// close stops the child, then ends the session with it.
-func (b *bridge) close(d time.Duration) {
-	b.child.stop(d)
+// close stops the server, then ends the session with it.
+func (b *bridge) close() {
+	b.proc.stop()
 	if b.session != nil {
 		_ = b.session.Close()
 	}
@@ -292,7 +315,7 @@ func (b *bridge) handler() http.Handler {
 	})
 	mux.HandleFunc("GET "+envsdk.HealthPath, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := b.child.exitErr(); err != nil {
+		if err := b.proc.exitErr(); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = fmt.Fprintln(w, err)
 			return

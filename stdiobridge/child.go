@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -28,15 +27,19 @@ type child struct {
 	tail   *tailWriter
 	log    *slog.Logger
 
-	stopping atomic.Bool
+	stopTimeout time.Duration // each step of Close
+
 	exited   context.Context // done when the process has exited and been reaped
 	markExit context.CancelFunc
-	err      error // set before exited is done
+	status   string // set before exited is done
 }
+
+var _ Process = (*child)(nil)
 
 // startChild starts command with env added to the current environment, in its own process
 // group so that stopping it stops what it started.
-func startChild(command, env []string, log *slog.Logger) (*child, error) {
+// Close stops it, each step bounded by stopTimeout.
+func startChild(command, env []string, log *slog.Logger, stopTimeout time.Duration) (*child, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("stdin pipe: %w", err)
@@ -65,13 +68,13 @@ func startChild(command, env []string, log *slog.Logger) (*child, error) {
 	}
 	exited, markExit := context.WithCancel(context.Background())
 	c := &child{cmd: cmd, stdin: inW, stdout: outR, tail: tail, log: log.With("pid", cmd.Process.Pid),
-		exited: exited, markExit: markExit}
+		exited: exited, markExit: markExit, stopTimeout: stopTimeout}
 	c.log.Info("stdio server started", "command", strings.Join(command, " "))
 	go c.wait()
 	return c, nil
 }
 
-// wait reaps the child, records and reports how it ended.
+// wait reaps the child and records how it ended.
 func (c *child) wait() {
 	err := c.cmd.Wait()
 	status := "exited"
@@ -80,21 +83,23 @@ func (c *child) wait() {
 	} else if err != nil {
 		status = err.Error()
 	}
-	c.err = fmt.Errorf("%w: %s", ErrExited, status)
-	if c.stopping.Load() {
-		c.log.Info("stdio server stopped", "status", status)
-	} else {
-		c.log.Error("stdio server exited; it is not restarted", "status", status, "stderr", c.tail.String())
-	}
+	c.status = status
 	c.markExit()
 }
 
-// exitErr returns nil while the child runs and an error wrapping [ErrExited] once it exited.
-func (c *child) exitErr() error {
-	if c.exited.Err() == nil {
-		return nil
-	}
-	return c.err
+func (c *child) Read(p []byte) (int, error)  { return c.stdout.Read(p) }
+func (c *child) Write(p []byte) (int, error) { return c.stdin.Write(p) }
+func (c *child) CloseWrite() error           { return c.stdin.Close() }
+func (c *child) Done() <-chan struct{}       { return c.exited.Done() }
+func (c *child) Stderr() string              { return c.tail.String() }
+
+// ExitStatus is how the child ended, once Done is closed.
+func (c *child) ExitStatus() string { return c.status }
+
+// Close stops the child (see stop).
+func (c *child) Close() error {
+	c.stop(c.stopTimeout)
+	return nil
 }
 
 // waitExit waits up to d for the child to exit and reports whether it did.
@@ -113,7 +118,6 @@ func (c *child) waitExit(d time.Duration) bool {
 // SIGTERM and, after each bound d, SIGKILL to the whole process group. Whatever is left of the
 // group once the child is gone is killed too, so nothing it started keeps running.
 func (c *child) stop(d time.Duration) {
-	c.stopping.Store(true)
 	defer func() {
 		killGroup(c.cmd, true)
 		c.stdout.Close()

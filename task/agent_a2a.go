@@ -111,7 +111,7 @@ func (s *deployAgent) Refs() []Ref {
 	if s.Network == "" {
 		return nil
 	}
-	return []Ref{{"network", s.Network, envTypes}}
+	return []Ref{{"network", s.Network, []string{TypeDeployEnv}}}
 }
 
 func (s *deployAgent) Run(ctx context.Context, sc *scope) (Result, error) {

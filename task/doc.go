@@ -47,6 +47,13 @@
 // advertise. Every change is in the gateway's trajectory, which the gateway_trajectory
 // verifier grades record by record (examples/triggers-task).
 //
+// A serve_tools step serves a deploy_sandbox step's tools behind a gateway in this process:
+// stdio MCP servers run in the sandbox (servers: [{name, command}], attached through the
+// lifecycle manager and bridged here) and, with terminal: true, the sandbox's terminal tools as
+// the server "terminal". It is an env to the steps that take one (prompt_agent hands an agent
+// its default role token), its trajectory is kept as a deployed env's, and it is closed at the
+// episode's end whatever ends it.
+//
 // Verifiers score in [0,1] with rows of what they checked; an errored verifier, and every
 // verifier after a failed agent, scores 0. The task's score combines the verifiers no
 // aggregate step consumes. Two verifiers grade open-ended work: judge (a rubric or

@@ -60,7 +60,8 @@ func (e DeployedEnv) TokenFor(role string) string {
 	return e.Tokens[role]
 }
 
-var envTypes = []string{TypeDeployEnv}
+// envTypes are the steps an env field names: a deployed env, or tools served by this process.
+var envTypes = []string{TypeDeployEnv, TypeServeTools}
 
 // deployEnv deploys an env file through the Runner's EnvDeployer.
 type deployEnv struct {

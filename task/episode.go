@@ -24,10 +24,12 @@ type sandboxRef struct {
 	Record, Provider, SandboxID string
 }
 
-// envRef is a deployment a deploy_env step made.
+// envRef is a deployment a deploy_env step made, or the gateway a serve_tools step serves in
+// this process (local set).
 type envRef struct {
 	DeployedEnv
 	tornDown bool
+	local    *localTools // a serve_tools step's: closed, never torn down by a deployer
 }
 
 // stepState is one step's state in an episode. outputs hold the real values (secrets too, in

@@ -70,6 +70,14 @@ func (e *episode) run(ctx context.Context) Episode {
 	}
 
 	if e.opts.Keep {
+		// Tools served by this process cannot outlive it: kept sandboxes are held without them,
+		// their trajectory kept first.
+		for step, env := range e.liveEnvs() {
+			if e.isLocal(step) {
+				e.keepGatewayTrajectory(ctx, step, env)
+			}
+		}
+		e.closeLocal(ctx)
 		res.Kept = true
 		e.mu.Lock()
 		e.doc.Attrs["kept"] = "true"
@@ -79,6 +87,7 @@ func (e *episode) run(ctx context.Context) Episode {
 		for step, env := range e.liveEnvs() {
 			e.keepGatewayTrajectory(ctx, step, env)
 		}
+		e.closeLocal(ctx)
 		rc, err := e.r.teardownRun(ctx, e.id, e.trackedDeployments())
 		res.Receipt = &rc
 		ev := Event{Kind: EventTeardown, Time: time.Now(), Run: e.id, Episode: e.num, Episodes: e.total,
@@ -156,6 +165,35 @@ func (e *episode) liveEnvs() map[string]DeployedEnv {
 	return out
 }
 
+// closeLocal closes the tools the episode serves in this process (serve_tools steps) of the
+// steps ids, or of every step if none is given, and marks them torn down. It runs on a
+// detached bounded context (localTools.close); a failure is logged, as the sandboxes' teardown
+// goes on and takes what the tools ran there with them.
+func (e *episode) closeLocal(ctx context.Context, ids ...string) {
+	e.mu.Lock()
+	var envs []*envRef
+	for _, id := range e.envOrder {
+		if env := e.envs[id]; env.local != nil && !env.tornDown && (len(ids) == 0 || slices.Contains(ids, id)) {
+			env.tornDown = true
+			envs = append(envs, env)
+		}
+	}
+	e.mu.Unlock()
+	for _, env := range slices.Backward(envs) {
+		if err := env.local.shut(ctx); err != nil {
+			e.log.Warn("served tools", "step", env.ID, "err", err)
+		}
+	}
+}
+
+// isLocal reports whether the env of step is served in this process (serve_tools).
+func (e *episode) isLocal(step string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	env := e.envs[step]
+	return env != nil && env.local != nil
+}
+
 // trackedDeployments returns the deployments the episode made and has not torn down, newest
 // first.
 func (e *episode) trackedDeployments() []string {
@@ -163,7 +201,7 @@ func (e *episode) trackedDeployments() []string {
 	defer e.mu.Unlock()
 	var out []string
 	for _, id := range slices.Backward(e.envOrder) {
-		if env := e.envs[id]; !env.tornDown {
+		if env := e.envs[id]; !env.tornDown && env.local == nil {
 			out = append(out, env.ID)
 		}
 	}

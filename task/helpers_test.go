@@ -12,6 +12,7 @@ import (
 	"github.com/agentenv/agentenv/provider/fake"
 	"github.com/agentenv/agentenv/provider/process"
 	"github.com/agentenv/agentenv/task"
+	"github.com/agentenv/agentenv/task/toolgate"
 )
 
 // rig is a Runner over a bbolt ledger, the process provider and the fake provider, all in
@@ -52,7 +53,7 @@ func newRig(tb testing.TB, wrap func(agentenv.Ledger) agentenv.Ledger) *rig {
 		tb.Fatalf("lifecycle.New = %v", err)
 	}
 	r := &rig{ledger: led, proc: proc, fake: fk, workdir: filepath.Join(dir, "work")}
-	r.runner = &task.Runner{Manager: m, Ledger: led, Workdir: r.workdir, DrainTimeout: 5 * time.Second,
+	r.runner = &task.Runner{Manager: m, Ledger: led, Workdir: r.workdir, DrainTimeout: 5 * time.Second, Tools: toolgate.Server{},
 		Progress: func(ev task.Event) { r.events = append(r.events, ev) }}
 	return r
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -50,6 +51,7 @@ func (e *episode) failedStep() string {
 // made, records the attempt with its receipt in the run document and resets the episode to
 // run again from scratch. An error means the teardown failed and no retry may follow.
 func (e *episode) retryEpisode(ctx context.Context, n int, started time.Time, cause error) error {
+	e.closeLocal(ctx)
 	rc, err := e.r.teardownRun(ctx, e.id, e.trackedDeployments())
 	a := agentenv.RunAttempt{Attempt: n, Step: e.failedStep(), ErrorKind: agentenv.StepErrorInfra,
 		Started: started.UTC(), Elapsed: time.Since(started), Receipt: &rc}
@@ -117,11 +119,12 @@ func (e *episode) resetSpan(ctx context.Context, r *spanRetry, n int) error {
 		if sb, ok := e.sandboxes[id]; ok {
 			records = append(records, sb.Record)
 		}
-		if env := e.envs[id]; env != nil && !env.tornDown {
+		if env := e.envs[id]; env != nil && !env.tornDown && env.local == nil {
 			deployments = append(deployments, env.ID)
 		}
 	}
 	e.mu.Unlock()
+	e.closeLocal(ctx, slices.Collect(maps.Keys(r.span))...)
 	for _, id := range deployments {
 		if e.r.Deployer == nil {
 			errs = append(errs, fmt.Errorf("deployment %s: no env deployer", id))

@@ -29,6 +29,7 @@ type Runner struct {
 	Manager  *lifecycle.Manager
 	Ledger   agentenv.Ledger // run documents and records; Manager.Ledger() if nil
 	Deployer EnvDeployer     // deploys env files for deploy_env; those steps fail if nil
+	Tools    ToolServer      // serves a sandbox's tools for serve_tools (task/toolgate); those steps fail if nil
 	Logger   *slog.Logger    // nil means discard
 	Workdir  string          // run folders (trajectories) go to Workdir/runs/<run id>; os.TempDir() if empty
 	Progress func(Event)     // receives every step, episode and teardown event; may be nil

@@ -117,6 +117,7 @@ const (
 	TypeAggregate         = "aggregate"
 	TypeTeardownSandboxes = "teardown_sandboxes"
 	TypeUpload            = "upload"
+	TypeServeTools        = "serve_tools"
 )
 
 // builtinKinds returns the step types a task may use, by name. It is a plain map built on each
@@ -137,6 +138,8 @@ func builtinKinds() map[string]kind {
 		TypeWriteFile: {new: func() Step { return &writeFile{} }, timeout: short, outputs: []Output{{"bytes", OutputInt}}},
 		TypeUpload: {new: func() Step { return &upload{} }, timeout: short, outputs: []Output{
 			{"files", OutputInt}, {"bytes", OutputInt}}},
+		TypeServeTools: {new: func() Step { return &serveTools{} }, timeout: short, outputs: []Output{
+			{"gateway_url", OutputString}, {"servers", OutputJSON}}},
 		TypeLoadData: {new: func() Step { return &loadData{} }, timeout: short, outputs: []Output{{"parts", OutputInt}}},
 		TypeCallTool: {new: func() Step { return &callTool{} }, timeout: short, outputs: []Output{
 			{"text", OutputString}, {"json", OutputJSON}, {"is_error", OutputBool}}},

@@ -18,8 +18,9 @@ import (
 
 // TestHarborTaskWithA2AAgent runs a Harbor task (testdata/harbor/a2a-terminal, built from
 // ubuntu:24.04 mapped to the local Debian image) with the JS A2A agent on this host: the agent
-// is handed the task's container as MCP tools, runs the instruction with run_command, and the
-// task's tests score 1; the step's trajectory has the call and its result. The build image is
+// is handed the task's container as MCP tools through the episode's gateway (the tools step),
+// runs the instruction with run_command, and the task's tests score 1; the step's trajectory
+// has the call and its result, and the gateway's trajectory the call as it reached the tools. The build image is
 // removed after, and nothing the run made is left.
 func TestHarborTaskWithA2AAgent(t *testing.T) {
 	c := newHarborCLI(t)
@@ -46,6 +47,7 @@ func TestHarborTaskWithA2AAgent(t *testing.T) {
 		t.Fatalf("runs get %s: exit %d\n%s%s", run, g.code, g.stdout, g.stderr)
 	}
 	var got struct {
+		Attrs map[string]string `json:"attrs"`
 		Steps []struct {
 			ID      string            `json:"id"`
 			Outputs map[string]string `json:"outputs"`
@@ -85,6 +87,13 @@ func TestHarborTaskWithA2AAgent(t *testing.T) {
 	}
 	if !call || !result {
 		t.Errorf("the trajectory lacks the run_command call (%v) or its result (%v):\n%s", call, result, data)
+	}
+	gw, err := os.ReadFile(got.Attrs["gateway_trajectory.tools"])
+	if err != nil {
+		t.Fatalf("the tools step's gateway trajectory (attrs %v): %v", got.Attrs, err)
+	}
+	if !strings.Contains(string(gw), `"tool":"run_command"`) || !strings.Contains(string(gw), "/app/out.txt") {
+		t.Errorf("the gateway trajectory lacks the run_command call:\n%s", gw)
 	}
 	c.noRunLeftovers(r.stdout)
 }

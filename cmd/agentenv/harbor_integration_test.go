@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -418,4 +419,60 @@ func TestHarborBadTasks(t *testing.T) {
 	}
 	c.noRecordLeftovers(true)
 	c.noRunLeftovers(run + "\n")
+}
+
+// TestHarborMCPStdioModelAgent: the mcp-stdio corpus task's stdio server (vault, inside the
+// task's container) is served behind the episode's gateway; the built-in model agent, driven by
+// the scripted model, calls get_secret through it, reads the secret in the tool's answer and
+// writes it with its own terminal tool: reward 1, and the call is in the gateway trajectory the
+// episode kept.
+func TestHarborMCPStdioModelAgent(t *testing.T) {
+	t.Parallel()
+	c := newHarborCLI(t)
+	m := modeltest.New(t,
+		modeltest.Reply{Calls: []modeltest.Call{{ID: "c1", Name: "get_secret", Args: `{}`}}},
+		modeltest.Reply{Calls: []modeltest.Call{{ID: "c2", Name: "run_command", Args: `{"command": "echo tulip-42 > /app/secret.txt"}`}}},
+		modeltest.Reply{Text: "I wrote the secret to /app/secret.txt."},
+	)
+	env := []string{"AGENTENV_MODEL_BASE_URL=" + m.OpenAIURL(), "AGENTENV_MODEL_NAME=scripted", "AGENTENV_MODEL_API_KEY=test"}
+	rctx, rcancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer rcancel()
+	r := c.run(rctx, env, "run", "../../harbor/testdata/corpus/mcp-stdio", "--agent", "openai")
+	if r.code != 0 || !strings.Contains(r.stdout, "score 1") {
+		t.Fatalf("run mcp-stdio --agent openai: exit %d (%d model requests)\n%s%s", r.code, len(m.Requests()), r.stdout, r.stderr)
+	}
+	reqs := m.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model requests, want 3 (get_secret, run_command, the answer)", len(reqs))
+	}
+	// The model was offered the vault's tool and its own terminal, and saw the secret come back.
+	first, _ := json.Marshal(reqs[0].Body["tools"])
+	for _, tool := range []string{`"get_secret"`, `"run_command"`} {
+		if !strings.Contains(string(first), tool) {
+			t.Errorf("the model was not offered %s: %s", tool, first)
+		}
+	}
+	if second, _ := json.Marshal(reqs[1].Body["messages"]); !strings.Contains(string(second), "tulip-42") {
+		t.Errorf("the get_secret answer did not reach the model: %s", second)
+	}
+
+	run := regexp.MustCompile(`run-[0-9A-Za-z_-]+`).FindString(r.stdout)
+	g := c.run(t.Context(), nil, "runs", "get", run, "--json")
+	if run == "" || g.code != 0 {
+		t.Fatalf("runs get %q: exit %d\n%s%s", run, g.code, g.stdout, g.stderr)
+	}
+	var doc struct {
+		Attrs map[string]string `json:"attrs"`
+	}
+	if err := json.Unmarshal([]byte(g.stdout), &doc); err != nil {
+		t.Fatalf("runs get %s --json: %v\n%s", run, err, g.stdout)
+	}
+	data, err := os.ReadFile(doc.Attrs["gateway_trajectory.tools"])
+	if err != nil {
+		t.Fatalf("the tools step's gateway trajectory (attrs %v): %v", doc.Attrs, err)
+	}
+	if !strings.Contains(string(data), `"tool":"get_secret"`) || !strings.Contains(string(data), "tulip-42") {
+		t.Errorf("the gateway trajectory lacks the get_secret call and its answer:\n%s", data)
+	}
+	c.noRunLeftovers(r.stdout)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/agentenv/agentenv/harbor"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/task"
+	"github.com/agentenv/agentenv/task/toolgate"
 )
 
 // runFlags are agentenv run's flags.
@@ -427,6 +428,7 @@ func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, p
 	}
 	return &task.Runner{
 		Manager: mgr, Logger: a.log, Workdir: workdir, Model: a.cfg, Progress: progress, ImageMap: imageMap,
+		Tools: toolgate.Server{},
 		Deployer: eval.EnvDeployer{Deployer: deploy.New(mgr, a.log), Defaults: deploy.Options{
 			Provider: a.providerFlag(provider), TTL: ttl, PassEnv: a.passEnv(passEnv),
 			GatewayMaxConns: conns, GatewayMaxSessions: sessions, Store: store,

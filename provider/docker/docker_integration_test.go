@@ -5,6 +5,7 @@ package docker_test
 import (
 	"context"
 	"errors"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -461,4 +462,63 @@ func BenchmarkDockerCLI(b *testing.B) {
 		terminate += time.Since(start)
 	}
 	b.ReportMetric(float64(terminate.Milliseconds())/float64(b.N), "terminate-ms/op")
+}
+
+// TestAttach: a process attached in a container echoes its standard input back on its output,
+// ends its output once its input is closed, and Close ends the stream of one still reading.
+func TestAttach(t *testing.T) {
+	p, _, image, labels := setup(t)
+	ctx := t.Context()
+	s := spec(image, labels, "sleep")
+	t.Cleanup(func() { p.Terminate(context.Background(), s.Name) })
+	if _, err := p.Create(ctx, s); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	st, err := p.Attach(ctx, s.Name, []string{"/agentenv", "cat", "/dev/stdin"})
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	if _, err := st.Write([]byte("hello over stdin\n")); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if err := st.CloseWrite(); err != nil {
+		t.Fatalf("CloseWrite: %v", err)
+	}
+	out, err := io.ReadAll(st)
+	if err != nil || string(out) != "hello over stdin\n" {
+		t.Errorf("output = %q, %v; want the input echoed", out, err)
+	}
+	select {
+	case <-st.Done():
+	case <-time.After(10 * time.Second):
+		t.Error("Done not closed after the output ended")
+	}
+	if err := st.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+
+	// A process still reading: Close ends the stream within its grace.
+	st, err = p.Attach(ctx, s.Name, []string{"/agentenv", "cat", "/dev/stdin"})
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	start := time.Now()
+	if err := st.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case <-st.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed after Close")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Close took %v", d)
+	}
+
+	if _, err := p.Attach(ctx, s.Name, nil); !errors.Is(err, agentenv.ErrInvalid) {
+		t.Errorf("Attach with no command = %v, want ErrInvalid", err)
+	}
+	if _, err := p.Attach(ctx, "agentenv-no-such-record", []string{"/agentenv", "sleep"}); !errors.Is(err, agentenv.ErrNotFound) {
+		t.Errorf("Attach to a missing sandbox = %v, want ErrNotFound", err)
+	}
 }

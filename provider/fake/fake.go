@@ -9,6 +9,7 @@ package fake
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -47,6 +48,7 @@ var (
 	_ agentenv.Networker    = (*Provider)(nil)
 	_ agentenv.VMHost       = (*Provider)(nil)
 	_ agentenv.Execer       = (*Provider)(nil)
+	_ agentenv.Attacher     = (*Provider)(nil)
 	_ agentenv.Files        = (*Provider)(nil)
 	_ agentenv.ImageChecker = (*Provider)(nil)
 	_ agentenv.LogReader    = (*Provider)(nil)
@@ -92,6 +94,9 @@ func (p *Provider) Abilities() agentenv.Abilities {
 	}
 	if !p.without[agentenv.AbilityExec] {
 		a.Execer = p
+	}
+	if !p.without[agentenv.AbilityAttach] {
+		a.Attacher = p
 	}
 	if !p.without[agentenv.AbilityFiles] {
 		a.Files = p
@@ -369,6 +374,48 @@ func (p *Provider) Exec(ctx context.Context, id string, argv []string) (agentenv
 		return agentenv.ExecResult{ExitCode: code}, nil
 	}
 	return agentenv.ExecResult{Stdout: fmt.Appendf(nil, "%v", argv)}, nil
+}
+
+// Attach implements agentenv.Attacher: whatever argv, the process copies its input to its
+// output (as cat does) until its input ends or the stream is closed.
+func (p *Provider) Attach(ctx context.Context, id string, argv []string) (agentenv.Stream, error) {
+	p.count("attach")
+	if _, err := p.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("fake: attach %s: empty command: %w", id, agentenv.ErrInvalid)
+	}
+	r, w := io.Pipe()
+	return &echoStream{r: r, w: w, done: make(chan struct{})}, nil
+}
+
+// echoStream is the fake's attached process: what is written is read back.
+type echoStream struct {
+	r    *io.PipeReader
+	w    *io.PipeWriter
+	done chan struct{}
+	once sync.Once
+}
+
+func (s *echoStream) Read(b []byte) (int, error) {
+	n, err := s.r.Read(b)
+	if err != nil {
+		s.end()
+	}
+	return n, err
+}
+func (s *echoStream) Write(b []byte) (int, error) { return s.w.Write(b) }
+func (s *echoStream) CloseWrite() error           { return s.w.Close() }
+func (s *echoStream) Done() <-chan struct{}       { return s.done }
+func (s *echoStream) Stderr() string              { return "" }
+func (s *echoStream) end()                        { s.once.Do(func() { close(s.done) }) }
+
+func (s *echoStream) Close() error {
+	_ = s.w.Close()
+	_ = s.r.Close()
+	s.end()
+	return nil
 }
 
 // WriteFile implements agentenv.Files.
