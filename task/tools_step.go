@@ -109,7 +109,7 @@ func (s *serveTools) Run(ctx context.Context, sc *scope) (Result, error) {
 			return m.Attach(ctx, ref.Record, argv)
 		}}
 	for _, sv := range s.Servers {
-		spec.Servers = append(spec.Servers, ToolsCmd{Name: sv.Name, Command: sv.Command})
+		spec.Servers = append(spec.Servers, ToolsCmd(sv))
 	}
 	if s.Terminal {
 		spec.Terminal = newTerminal(m, ref.Record)
