@@ -2,8 +2,12 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"iter"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -38,16 +42,39 @@ type Line struct {
 	DurationMS int64           `json:"duration_ms,omitempty"` // a model turn's or tool call's wall time
 	Usage      *Usage          `json:"usage,omitempty"`
 	Error      string          `json:"error,omitempty"`
+	// Images are the images a tool result held (a browser's screenshots), saved beside the
+	// trajectory file by SaveImage rather than inlined.
+	Images []Image `json:"images,omitempty"`
 }
+
+// Image is an image saved with a trajectory: its file, relative to the trajectory file's
+// folder, and its media type.
+type Image struct {
+	Path      string `json:"path"`
+	MediaType string `json:"media_type"`
+}
+
+// Bounds of the images a trajectory keeps: each at most MaxImageBytes, at most MaxImages.
+const (
+	MaxImageBytes = 8 << 20
+	MaxImages     = 1000
+)
+
+// imageExts are the image types a trajectory keeps, with their file extensions.
+var imageExts = map[string]string{"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
+
+// ImagesDir is the folder beside a trajectory file at path where its images are saved.
+func ImagesDir(path string) string { return strings.TrimSuffix(path, filepath.Ext(path)) + ".images" }
 
 // Trajectory writes Lines to a file as they happen. Safe for concurrent use.
 type Trajectory struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
-	enc  *json.Encoder
-	seq  int
-	werr error
+	path   string
+	mu     sync.Mutex
+	f      *os.File
+	enc    *json.Encoder
+	seq    int
+	images int // saved so far
+	werr   error
 }
 
 // Create makes (or truncates) the trajectory file at path.
@@ -61,6 +88,53 @@ func Create(path string) (*Trajectory, error) {
 
 // Path is the file's path.
 func (t *Trajectory) Path() string { return t.path }
+
+// KeepImages saves each image of imgs (media type and bytes) with SaveImage and returns those
+// kept, in order, and why any other was not (nil if all were).
+func (t *Trajectory) KeepImages(imgs iter.Seq2[string, []byte]) ([]Image, error) {
+	var out []Image
+	var errs []error
+	for mediaType, data := range imgs {
+		im, err := t.SaveImage(mediaType, data)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, im)
+	}
+	return out, errors.Join(errs...)
+}
+
+// SaveImage saves data, an image of mediaType, in the trajectory's images folder (ImagesDir)
+// and returns it as a Line references it. An image of another type than PNG, JPEG, GIF or
+// WebP, one over MaxImageBytes, or one past MaxImages is refused with an error saying so.
+func (t *Trajectory) SaveImage(mediaType string, data []byte) (Image, error) {
+	ext, ok := imageExts[mediaType]
+	if !ok {
+		return Image{}, fmt.Errorf("trajectory: image type %q not kept (want png, jpeg, gif or webp)", mediaType)
+	}
+	if len(data) > MaxImageBytes {
+		return Image{}, fmt.Errorf("trajectory: image of %d bytes not kept (at most %d)", len(data), MaxImageBytes)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.path == "" || t.f == nil {
+		return Image{}, errors.New("trajectory: image not kept: no open trajectory file")
+	}
+	if t.images >= MaxImages {
+		return Image{}, fmt.Errorf("trajectory: image not kept: %d already", MaxImages)
+	}
+	t.images++
+	dir := ImagesDir(t.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Image{}, fmt.Errorf("trajectory: %w", err)
+	}
+	name := fmt.Sprintf("%04d%s", t.images, ext)
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+		return Image{}, fmt.Errorf("trajectory: %w", err)
+	}
+	return Image{Path: filepath.Base(dir) + "/" + name, MediaType: mediaType}, nil
+}
 
 // Write appends l, numbering and timing it. Arguments that are not valid JSON are kept as a
 // JSON string. A write error is kept for Err.

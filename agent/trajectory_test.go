@@ -2,9 +2,12 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -50,5 +53,35 @@ func TestTrajectoryWritesNumberedLines(t *testing.T) {
 	}
 	if got[2].Usage == nil || got[2].Usage.InputTokens != 3 {
 		t.Errorf("usage lost: %+v", got[2].Usage)
+	}
+}
+
+// Images of a tool result are saved beside the trajectory file, one file each, and refused
+// past their bounds or of a type a viewer cannot show.
+func TestKeepImages(t *testing.T) {
+	dir := t.TempDir()
+	tr, err := Create(filepath.Join(dir, "agent.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	png := []byte("\x89PNG\r\n\x1a\nfake")
+	imgs := func(yield func(string, []byte) bool) {
+		_ = yield("image/png", png) && yield("image/jpeg", []byte("jpg")) && yield("image/bmp", []byte("bmp")) &&
+			yield("image/png", make([]byte, MaxImageBytes+1))
+	}
+	kept, err := tr.KeepImages(imgs)
+	want := []Image{{Path: "agent.images/0001.png", MediaType: "image/png"}, {Path: "agent.images/0002.jpg", MediaType: "image/jpeg"}}
+	if !slices.Equal(kept, want) {
+		t.Errorf("kept %v, want %v", kept, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), `"image/bmp" not kept`) || !strings.Contains(err.Error(), "bytes not kept") {
+		t.Errorf("KeepImages error = %v, want the bmp and the oversized image named", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, kept[0].Path)); err != nil || !bytes.Equal(got, png) {
+		t.Errorf("saved image = %q, %v; want the PNG's bytes", got, err)
+	}
+	if ImagesDir(tr.Path()) != filepath.Join(dir, "agent.images") {
+		t.Errorf("ImagesDir = %s", ImagesDir(tr.Path()))
 	}
 }

@@ -2,11 +2,13 @@ package eval
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -32,6 +34,36 @@ type Message struct {
 	Content    string     `json:"content"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`   // assistant
 	ToolCallID string     `json:"tool_call_id,omitempty"` // tool
+	// Images are a user message's image parts (data: URLs); with any, content is written as
+	// parts: Content as a text part if not empty, then an image_url part for each.
+	Images []string `json:"-"`
+}
+
+// MarshalJSON writes m with its content as a string, or as parts when it has images.
+func (m Message) MarshalJSON() ([]byte, error) {
+	type plain Message // without this method
+	if len(m.Images) == 0 {
+		return json.Marshal(plain(m))
+	}
+	type imageURL struct {
+		URL string `json:"url"`
+	}
+	type part struct {
+		Type     string    `json:"type"`
+		Text     string    `json:"text,omitempty"`
+		ImageURL *imageURL `json:"image_url,omitempty"`
+	}
+	var parts []part
+	if m.Content != "" {
+		parts = append(parts, part{Type: "text", Text: m.Content})
+	}
+	for _, u := range m.Images {
+		parts = append(parts, part{Type: "image_url", ImageURL: &imageURL{URL: u}})
+	}
+	return json.Marshal(struct {
+		plain
+		Content []part `json:"content"`
+	}{plain(m), parts})
 }
 
 // ToolCall is an assistant's call of a function, in the OpenAI chat format.
@@ -287,6 +319,12 @@ func conversation(path string, red Redactor) (msgs []Message, model, kind string
 				text = string(l.JSON)
 			}
 			msgs = append(msgs, Message{Role: "tool", ToolCallID: id, Content: red.Redact(text)})
+			// A chat tool message holds text only: the images it returned (a browser's
+			// screenshots) follow as a user message of image parts, as vision fine-tuning
+			// formats take them.
+			if urls := imageURLs(path, l.Images); len(urls) > 0 {
+				msgs = append(msgs, Message{Role: "user", Images: urls})
+			}
 		case agent.KindResponse:
 			text := red.Redact(l.Text)
 			if lastAssistant >= 0 && lastAssistant == len(msgs)-1 && len(msgs[lastAssistant].ToolCalls) == 0 && msgs[lastAssistant].Content == text {
@@ -302,6 +340,24 @@ func conversation(path string, red Redactor) (msgs []Message, model, kind string
 		msgs = append(msgs, Message{Role: "tool", ToolCallID: id, Content: ""})
 	}
 	return msgs, model, kind, nil
+}
+
+// imageURLs are the images of a trajectory line, read from beside the trajectory file at path,
+// as data: URLs; an image that cannot be read, or is larger than a trajectory keeps, is left
+// out.
+func imageURLs(path string, imgs []agent.Image) []string {
+	var out []string
+	for _, im := range imgs {
+		if !filepath.IsLocal(filepath.FromSlash(im.Path)) {
+			continue // a line names files beside its trajectory only
+		}
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(path), filepath.FromSlash(im.Path)))
+		if err != nil || len(data) > agent.MaxImageBytes {
+			continue
+		}
+		out = append(out, "data:"+im.MediaType+";base64,"+base64.StdEncoding.EncodeToString(data))
+	}
+	return out
 }
 
 func indexOf(s []string, v string) int {

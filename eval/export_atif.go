@@ -3,6 +3,7 @@ package eval
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"runtime/debug"
 
 	"github.com/agentenv/agentenv"
@@ -40,6 +41,11 @@ func atifLines(g Group, k SlotKey, r agentenv.Run, red Redactor, version string)
 		}
 		for i := range lines {
 			lines[i] = red.line(lines[i])
+			// An exported trajectory is read away from the run's folder: its images by their
+			// path on this machine.
+			for j, im := range lines[i].Images {
+				lines[i].Images[j].Path = filepath.Join(filepath.Dir(p), filepath.FromSlash(im.Path))
+			}
 		}
 		t, err := atif.FromLines(lines, atif.Info{SessionID: r.ID, TrajectoryID: r.ID + "/" + s.ID,
 			AgentVersion: version, System: red.Redact(system[s.ID])})

@@ -2,8 +2,11 @@ package explorer_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -220,5 +223,42 @@ func TestMergedShardGroups(t *testing.T) {
 	r.getJSON(t, "/api/v1/groups/run-1", &g)
 	if g.ID != "group-m" {
 		t.Errorf("GET /api/v1/groups/<an episode> = %s, want the merged group-m", g.ID)
+	}
+}
+
+// A tool result's image saved with the trajectory is shown inline on the trajectory page and
+// served from the trajectory's own folder of images, and nothing else is.
+func TestTrajectoryImages(t *testing.T) {
+	r := newRig(t, explorer.Config{})
+	shot := `{"seq":2,"kind":"tool_result","tool":"browser_take_screenshot","text":"took it","images":[{"path":"agent.trajectory.images/0001.png","media_type":"image/png"}]}`
+	ids := r.putGroup(t, "shop-task", 1, time.Now(), func(int) *float64 { return ptr(1) }, `{"seq":1,"kind":"prompt","text":"look"}`, shot)
+	png := []byte("\x89PNG\r\n\x1a\nshot")
+	dir := filepath.Join(r.runsDir, ids[0], "agent.trajectory.images")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "0001.png"), png, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.runsDir, ids[0], "secret.png"), []byte("not an image of the trajectory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := "/runs/" + ids[0] + "/trajectory/agent/images/0001.png"
+	if code, body := r.get(t, "/runs/"+ids[0]+"/trajectory/agent"); code != http.StatusOK || !strings.Contains(body, `<img src="`+src+`"`) {
+		t.Errorf("trajectory page = %d, want an <img> of %s:\n%s", code, src, body)
+	}
+	resp, err := http.Get(r.srv.URL + src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/png" || string(got) != string(png) {
+		t.Errorf("GET %s = %d %s %q, want the PNG", src, resp.StatusCode, resp.Header.Get("Content-Type"), got)
+	}
+	for _, bad := range []string{"../secret.png", "..%2Fsecret.png", "0001.txt", ".hidden.png", "0002.png"} {
+		if code, _ := r.get(t, "/runs/"+ids[0]+"/trajectory/agent/images/"+bad); code == http.StatusOK {
+			t.Errorf("GET images/%s = 200, want refused", bad)
+		}
 	}
 }

@@ -36,6 +36,7 @@ func (x *Explorer) routes() *http.ServeMux {
 		mux.Handle("GET "+v.page, x.page(v.tmpl, v.fn))
 		mux.Handle("GET /api/v1"+v.api, x.api(v.fn))
 	}
+	mux.HandleFunc("GET /runs/{id}/trajectory/{step}/images/{name}", x.trajectoryImage)
 	mux.Handle("GET /start", x.page("start", func(*http.Request) (any, error) {
 		return struct{ Live []Progress }{x.live.running()}, nil
 	}))

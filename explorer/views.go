@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -201,6 +202,8 @@ func (x *Explorer) runView(r *http.Request) (any, error) {
 type TrajectoryLine struct {
 	agent.Line
 	At float64 `json:"at_s"` // seconds since the first line
+	// ImageURLs are where the explorer serves the line's images (a browser's screenshots).
+	ImageURLs []string `json:"image_urls,omitempty"`
 }
 
 // Pretty returns raw JSON indented, for display.
@@ -286,6 +289,38 @@ func (x *Explorer) trajectoryPath(p string) (string, error) {
 	return clean, nil
 }
 
+// trajectoryImage serves one image saved with a step's trajectory (agent.ImagesDir), by its
+// file name: the trajectory's own folder of images only, and only the image types it keeps.
+func (x *Explorer) trajectoryImage(w http.ResponseWriter, r *http.Request) {
+	fail := func(err error) { writeJSON(w, statusOf(err), map[string]string{"error": err.Error()}) }
+	run, err := x.cfg.Ledger.Runs().Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		fail(err)
+		return
+	}
+	step, name := r.PathValue("step"), r.PathValue("name")
+	i := slices.IndexFunc(run.Steps, func(s agentenv.StepRecord) bool { return s.ID == step })
+	ctype := map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}[filepath.Ext(name)]
+	if i < 0 || run.Steps[i].Outputs["trajectory"] == "" || ctype == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") {
+		fail(fmt.Errorf("run %s step %q has no image %q: %w", run.ID, step, name, agentenv.ErrNotFound))
+		return
+	}
+	path, err := x.trajectoryPath(run.Steps[i].Outputs["trajectory"])
+	if err != nil {
+		fail(err)
+		return
+	}
+	data, err := os.ReadFile(filepath.Join(agent.ImagesDir(path), name))
+	if err != nil {
+		fail(fmt.Errorf("image %s: %w: %w", name, err, agentenv.ErrNotFound))
+		return
+	}
+	w.Header().Set("Content-Type", ctype)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "private, max-age=3600")
+	_, _ = w.Write(data)
+}
+
 func (x *Explorer) trajectoryView(r *http.Request) (any, error) {
 	run, err := x.cfg.Ledger.Runs().Get(r.Context(), r.PathValue("id"))
 	if err != nil {
@@ -324,6 +359,9 @@ func (x *Explorer) trajectoryView(r *http.Request) (any, error) {
 		}
 		if l.Kind == "tool_call" {
 			v.ToolCalls++
+		}
+		for _, im := range l.Images {
+			l.ImageURLs = append(l.ImageURLs, "/runs/"+url.PathEscape(run.ID)+"/trajectory/"+url.PathEscape(step)+"/images/"+url.PathEscape(filepath.Base(filepath.FromSlash(im.Path))))
 		}
 		v.Lines = append(v.Lines, l)
 	}

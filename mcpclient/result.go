@@ -2,6 +2,7 @@ package mcpclient
 
 import (
 	"encoding/json"
+	"iter"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,4 +27,16 @@ func Text(res *mcp.CallToolResult) (string, json.RawMessage) {
 		}
 	}
 	return b.String(), structured
+}
+
+// Images yields a tool result's image contents in order (a browser's screenshots, say): each
+// one's media type (image/png, ...) and bytes.
+func Images(res *mcp.CallToolResult) iter.Seq2[string, []byte] {
+	return func(yield func(string, []byte) bool) {
+		for _, c := range res.Content {
+			if im, ok := c.(*mcp.ImageContent); ok && len(im.Data) > 0 && !yield(im.MIMEType, im.Data) {
+				return
+			}
+		}
+	}
 }

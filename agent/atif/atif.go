@@ -97,10 +97,45 @@ type Observation struct {
 // ObservationResult is one result: of the tool call SourceCallID names in the same step, or,
 // without one, of no call the step made.
 type ObservationResult struct {
-	SourceCallID          string                  `json:"source_call_id,omitempty"`
-	Content               string                  `json:"content,omitempty"`
+	SourceCallID string `json:"source_call_id,omitempty"`
+	Content      string `json:"content,omitempty"`
+	// Images are the result's images (a browser's screenshots); with any, content is written
+	// as parts (ATIF v1.6+): Content as a text part, then an image part for each.
+	Images                []ImageSource           `json:"-"`
 	SubagentTrajectoryRef []SubagentTrajectoryRef `json:"subagent_trajectory_ref,omitempty"`
 	Extra                 map[string]any          `json:"extra,omitempty"`
+}
+
+// ImageSource is an image part's source: a file, by path, and its media type.
+type ImageSource struct {
+	MediaType string `json:"media_type"`
+	Path      string `json:"path"`
+}
+
+// ContentPart is one part of a content written as parts: text, or an image.
+type ContentPart struct {
+	Type   string       `json:"type"` // "text" or "image"
+	Text   string       `json:"text,omitempty"`
+	Source *ImageSource `json:"source,omitempty"`
+}
+
+// MarshalJSON writes r with its content as a string, or as parts when it has images.
+func (r ObservationResult) MarshalJSON() ([]byte, error) {
+	type plain ObservationResult // without this method
+	if len(r.Images) == 0 {
+		return json.Marshal(plain(r))
+	}
+	var parts []ContentPart
+	if r.Content != "" {
+		parts = append(parts, ContentPart{Type: "text", Text: r.Content})
+	}
+	for _, im := range r.Images {
+		parts = append(parts, ContentPart{Type: "image", Source: &im})
+	}
+	return json.Marshal(struct {
+		plain
+		Content []ContentPart `json:"content"`
+	}{plain(r), parts})
 }
 
 // SubagentTrajectoryRef points at a delegated agent's trajectory, embedded (TrajectoryID) or

@@ -105,6 +105,19 @@ var kinds = map[string]struct {
 		agent.Line{Kind: agent.KindStop, Text: agent.StopError, Turn: 2, ToolCalls: 1, Usage: usage(40, 10, 0)},
 	), Info{SessionID: "run-4", TrajectoryID: "run-4/fix"}},
 
+	// A browser's screenshot: the tool result's image saved beside the trajectory file, its
+	// content written as parts.
+	"screenshot": {lines(
+		agent.Line{Kind: agent.KindPrompt, Agent: "openai", Text: "open the shop"},
+		agent.Line{Kind: agent.KindModel, Turn: 1, Model: "gpt-x", ToolCalls: 1, Usage: usage(12, 4, 0)},
+		agent.Line{Kind: agent.KindToolCall, Turn: 1, Tool: "browser_take_screenshot", CallID: "s1", Arguments: json.RawMessage(`{}`)},
+		agent.Line{Kind: agent.KindToolResult, Turn: 1, Tool: "browser_take_screenshot", CallID: "s1", Text: "Took the viewport's screenshot",
+			Images: []agent.Image{{Path: "agent.images/0001.png", MediaType: "image/png"}}},
+		agent.Line{Kind: agent.KindModel, Turn: 2, Model: "gpt-x", Text: "the shop is open", Usage: usage(20, 5, 0)},
+		agent.Line{Kind: agent.KindResponse, Text: "the shop is open"},
+		agent.Line{Kind: agent.KindStop, Text: agent.StopAnswer, Turn: 2, ToolCalls: 1, Usage: usage(32, 9, 0)},
+	), Info{SessionID: "run-6", TrajectoryID: "run-6/browse"}},
+
 	// The model agent stopped by its turn cap with a call left without a result.
 	"capped": {lines(
 		agent.Line{Kind: agent.KindPrompt, Agent: "anthropic", Text: "count to three"},

@@ -196,6 +196,9 @@ func (c *converter) line(l agent.Line) error {
 		c.open = append(c.open, openCall{orig: l.CallID, id: id, step: c.cur})
 	case agent.KindToolResult:
 		r := ObservationResult{Content: l.Text, Extra: lineExtra(l)}
+		for _, im := range l.Images {
+			r.Images = append(r.Images, ImageSource{MediaType: im.MediaType, Path: im.Path})
+		}
 		if r.Content == "" && len(l.JSON) > 0 {
 			r.Content = string(l.JSON)
 			delete(r.Extra, "json")

@@ -2,7 +2,6 @@ package model
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/agentenv/agentenv/agent"
 	"github.com/agentenv/agentenv/agent/termtools"
@@ -14,9 +13,9 @@ func (ts *tools) addTerminal(t agent.Terminal) {
 	for _, tt := range termtools.Tools() {
 		call := tt.Call
 		ts.add(tool{name: tt.Name, description: tt.Description, schema: tt.Schema,
-			call: func(ctx context.Context, args map[string]any) (string, json.RawMessage, bool, error) {
+			call: func(ctx context.Context, args map[string]any) (output, error) {
 				text, isError, err := call(ctx, t, args)
-				return text, nil, isError, err
+				return output{text: text, isError: isError}, err
 			}})
 	}
 }

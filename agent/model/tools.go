@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"regexp"
 	"strings"
 	"time"
@@ -25,8 +26,18 @@ type tool struct {
 }
 
 // callFunc makes one call with the model's arguments. An error is told to the model as the
-// call's failure; otherwise text (or structured, if text is empty) is what it is told.
-type callFunc func(ctx context.Context, args map[string]any) (text string, structured json.RawMessage, isError bool, err error)
+// call's failure; otherwise the output's text (or structured, if text is empty) is what it is
+// told.
+type callFunc func(ctx context.Context, args map[string]any) (output, error)
+
+// output is what a tool call gave: its text, structured content, whether it is an error, and
+// its images (kept with the trajectory, not told to the model).
+type output struct {
+	text       string
+	structured json.RawMessage
+	isError    bool
+	images     iter.Seq2[string, []byte]
+}
 
 // tools are the tools offered to the model, by function name.
 type tools struct {
@@ -70,13 +81,13 @@ func (ts *tools) listGateway(ctx context.Context, cs *mcp.ClientSession) error {
 
 // gatewayCall calls the gateway's tool name through cs.
 func gatewayCall(cs *mcp.ClientSession, name string) callFunc {
-	return func(ctx context.Context, args map[string]any) (string, json.RawMessage, bool, error) {
+	return func(ctx context.Context, args map[string]any) (output, error) {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 		if err != nil {
-			return "", nil, false, err
+			return output{}, err
 		}
 		text, structured := mcpclient.Text(res)
-		return text, structured, res.IsError, nil
+		return output{text: text, structured: structured, isError: res.IsError, images: mcpclient.Images(res)}, nil
 	}
 }
 
@@ -129,12 +140,19 @@ func (ts tools) call(ctx context.Context, tr *agent.Trajectory, turn int, c call
 		}
 	}
 	start := time.Now()
-	text, structured, isError, err := ts.list[i].call(ctx, args)
+	out, err := ts.list[i].call(ctx, args)
 	d := time.Since(start)
 	if err != nil {
 		return fail("error: "+err.Error(), d)
 	}
+	text, structured, isError := out.text, out.structured, out.isError
 	l := agent.Line{Kind: agent.KindToolResult, Turn: turn, Tool: name, CallID: c.id, Text: text, IsError: isError, JSON: structured, DurationMS: d.Milliseconds()}
+	if out.images != nil {
+		var err error
+		if l.Images, err = tr.KeepImages(out.images); err != nil {
+			l.Text += "\n[" + err.Error() + "]"
+		}
+	}
 	if text == "" && structured != nil {
 		text = string(structured)
 	}

@@ -67,8 +67,12 @@ func (a *Agent) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajectory
 			return ans, fmt.Errorf("scripted call %d: call %s: %w", i+1, c.Tool, err)
 		}
 		text, structured := mcpclient.Text(res)
-		tr.Write(agent.Line{Kind: agent.KindToolResult, Turn: ans.Turns, Tool: c.Tool, CallID: id, Text: text, JSON: structured,
-			IsError: res.IsError, DurationMS: time.Since(start).Milliseconds()})
+		l := agent.Line{Kind: agent.KindToolResult, Turn: ans.Turns, Tool: c.Tool, CallID: id, Text: text, JSON: structured,
+			IsError: res.IsError, DurationMS: time.Since(start).Milliseconds()}
+		if l.Images, err = tr.KeepImages(mcpclient.Images(res)); err != nil {
+			l.Text += "\n[" + err.Error() + "]"
+		}
+		tr.Write(l)
 		ans.Text = text
 	}
 	if a.Response != "" {

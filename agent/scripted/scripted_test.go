@@ -28,6 +28,9 @@ func echo(t *testing.T) string {
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{IsError: a.Say == "fail", Content: []mcp.Content{&mcp.TextContent{Text: "said " + a.Say}}}, nil, nil
 	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "screenshot"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "took it"}, &mcp.ImageContent{MIMEType: "image/png", Data: screenshotPNG}}}, nil, nil
+	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer tok" {
@@ -38,6 +41,47 @@ func echo(t *testing.T) string {
 	}))
 	t.Cleanup(hs.Close)
 	return hs.URL
+}
+
+// screenshotPNG is what the echo server's screenshot tool answers as its image.
+var screenshotPNG = []byte("\x89PNG\r\n\x1a\n a screenshot")
+
+// A tool result's image is saved beside the trajectory file and named by its line.
+func TestReplayKeepsImages(t *testing.T) {
+	url := echo(t)
+	a := &scripted.Agent{Calls: []scripted.Call{{Tool: "screenshot"}}}
+	path := filepath.Join(t.TempDir(), "tr.ndjson")
+	tr, err := agent.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := agent.Gateway{URL: url, Headers: map[string]string{"Authorization": "Bearer tok"}}
+	ans, err := a.Prompt(t.Context(), agent.Prompt{Gateway: gw}, tr)
+	tr.Close()
+	if err != nil || ans.Text != "took it" {
+		t.Fatalf("Prompt = %+v, %v", ans, err)
+	}
+	lines, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var result agent.Line
+	for _, raw := range strings.Split(strings.TrimSpace(string(lines)), "\n") {
+		var l agent.Line
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Kind == agent.KindToolResult {
+			result = l
+		}
+	}
+	if len(result.Images) != 1 || result.Images[0].MediaType != "image/png" || result.Text != "took it" {
+		t.Fatalf("tool result line = %+v, want its text and one PNG", result)
+	}
+	got, err := os.ReadFile(filepath.Join(filepath.Dir(path), result.Images[0].Path))
+	if err != nil || string(got) != string(screenshotPNG) {
+		t.Errorf("saved image = %q, %v", got, err)
+	}
 }
 
 func TestReplayWritesTheOneShape(t *testing.T) {
