@@ -57,7 +57,9 @@
 // Verifiers score in [0,1] with rows of what they checked; an errored verifier, and every
 // verifier after a failed agent, scores 0. The task's score combines the verifiers no
 // aggregate step consumes. Two verifiers grade open-ended work: judge (a rubric or
-// rubric_file graded by the model of [model.judge], inputs filled from step outputs; its
+// rubric_file graded by the model of [model.judge], inputs filled from step outputs, and with
+// screenshot: STEP the last image that prompt_agent step's trajectory kept, such as a
+// browser's screenshot, as an image part of its message; its
 // answer is read as a score in [0,1] with reasons, from JSON in a code block, bare JSON or a
 // bare number, and its prompt, raw answer and usage are outputs) and script (a command run in
 // a deploy_sandbox step's sandbox, or in a component of a deploy_env step's env in container

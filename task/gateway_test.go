@@ -48,6 +48,9 @@ type notesResult struct {
 	Notes []note `json:"notes"`
 }
 
+// notesScreenshot is the image the notes gateway's screenshot tool answers.
+var notesScreenshot = []byte("\x89PNG\r\n\x1a\nnotes")
+
 func newNotesGateway(tb testing.TB) *notesGateway {
 	tb.Helper()
 	g := &notesGateway{token: "gateway-token-s3cret", roleMCP: map[string]int{},
@@ -73,6 +76,11 @@ func newNotesGateway(tb testing.TB) *notesGateway {
 				}
 			}
 			return nil, out, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "screenshot", Description: "The notes app as an image."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "took it"},
+				&mcp.ImageContent{MIMEType: "image/png", Data: notesScreenshot}}}, nil, nil
 		})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentenv/agentenv/agent/atif"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/agent/model"
@@ -39,6 +42,9 @@ type judge struct {
 	Rubric     string            `yaml:"rubric"`
 	RubricFile string            `yaml:"rubric_file"` // or a file of the task's folder
 	Inputs     map[string]string `yaml:"inputs"`      // name → text, usually ${steps.ID.outputs.NAME}
+	// Screenshot names a prompt_agent step: the last image its trajectory kept (a browser's
+	// screenshot) is given to the judge with the rubric.
+	Screenshot string `yaml:"screenshot"`
 }
 
 func (s *judge) Check() error {
@@ -48,7 +54,39 @@ func (s *judge) Check() error {
 	return nil
 }
 
-func (s *judge) Refs() []Ref { return nil }
+func (s *judge) Refs() []Ref {
+	if s.Screenshot == "" {
+		return nil
+	}
+	return []Ref{{"screenshot", s.Screenshot, []string{TypePromptAgent}}}
+}
+
+// lastImage is the last image the trajectory of prompt_agent step id kept, and its file.
+func lastImage(sc *scope, id string) (model.Image, string, error) {
+	path, err := sc.e.lookup(id, "trajectory")
+	if err != nil {
+		return model.Image{}, "", err
+	}
+	lines, err := atif.ReadLines(path)
+	if err != nil {
+		return model.Image{}, "", err
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if n := len(lines[i].Images); n > 0 {
+			im := lines[i].Images[n-1]
+			if !filepath.IsLocal(filepath.FromSlash(im.Path)) {
+				return model.Image{}, "", fmt.Errorf("image %q is not beside the trajectory", im.Path)
+			}
+			file := filepath.Join(filepath.Dir(path), filepath.FromSlash(im.Path))
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return model.Image{}, "", err
+			}
+			return model.Image{MediaType: im.MediaType, Data: data}, file, nil
+		}
+	}
+	return model.Image{}, "", fmt.Errorf("step %s's agent kept no image", id)
+}
 
 func (s *judge) Run(ctx context.Context, sc *scope) (Result, error) {
 	cfg, err := judgeConfig(sc.e.r)
@@ -71,7 +109,15 @@ func (s *judge) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	prompt := judgePrompt(rubric, s.Inputs)
 	out := map[string]string{"prompt": prompt}
-	c, err := model.Complete(ctx, cfg, judgeSystem, prompt)
+	var images []model.Image
+	if s.Screenshot != "" {
+		im, file, err := lastImage(sc, s.Screenshot)
+		if err != nil {
+			return Result{Outputs: out}, fmt.Errorf("screenshot: %w", err)
+		}
+		images, out["screenshot"] = append(images, im), file
+	}
+	c, err := model.Complete(ctx, cfg, judgeSystem, prompt, images...)
 	if err != nil {
 		return Result{Outputs: out}, fmt.Errorf("judge model: %w", err)
 	}

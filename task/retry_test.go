@@ -1,6 +1,7 @@
 package task_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -327,5 +328,55 @@ steps:
 
 	if _, err := task.Parse("bad.yaml", []byte("steps:\n- {id: s, type: script, command: [true]}\n")); err == nil || !strings.Contains(err.Error(), "set sandbox") {
 		t.Errorf("script without a sandbox: %v", err)
+	}
+}
+
+// TestJudgeScreenshot gives the judge the last image the agent's trajectory kept (a tool
+// result's screenshot), as an image part of its message beside the rubric.
+func TestJudgeScreenshot(t *testing.T) {
+	g := newNotesGateway(t)
+	srv := modeltest.New(t, modeltest.Reply{Text: `{"score": 1, "reasons": "the app is shown"}`})
+	r := newRig(t, nil)
+	r.runner.Deployer = &fakeDeployer{g: g}
+	r.runner.Model = modelSettings{"model.judge.base_url": srv.OpenAIURL(), "model.judge.name": "judge-1", "model.judge.api_key": "k"}
+	env, _ := filepath.Abs("../examples/notes/env.yaml")
+	tk := mustParse(t, "shot.yaml", `
+name: shot
+steps:
+- {id: env, type: deploy_env, file: `+env+`}
+- {id: agent, type: prompt_agent, env: env, agent: scripted, prompt: look, calls: [{tool: screenshot}]}
+- {id: grade, type: judge, depends_on: [agent], rubric: The notes app is shown., screenshot: agent}
+`)
+	sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if ep := sum.Episodes[0]; ep.Outcome != task.OutcomePassed {
+		t.Fatalf("episode = %s %q", ep.Outcome, ep.Error)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("judge requests = %d", len(reqs))
+	}
+	msgs, _ := json.Marshal(reqs[0].Body["messages"])
+	want := "data:image/png;base64," + base64.StdEncoding.EncodeToString(notesScreenshot)
+	if !strings.Contains(string(msgs), want) || !strings.Contains(string(msgs), "The notes app is shown.") {
+		t.Errorf("judge messages = %s, want the rubric and the screenshot", msgs)
+	}
+
+	// A judge of a step whose agent kept no image is the verifier's error, not a 0.
+	tk = mustParse(t, "noshot.yaml", `
+name: noshot
+steps:
+- {id: env, type: deploy_env, file: `+env+`}
+- {id: agent, type: prompt_agent, env: env, agent: scripted, prompt: look, calls: [{tool: search_notes, arguments: {query: x}}]}
+- {id: grade, type: judge, depends_on: [agent], rubric: x, screenshot: agent}
+`)
+	sum, err = r.runner.Run(t.Context(), tk, task.RunOptions{Retries: -1})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if ep := sum.Episodes[0]; ep.Outcome != task.OutcomeError || !strings.Contains(ep.Error, "kept no image") {
+		t.Errorf("episode without an image = %s %q, want an error saying no image was kept", ep.Outcome, ep.Error)
 	}
 }

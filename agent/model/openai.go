@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,11 +41,18 @@ type Completion struct {
 	OutputTokens int64
 }
 
+// Image is an image given to a model with a message: its media type and bytes.
+type Image struct {
+	MediaType string
+	Data      []byte
+}
+
 // Complete asks cfg's OpenAI-compatible endpoint (cfg.Provider is not consulted) for one chat
-// completion of system and user, with cfg.Model, within ctx. An error is the endpoint's (a
-// transport error, a non-2xx status, an answer without a choice); what the model said,
-// refusals included, is in the Completion.
-func Complete(ctx context.Context, cfg Config, system, user string) (Completion, error) {
+// completion of system and user, with cfg.Model, within ctx; images, if any, follow the user's
+// text as image parts (data: URLs) of the same message. An error is the endpoint's (a transport
+// error, a non-2xx status, an answer without a choice); what the model said, refusals
+// included, is in the Completion.
+func Complete(ctx context.Context, cfg Config, system, user string, images ...Image) (Completion, error) {
 	if cfg.HTTP == nil {
 		cfg.HTTP = http.DefaultClient
 	}
@@ -52,7 +60,16 @@ func Complete(ctx context.Context, cfg Config, system, user string) (Completion,
 	if system != "" {
 		req.Messages = append(req.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: system})
 	}
-	req.Messages = append(req.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: user})
+	msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: user}
+	if len(images) > 0 {
+		msg.Content = ""
+		msg.MultiContent = []openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: user}}
+		for _, im := range images {
+			msg.MultiContent = append(msg.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL,
+				ImageURL: &openai.ChatMessageImageURL{URL: "data:" + im.MediaType + ";base64," + base64.StdEncoding.EncodeToString(im.Data)}})
+		}
+	}
+	req.Messages = append(req.Messages, msg)
 	resp, err := openaiClient(cfg).CreateChatCompletion(ctx, req)
 	if err != nil {
 		return Completion{}, err
