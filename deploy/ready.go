@@ -41,7 +41,11 @@ func poll(ctx context.Context, try func(ctx context.Context) error) error {
 		if err == nil {
 			return nil
 		}
-		last = err
+		// The attempt the deadline cut short says less than the one before it (a 404, a
+		// refused connection): keep that one.
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
 			return errors.Join(context.Cause(ctx), last)

@@ -144,7 +144,7 @@ websites:
       command: [serve, ":8080"]
       port: 8080
       ready_path: /never
-      ready_timeout: 3s
+      ready_timeout: 8s
 gateway:
   image: `+r.runtime+`
 `)
@@ -156,9 +156,9 @@ gateway:
 		t.Fatal("deployed a website that is never ready")
 	}
 	if took := time.Since(start); took > 45*time.Second {
-		t.Errorf("the deploy failed after %s, want about the 3s ready_timeout", took)
+		t.Errorf("the deploy failed after %s, want about the 8s ready_timeout", took)
 	}
-	for _, want := range []string{"website slow", "not ready within 3s", "/never", "404"} {
+	for _, want := range []string{"website slow", "not ready within 8s", "/never", "404"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
