@@ -106,7 +106,8 @@ func TestComponents_browser(t *testing.T) {
 		t.Errorf("browser shm %d memory %d", br.ShmSize, br.Resources.Memory)
 	}
 	cmd := strings.Join(br.Command, " ")
-	for _, want := range []string{"--executable-path /usr/bin/chromium", "--headless", "--isolated", "--no-sandbox", "--port 8931", "--host 0.0.0.0"} {
+	for _, want := range []string{"--executable-path /usr/bin/chromium", "--headless", "--isolated", "--no-sandbox", "--port 8931", "--host 0.0.0.0",
+		"--proxy-server " + spec.BrowserProxy, "--proxy-bypass shop"} {
 		if !strings.Contains(cmd, want) {
 			t.Errorf("browser command %q lacks %q", cmd, want)
 		}
@@ -129,6 +130,7 @@ func TestComponents_browser(t *testing.T) {
 	}
 
 	env.Browser.Vision = true
+	env.Egress = []string{"203.0.113.0/24:443"}
 	comps, err = env.Components(spec.TopologyOptions{Host: func(name string) string { return "10.0.0.7" }})
 	if err != nil {
 		t.Fatal(err)
@@ -136,8 +138,8 @@ func TestComponents_browser(t *testing.T) {
 	for _, c := range comps {
 		switch c.Name {
 		case spec.BrowserName:
-			if !strings.Contains(strings.Join(c.Command, " "), "--caps vision") {
-				t.Errorf("vision: browser command %q", c.Command)
+			if cmd := strings.Join(c.Command, " "); !strings.Contains(cmd, "--caps vision") || !strings.Contains(cmd, "--proxy-bypass 10.0.0.7,203.0.113.0/24 ") {
+				t.Errorf("vision, private hosts and egress: browser command %q", c.Command)
 			}
 		case "gateway":
 			if !strings.Contains(strings.Join(c.Command, " "), "--server browser=http://10.0.0.7:8931/mcp") {

@@ -355,20 +355,35 @@ func (t *topology) appEnv(vars map[string]string, schema, p string) map[string]s
 	return env
 }
 
-// BrowserCommand is the browser's command for e: the Playwright MCP server on BrowserPort over
-// streamable HTTP (any Host header: the gateway reaches it by its name), headless Debian
-// Chromium without its own sandbox (the container is the sandbox, and Chromium's needs
-// capabilities agentenv's containers drop), a fresh profile kept in memory, and with vision
-// the coordinate tools.
-func (e *Env) BrowserCommand() []string {
+// BrowserCommand is the browser's command for e, whose websites it reaches at hosts: the
+// Playwright MCP server on BrowserPort over streamable HTTP (any Host header: the gateway reaches
+// it by its name), headless Debian Chromium without its own sandbox (the container is the
+// sandbox, and Chromium's needs capabilities agentenv's containers drop), a fresh profile kept
+// in memory, and with vision the coordinate tools. Chromium sends everything through a proxy
+// that is not there (BrowserProxy) but for the hosts and the env's egress prefixes (ports
+// aside), so it reaches nothing else whatever the network allows; loopback included, which
+// Playwright takes through the proxy too.
+func (e *Env) BrowserCommand(hosts []string) []string {
 	cmd := []string{"playwright-mcp", "--headless", "--browser", "chromium", "--executable-path", "/usr/bin/chromium",
 		"--no-sandbox", "--isolated", "--host", "0.0.0.0", "--port", strconv.Itoa(BrowserPort), "--allowed-hosts", "*",
 		"--output-dir", "/tmp/playwright-mcp"}
+	bypass := slices.Clone(hosts)
+	for _, r := range e.EgressRules() {
+		bypass = append(bypass, r.CIDR)
+	}
+	cmd = append(cmd, "--proxy-server", BrowserProxy)
+	if len(bypass) > 0 {
+		cmd = append(cmd, "--proxy-bypass", strings.Join(bypass, ","))
+	}
 	if e.Browser.Vision {
 		cmd = append(cmd, "--caps", "vision")
 	}
 	return cmd
 }
+
+// BrowserProxy is the proxy the browser sends what it may not reach to: a port on its own
+// loopback where nothing listens, so such a request fails at once (ERR_PROXY_CONNECTION_FAILED).
+const BrowserProxy = "http://127.0.0.1:9"
 
 // browser returns the browser's component, if the env has it on: an MCP server behind the
 // gateway, private, with shared memory sized for Chromium.
@@ -377,11 +392,15 @@ func (t *topology) browser() (Component, bool) {
 	if !b.Enabled {
 		return Component{}, false
 	}
+	var hosts []string
+	for _, w := range t.e.Websites {
+		hosts = append(hosts, t.host(w.Name))
+	}
 	return Component{
 		Role:         agentenv.RoleMCPServer,
 		Name:         BrowserName,
 		Image:        b.Image,
-		Command:      t.e.BrowserCommand(),
+		Command:      t.e.BrowserCommand(hosts),
 		Port:         BrowserPort,
 		Path:         DefaultPath,
 		ReadyTimeout: DefaultReadyTimeout,
