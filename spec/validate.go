@@ -429,6 +429,9 @@ func (e *Env) CheckSharedPorts() error {
 			claim(yamlfile.Index("websites", i)+".frontend.port", w.Frontend.Port)
 		}
 	}
+	if e.Browser.Enabled {
+		claim("browser", BrowserPort)
+	}
 	if db := e.ServiceDB; db != nil {
 		claim("service_db", DBPort)
 		if db.WebUI.Enabled {
