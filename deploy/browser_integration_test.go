@@ -141,6 +141,9 @@ func TestBrowserShop(t *testing.T) {
 	if !isErr || !strings.Contains(text, "ERR_") {
 		t.Errorf("browser_navigate %s outside the env: error %v, %s; want a network error", outside, isErr, text)
 	}
+	if i := strings.Index(text, "ERR_"); i >= 0 {
+		t.Logf("outside the env: %.60s", text[i:])
+	}
 	if n := hits.Load() - before; n != 0 {
 		t.Errorf("the browser reached %s outside the env (%d requests)", outside, n)
 	}
@@ -148,7 +151,9 @@ func TestBrowserShop(t *testing.T) {
 	t.Logf("outside checked at %s", time.Since(begin).Round(time.Millisecond))
 	// A role that disables browser_*: not listed, not callable.
 	vs := envtest.Connect(t, res.GatewayURL, res.Tokens["visitor"])
-	vlt, err := vs.ListTools(ctx, nil)
+	vctx, vcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer vcancel()
+	vlt, err := vs.ListTools(vctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
