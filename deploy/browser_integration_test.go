@@ -47,8 +47,9 @@ func callText(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]
 // gateway's union; it opens the shop at its env_url (by name) and its snapshot shows the
 // catalogue; the call is in the gateway's trajectory; an address outside the env that a
 // container on the env's own network reaches is no route for the browser, which sits alone on a
-// network with no route out (with /dev/shm sized); a role that disables browser_* neither
-// lists nor calls them; teardown leaves nothing.
+// network with no route out (with /dev/shm sized) and a proxy to nowhere; a role that disables
+// browser_* neither lists nor calls them, nor does one the admin disables a tool for
+// (set_tool_access's route); teardown leaves nothing.
 func TestBrowserShop(t *testing.T) {
 	r := newRig(t, nil)
 	begin := time.Now()
@@ -164,6 +165,22 @@ func TestBrowserShop(t *testing.T) {
 	}
 	if text, isErr := callText(t, vs, "browser_navigate", map[string]any{"url": shopURL}); !isErr {
 		t.Errorf("the visitor role called browser_navigate: %s", text)
+	}
+
+	// set_tool_access's route: the admin disables browser_snapshot for the default role, whose
+	// token then cannot call it.
+	body, _ := json.Marshal(gateway.Gate{Role: "default", Tools: []string{"browser_snapshot"}})
+	req, _ := http.NewRequestWithContext(vctx, "POST", strings.TrimSuffix(res.GatewayURL, "/mcp")+gateway.DisablePath, strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+res.Token)
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("disable browser_snapshot for default: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	ds := envtest.Connect(t, res.GatewayURL, res.Tokens["default"])
+	if text, isErr := callText(t, ds, "browser_snapshot", nil); !isErr {
+		t.Errorf("the default role called browser_snapshot once disabled: %.200s", text)
 	}
 }
 
