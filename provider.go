@@ -18,6 +18,8 @@ type Capabilities struct {
 	// Isolate: a private network made with NetworkSpec.Isolated has no route out of it at all
 	// (a provider with Egress isolates a network given no Egress).
 	Isolate bool
+	// Join: a sandbox may join more private networks than its Network (SandboxSpec.Join).
+	Join bool
 }
 
 // Provider creates, finds and terminates sandboxes on one backend. Implementations must be safe

@@ -43,6 +43,10 @@ const (
 	RoleWebsite   Role = "website" // a website's backend or frontend
 	RoleGateway   Role = "gateway"
 
+	// RoleBrowserNetwork is, in container mode, the network with no route out on which a
+	// deployment's browser reaches its gateway and websites, and nothing else.
+	RoleBrowserNetwork Role = "browser_network"
+
 	// RoleStateStore is a state store's own container on a Docker engine (`agentenv state up`).
 	RoleStateStore Role = "state_store"
 
@@ -117,6 +121,16 @@ type SandboxSpec struct {
 	Aliases  []string     // names under which other members of Network reach this sandbox
 	Egress   []EgressRule // a network's create only: its NetworkSpec.Egress
 	Isolated bool         // a network's create only: NetworkSpec.Isolated
+	// Join are more private networks (container mode, record ids as Network) the sandbox joins
+	// beside Network, each with its aliases there: a gateway that reaches a browser on a network
+	// with no route out. Only a provider whose Capabilities say Join honours it; the others
+	// refuse a spec with Join (ErrInvalid) rather than start a sandbox cut off.
+	Join []NetworkJoin
+	// ShmSize is the size of /dev/shm in bytes (a browser's renderers need more than Docker's
+	// 64 MiB); 0 means the provider's default. A provider that cannot size it (a cloud's
+	// sandbox, a VM's inner containers, a Kubernetes Pod without a memory-backed volume) ignores
+	// it: it is a tuning, not a limit.
+	ShmSize int64
 
 	Memory int64    // bytes; 0 means the provider's default
 	CPUs   float64  // 0 means the provider's default
@@ -136,6 +150,14 @@ type SandboxSpec struct {
 // ErrInvalid and names the field.
 func (s SandboxSpec) Check() error {
 	var errs []error
+	if s.ShmSize < 0 {
+		errs = append(errs, fmt.Errorf("shm size %d: want 0 (the default) or more: %w", s.ShmSize, ErrInvalid))
+	}
+	for _, j := range s.Join {
+		if j.Network == "" || j.Network == s.Network {
+			errs = append(errs, fmt.Errorf("join network %q: want another network than %q: %w", j.Network, s.Network, ErrInvalid))
+		}
+	}
 	for _, p := range s.Ports {
 		if p < 1 || p > 65535 {
 			errs = append(errs, fmt.Errorf("port %d: want 1-65535: %w", p, ErrInvalid))
@@ -148,6 +170,13 @@ func (s SandboxSpec) Check() error {
 		errs = append(errs, fmt.Errorf("timeout %s: want 0 (until expiry) or more: %w", s.Timeout, ErrInvalid))
 	}
 	return errors.Join(errs...)
+}
+
+// NetworkJoin is one more private network a sandbox joins (SandboxSpec.Join), with the names
+// the network's other members reach it by.
+type NetworkJoin struct {
+	Network string
+	Aliases []string
 }
 
 // LabelsWithExpiry returns a fresh copy of s.Labels with LabelExpires set from s.Expires (RFC

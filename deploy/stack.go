@@ -32,13 +32,14 @@ type stack struct {
 	tokens map[string]string // role -> role-bound token
 	start  time.Time
 
-	mu        sync.Mutex
-	network   string              // container mode: the private network's provider id
-	vm        string              // VM mode: the VM's record id
-	endpoints map[string]string   // component -> where its main port is reached: host:port or a URL
-	private   map[string]string   // container mode without DNS: component -> its PrivateHost
-	records   map[string]string   // component -> its record id ("" in a VM's stack), once created
-	tools     map[string][]string // exposed servers' tools, as each lists them
+	mu         sync.Mutex
+	network    string              // container mode: the private network's provider id
+	browserNet string              // container mode: the browser's network with no route out, if any (browser.go)
+	vm         string              // VM mode: the VM's record id
+	endpoints  map[string]string   // component -> where its main port is reached: host:port or a URL
+	private    map[string]string   // container mode without DNS: component -> its PrivateHost
+	records    map[string]string   // component -> its record id ("" in a VM's stack), once created
+	tools      map[string][]string // exposed servers' tools, as each lists them
 	// gatewayTools is how many tools the gateway lists (the probe's count; 0 if it failed)
 	gatewayTools int
 	db           spec.DBPasswords // the service DB's passwords, drawn for this attempt
@@ -141,6 +142,9 @@ func (st *stack) upContainers(ctx context.Context) error {
 	}
 	st.network = nsb.ID
 	st.emit(spec.Component{Name: "network", Role: agentenv.RoleNetwork}, "created", nsb.ID)
+	if err := st.browserNetwork(ctx); err != nil {
+		return err
+	}
 	if st.store != nil {
 		if err := st.upStore(ctx); err != nil {
 			return err
@@ -153,6 +157,7 @@ func (st *stack) upContainers(ctx context.Context) error {
 		sp.Network = st.network
 		sp.Aliases = []string{c.Name}
 		sp.Labels = map[string]string{}
+		st.placeBrowser(c, &sp)
 		rec, sb, err := st.d.mgr.Create(ctx, st.request(agentenv.KindSandbox, c.Role, sp, c.Name))
 		if err == nil && sb.PrivateHost != "" {
 			st.mu.Lock()
@@ -271,7 +276,7 @@ func (st *stack) inOrder(ctx context.Context, comps []spec.Component, start star
 // up starts one component and waits until it is ready.
 func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) error {
 	sp := agentenv.SandboxSpec{Image: c.Image, Command: c.Command, Env: maps.Clone(c.Env), Ports: []int{c.Port},
-		Memory: c.Resources.Memory, CPUs: c.Resources.CPUs, Pids: c.Resources.Pids, NonRoot: c.NonRoot}
+		Memory: c.Resources.Memory, CPUs: c.Resources.CPUs, Pids: c.Resources.Pids, NonRoot: c.NonRoot, ShmSize: c.ShmSize}
 	if c.Private {
 		sp.Ports = nil // no door on the host: the gateway reaches it on the env's network
 	}

@@ -17,6 +17,7 @@ func (st *stack) upVM(ctx context.Context) error {
 		return err
 	}
 	st.warnEgress(true)
+	st.warnBrowser("in vm mode the stack shares its VM's network")
 	if st.opts.Into != "" {
 		rec, err := st.d.mgr.Ledger().Get(ctx, st.opts.Into)
 		if err != nil {

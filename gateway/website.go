@@ -31,7 +31,8 @@ const WebsitePrefix = "/website/"
 const WebsitesExtension = "urn:agentenv:websites/v1"
 
 // ListWebsiteURLsTool is the gateway's own tool, listed when the env has websites, that
-// returns each website's URL as the agent reaches it through the gateway.
+// returns each website's URL as the agent reaches it through the gateway (url, with a token),
+// and as the env's components, its browser among them, reach it directly by name (env_url).
 const ListWebsiteURLsTool = "list_website_urls"
 
 // websiteRule is the name a role rule disables to keep a role out of website name.
@@ -149,18 +150,19 @@ func (g *Gateway) websitesExtension() envproto.Extension {
 	return envproto.Extension{URI: WebsitesExtension, Description: "The env's websites, served by the gateway under /website/.", Params: params}
 }
 
-// listWebsiteURLs is the list_website_urls tool: {"websites": [{name, url}]} as text and
-// structured content.
+// listWebsiteURLs is the list_website_urls tool: {"websites": [{name, url, env_url}]} as text
+// and structured content.
 func (g *Gateway) listWebsiteURLs(context.Context, json.RawMessage) (json.RawMessage, error) {
 	type site struct {
-		Name string `json:"name"`
-		URL  string `json:"url"`
+		Name   string `json:"name"`
+		URL    string `json:"url"`
+		EnvURL string `json:"env_url"`
 	}
 	v := struct {
 		Websites []site `json:"websites"`
 	}{[]site{}}
 	for _, s := range g.websiteStates() {
-		v.Websites = append(v.Websites, site{s.Name, s.URL})
+		v.Websites = append(v.Websites, site{s.Name, s.URL, strings.TrimSuffix(s.Upstream, "/") + "/"})
 	}
 	text, _ := json.Marshal(v)
 	return json.Marshal(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: v})
@@ -169,7 +171,7 @@ func (g *Gateway) listWebsiteURLs(context.Context, json.RawMessage) (json.RawMes
 // listWebsiteURLsTool is list_website_urls as the gateway lists it.
 var listWebsiteURLsTool = &mcp.Tool{
 	Name:        ListWebsiteURLsTool,
-	Description: "List the env's websites and the URL of each, as reached through the gateway.",
+	Description: "List the env's websites: the URL of each through the gateway (url), and where the env's browser reaches it (env_url).",
 	InputSchema: map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false},
 	Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 }

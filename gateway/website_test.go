@@ -114,7 +114,7 @@ func TestGateway_Website(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("call: %v %v", err, res)
 	}
-	if got, want := resultText(res), `{"websites":[{"name":"shop","url":"http://gateway:8080/website/shop/"}]}`; got != want {
+	if got, want := resultText(res), `{"websites":[{"name":"shop","url":"http://gateway:8080/website/shop/","env_url":"`+site.URL+`/"}]}`; got != want {
 		t.Errorf("list_website_urls = %s, want %s", got, want)
 	}
 

@@ -135,6 +135,13 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 	if err := req.Spec.Check(); err != nil {
 		return agentenv.Record{}, fmt.Errorf("create: %w", err)
 	}
+	if len(req.Spec.Join) > 0 {
+		// A provider that cannot join a second network would start the sandbox cut off from
+		// it: refused before the record, like any spec the backend cannot run.
+		if b := m.backends[req.Provider]; b != nil && !b.p.Capabilities().Join {
+			return agentenv.Record{}, fmt.Errorf("create: provider %s cannot join a sandbox to more than one network: %w", req.Provider, agentenv.ErrInvalid)
+		}
+	}
 	for k, v := range req.Spec.Labels {
 		if err := agentenv.ValidateLabel(k, v); err != nil {
 			return agentenv.Record{}, fmt.Errorf("create: %w", err)

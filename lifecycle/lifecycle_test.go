@@ -322,3 +322,21 @@ func TestRefusedCreateOnAnUnlistableProviderClosesItsRecord(t *testing.T) {
 		}
 	}
 }
+
+// A spec that joins a second network is refused, before any record, on a provider that cannot
+// join one (the fake); as is a negative shm size.
+func TestCreateRefusesWhatTheProviderCannotJoin(t *testing.T) {
+	r := newRig(t)
+	for _, sp := range []agentenv.SandboxSpec{
+		{Image: "img", Network: "net-1", Join: []agentenv.NetworkJoin{{Network: "net-2"}}},
+		{Image: "img", ShmSize: -1},
+	} {
+		if _, _, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: sp}); !errors.Is(err, agentenv.ErrInvalid) {
+			t.Errorf("create %+v = %v, want ErrInvalid", sp, err)
+		}
+	}
+	recs, err := r.mgr.Ledger().List(t.Context(), agentenv.Filter{})
+	if err != nil || len(recs) != 0 {
+		t.Errorf("records after refused creates: %v %v", recs, err)
+	}
+}

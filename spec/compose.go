@@ -138,6 +138,8 @@ type composeService struct {
 	MemswapLimit int64   `yaml:"memswap_limit,omitempty"`
 	CPUs         float64 `yaml:"cpus,omitempty"`
 	PidsLimit    int64   `yaml:"pids_limit,omitempty"`
+	// ShmSize is /dev/shm's size (the browser's).
+	ShmSize int64 `yaml:"shm_size,omitempty"`
 }
 
 type composeCondition struct {
@@ -198,6 +200,7 @@ func (r *composer) service(e *Env, c Component) (composeService, error) {
 		MemswapLimit: c.Resources.Memory,
 		CPUs:         c.Resources.CPUs,
 		PidsLimit:    c.Resources.Pids,
+		ShmSize:      c.ShmSize,
 	}
 	if svc.PidsLimit == 0 {
 		svc.PidsLimit = agentenv.DefaultPidsLimit

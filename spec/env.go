@@ -33,6 +33,20 @@ const (
 	DefaultReadyTimeout = 60 * time.Second
 	// DefaultCallTimeout bounds one tool call through the gateway.
 	DefaultCallTimeout = 60 * time.Second
+	// DefaultBrowserImage is the browser's image (images/debian/browser): Debian's Chromium at
+	// /usr/bin/chromium and the Playwright MCP server (@playwright/mcp) as playwright-mcp on
+	// the PATH. Another image must have both there.
+	DefaultBrowserImage = "agentenv-browser:local"
+	// BrowserName is the browser's component name: its host name on the env's network, and
+	// the name of its server behind the gateway. A server or website may not take it while
+	// the browser is enabled.
+	BrowserName = "browser"
+	// BrowserPort is where the Playwright MCP server listens in the browser's container.
+	BrowserPort = 8931
+	// BrowserShmSize is the browser's shared memory (/dev/shm), which Chromium's renderers use
+	// for their frames: Docker's default 64 MiB crashes tabs on large pages. It counts against
+	// the memory limit.
+	BrowserShmSize int64 = 256 << 20
 )
 
 // Transport is how an MCP server speaks.
@@ -106,6 +120,8 @@ type Env struct {
 	// Websites are web apps deployed beside the servers, each served by the gateway at
 	// /website/NAME/.
 	Websites []Website `yaml:"websites"`
+	// Browser is a browser the agent drives through MCP tools, behind the gateway.
+	Browser Browser `yaml:"browser"`
 
 	// File is the path the env was loaded from (the name given to Parse).
 	File string `yaml:"-"`
@@ -187,6 +203,26 @@ type WebApp struct {
 	// ReadyTimeout bounds the wait for ReadyPath to answer (DefaultReadyTimeout).
 	ReadyTimeout time.Duration `yaml:"ready_timeout"`
 	// Resources are the container's limits (DefaultMemory, DefaultCPUs).
+	Resources Resources `yaml:"resources"`
+}
+
+// Browser is the env's browser: Debian's Chromium driven by the Playwright MCP server, one
+// component named [BrowserName] behind the gateway like a server, so that its tools (browser_
+// navigate, browser_snapshot, ...) join the union, obey the roles and land in the trajectory.
+// Each deployment's browser starts with a fresh profile (kept in memory). It reaches the env's
+// websites by name (http://NAME:PORT/, as list_website_urls gives each one's env_url) and,
+// where the provider can cut it off (docker: a network of its own with no route out;
+// Kubernetes: the env's egress policy), nothing else unless the env's egress allows it.
+type Browser struct {
+	// Enabled adds the browser (default false).
+	Enabled bool `yaml:"enabled"`
+	// Vision adds the coordinate tools (Playwright MCP's --caps vision: click, move and drag at
+	// x,y on a screenshot) to the accessibility-snapshot ones.
+	Vision bool `yaml:"vision"`
+	// Image is the browser's image (DefaultBrowserImage).
+	Image string `yaml:"image"`
+	// Resources are the browser's limits (DefaultMemory, DefaultCPUs: Chromium needs about
+	// 1 GiB).
 	Resources Resources `yaml:"resources"`
 }
 
@@ -333,6 +369,10 @@ func (e *Env) Defaults() {
 		if w.Frontend != nil {
 			w.Frontend.defaults()
 		}
+	}
+	if e.Browser.Enabled {
+		setDefault(&e.Browser.Image, DefaultBrowserImage)
+		e.Browser.Resources.defaults()
 	}
 	if db := e.ServiceDB; db != nil {
 		setDefault(&db.Image, DefaultDBImage)

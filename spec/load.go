@@ -48,7 +48,7 @@ func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
 		d.Fail(n, "", "want a mapping of env fields, got %s", yamlfile.Describe(n))
 		return
 	}
-	known := []string{"name", "description", "servers", "service_db", "gateway", "egress", "websites"}
+	known := []string{"name", "description", "servers", "service_db", "gateway", "egress", "websites", "browser"}
 	d.Fields(n, "", known, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "name":
@@ -76,6 +76,23 @@ func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
 				d.decodeWebsite(v, p, &w)
 				e.Websites = append(e.Websites, w)
 			})
+		case "browser":
+			d.decodeBrowser(v, p, &e.Browser)
+		}
+	})
+}
+
+func (d *decoder) decodeBrowser(n *yaml.Node, path string, b *Browser) {
+	d.Fields(n, path, []string{"enabled", "vision", "image", "resources"}, func(key string, v *yaml.Node, p string) {
+		switch key {
+		case "enabled":
+			b.Enabled = d.Boolean(v, p)
+		case "vision":
+			b.Vision = d.Boolean(v, p)
+		case "image":
+			b.Image = d.Str(v, p)
+		case "resources":
+			d.decodeResources(v, p, &b.Resources)
 		}
 	})
 }

@@ -111,7 +111,7 @@ servers:
 			in:   "description: nothing\n",
 			want: []string{
 				`testdata/env.yaml: name: required`,
-				`testdata/env.yaml: servers: at least one server or website is required`,
+				`testdata/env.yaml: servers: at least one server, website or the browser is required`,
 			},
 		},
 		{

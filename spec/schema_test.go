@@ -19,6 +19,7 @@ func TestEnvSchema_acceptsExamples(t *testing.T) {
 		"../examples/kv/env.yaml",
 		"../examples/multi/env.yaml",
 		"../examples/shop/env.yaml",
+		"../examples/shop/browser.yaml",
 		"testdata/full.yaml",
 	} {
 		data, err := os.ReadFile(f)
@@ -51,6 +52,10 @@ func TestEnvSchema_rejects(t *testing.T) {
 		{"website reserved name", minimal + "websites: [{name: gateway, backend: {image: x, port: 80}}]\n"},
 		{"website bad ready_path", minimal + "websites: [{name: shop, backend: {image: x, port: 80, ready_path: healthz}}]\n"},
 		{"no servers", "name: ok\n"},
+		{"browser typo", minimal + "browser: {enabeld: true}\n"},
+		{"browser enabled not a bool", minimal + "browser: {enabled: yes}\n"},
+		{"browser resources typo", minimal + "browser: {enabled: true, resources: {mem: 1g}}\n"},
+		{"browser off alone", "name: ok\nbrowser: {enabled: false}\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,6 +95,7 @@ func TestEnvSchema_fields(t *testing.T) {
 		{reflect.TypeFor[spec.Server](), defs["server"].(map[string]any), nil},
 		{reflect.TypeFor[spec.ServiceDB](), defs["serviceDB"].(map[string]any), nil},
 		{reflect.TypeFor[spec.Sidecar](), defs["sidecar"].(map[string]any), nil},
+		{reflect.TypeFor[spec.Browser](), defs["browser"].(map[string]any), nil},
 		{reflect.TypeFor[spec.Gateway](), defs["gateway"].(map[string]any), nil},
 	}
 	for _, tt := range tests {

@@ -58,6 +58,9 @@ type Component struct {
 	// starts with BinaryPath and it is not a bridge), whose images run as a non-root numeric
 	// user (images.User), so a backend may refuse to run it as root.
 	NonRoot bool
+	// ShmSize is the size of the component's /dev/shm in bytes (the browser's, BrowserShmSize);
+	// 0 leaves the provider's default.
+	ShmSize int64
 	// Private means the component serves the env's network only: the deployer publishes no
 	// host port for it and does not wait for it from the host. db-mcp is private: it is a
 	// backend of the gateway, reached with the gateway's tokens, which waits for it at start.
@@ -105,8 +108,8 @@ type TopologyOptions struct {
 }
 
 // Components returns every component of e in start order: the service DB; then the servers,
-// the websites' containers (a frontend after its backend), the DB web UI and db-mcp, which may
-// start in parallel; then the gateway. An env:NAME reference that LookupEnv cannot resolve is
+// the websites' containers (a frontend after its backend), the browser, the DB web UI and
+// db-mcp, which may start in parallel; then the gateway. An env:NAME reference that LookupEnv cannot resolve is
 // an [*Error].
 func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	t := newTopology(e, opts)
@@ -118,6 +121,10 @@ func (e *Env) Components(opts TopologyOptions) ([]Component, error) {
 	out = append(out, servers...)
 	sites, routes := t.websites()
 	out = append(out, sites...)
+	if comp, ok := t.browser(); ok {
+		out = append(out, comp)
+		backends = append(backends, fmt.Sprintf("%s=http://%s%s", comp.Name, net.JoinHostPort(t.host(comp.Name), strconv.Itoa(comp.Port)), comp.Path))
+	}
 	if comp, ok := t.dbWeb(); ok {
 		out = append(out, comp)
 	}
@@ -348,6 +355,61 @@ func (t *topology) appEnv(vars map[string]string, schema, p string) map[string]s
 	return env
 }
 
+// BrowserCommand is the browser's command for e, whose websites it reaches at hosts: the
+// Playwright MCP server on BrowserPort over streamable HTTP (any Host header: the gateway reaches
+// it by its name), headless Debian Chromium without its own sandbox (the container is the
+// sandbox, and Chromium's needs capabilities agentenv's containers drop), a fresh profile kept
+// in memory, and with vision the coordinate tools. Chromium sends everything through a proxy
+// that is not there (BrowserProxy) but for the hosts and the env's egress prefixes (ports
+// aside), so it reaches nothing else whatever the network allows; loopback included, which
+// Playwright takes through the proxy too.
+func (e *Env) BrowserCommand(hosts []string) []string {
+	cmd := []string{"playwright-mcp", "--headless", "--browser", "chromium", "--executable-path", "/usr/bin/chromium",
+		"--no-sandbox", "--isolated", "--host", "0.0.0.0", "--port", strconv.Itoa(BrowserPort), "--allowed-hosts", "*",
+		"--output-dir", "/tmp/playwright-mcp"}
+	bypass := slices.Clone(hosts)
+	for _, r := range e.EgressRules() {
+		bypass = append(bypass, r.CIDR)
+	}
+	cmd = append(cmd, "--proxy-server", BrowserProxy)
+	if len(bypass) > 0 {
+		cmd = append(cmd, "--proxy-bypass", strings.Join(bypass, ","))
+	}
+	if e.Browser.Vision {
+		cmd = append(cmd, "--caps", "vision")
+	}
+	return cmd
+}
+
+// BrowserProxy is the proxy the browser sends what it may not reach to: a port on its own
+// loopback where nothing listens, so such a request fails at once (ERR_PROXY_CONNECTION_FAILED).
+const BrowserProxy = "http://127.0.0.1:9"
+
+// browser returns the browser's component, if the env has it on: an MCP server behind the
+// gateway, private, with shared memory sized for Chromium.
+func (t *topology) browser() (Component, bool) {
+	b := &t.e.Browser
+	if !b.Enabled {
+		return Component{}, false
+	}
+	var hosts []string
+	for _, w := range t.e.Websites {
+		hosts = append(hosts, t.host(w.Name))
+	}
+	return Component{
+		Role:         agentenv.RoleMCPServer,
+		Name:         BrowserName,
+		Image:        b.Image,
+		Command:      t.e.BrowserCommand(hosts),
+		Port:         BrowserPort,
+		Path:         DefaultPath,
+		ReadyTimeout: DefaultReadyTimeout,
+		Resources:    b.Resources,
+		ShmSize:      BrowserShmSize,
+		Private:      true,
+	}, true
+}
+
 // dbWeb returns the DB web UI's component, if the service DB has it on.
 func (t *topology) dbWeb() (Component, bool) {
 	db := t.e.ServiceDB
@@ -403,6 +465,9 @@ func (t *topology) gateway(backends, sites []string) (Component, bool) {
 			after = append(after, s.Name)
 		}
 	}
+	if e.Browser.Enabled {
+		after = append(after, BrowserName)
+	}
 	if db != nil && db.DBMCP.Enabled {
 		// db-mcp is one more backend of the gateway: its tools join the union, behind the
 		// gateway's tokens and role rules, and it has no door of its own.
@@ -414,7 +479,8 @@ func (t *topology) gateway(backends, sites []string) (Component, bool) {
 		cmd = append(cmd, "--service", fmt.Sprintf("%s=http://%s", nameDBWeb, net.JoinHostPort(t.host(nameDBWeb), strconv.Itoa(db.WebUI.Port))))
 	}
 	if len(sites) > 0 {
-		// The websites' URLs as the env's components (a browser among them) reach them.
+		// The websites' URLs through the gateway as the env's components reach it (with a
+		// token); the browser reaches each directly by its name, list_website_urls' env_url.
 		cmd = append(cmd, "--public-url", "http://"+net.JoinHostPort(t.host(nameGateway), strconv.Itoa(e.Gateway.Port)))
 		cmd = append(cmd, sites...)
 	}

@@ -127,8 +127,8 @@ func (e *Env) validate(failed map[string]bool) []error {
 	if c.required("name", e.Name) && !dnsLabel.MatchString(e.Name) {
 		c.errorf("name", "invalid name %q: want a DNS label (a-z, 0-9 and '-', at most 63, starting and ending alphanumeric)", e.Name)
 	}
-	if len(e.Servers) == 0 && len(e.Websites) == 0 && !failed["servers"] && !failed["websites"] {
-		c.errorf("servers", "at least one server or website is required")
+	if len(e.Servers) == 0 && len(e.Websites) == 0 && !e.Browser.Enabled && !failed["servers"] && !failed["websites"] {
+		c.errorf("servers", "at least one server, website or the browser is required")
 	}
 	for i, s := range e.Egress {
 		if _, err := parseEgress(s); err != nil {
@@ -165,11 +165,30 @@ func (e *Env) validate(failed map[string]bool) []error {
 		firstName[w.Name] = p
 		firstName[w.BackendName()] = p
 	}
+	c.browser("browser", &e.Browser)
+	if first, taken := firstName[BrowserName]; taken && e.Browser.Enabled {
+		c.errorf(first+".name", "name %q is the browser's host name while browser.enabled is true (line %d): rename the %s", BrowserName, c.line("browser.enabled"), kindOf(first))
+	}
 	if e.ServiceDB != nil {
 		c.serviceDB("service_db", e.ServiceDB)
 	}
 	c.gateway("gateway", &e.Gateway)
 	return c.errs
+}
+
+// browser checks the browser's fields: they mean something only when it is enabled, and it is
+// a backend of the gateway, so it needs one.
+func (c *checker) browser(p string, b *Browser) {
+	if !b.Enabled {
+		if b.Vision {
+			c.errorf(p+".vision", "vision adds tools to the browser: set enabled: true too")
+		}
+		return
+	}
+	c.required(p+".image", b.Image)
+	if !c.e.Gateway.On() {
+		c.errorf(p+".enabled", "the browser is reached through the gateway only: keep the gateway (remove gateway.enabled: false)")
+	}
 }
 
 // kindOf names what the field path p (servers[i] or websites[i]) declares.
@@ -409,6 +428,9 @@ func (e *Env) CheckSharedPorts() error {
 		if w.Frontend != nil {
 			claim(yamlfile.Index("websites", i)+".frontend.port", w.Frontend.Port)
 		}
+	}
+	if e.Browser.Enabled {
+		claim("browser", BrowserPort)
 	}
 	if db := e.ServiceDB; db != nil {
 		claim("service_db", DBPort)

@@ -29,7 +29,8 @@ func routeTo(ctx context.Context, l agentenv.Ledger, env DeployedEnv) (envRoute,
 			rt.Provider = r.Provider
 		}
 		switch {
-		case r.Kind == agentenv.KindNetwork:
+		case r.Kind == agentenv.KindNetwork && r.Role != agentenv.RoleBrowserNetwork:
+			// The env's own network, not its browser's, which has no route out.
 			rt.Network = r.ID
 		case r.Role == agentenv.RoleGateway:
 			for k := range r.Attrs {

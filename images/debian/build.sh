@@ -8,6 +8,7 @@
 #   adminer        agentenv-adminer:local    (adminer on php -S, port 8080)
 #   node           agentenv-node:local       (Node 20 from trixie + npm MCP servers)
 #   dind           agentenv-dind:local       (Debian docker.io engine, the docker_vm provider's VM)
+#   browser        agentenv-browser:local    (Debian's Chromium + @playwright/mcp, port 8931)
 #
 # It is idempotent: an image built from the same recipe is kept (FORCE=1 rebuilds the named image, not
 # its base). Needs root (debootstrap), docker, and the Debian mirror (MIRROR, default
@@ -85,8 +86,9 @@ postgres) image postgres agentenv-postgres:local bookworm ;;
 adminer) image adminer agentenv-adminer:local bookworm ;;
 node) image node agentenv-node:local trixie ;;
 dind) image dind agentenv-dind:local bookworm ;;
+browser) image browser agentenv-browser:local trixie ;;
 *)
-	echo "usage: build.sh base-bookworm|base-trixie|postgres|adminer|node|dind" >&2
+	echo "usage: build.sh base-bookworm|base-trixie|postgres|adminer|node|dind|browser" >&2
 	exit 2
 	;;
 esac

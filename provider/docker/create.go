@@ -89,6 +89,18 @@ func (p *Provider) create(ctx context.Context, name string, spec agentenv.Sandbo
 			return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
 		}
 	}
+	for _, j := range spec.Join {
+		// Before the start, so the process never runs without the networks it needs. (The
+		// engine's create takes one network before API 1.44.)
+		_, err := p.cli.NetworkConnect(ctx, j.Network, client.NetworkConnectOptions{Container: name,
+			EndpointConfig: &network.EndpointSettings{Aliases: slices.Clone(j.Aliases)}})
+		if err != nil {
+			if cerrdefs.IsNotFound(err) {
+				err = fmt.Errorf("network %q: %w: %w", j.Network, agentenv.ErrInvalid, err)
+			}
+			return agentenv.Sandbox{}, fmt.Errorf("docker: join %s to network %s: %w", name, j.Network, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
+		}
+	}
 	if _, err := p.cli.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
 		if cerrdefs.IsNotFound(err) && spec.Network != "" && strings.Contains(err.Error(), "network") {
 			// The engine checks the network to join at start, not at create.
@@ -223,6 +235,7 @@ func containerOptions(cfg Config, name string, spec agentenv.SandboxSpec) (clien
 			CapDrop:      []string{"ALL"},
 			CapAdd:       slices.Clone(spec.CapAdd),
 			PortBindings: bindings,
+			ShmSize:      spec.ShmSize,
 			Resources: container.Resources{
 				Memory:     memory,
 				MemorySwap: memory, // the limit holds swap included: no swapping past it
@@ -239,8 +252,13 @@ func containerOptions(cfg Config, name string, spec agentenv.SandboxSpec) (clien
 		opts.NetworkingConfig = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 			spec.Network: {Aliases: slices.Clone(spec.Aliases)},
 		}}
-	} else if len(spec.Aliases) > 0 {
-		return client.ContainerCreateOptions{}, fmt.Errorf("aliases without a network: %w", agentenv.ErrInvalid)
+	} else if len(spec.Aliases) > 0 || len(spec.Join) > 0 {
+		return client.ContainerCreateOptions{}, fmt.Errorf("aliases or more networks without a network: %w", agentenv.ErrInvalid)
+	}
+	for _, j := range spec.Join {
+		if err := checkID(j.Network); err != nil {
+			return client.ContainerCreateOptions{}, fmt.Errorf("join network: %w", err)
+		}
 	}
 	return opts, nil
 }

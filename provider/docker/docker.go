@@ -107,7 +107,7 @@ func (p *Provider) Name() string { return p.cfg.Name }
 // (a local container lives until terminated; gc removes it after its expiry label) and egress
 // rules; an isolated network is an internal one, with no route off the host's bridge.
 func (p *Provider) Capabilities() agentenv.Capabilities {
-	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true, Isolate: true}
+	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true, Isolate: true, Join: true}
 }
 
 // Client returns the Engine API client the provider uses, for callers that need more of the

@@ -89,6 +89,14 @@ func TestContainerOptions(t *testing.T) {
 	if opts.HostConfig.Memory != 1<<20 || opts.HostConfig.NanoCPUs != 25e7 {
 		t.Errorf("limits = %d, %d; want the spec's", opts.HostConfig.Memory, opts.HostConfig.NanoCPUs)
 	}
+	if opts.HostConfig.ShmSize != 0 {
+		t.Errorf("shm size = %d, want the engine's default", opts.HostConfig.ShmSize)
+	}
+	spec.ShmSize = 256 << 20
+	spec.Join = []agentenv.NetworkJoin{{Network: "net-2", Aliases: []string{"gateway"}}}
+	if opts, err = containerOptions(cfg, spec.Name, spec); err != nil || opts.HostConfig.ShmSize != 256<<20 || opts.HostConfig.NetworkMode != "net-1" {
+		t.Errorf("a spec's shm size and a second network: %v, shm %d, network %q", err, opts.HostConfig.ShmSize, opts.HostConfig.NetworkMode)
+	}
 }
 
 func TestContainerOptions_Invalid(t *testing.T) {
@@ -105,6 +113,10 @@ func TestContainerOptions_Invalid(t *testing.T) {
 		{"negative memory", func(s *agentenv.SandboxSpec) { s.Memory = -1 }},
 		{"aliases without network", func(s *agentenv.SandboxSpec) { s.Aliases = []string{"x"} }},
 		{"bad network", func(s *agentenv.SandboxSpec) { s.Network = "a b" }},
+		{"join without network", func(s *agentenv.SandboxSpec) { s.Join = []agentenv.NetworkJoin{{Network: "net-2"}} }},
+		{"bad join network", func(s *agentenv.SandboxSpec) {
+			s.Network, s.Join = "net-1", []agentenv.NetworkJoin{{Network: "a b"}}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

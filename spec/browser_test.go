@@ -1,0 +1,164 @@
+package spec_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/spec"
+)
+
+func TestParse_browserErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []string // every line of the joined error, in order
+	}{
+		{
+			name: "unknown field",
+			in:   minimal + "browser:\n  enabled: true\n  vison: true\n",
+			want: []string{`testdata/env.yaml:8: browser.vison: unknown field (did you mean "vision"?)`},
+		},
+		{
+			name: "not a bool",
+			in:   minimal + "browser:\n  enabled: yes\n",
+			want: []string{`testdata/env.yaml:7: browser.enabled: want true or false, got "yes"`},
+		},
+		{
+			name: "vision without the browser",
+			in:   minimal + "browser:\n  vision: true\n",
+			want: []string{`testdata/env.yaml:7: browser.vision: vision adds tools to the browser: set enabled: true too`},
+		},
+		{
+			name: "a server takes the browser's name",
+			in:   "name: ok\nservers:\n  - name: browser\n    image: x\n    port: 80\nbrowser: {enabled: true}\n",
+			want: []string{`testdata/env.yaml:3: servers[0].name: name "browser" is the browser's host name while browser.enabled is true (line 6): rename the server`},
+		},
+		{
+			name: "without a gateway",
+			in:   minimal + "browser: {enabled: true}\ngateway: {enabled: false}\n",
+			want: []string{`testdata/env.yaml:6: browser.enabled: the browser is reached through the gateway only: keep the gateway (remove gateway.enabled: false)`},
+		},
+		{
+			name: "memory too small",
+			in:   minimal + "browser:\n  enabled: true\n  resources: {memory: 1k}\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, err := spec.Parse(envFile, []byte(tt.in))
+			if err == nil {
+				t.Fatalf("Parse() = %+v, want an error", env)
+			}
+			if !errors.Is(err, agentenv.ErrInvalid) {
+				t.Errorf("Parse() error %v does not wrap agentenv.ErrInvalid", err)
+			}
+			if tt.want == nil {
+				if !strings.Contains(err.Error(), "browser.resources.memory") {
+					t.Errorf("Parse() error %q does not name browser.resources.memory", err)
+				}
+				return
+			}
+			if diff := cmp.Diff(tt.want, strings.Split(err.Error(), "\n")); diff != "" {
+				t.Errorf("Parse() error lines (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A server named browser is fine while the browser is off; an env of the browser alone is one.
+func TestParse_browserAccepted(t *testing.T) {
+	if _, err := spec.Parse(envFile, []byte("name: ok\nservers: [{name: browser, image: x, port: 80}]\n")); err != nil {
+		t.Errorf("a server named browser without the browser: %v", err)
+	}
+	env, err := spec.Parse(envFile, []byte("name: ok\nbrowser: {enabled: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := env.Browser
+	if b.Image != spec.DefaultBrowserImage || b.Resources.Memory != spec.DefaultMemory || b.Resources.CPUs != spec.DefaultCPUs || b.Vision {
+		t.Errorf("defaults: %+v", b)
+	}
+}
+
+func TestComponents_browser(t *testing.T) {
+	env, err := spec.Load("../examples/shop/browser.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	comps, err := env.Components(spec.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]spec.Component{}
+	for _, c := range comps {
+		byName[c.Name] = c
+	}
+	br, gw := byName[spec.BrowserName], byName["gateway"]
+	if br.Role != agentenv.RoleMCPServer || !br.Private || br.Image != spec.DefaultBrowserImage || br.Port != spec.BrowserPort || br.Path != "/mcp" {
+		t.Errorf("browser component %+v, want a private MCP server on %d", br, spec.BrowserPort)
+	}
+	if br.ShmSize != spec.BrowserShmSize || br.Resources.Memory != spec.DefaultMemory {
+		t.Errorf("browser shm %d memory %d", br.ShmSize, br.Resources.Memory)
+	}
+	cmd := strings.Join(br.Command, " ")
+	for _, want := range []string{"--executable-path /usr/bin/chromium", "--headless", "--isolated", "--no-sandbox", "--port 8931", "--host 0.0.0.0",
+		"--proxy-server " + spec.BrowserProxy, "--proxy-bypass shop"} {
+		if !strings.Contains(cmd, want) {
+			t.Errorf("browser command %q lacks %q", cmd, want)
+		}
+	}
+	if strings.Contains(cmd, "--caps") {
+		t.Errorf("browser command %q has caps without vision", cmd)
+	}
+	gcmd := strings.Join(gw.Command, " ")
+	for _, want := range []string{"--server browser=http://browser:8931/mcp", "--disable visitor=browser_*", "--website shop=http://shop:8080"} {
+		if !strings.Contains(gcmd, want) {
+			t.Errorf("gateway command %q lacks %q", gcmd, want)
+		}
+	}
+	if !slices.Contains(gw.After, spec.BrowserName) {
+		t.Errorf("gateway after %v: it needs the browser as a backend", gw.After)
+	}
+	// Start order: the browser before the gateway.
+	if slices.IndexFunc(comps, func(c spec.Component) bool { return c.Name == "browser" }) > slices.IndexFunc(comps, func(c spec.Component) bool { return c.Name == "gateway" }) {
+		t.Errorf("browser after the gateway in %v", comps)
+	}
+
+	env.Browser.Vision = true
+	env.Egress = []string{"203.0.113.0/24:443"}
+	comps, err = env.Components(spec.TopologyOptions{Host: func(name string) string { return "10.0.0.7" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range comps {
+		switch c.Name {
+		case spec.BrowserName:
+			if cmd := strings.Join(c.Command, " "); !strings.Contains(cmd, "--caps vision") || !strings.Contains(cmd, "--proxy-bypass 10.0.0.7,203.0.113.0/24 ") {
+				t.Errorf("vision, private hosts and egress: browser command %q", c.Command)
+			}
+		case "gateway":
+			if !strings.Contains(strings.Join(c.Command, " "), "--server browser=http://10.0.0.7:8931/mcp") {
+				t.Errorf("gateway command %q does not reach the browser at its private host", c.Command)
+			}
+		}
+	}
+}
+
+func TestRenderCompose_browserShm(t *testing.T) {
+	env, err := spec.Load("../examples/shop/browser.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := spec.RenderCompose(env, spec.ComposeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "shm_size: 268435456") {
+		t.Errorf("compose file without the browser's shm_size:\n%s", out)
+	}
+}
