@@ -42,6 +42,10 @@ type deploySandbox struct {
 	Network string   `yaml:"network"`
 	Aliases []string `yaml:"aliases"`
 	WorkDir string   `yaml:"workdir"` // working directory of the main process; the image's if empty
+	// Ports are container ports published on this host's loopback (127.0.0.1), each at a host
+	// port the provider picks: the output endpoints maps each to its address, and a
+	// serve_tools server with sandbox and port reaches an HTTP MCP server there.
+	Ports []int `yaml:"ports"`
 	// Healthcheck, if set, is run in the sandbox after the create until it passes; the step
 	// ends when it has.
 	Healthcheck *healthcheck `yaml:"healthcheck"`
@@ -84,6 +88,14 @@ func (s *deploySandbox) Check() error {
 	}
 	if len(s.Aliases) > 0 && s.Network == "" {
 		return errors.New("aliases: only with network")
+	}
+	for i, p := range s.Ports {
+		if p < 1 || p > 65535 {
+			return fmt.Errorf("ports[%d]: want a port in 1-65535, got %d", i, p)
+		}
+		if slices.Contains(s.Ports[:i], p) {
+			return fmt.Errorf("ports[%d]: %d is listed twice", i, p)
+		}
 	}
 	for i, a := range s.Aliases {
 		if !hostname.MatchString(a) {
@@ -211,13 +223,24 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
 		Spec: agentenv.SandboxSpec{Image: image, Command: s.Command, Env: s.Env,
 			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20, CapAdd: capNames(s.CapAdd),
-			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir},
+			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports},
 	}
 	rec, sb, err := sc.createSandbox(ctx, members, req)
 	if err != nil {
 		return Result{}, err
 	}
 	out["sandbox_id"], out["record"], out["provider"] = sb.ID, rec.ID, rec.Provider
+	if len(s.Ports) > 0 {
+		eps := map[string]string{}
+		for _, p := range s.Ports {
+			port := strconv.Itoa(p)
+			if sb.Endpoints[port] == "" {
+				return Result{Outputs: out}, fmt.Errorf("ports: provider %s published no address for port %d: %w", rec.Provider, p, agentenv.ErrInvalid)
+			}
+			eps[port] = sb.Endpoints[port]
+		}
+		out["endpoints"] = marshal(eps)
+	}
 	if s.Build == nil {
 		out["image"], out["built"] = image, "false"
 	}
@@ -501,7 +524,7 @@ func (sc *scope) createSandbox(ctx context.Context, members []string, req lifecy
 		return rec, sb, err
 	}
 	sc.e.mu.Lock()
-	sc.e.sandboxes[sc.s.ID] = sandboxRef{Record: rec.ID, Provider: rec.Provider, SandboxID: sb.ID}
+	sc.e.sandboxes[sc.s.ID] = sandboxRef{Record: rec.ID, Provider: rec.Provider, SandboxID: sb.ID, Endpoints: sb.Endpoints}
 	sc.e.mu.Unlock()
 	return rec, sb, nil
 }
