@@ -54,7 +54,7 @@ func dialSSE(ctx context.Context, url string) (stdiobridge.Process, error) {
 type sseProcess struct {
 	conn mcp.Connection
 	end  context.CancelFunc // ends the stream's request
-	out  *io.PipeReader // the server's messages, one line each
+	out  *io.PipeReader     // the server's messages, one line each
 	pw   *io.PipeWriter
 	done chan struct{} // closed once the stream has ended
 
