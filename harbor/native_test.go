@@ -185,3 +185,55 @@ func TestNativeMCPServers(t *testing.T) {
 		t.Errorf("Native with an http server = %v, want ErrInvalid naming task.toml's key", err)
 	}
 }
+
+// A task's MCP servers over HTTP are its compose services: the service's step publishes the
+// URL's port, the tools step reaches the server there by the step, port, path and transport;
+// the oracle publishes nothing. A URL that names no service, or not over http, is refused by
+// its key.
+func TestNativeMCPHTTPServers(t *testing.T) {
+	ht, err := Load("testdata/corpus/mcp-http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := composeSteps(ht)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := toolsStep(ht, Options{Agent: AgentOpenAI}, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]any{
+		{"name": "codes", "sandbox": "svc_mcp-server", "port": 8000, "path": "/mcp", "transport": "streamable-http"},
+		{"name": "words", "sandbox": "svc_mcp-server", "port": 8000, "path": "/sse", "transport": "sse"},
+	}
+	deepEq(t, "servers", s["servers"], want)
+	i := slices.IndexFunc(steps, func(s step) bool { return s["id"] == "svc_mcp-server" })
+	deepEq(t, "mcp-server's ports", steps[i]["ports"], []int{8000})
+	if _, err := Native(ht, Options{Agent: AgentOpenAI}); err != nil {
+		t.Errorf("Native(mcp-http, openai) = %v", err)
+	}
+	oracle, err := Native(ht, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range oracle.Steps {
+		if st.ID == toolsStepID {
+			t.Error("the oracle gets a tools step")
+		}
+	}
+
+	for _, c := range []struct{ url, err string }{
+		{"https://mcp-server:8000/mcp", "want http://SERVICE:PORT/PATH"},
+		{"http://elsewhere:8000/mcp", `host "elsewhere" is not a service`},
+		{"http://mcp-server:0/mcp", `port "0": want 1-65535`},
+		{"http://mcp-server:8000/mcp?x=1", "without user, query or fragment"},
+	} {
+		bad := *ht
+		bad.MCPServers = []MCPServer{ht.MCPServers[0], {Name: "x", Transport: "sse", URL: c.url}}
+		_, err := Native(&bad, Options{Agent: AgentOpenAI})
+		if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "task.toml: key environment.mcp_servers[1].url") || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("url %s: %v, want ErrInvalid naming the key and %q", c.url, err, c.err)
+		}
+	}
+}

@@ -49,7 +49,14 @@ type deploySandbox struct {
 	// Healthcheck, if set, is run in the sandbox after the create until it passes; the step
 	// ends when it has.
 	Healthcheck *healthcheck `yaml:"healthcheck"`
+	// WaitExit makes the step end once the sandbox's command has exited, and fail unless it
+	// exited 0: a setup sandbox (compose's service_completed_successfully) that must finish
+	// before its dependents start. The sandbox stays, exited, until the episode's teardown.
+	WaitExit bool `yaml:"wait_exit"`
 }
+
+// exitPoll is how often a wait_exit step asks whether its sandbox has exited.
+const exitPoll = 250 * time.Millisecond
 
 // ContainerCaps are the capabilities a container runtime gives a container by default (Docker's
 // and containerd's set, without NET_RAW): the most a deploy_sandbox step may keep.
@@ -88,6 +95,9 @@ func (s *deploySandbox) Check() error {
 	}
 	if len(s.Aliases) > 0 && s.Network == "" {
 		return errors.New("aliases: only with network")
+	}
+	if s.WaitExit && s.Healthcheck != nil {
+		return errors.New("wait_exit: not with healthcheck (a sandbox that has exited runs no check)")
 	}
 	for i, p := range s.Ports {
 		if p < 1 || p > 65535 {
@@ -250,7 +260,50 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 			return Result{Outputs: out}, err
 		}
 	}
+	if s.WaitExit {
+		code, err := waitExit(ctx, m, rec.ID, sb)
+		if err != nil {
+			return Result{Outputs: out}, err
+		}
+		out["exit_code"] = strconv.Itoa(code)
+		if code != 0 {
+			logs, _ := m.Logs(ctx, rec.ID, 20)
+			return Result{Outputs: out}, fmt.Errorf("wait_exit: the sandbox's command exited %d, want 0%s", code, logTail(logs))
+		}
+	}
 	return Result{Outputs: out}, nil
+}
+
+// waitExit waits, within ctx, for the sandbox of record (created as sb) to exit, and returns its
+// exit code.
+func waitExit(ctx context.Context, m *lifecycle.Manager, record string, sb agentenv.Sandbox) (int, error) {
+	for sb.State != agentenv.SandboxExited {
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("wait_exit: the sandbox's command did not exit within the step's timeout: %w", ctx.Err())
+		case <-time.After(exitPoll):
+		}
+		got, err := m.Get(ctx, record)
+		switch {
+		case errors.Is(err, agentenv.ErrGone) && got.State == agentenv.SandboxExited:
+			sb = got
+		case errors.Is(err, agentenv.ErrGone):
+			return 0, fmt.Errorf("wait_exit: the sandbox finished, and its provider keeps no exit code: %w", err)
+		case err != nil && ctx.Err() == nil:
+			return 0, fmt.Errorf("wait_exit: %w", err)
+		case err == nil:
+			sb = got
+		}
+	}
+	return sb.ExitCode, nil
+}
+
+// logTail is ": last lines: …" of a sandbox's logs, or "" when there are none.
+func logTail(logs string) string {
+	if logs = strings.TrimSpace(logs); logs == "" {
+		return ""
+	}
+	return ": last lines: " + tail(logs, 500)
 }
 
 // execStep runs a command in a sandbox.
