@@ -18,6 +18,9 @@ type Capabilities struct {
 	// Isolate: a private network made with NetworkSpec.Isolated has no route out of it at all
 	// (a provider with Egress isolates a network given no Egress).
 	Isolate bool
+	// User: SandboxSpec.User is honoured (the main process and commands exec'd in the sandbox
+	// run as that user).
+	User bool
 }
 
 // Provider creates, finds and terminates sandboxes on one backend. Implementations must be safe

@@ -33,7 +33,7 @@ const (
 // wait_exit); and the main container (step "container") on the network as "main". Harbor's
 // variables are filled in where compose would interpolate them. A service's entrypoint and
 // command become the sandbox's command, which the image's own ENTRYPOINT, if it has one, still
-// runs (SandboxSpec has no entrypoint). What agentenv cannot run (a named volume, a user, a
+// runs (SandboxSpec has no entrypoint). What agentenv cannot run (a named volume, main's user, a
 // build target, main as a service that completes) is an error naming the file and the key,
 // wrapping agentenv.ErrInvalid.
 func composeSteps(t *Task) ([]step, error) {
@@ -183,7 +183,10 @@ func isMainImage(image string) bool {
 func (cs *composer) common(svc *Service, s step) error {
 	name := svc.Name
 	if svc.User != "" {
-		return cs.errorf(name, "user", "not supported: a sandbox runs as its image's user, as no provider takes a user for a sandbox yet (set USER in its Dockerfile)")
+		if name == cs.c.Main {
+			return cs.errorf(name, "user", "not supported on main: the agent's container runs as its image's user, and [agent] user and [verifier] user say who the agent and the tests run as")
+		}
+		s["user"] = cs.fill(svc.User)
 	}
 	for i, v := range svc.Volumes {
 		src, _, _ := strings.Cut(v, ":")

@@ -42,6 +42,9 @@ type deploySandbox struct {
 	Network string   `yaml:"network"`
 	Aliases []string `yaml:"aliases"`
 	WorkDir string   `yaml:"workdir"` // working directory of the main process; the image's if empty
+	// User is who the command (and what runs in the sandbox) runs as: a name, uid or uid:gid
+	// the image knows; the image's user if empty. Only a provider that can (docker) takes it.
+	User string `yaml:"user"`
 	// Ports are container ports published on this host's loopback (127.0.0.1), each at a host
 	// port the provider picks: the output endpoints maps each to its address, and a
 	// serve_tools server with sandbox and port reaches an HTTP MCP server there.
@@ -95,6 +98,9 @@ func (s *deploySandbox) Check() error {
 	}
 	if len(s.Aliases) > 0 && s.Network == "" {
 		return errors.New("aliases: only with network")
+	}
+	if strings.ContainsAny(s.User, " \t\n'\"") {
+		return fmt.Errorf("user: %q is not a user name, uid or uid:gid", s.User)
 	}
 	if s.WaitExit && s.Healthcheck != nil {
 		return errors.New("wait_exit: not with healthcheck (a sandbox that has exited runs no check)")
@@ -233,7 +239,7 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
 		Spec: agentenv.SandboxSpec{Image: image, Command: s.Command, Env: s.Env,
 			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20, CapAdd: capNames(s.CapAdd),
-			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports},
+			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports, User: s.User},
 	}
 	rec, sb, err := sc.createSandbox(ctx, members, req)
 	if err != nil {
