@@ -20,6 +20,9 @@ type Capabilities struct {
 	Isolate bool
 	// Join: a sandbox may join more private networks than its Network (SandboxSpec.Join).
 	Join bool
+	// User: SandboxSpec.User is honoured (the main process and commands exec'd in the sandbox
+	// run as that user).
+	User bool
 }
 
 // Provider creates, finds and terminates sandboxes on one backend. Implementations must be safe

@@ -113,6 +113,10 @@ type SandboxSpec struct {
 	Labels  map[string]string // must include the agentenv.* labels; set by package lifecycle
 	Ports   []int             // container ports to reach from the host, published on 127.0.0.1
 	WorkDir string            // working directory of the main process
+	// User is who the main process (and what is exec'd in the sandbox) runs as: a name, uid or
+	// uid:gid known to the image; the image's own if empty. Only a provider whose
+	// Capabilities.User is true takes one: lifecycle refuses it for the others.
+	User string
 	// Files are written into the sandbox before its main process starts, path -> content
 	// (mode 0755 for content starting with an ELF or #! header, else 0644).
 	Files map[string][]byte

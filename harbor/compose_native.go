@@ -29,12 +29,13 @@ const (
 // deploy_sandbox step per service other than main, in depends_on order, each on the network
 // under its service name and depending on the services it depends_on (a service_healthy
 // dependency's step runs that service's healthcheck, so the steps after it start once it has
-// passed); and the main container (step "container") on the network as "main". Harbor's
+// passed; a service_completed_successfully dependency's step waits for that service to exit 0,
+// wait_exit); and the main container (step "container") on the network as "main". Harbor's
 // variables are filled in where compose would interpolate them. A service's entrypoint and
 // command become the sandbox's command, which the image's own ENTRYPOINT, if it has one, still
-// runs (SandboxSpec has no entrypoint). What agentenv cannot run (a
-// named volume, a user, a build target, service_completed_successfully) is an error naming the
-// file and the key, wrapping agentenv.ErrInvalid.
+// runs (SandboxSpec has no entrypoint). What agentenv cannot run (a named volume, main's user, a
+// build target, main as a service that completes) is an error naming the file and the key,
+// wrapping agentenv.ErrInvalid.
 func composeSteps(t *Task) ([]step, error) {
 	file := filepath.Join(t.Dir, t.Environment.Compose)
 	c := t.Environment.ComposeSpec
@@ -44,7 +45,18 @@ func composeSteps(t *Task) ([]step, error) {
 			return nil, err
 		}
 	}
-	cs := &composer{t: t, c: c, file: file, dir: filepath.Dir(file), ids: map[string]string{c.Main: sandboxStep}}
+	cs := &composer{t: t, c: c, file: file, dir: filepath.Dir(file), ids: map[string]string{c.Main: sandboxStep}, runToEnd: map[string]bool{}}
+	for _, name := range c.Order {
+		for dep, cond := range c.Services[name].DependsOn {
+			if cond != ConditionCompleted {
+				continue
+			}
+			if dep == c.Main {
+				return nil, cs.errorf(name, "depends_on."+dep+".condition", "%s: the main container is the agent's, kept running; it never completes", cond)
+			}
+			cs.runToEnd[dep] = true
+		}
+	}
 	cs.vars = map[string]string{
 		"CPUS":                   strconv.FormatFloat(t.Environment.CPUs, 'f', -1, 64),
 		"MEMORY":                 strconv.Itoa(t.Environment.MemoryMB) + "M",
@@ -100,6 +112,9 @@ type composer struct {
 	dir  string // its folder, which build contexts are relative to
 	vars map[string]string
 	ids  map[string]string // service -> step id
+	// runToEnd are the services another depends on with service_completed_successfully: their
+	// steps end once the service has exited 0 (wait_exit).
+	runToEnd map[string]bool
 }
 
 // errorf is an error naming the compose file and services.NAME.key.
@@ -168,21 +183,25 @@ func isMainImage(image string) bool {
 func (cs *composer) common(svc *Service, s step) error {
 	name := svc.Name
 	if svc.User != "" {
-		return cs.errorf(name, "user", "not supported: a sandbox runs as its image's user (set USER in its Dockerfile)")
+		if name == cs.c.Main {
+			return cs.errorf(name, "user", "not supported on main: the agent's container runs as its image's user, and [agent] user and [verifier] user say who the agent and the tests run as")
+		}
+		s["user"] = cs.fill(svc.User)
 	}
 	for i, v := range svc.Volumes {
 		src, _, _ := strings.Cut(v, ":")
 		if strings.HasPrefix(src, "${") {
 			continue // Harbor's log folders from the host: agentenv copies logs out itself
 		}
-		return cs.errorf(name, fmt.Sprintf("volumes[%d]", i), "named volume %q: not supported: sandboxes share no volumes; copy the files in the Dockerfile, or serve them from one service", src)
+		return cs.errorf(name, fmt.Sprintf("volumes[%d]", i), "named volume %q: not supported: agentenv has no volume resource (a provider cannot make one, nor the ledger record it), so sandboxes share no files; copy the files in the Dockerfile, or serve them from one service", src)
 	}
 	deps := []string{networkStep}
 	for _, dep := range slices.Sorted(maps.Keys(svc.DependsOn)) {
 		switch cond := svc.DependsOn[dep]; cond {
-		case ConditionCompleted:
-			return cs.errorf(name, "depends_on."+dep+".condition", "not supported: %s (a service that runs to its end); use %s or %s", cond, ConditionStarted, ConditionHealthy)
 		case ConditionHealthy:
+			if cs.runToEnd[dep] {
+				break // its step waits for its successful end, which is more
+			}
 			if cs.healthcheck(dep) == nil {
 				return cs.errorf(name, "depends_on."+dep+".condition", "%s, but service %s has no healthcheck", cond, dep)
 			}
@@ -204,7 +223,9 @@ func (cs *composer) common(svc *Service, s step) error {
 	if svc.WorkingDir != "" {
 		s["workdir"] = cs.fill(svc.WorkingDir)
 	}
-	if h := cs.healthcheck(name); h != nil {
+	if cs.runToEnd[name] {
+		s["wait_exit"] = true // and no healthcheck: an exited container runs none
+	} else if h := cs.healthcheck(name); h != nil {
 		s["healthcheck"] = h
 	}
 	return nil

@@ -127,14 +127,47 @@ func TestComposeNoMain(t *testing.T) {
 		"interval_sec": 1.0, "timeout_sec": 5.0, "start_period_sec": 2.0, "retries": 5})
 }
 
+// TestComposeInit: a service others depend on with service_completed_successfully is a step
+// that waits for its exit (wait_exit) instead of a healthcheck, whatever else depends on it
+// how, and its dependents depend on that step; a service's user (interpolated) is its step's.
+func TestComposeInit(t *testing.T) {
+	const src = "services:\n  main:\n    build: .\n    depends_on:\n      init:\n        condition: service_completed_successfully\n" +
+		"  init:\n    image: x\n    user: '${SETUP_USER:-postgres}'\n    command: [sh, -c, 'echo setup']\n    healthcheck:\n      test: [CMD, 'true']\n" +
+		"  api:\n    image: y\n    depends_on:\n      init:\n        condition: service_healthy\n"
+	dir := t.TempDir()
+	file := filepath.Join(dir, "environment", "docker-compose.yaml")
+	c, err := parseCompose(file, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := &Task{Dir: dir, Environment: Environment{Compose: "environment/docker-compose.yaml", ComposeSpec: c, Dockerfile: "environment/Dockerfile", CPUs: 1, MemoryMB: 1024}}
+	steps, err := composeSteps(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]step{}
+	for _, s := range steps {
+		byID[s["id"].(string)] = s
+	}
+	init := byID["svc_init"]
+	if init["wait_exit"] != true || init["healthcheck"] != nil || init["user"] != "postgres" {
+		t.Errorf("init's step %v: want wait_exit, no healthcheck and user postgres", init)
+	}
+	deepEq(t, "main.depends_on", byID["container"]["depends_on"], []string{"network", "svc_init"})
+	deepEq(t, "api.depends_on", byID["svc_api"]["depends_on"], []string{"network", "svc_init"})
+	if byID["svc_api"]["wait_exit"] != nil || byID["container"]["wait_exit"] != nil {
+		t.Error("a service nothing waits to complete got wait_exit")
+	}
+}
+
 // TestComposeRefused: what agentenv cannot run is an error naming the file and the key.
 func TestComposeRefused(t *testing.T) {
 	for _, tc := range []struct{ yaml, err string }{
 		{"services:\n  db:\n    image: x\n    volumes: [data:/var/lib/data]\nvolumes:\n  data:\n",
 			`services.db.volumes[0]: named volume "data": not supported`},
-		{"services:\n  db:\n    image: x\n    user: postgres\n", "services.db.user: not supported"},
-		{"services:\n  main:\n    build: .\n    depends_on:\n      init:\n        condition: service_completed_successfully\n  init:\n    image: x\n",
-			"services.main.depends_on.init.condition: not supported: service_completed_successfully"},
+		{"services:\n  main:\n    build: .\n    user: postgres\n", "services.main.user: not supported on main"},
+		{"services:\n  main:\n    build: .\n  init:\n    image: x\n    depends_on:\n      main:\n        condition: service_completed_successfully\n",
+			"services.init.depends_on.main.condition: service_completed_successfully: the main container is the agent's"},
 		{"services:\n  main:\n    build: .\n    depends_on:\n      db:\n        condition: service_healthy\n  db:\n    image: x\n",
 			"services.main.depends_on.db.condition: service_healthy, but service db has no healthcheck"},
 		{"services:\n  db:\n    build:\n      context: .\n      target: dev\n", "services.db.build.target: not supported"},

@@ -77,6 +77,23 @@ func TestLoadCorpus(t *testing.T) {
 					t.Errorf("step 1 = %+v", s1)
 				}
 			}},
+		"compose-init": {name: "agentenv/compose-init", schema: "1.4", agent: 2 * time.Minute, verifier: time.Minute, build: 10 * time.Minute, dockerfile: df, compose: "environment/docker-compose.yaml", cpus: 1, mem: 1024, storage: 10240, internet: true,
+			check: func(t *testing.T, task *Task) {
+				c, err := LoadCompose(filepath.Join(task.Dir, task.Environment.Compose))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := c.Services["main"].DependsOn["init"]; got != ConditionCompleted {
+					t.Errorf("main depends on init %q", got)
+				}
+			}},
+		"mcp-http": {name: "agentenv/mcp-http", schema: "1.4", agent: 2 * time.Minute, verifier: time.Minute, build: 10 * time.Minute, dockerfile: df, compose: "environment/docker-compose.yaml", cpus: 1, mem: 2048, storage: 10240, internet: true, mcp: 2,
+			check: func(t *testing.T, task *Task) {
+				want := []MCPServer{{Name: "codes", Transport: "streamable-http", URL: "http://mcp-server:8000/mcp"}, {Name: "words", Transport: "sse", URL: "http://mcp-server:8000/sse"}}
+				if !reflect.DeepEqual(task.MCPServers, want) {
+					t.Errorf("mcp servers = %+v", task.MCPServers)
+				}
+			}},
 		"mcp-stdio": {name: "agentenv/mcp-stdio", schema: "1.4", agent: 2 * time.Minute, verifier: DefaultVerifierTimeout, build: DefaultBuildTimeout, dockerfile: df, cpus: 1, mem: 2048, storage: 10240, internet: true, mcp: 1,
 			check: func(t *testing.T, task *Task) {
 				want := MCPServer{Name: "vault", Transport: "stdio", Command: "/usr/local/bin/vault-mcp", Args: []string{"--vault", "/opt/vault"}}
@@ -401,7 +418,7 @@ func TestDataset(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
-	if !strings.HasPrefix(names(all), "agent-timeout,build-error,compose-postgres,") {
+	if !strings.HasPrefix(names(all), "agent-timeout,build-error,compose-init,compose-postgres,") {
 		t.Errorf("not sorted: %s", names(all))
 	}
 	cases := []struct {
@@ -409,8 +426,8 @@ func TestDataset(t *testing.T) {
 		include, exclude []string
 		want, err        string
 	}{
-		{dir: "testdata/corpus", include: []string{"multi-*", "mcp-*"}, want: "mcp-stdio,multi-step"},
-		{dir: "testdata/corpus", include: []string{"*-*"}, exclude: []string{"*e*"}, want: "mcp-stdio,workdir-copy"},
+		{dir: "testdata/corpus", include: []string{"multi-*", "mcp-*"}, want: "mcp-http,mcp-stdio,multi-step"},
+		{dir: "testdata/corpus", include: []string{"*-*"}, exclude: []string{"*e*"}, want: "mcp-http,mcp-stdio,workdir-copy"},
 		{dir: "testdata/corpus", include: []string{"verifier-*"}, exclude: []string{"*-user"}, want: "verifier-no-reward"},
 		{dir: "testdata/corpus/hello-file", want: "hello-file"},
 		{dir: "testdata/corpus/hello-file", exclude: []string{"hello-*"}, err: "no task folder"},

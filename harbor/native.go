@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -121,7 +122,7 @@ func Native(t *Task, o Options) (*task.Task, error) {
 		doc.Steps = isolate(doc.Steps)
 	}
 	after := sandboxStep
-	if tools, err := toolsStep(t, o); err != nil {
+	if tools, err := toolsStep(t, o, doc.Steps); err != nil {
 		return nil, err
 	} else if tools != nil {
 		doc.Steps = append(doc.Steps, tools)
@@ -265,22 +266,27 @@ func containerStep(t *Task) step {
 const toolsStepID = "tools"
 
 // toolsStep is the serve_tools step of t for an agent that speaks MCP (the model agent, an
-// A2A agent), or nil: t's stdio MCP servers run in its container behind a gateway served on
-// this host, and for an A2A agent the container's terminal tools beside them. A server of
-// another transport is refused by its key: its service's port would have to be reached from
-// this host, which agentenv does not do yet.
-func toolsStep(t *Task, o Options) (step, error) {
+// A2A agent), or nil: t's stdio MCP servers run in its container, and its servers over HTTP
+// (sse, streamable-http) are services of its docker-compose file, whose step of steps publishes
+// the server's port on this host's loopback; all of them behind a gateway served on this
+// host, and for an A2A agent the container's terminal tools beside them. A server over HTTP
+// whose URL names no service of the compose file is refused by its key.
+func toolsStep(t *Task, o Options, steps []step) (step, error) {
 	modelAgent := o.Agent == AgentOpenAI || o.Agent == AgentAnthropic
 	if !modelAgent && o.Agent != AgentA2A {
 		return nil, nil
 	}
 	var servers []map[string]any
 	for i, sv := range t.MCPServers {
-		if sv.Transport != "stdio" {
-			return nil, fmt.Errorf("%s: key environment.mcp_servers[%d].transport: %q (server %s): agentenv serves only stdio servers a task declares yet, run in its container: %w",
-				filepath.Join(t.Dir, "task.toml"), i, sv.Transport, sv.Name, agentenv.ErrInvalid)
+		if sv.Transport == "stdio" {
+			servers = append(servers, map[string]any{"name": sv.Name, "command": append([]string{sv.Command}, sv.Args...)})
+			continue
 		}
-		servers = append(servers, map[string]any{"name": sv.Name, "command": append([]string{sv.Command}, sv.Args...)})
+		srv, err := httpServer(t, i, sv, steps)
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, srv)
 	}
 	if len(servers) == 0 && o.Agent != AgentA2A {
 		return nil, nil
@@ -293,6 +299,51 @@ func toolsStep(t *Task, o Options) (step, error) {
 		s["terminal"] = true
 	}
 	return s, nil
+}
+
+// httpServer is the serve_tools server of t's i-th MCP server, sv, over HTTP: its URL's host is
+// a service of the compose file (main included), whose step in steps gets the URL's port in its
+// ports, so that the gateway on this host reaches the server there.
+func httpServer(t *Task, i int, sv MCPServer, steps []step) (map[string]any, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: key environment.mcp_servers[%d].url: %q (server %s): %s: %w",
+			filepath.Join(t.Dir, "task.toml"), i, sv.URL, sv.Name, fmt.Sprintf(format, args...), agentenv.ErrInvalid)
+	}
+	u, err := url.Parse(sv.URL)
+	switch {
+	case err != nil:
+		return nil, bad("not a URL: %v", err)
+	case u.Scheme != "http":
+		return nil, bad("want http://SERVICE:PORT/PATH, a service of environment/docker-compose.yaml (agentenv reaches it at the port it publishes on this host)")
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return nil, bad("want http://SERVICE:PORT/PATH, without user, query or fragment")
+	case t.Environment.Compose == "":
+		return nil, bad("a server over HTTP must be a service of environment/docker-compose.yaml, and the task has none")
+	}
+	port := 80
+	if p := u.Port(); p != "" {
+		if port, err = strconv.Atoi(p); err != nil || port < 1 || port > 65535 {
+			return nil, bad("port %q: want 1-65535", p)
+		}
+	}
+	host := u.Hostname()
+	at := slices.IndexFunc(steps, func(s step) bool {
+		aliases, _ := s["aliases"].([]string)
+		return s["type"] == task.TypeDeploySandbox && slices.Contains(aliases, host)
+	})
+	if at < 0 {
+		return nil, bad("host %q is not a service of environment/docker-compose.yaml", host)
+	}
+	svc := steps[at]
+	ports, _ := svc["ports"].([]int)
+	if !slices.Contains(ports, port) {
+		svc["ports"] = append(ports, port)
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	return map[string]any{"name": sv.Name, "sandbox": svc["id"], "port": port, "path": path, "transport": sv.Transport}, nil
 }
 
 // agentSteps are the steps of one agent phase: none for nop; the solution copied in and

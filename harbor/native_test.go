@@ -126,7 +126,7 @@ func TestNativeA2A(t *testing.T) {
 	if _, inSandbox := s["sandbox"]; s["type"] != task.TypePromptAgent || s["env"] != toolsStepID || inSandbox || s["prompt_file"] != "instruction.md" || !reflect.DeepEqual(s["agent"], map[string]any{"a2a": "http://127.0.0.1:9"}) {
 		t.Errorf("agent step %v, want a prompt_agent of the a2a agent through the tools step's gateway", s)
 	}
-	tools, err := toolsStep(ht, Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"})
+	tools, err := toolsStep(ht, Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"}, nil)
 	if err != nil || tools["terminal"] != true || tools["sandbox"] != sandboxStep || tools["servers"] != nil {
 		t.Errorf("tools step %v, %v; want the container's terminal and no servers", tools, err)
 	}
@@ -158,7 +158,7 @@ func TestNativeMCPServers(t *testing.T) {
 		o        Options
 		terminal bool
 	}{{Options{Agent: AgentOpenAI}, false}, {Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"}, true}} {
-		s, err := toolsStep(ht, c.o)
+		s, err := toolsStep(ht, c.o, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,14 +174,66 @@ func TestNativeMCPServers(t *testing.T) {
 			t.Errorf("%s: the agent step does not follow the tools step: %+v", c.o.Agent, nt.Steps)
 		}
 	}
-	if s, err := toolsStep(ht, Options{Agent: AgentOracle}); s != nil || err != nil {
+	if s, err := toolsStep(ht, Options{Agent: AgentOracle}, nil); s != nil || err != nil {
 		t.Errorf("the oracle gets tools step %v, %v; want none", s, err)
 	}
 
-	// A server a compose service serves over HTTP is refused by its key, nothing deployed.
+	// A server over HTTP in a task without a compose file is refused by its key, nothing deployed.
 	ht.MCPServers = append(ht.MCPServers, MCPServer{Name: "web", Transport: "streamable-http", URL: "http://mcp:8000/mcp"})
 	_, err = Native(ht, Options{Agent: AgentOpenAI})
-	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "task.toml: key environment.mcp_servers[1].transport") {
+	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "task.toml: key environment.mcp_servers[1].url") {
 		t.Errorf("Native with an http server = %v, want ErrInvalid naming task.toml's key", err)
+	}
+}
+
+// A task's MCP servers over HTTP are its compose services: the service's step publishes the
+// URL's port, the tools step reaches the server there by the step, port, path and transport;
+// the oracle publishes nothing. A URL that names no service, or not over http, is refused by
+// its key.
+func TestNativeMCPHTTPServers(t *testing.T) {
+	ht, err := Load("testdata/corpus/mcp-http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := composeSteps(ht)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := toolsStep(ht, Options{Agent: AgentOpenAI}, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]any{
+		{"name": "codes", "sandbox": "svc_mcp-server", "port": 8000, "path": "/mcp", "transport": "streamable-http"},
+		{"name": "words", "sandbox": "svc_mcp-server", "port": 8000, "path": "/sse", "transport": "sse"},
+	}
+	deepEq(t, "servers", s["servers"], want)
+	i := slices.IndexFunc(steps, func(s step) bool { return s["id"] == "svc_mcp-server" })
+	deepEq(t, "mcp-server's ports", steps[i]["ports"], []int{8000})
+	if _, err := Native(ht, Options{Agent: AgentOpenAI}); err != nil {
+		t.Errorf("Native(mcp-http, openai) = %v", err)
+	}
+	oracle, err := Native(ht, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range oracle.Steps {
+		if st.ID == toolsStepID {
+			t.Error("the oracle gets a tools step")
+		}
+	}
+
+	for _, c := range []struct{ url, err string }{
+		{"https://mcp-server:8000/mcp", "want http://SERVICE:PORT/PATH"},
+		{"http://elsewhere:8000/mcp", `host "elsewhere" is not a service`},
+		{"http://mcp-server:0/mcp", `port "0": want 1-65535`},
+		{"http://mcp-server:8000/mcp?x=1", "without user, query or fragment"},
+	} {
+		bad := *ht
+		bad.MCPServers = []MCPServer{ht.MCPServers[0], {Name: "x", Transport: "sse", URL: c.url}}
+		_, err := Native(&bad, Options{Agent: AgentOpenAI})
+		if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "task.toml: key environment.mcp_servers[1].url") || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("url %s: %v, want ErrInvalid naming the key and %q", c.url, err, c.err)
+		}
 	}
 }

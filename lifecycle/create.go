@@ -55,6 +55,10 @@ type pendingCreate struct {
 // this process its sandbox is terminated then. A sandbox or VM created outside a slot (ctx not
 // from Admit) first waits for one, before its record is written, and holds it for the call.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Record, agentenv.Sandbox, error) {
+	if b := m.backends[req.Provider]; b != nil && req.Spec.User != "" && !b.p.Capabilities().User {
+		// Before any record: a provider that would run the sandbox as the image's user instead.
+		return agentenv.Record{}, agentenv.Sandbox{}, fmt.Errorf("create: user %q: provider %s cannot run a sandbox as a given user: %w", req.Spec.User, req.Provider, agentenv.ErrInvalid)
+	}
 	if req.Kind != agentenv.KindNetwork && !Holds(ctx) && m.backends[req.Provider] != nil {
 		actx, release, _, err := m.Admit(ctx, req.Provider)
 		if err != nil {

@@ -340,3 +340,17 @@ func TestCreateRefusesWhatTheProviderCannotJoin(t *testing.T) {
 		t.Errorf("records after refused creates: %v %v", recs, err)
 	}
 }
+
+// A sandbox's user reaches only a provider that runs sandboxes as a user (Capabilities.User):
+// elsewhere the create is refused before any record is written.
+func TestCreateUserNeedsTheCapability(t *testing.T) {
+	r := newRig(t)
+	_, _, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img", User: "nobody"}})
+	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), `user "nobody": provider fake cannot run a sandbox as a given user`) {
+		t.Errorf("Create with a user on the fake = %v, want ErrInvalid naming the user and the provider", err)
+	}
+	recs, err := r.led.List(t.Context(), agentenv.Filter{})
+	if err != nil || len(recs) != 0 {
+		t.Errorf("the refused create wrote records %v (%v)", recs, err)
+	}
+}

@@ -22,6 +22,7 @@ const redacted = "[redacted]"
 // sandboxRef is a sandbox a deploy_sandbox step made.
 type sandboxRef struct {
 	Record, Provider, SandboxID string
+	Endpoints                   map[string]string // a published container port -> its address from this host
 }
 
 // envRef is a deployment a deploy_env step made, or the gateway a serve_tools step serves in

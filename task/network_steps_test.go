@@ -203,3 +203,52 @@ steps:
 		}
 	}
 }
+
+// TestWaitExit: a deploy_sandbox step with wait_exit ends once its command has exited 0 (its
+// dependents see what it did), and fails, as the infrastructure's, naming the exit code when it
+// exits otherwise; real shells on the process provider.
+func TestWaitExit(t *testing.T) {
+	r := newRig(t, nil)
+	dir := t.TempDir()
+	tk := mustParse(t, "t.yaml", `name: init
+steps:
+- {id: init, type: deploy_sandbox, provider: process, wait_exit: true,
+   command: [sh, -c, "sleep 0.3; echo ready > `+dir+`/init-done"]}
+- {id: app, type: deploy_sandbox, provider: process, depends_on: [init]}
+- {id: ok, type: command_succeeds, sandbox: app, command: [test, -f, `+dir+`/init-done]}
+`)
+	sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	ep := sum.Episodes[0]
+	if ep.Outcome != task.OutcomePassed {
+		t.Fatalf("init exiting 0: episode %s: %s", ep.Outcome, ep.Error)
+	}
+	if code := stepOf(ep, "init").Outputs["exit_code"]; code != "0" {
+		t.Errorf("init's exit_code output %q, want 0", code)
+	}
+
+	tk = mustParse(t, "t.yaml", `name: init-fails
+steps:
+- {id: init, type: deploy_sandbox, provider: process, wait_exit: true, command: [sh, -c, "exit 4"]}
+- {id: app, type: deploy_sandbox, provider: process, depends_on: [init]}
+`)
+	sum, err = r.runner.Run(t.Context(), tk, task.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	ep = sum.Episodes[0]
+	init := stepOf(ep, "init")
+	if ep.Outcome == task.OutcomePassed || init.ErrorKind != agentenv.StepErrorInfra || stepOf(ep, "app").Status == agentenv.StepPassed {
+		t.Fatalf("init exiting 4: episode %s, init %s kind %q (%s), app %s", ep.Outcome, init.Status, init.ErrorKind, init.Error, stepOf(ep, "app").Status)
+	}
+	// (The process provider keeps no output, so the error has no last lines here.)
+	if !strings.Contains(init.Error, "exited 4, want 0") {
+		t.Errorf("init's error %q does not say it exited 4", init.Error)
+	}
+	if _, err := task.Parse("t.yaml", []byte("name: t\nsteps:\n- {id: sb, type: deploy_sandbox, provider: process, wait_exit: true, healthcheck: {command: 'true'}}\n")); err == nil || !strings.Contains(err.Error(), "wait_exit: not with healthcheck") {
+		t.Errorf("wait_exit with a healthcheck: %v", err)
+	}
+	r.assertClean(t)
+}

@@ -42,10 +42,24 @@ type deploySandbox struct {
 	Network string   `yaml:"network"`
 	Aliases []string `yaml:"aliases"`
 	WorkDir string   `yaml:"workdir"` // working directory of the main process; the image's if empty
+	// User is who the command (and what runs in the sandbox) runs as: a name, uid or uid:gid
+	// the image knows; the image's user if empty. Only a provider that can (docker) takes it.
+	User string `yaml:"user"`
+	// Ports are container ports published on this host's loopback (127.0.0.1), each at a host
+	// port the provider picks: the output endpoints maps each to its address, and a
+	// serve_tools server with sandbox and port reaches an HTTP MCP server there.
+	Ports []int `yaml:"ports"`
 	// Healthcheck, if set, is run in the sandbox after the create until it passes; the step
 	// ends when it has.
 	Healthcheck *healthcheck `yaml:"healthcheck"`
+	// WaitExit makes the step end once the sandbox's command has exited, and fail unless it
+	// exited 0: a setup sandbox (compose's service_completed_successfully) that must finish
+	// before its dependents start. The sandbox stays, exited, until the episode's teardown.
+	WaitExit bool `yaml:"wait_exit"`
 }
+
+// exitPoll is how often a wait_exit step asks whether its sandbox has exited.
+const exitPoll = 250 * time.Millisecond
 
 // ContainerCaps are the capabilities a container runtime gives a container by default (Docker's
 // and containerd's set, without NET_RAW): the most a deploy_sandbox step may keep.
@@ -84,6 +98,20 @@ func (s *deploySandbox) Check() error {
 	}
 	if len(s.Aliases) > 0 && s.Network == "" {
 		return errors.New("aliases: only with network")
+	}
+	if strings.ContainsAny(s.User, " \t\n'\"") {
+		return fmt.Errorf("user: %q is not a user name, uid or uid:gid", s.User)
+	}
+	if s.WaitExit && s.Healthcheck != nil {
+		return errors.New("wait_exit: not with healthcheck (a sandbox that has exited runs no check)")
+	}
+	for i, p := range s.Ports {
+		if p < 1 || p > 65535 {
+			return fmt.Errorf("ports[%d]: want a port in 1-65535, got %d", i, p)
+		}
+		if slices.Contains(s.Ports[:i], p) {
+			return fmt.Errorf("ports[%d]: %d is listed twice", i, p)
+		}
 	}
 	for i, a := range s.Aliases {
 		if !hostname.MatchString(a) {
@@ -211,13 +239,24 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
 		Spec: agentenv.SandboxSpec{Image: image, Command: s.Command, Env: s.Env,
 			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20, CapAdd: capNames(s.CapAdd),
-			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir},
+			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports, User: s.User},
 	}
 	rec, sb, err := sc.createSandbox(ctx, members, req)
 	if err != nil {
 		return Result{}, err
 	}
 	out["sandbox_id"], out["record"], out["provider"] = sb.ID, rec.ID, rec.Provider
+	if len(s.Ports) > 0 {
+		eps := map[string]string{}
+		for _, p := range s.Ports {
+			port := strconv.Itoa(p)
+			if sb.Endpoints[port] == "" {
+				return Result{Outputs: out}, fmt.Errorf("ports: provider %s published no address for port %d: %w", rec.Provider, p, agentenv.ErrInvalid)
+			}
+			eps[port] = sb.Endpoints[port]
+		}
+		out["endpoints"] = marshal(eps)
+	}
 	if s.Build == nil {
 		out["image"], out["built"] = image, "false"
 	}
@@ -227,7 +266,50 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 			return Result{Outputs: out}, err
 		}
 	}
+	if s.WaitExit {
+		code, err := waitExit(ctx, m, rec.ID, sb)
+		if err != nil {
+			return Result{Outputs: out}, err
+		}
+		out["exit_code"] = strconv.Itoa(code)
+		if code != 0 {
+			logs, _ := m.Logs(ctx, rec.ID, 20)
+			return Result{Outputs: out}, fmt.Errorf("wait_exit: the sandbox's command exited %d, want 0%s", code, logTail(logs))
+		}
+	}
 	return Result{Outputs: out}, nil
+}
+
+// waitExit waits, within ctx, for the sandbox of record (created as sb) to exit, and returns its
+// exit code.
+func waitExit(ctx context.Context, m *lifecycle.Manager, record string, sb agentenv.Sandbox) (int, error) {
+	for sb.State != agentenv.SandboxExited {
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("wait_exit: the sandbox's command did not exit within the step's timeout: %w", ctx.Err())
+		case <-time.After(exitPoll):
+		}
+		got, err := m.Get(ctx, record)
+		switch {
+		case errors.Is(err, agentenv.ErrGone) && got.State == agentenv.SandboxExited:
+			sb = got
+		case errors.Is(err, agentenv.ErrGone):
+			return 0, fmt.Errorf("wait_exit: the sandbox finished, and its provider keeps no exit code: %w", err)
+		case err != nil && ctx.Err() == nil:
+			return 0, fmt.Errorf("wait_exit: %w", err)
+		case err == nil:
+			sb = got
+		}
+	}
+	return sb.ExitCode, nil
+}
+
+// logTail is ": last lines: …" of a sandbox's logs, or "" when there are none.
+func logTail(logs string) string {
+	if logs = strings.TrimSpace(logs); logs == "" {
+		return ""
+	}
+	return ": last lines: " + tail(logs, 500)
 }
 
 // execStep runs a command in a sandbox.
@@ -501,7 +583,7 @@ func (sc *scope) createSandbox(ctx context.Context, members []string, req lifecy
 		return rec, sb, err
 	}
 	sc.e.mu.Lock()
-	sc.e.sandboxes[sc.s.ID] = sandboxRef{Record: rec.ID, Provider: rec.Provider, SandboxID: sb.ID}
+	sc.e.sandboxes[sc.s.ID] = sandboxRef{Record: rec.ID, Provider: rec.Provider, SandboxID: sb.ID, Endpoints: sb.Endpoints}
 	sc.e.mu.Unlock()
 	return rec, sb, nil
 }

@@ -127,7 +127,8 @@ func builtinKinds() map[string]kind {
 	sandboxOut := []Output{{"sandbox_id", OutputString}, {"record", OutputString}, {"provider", OutputString}}
 	return map[string]kind{
 		TypeDeploySandbox: {new: func() Step { return &deploySandbox{} }, timeout: long, outputs: append(sandboxOut[:len(sandboxOut):len(sandboxOut)],
-			Output{"image", OutputString}, Output{"built", OutputBool})},
+			Output{"image", OutputString}, Output{"built", OutputBool}, Output{"endpoints", OutputJSON},
+			Output{"exit_code", OutputInt})},
 		TypeDeployNetwork: {new: func() Step { return &deployNetwork{} }, timeout: short, outputs: []Output{
 			{"network", OutputString}, {"provider", OutputString}}},
 		TypeDeployEnv: {new: func() Step { return &deployEnv{} }, timeout: long, outputs: []Output{

@@ -2,8 +2,11 @@ package task_test
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/mcpclient"
 	"github.com/agentenv/agentenv/task"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestServeToolsTerminalForA2A: a serve_tools step with terminal: true serves the sandbox's
@@ -89,6 +93,13 @@ func TestServeToolsCheck(t *testing.T) {
 		{`- {id: tools, type: serve_tools, sandbox: sb, servers: [{name: "a b", command: [x]}]}`, "servers[0].name: want 1-64 of letters"},
 		{`- {id: tools, type: serve_tools, sandbox: sb, servers: [{name: a}]}`, "command"},
 		{`- {id: tools, type: serve_tools, sandbox: nope, terminal: true}`, "nope"},
+		{`- {id: tools, type: serve_tools, servers: [{name: a, command: [x]}]}`, "sandbox: want the deploy_sandbox step whose sandbox runs the stdio servers"},
+		{`- {id: tools, type: serve_tools, depends_on: [sb], servers: [{name: a, sandbox: sb}]}`, "servers[0].port: want the container port"},
+		{`- {id: tools, type: serve_tools, depends_on: [sb], servers: [{name: a, sandbox: sb, port: 8000, command: [x]}]}`, "servers[0].command: a stdio server's"},
+		{`- {id: tools, type: serve_tools, servers: [{name: a, port: 8000}]}`, "servers[0].sandbox: want the deploy_sandbox step"},
+		{`- {id: tools, type: serve_tools, depends_on: [sb], servers: [{name: a, sandbox: sb, port: 8000, path: mcp}]}`, "servers[0].path: want a path starting with /"},
+		{`- {id: tools, type: serve_tools, depends_on: [sb], servers: [{name: a, sandbox: sb, port: 8000, transport: ws}]}`, "servers[0].transport: want streamable-http (the default) or sse"},
+		{`- {id: tools, type: serve_tools, servers: [{name: a, sandbox: nope, port: 8000}]}`, `servers[0].sandbox: unknown step "nope"`},
 	} {
 		src := "name: t\nsteps:\n- {id: sb, type: deploy_sandbox, provider: process}\n" + c.steps + "\n"
 		_, err := task.Parse("t.yaml", []byte(src))
@@ -96,4 +107,60 @@ func TestServeToolsCheck(t *testing.T) {
 			t.Errorf("Parse(%s) = %v, want an error at t.yaml:4 naming %q", c.steps, err, c.want)
 		}
 	}
+}
+
+// TestServeToolsHTTPServers: a serve_tools step reaches MCP servers over HTTP at the port a
+// deploy_sandbox step publishes (the process provider publishes a port as itself on 127.0.0.1,
+// where this test serves a real go-sdk MCP server over streamable HTTP at /mcp and over SSE at
+// /sse); call_tool through the step's gateway reaches both.
+func TestServeToolsHTTPServers(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "codes", Version: "v1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "get_code", Description: "The code."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "code-7731"}}}, nil, nil
+		})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	mux.Handle("/sse", mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+
+	r := newRig(t, nil)
+	tk := mustParse(t, "t.yaml", `name: tools
+steps:
+- {id: sb, type: deploy_sandbox, provider: process, ports: [`+port+`]}
+- {id: tools, type: serve_tools, depends_on: [sb], servers: [
+    {name: http, sandbox: sb, port: `+port+`},
+    {name: events, sandbox: sb, port: `+port+`, transport: sse}]}
+- {id: call, type: call_tool, env: tools, tool: http__get_code}
+- {id: call_sse, type: call_tool, env: tools, tool: events__get_code}
+`)
+	sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	ep := sum.Episodes[0]
+	for _, s := range ep.Steps {
+		if s.Status != agentenv.StepPassed {
+			t.Errorf("step %s: %s %q", s.ID, s.Status, s.Error)
+		}
+	}
+	for _, id := range []string{"call", "call_sse"} {
+		if got := stepOf(ep, id).Outputs["text"]; got != "code-7731" {
+			t.Errorf("%s: text %q, want code-7731", id, got)
+		}
+	}
+	if got, want := stepOf(ep, "sb").Outputs["endpoints"], `{"`+port+`":"127.0.0.1:`+port+`"}`; got != want {
+		t.Errorf("deploy_sandbox endpoints %s, want %s", got, want)
+	}
+	if got := stepOf(ep, "tools").Outputs["servers"]; got != `["http","events"]` {
+		t.Errorf("serve_tools servers %s", got)
+	}
+	r.assertClean(t)
 }

@@ -222,8 +222,8 @@ func TestTasksCheckCorpus(t *testing.T) {
 	if build := failing["build-error"]; !seen["build-error"] {
 		t.Errorf("no row for build-error (%s)", build)
 	}
-	if len(res.Rows) != 17 || !seen["compose-postgres"] {
-		t.Errorf("%d rows (compose-postgres %v), want the corpus's 17 tasks", len(res.Rows), seen["compose-postgres"])
+	if len(res.Rows) != 19 || !seen["compose-postgres"] || !seen["compose-init"] || !seen["mcp-http"] {
+		t.Errorf("%d rows (compose-postgres %v, compose-init %v, mcp-http %v), want the corpus's 19 tasks", len(res.Rows), seen["compose-postgres"], seen["compose-init"], seen["mcp-http"])
 	}
 	if !strings.Contains(r.stdout, "build-error/environment/Dockerfile") && !strings.Contains(r.stdout, "non-zero code") {
 		t.Errorf("build-error's problem names neither the Dockerfile nor the failing step:\n%s", r.stdout)
@@ -473,6 +473,81 @@ func TestHarborMCPStdioModelAgent(t *testing.T) {
 	}
 	if !strings.Contains(string(data), `"tool":"get_secret"`) || !strings.Contains(string(data), "tulip-42") {
 		t.Errorf("the gateway trajectory lacks the get_secret call and its answer:\n%s", data)
+	}
+	c.noRunLeftovers(r.stdout)
+}
+
+// TestHarborMCPHTTPModelAgent: the mcp-http corpus task's servers run in its compose service
+// mcp-server (Node, the official TypeScript SDK), codes over streamable HTTP and words over SSE;
+// the service's port is published on 127.0.0.1 only and the episode's gateway reaches both
+// there. The built-in model agent, driven by the scripted model, calls get_code and get_word
+// through it and writes their answers with its own terminal tool: reward 1, and both calls are
+// in the gateway trajectory the episode kept.
+func TestHarborMCPHTTPModelAgent(t *testing.T) {
+	t.Parallel()
+	c := newHarborCLI(t)
+	m := modeltest.New(t,
+		modeltest.Reply{Calls: []modeltest.Call{{ID: "c1", Name: "get_code", Args: `{}`}, {ID: "c2", Name: "get_word", Args: `{}`}}},
+		modeltest.Reply{Calls: []modeltest.Call{{ID: "c3", Name: "run_command", Args: `{"command": "echo otter-5150-lantern > /app/answer.txt"}`}}},
+		modeltest.Reply{Text: "I wrote the code and the word to /app/answer.txt."},
+	)
+	env := []string{"AGENTENV_MODEL_BASE_URL=" + m.OpenAIURL(), "AGENTENV_MODEL_NAME=scripted", "AGENTENV_MODEL_API_KEY=test"}
+	rctx, rcancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer rcancel()
+	r := c.run(rctx, env, "run", "../../harbor/testdata/corpus/mcp-http", "--agent", "openai")
+	if r.code != 0 || !strings.Contains(r.stdout, "score 1") {
+		t.Fatalf("run mcp-http --agent openai: exit %d (%d model requests)\n%s%s", r.code, len(m.Requests()), r.stdout, r.stderr)
+	}
+	reqs := m.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model requests, want 3 (the two tools, run_command, the answer)", len(reqs))
+	}
+	first, _ := json.Marshal(reqs[0].Body["tools"])
+	for _, tool := range []string{`"get_code"`, `"get_word"`, `"run_command"`} {
+		if !strings.Contains(string(first), tool) {
+			t.Errorf("the model was not offered %s: %s", tool, first)
+		}
+	}
+	second, _ := json.Marshal(reqs[1].Body["messages"])
+	for _, answer := range []string{"otter-5150", "lantern"} {
+		if !strings.Contains(string(second), answer) {
+			t.Errorf("the answer %s did not reach the model: %s", answer, second)
+		}
+	}
+
+	run := regexp.MustCompile(`run-[0-9A-Za-z_-]+`).FindString(r.stdout)
+	g := c.run(t.Context(), nil, "runs", "get", run, "--json")
+	if run == "" || g.code != 0 {
+		t.Fatalf("runs get %q: exit %d\n%s%s", run, g.code, g.stdout, g.stderr)
+	}
+	var doc struct {
+		Attrs map[string]string `json:"attrs"`
+		Steps []struct {
+			ID      string            `json:"id"`
+			Outputs map[string]string `json:"outputs"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(g.stdout), &doc); err != nil {
+		t.Fatalf("runs get %s --json: %v\n%s", run, err, g.stdout)
+	}
+	data, err := os.ReadFile(doc.Attrs["gateway_trajectory.tools"])
+	if err != nil {
+		t.Fatalf("the tools step's gateway trajectory (attrs %v): %v", doc.Attrs, err)
+	}
+	for _, want := range []string{`"tool":"get_code"`, `"tool":"get_word"`, "otter-5150", "lantern"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("the gateway trajectory lacks %s:\n%s", want, data)
+		}
+	}
+	// The server's port was published on the loopback only.
+	eps := "no step svc_mcp-server"
+	for _, s := range doc.Steps {
+		if s.ID == "svc_mcp-server" {
+			eps = s.Outputs["endpoints"]
+		}
+	}
+	if !strings.HasPrefix(eps, `{"8000":"127.0.0.1:`) {
+		t.Errorf("mcp-server's endpoints: %s; want port 8000 on 127.0.0.1", eps)
 	}
 	c.noRunLeftovers(r.stdout)
 }

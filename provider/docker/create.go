@@ -225,6 +225,7 @@ func containerOptions(cfg Config, name string, spec agentenv.SandboxSpec) (clien
 			Cmd:          spec.Command,
 			Env:          env,
 			WorkingDir:   spec.WorkDir,
+			User:         spec.User,
 			Labels:       labels,
 			ExposedPorts: exposed,
 			StopTimeout:  &grace,

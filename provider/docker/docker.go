@@ -105,9 +105,10 @@ func (p *Provider) Name() string { return p.cfg.Name }
 
 // Capabilities reports what the docker provider supports: everything but a backstop lifetime
 // (a local container lives until terminated; gc removes it after its expiry label) and egress
-// rules; an isolated network is an internal one, with no route off the host's bridge.
+// rules; an isolated network is an internal one, with no route off the host's bridge; a
+// sandbox's user is the container's.
 func (p *Provider) Capabilities() agentenv.Capabilities {
-	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true, Isolate: true, Join: true}
+	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true, Isolate: true, Join: true, User: true}
 }
 
 // Client returns the Engine API client the provider uses, for callers that need more of the

@@ -204,7 +204,8 @@ func (p *Provider) Get(ctx context.Context, id string) (agentenv.Sandbox, error)
 	}
 	sb := p.sandbox(m)
 	if sb.State != agentenv.SandboxRunning {
-		return agentenv.Sandbox{}, fmt.Errorf("process: get %s: %w", id, agentenv.ErrGone)
+		// The finished sandbox comes with the error, its exit code in it, as docker's does.
+		return sb, fmt.Errorf("process: get %s: exit code %d: %w", id, sb.ExitCode, agentenv.ErrGone)
 	}
 	return sb, nil
 }

@@ -1,7 +1,9 @@
 // Package toolgate serves a sandbox's tools behind an MCP gateway in this process, on
 // 127.0.0.1: stdio MCP servers run in the sandbox (attached through the function the caller
-// gives, which goes through the lifecycle manager) and bridged by stdiobridge, and the
-// sandbox's terminal tools (agent/termtools). Each backend has a bearer token of its own that
+// gives, which goes through the lifecycle manager) and bridged by stdiobridge, MCP servers over
+// HTTP at a sandbox's published port (streamable HTTP reached by the gateway itself, SSE
+// bridged by stdiobridge over an SSE client connection, sse.go), and the sandbox's terminal
+// tools (agent/termtools). Each backend has a bearer token of its own that
 // only the gateway holds. It implements task.ToolServer, for the serve_tools step; package task
 // does not link the gateway, so that what reads run records (the explorer) does not either.
 package toolgate
@@ -32,8 +34,9 @@ type Server struct{}
 
 var _ task.ToolServer = Server{}
 
-// Serve starts spec's servers (spec.Attach each command in the sandbox, then bridges it) and,
-// with spec.Terminal, its terminal tools as the server task.TerminalBackend, then a gateway in
+// Serve starts spec's servers (spec.Attach each command in the sandbox, then bridges it; an SSE
+// server of spec.Remote is connected, retrying until ctx ends, and bridged too) and, with
+// spec.Terminal, its terminal tools as the server task.TerminalBackend, then a gateway in
 // front of them with an admin token and a task.DefaultRole token. It returns the gateway as an
 // env and the function that closes it all (the gateway's HTTP server, the gateway, the bridges
 // and what they attached, the terminal's server) on a detached context bounded by
@@ -64,6 +67,24 @@ func (Server) Serve(ctx context.Context, spec task.ToolsSpec) (task.DeployedEnv,
 		}
 		closers = append(closers, ep.Close)
 		backends = append(backends, gateway.Backend{Name: sv.Name, URL: ep.URL, Token: ep.Token})
+	}
+	for _, sv := range spec.Remote {
+		switch sv.Transport {
+		case task.TransportSSE:
+			// The gateway speaks streamable HTTP: an SSE server is bridged to it here.
+			p, err := dialSSE(ctx, sv.URL)
+			if err != nil {
+				return fail(fmt.Errorf("server %s: %w", sv.Name, err))
+			}
+			ep, err := stdiobridge.Serve(ctx, p, stdiobridge.ServeOptions{Logger: log.With("server", sv.Name)})
+			if err != nil {
+				return fail(fmt.Errorf("server %s: %w", sv.Name, err))
+			}
+			closers = append(closers, ep.Close)
+			backends = append(backends, gateway.Backend{Name: sv.Name, URL: ep.URL, Token: ep.Token})
+		default: // streamable HTTP: the gateway reaches it itself, retrying until it answers
+			backends = append(backends, gateway.Backend{Name: sv.Name, URL: sv.URL})
+		}
 	}
 	if spec.Terminal != nil {
 		// The terminal's calls live as long as its server, not the caller's ctx: Close ends them.
