@@ -77,6 +77,10 @@ type result struct {
 
 func (c *cli) cmd(ctx context.Context, extraEnv []string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, bin, args...)
+	// When ctx ends the command is interrupted as a user would, so that it tears down what it
+	// made; it is killed only if it has not exited a minute and a half later.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 90 * time.Second
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+c.state, "AGENTENV_CONFIG=", "HOME="+c.state)
 	cmd.Env = append(cmd.Env, c.env...)
 	cmd.Env = append(cmd.Env, extraEnv...)
@@ -84,7 +88,7 @@ func (c *cli) cmd(ctx context.Context, extraEnv []string, args ...string) *exec.
 }
 
 // run runs the agentenv binary with args and env added to the test's, until it exits or ctx's
-// deadline (2 minutes if ctx has none) passes, when it is killed.
+// deadline (2 minutes if ctx has none) passes, when it is interrupted (see cmd).
 func (c *cli) run(ctx context.Context, env []string, args ...string) result {
 	c.t.Helper()
 	if _, ok := ctx.Deadline(); !ok {

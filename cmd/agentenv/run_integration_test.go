@@ -103,13 +103,22 @@ func TestRunInterruptedLeavesNothing(t *testing.T) {
 		time.Sleep(after)
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		_ = cmd.Wait()
-		if code := cmd.ProcessState.ExitCode(); code != 130 && code != 0 {
-			t.Errorf("SIGINT after %s: exit %d, want 130", after, code)
+		if code := cmd.ProcessState.ExitCode(); code != 130 && code != 0 && !diedOf(cmd.ProcessState, syscall.SIGINT) {
+			t.Errorf("SIGINT after %s: %s, want exit 130", after, cmd.ProcessState)
 		}
 		if left := c.deployLeftovers(); len(left) != 0 {
 			t.Errorf("SIGINT after %s left %v", after, left)
 		}
 	}
+}
+
+// diedOf reports whether the process was killed by sig rather than exiting. The command installs
+// its signal handler first thing in main, before it makes anything, so a SIGINT that kills it
+// arrived while the runtime was still starting (on a loaded machine that passes 300 ms): a shell
+// reports that as 130 too, and the leftover check after it still holds the command to account.
+func diedOf(ps *os.ProcessState, sig syscall.Signal) bool {
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 // TestTwoInterruptsLeaveEveryRunFinal: Ctrl-C while two episodes run, and again while their

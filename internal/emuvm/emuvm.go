@@ -404,8 +404,21 @@ func (h *Host) removeAll(ctx context.Context, name string) error {
 	if _, err := h.cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !engine.IsGone(err) {
 		errs = append(errs, fmt.Errorf("remove container: %w", err))
 	}
-	if _, err := h.cli.VolumeRemove(ctx, name+"-docker", client.VolumeRemoveOptions{Force: true}); err != nil && !engine.IsGone(err) {
-		errs = append(errs, fmt.Errorf("remove volume: %w", err))
+	// The engine can still count the volume as in use by the container just removed (seen on a
+	// loaded host): try again until ctx ends.
+	for {
+		_, err := h.cli.VolumeRemove(ctx, name+"-docker", client.VolumeRemoveOptions{Force: true})
+		if err == nil || engine.IsGone(err) {
+			break
+		}
+		if !cerrdefs.IsConflict(err) || ctx.Err() != nil {
+			errs = append(errs, fmt.Errorf("remove volume: %w", err))
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 	return errors.Join(errs...)
 }

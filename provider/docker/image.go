@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/buildctx"
+	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
 )
@@ -141,7 +142,11 @@ func (p *Provider) buildImage(ctx context.Context, spec agentenv.ImageSpec, ref 
 		err = ctx.Err()
 	}
 	if err != nil {
-		p.cleanup(ctx, spec.Name)
+		if ctx.Err() != nil {
+			p.cleanupCancelledBuild(ctx, spec.Name)
+		} else {
+			p.cleanup(ctx, spec.Name)
+		}
 		return agentenv.Sandbox{}, fmt.Errorf("docker: build image %s from %s: %w", spec.Name, filepath.Join(b.Context, filepath.FromSlash(df)), engine.Kind(p.host, err))
 	}
 	p.log.Debug("image built", "record_id", spec.Name, "image", ref, "context", b.Context)
@@ -149,6 +154,46 @@ func (p *Provider) buildImage(ctx context.Context, spec agentenv.ImageSpec, ref 
 		ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
 		Labels: spec.Labels, Endpoints: map[string]string{}, Created: time.Now(), Image: ref,
 	}, nil
+}
+
+// cleanupCancelledBuild removes what a build of record id that was cancelled made, and goes on
+// until two listings a second apart find nothing (bounded by cleanupBound): the engine stops a
+// build only at its next step, and a layer it was committing when the request went away lands
+// as an image after the first removal.
+func (p *Provider) cleanupCancelledBuild(ctx context.Context, id string) {
+	cctx, cancel := cleanup.Context(ctx, cleanupBound)
+	defer cancel()
+	for quiet := 0; quiet < 2; {
+		if err := p.terminate(cctx, id); err != nil {
+			p.log.Warn("remove after a cancelled build", "record_id", id, "err", err)
+			return
+		}
+		select {
+		case <-cctx.Done():
+			p.log.Warn("remove after a cancelled build: the build did not settle", "record_id", id, "err", cctx.Err())
+			return
+		case <-time.After(time.Second):
+		}
+		if left, err := p.leftOf(cctx, id); err != nil || left > 0 {
+			quiet = 0
+			continue
+		}
+		quiet++
+	}
+}
+
+// leftOf counts the containers and images that carry record id.
+func (p *Provider) leftOf(ctx context.Context, id string) (int, error) {
+	f := engine.IDFilter(id)
+	cs, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return 0, err
+	}
+	ims, err := p.cli.ImageList(ctx, client.ImageListOptions{Filters: f})
+	if err != nil {
+		return 0, err
+	}
+	return len(cs.Items) + len(ims.Items), nil
 }
 
 // refusesBuildKit reports whether err is an engine's refusal of a BuildKit build (an engine

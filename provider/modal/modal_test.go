@@ -269,6 +269,28 @@ func TestCreateCompletingAfterCancelIsTerminated(t *testing.T) {
 	r.eventuallyNothingRuns(t, time.Second)
 }
 
+// TestCreateWhoseAnswerWasLostIsAdopted: the first answer to a create is lost after the sandbox
+// was made, the SDK retries and is told the name is taken; Create adopts that sandbox, so the
+// record is running with exactly one sandbox and nothing is left once it is torn down.
+func TestCreateWhoseAnswerWasLostIsAdopted(t *testing.T) {
+	r := newRig(t, 5*time.Second)
+	r.emu.SetCreateFault(&modalemu.CreateFault{LoseAnswer: true, Times: 1})
+	rec, sb, err := r.mgr.Create(t.Context(), lifecycle.CreateRequest{Provider: "modal", ID: "sb-lost", Spec: bare()})
+	if err != nil {
+		t.Fatalf("Create = %v, want the sandbox the first try made", err)
+	}
+	if got := r.emu.Calls("SandboxCreate"); got < 2 {
+		t.Errorf("SandboxCreate called %d times, want a retry", got)
+	}
+	if running := r.emu.Running(); len(running) != 1 || !strings.HasPrefix(running[0], sb.ID+" ") {
+		t.Errorf("running %v, want only %s", running, sb.ID)
+	}
+	if rcpt, err := r.mgr.TeardownIDs(t.Context(), rec.ID); err != nil {
+		t.Fatalf("TeardownIDs = %+v, %v", rcpt, err)
+	}
+	r.eventuallyNothingRuns(t, time.Second)
+}
+
 func TestTerminateFailingAfterCancelLeavesTerminateFailedForGC(t *testing.T) {
 	r := newRig(t, 5*time.Second)
 	r.emu.SetCreateFault(&modalemu.CreateFault{Delay: 300 * time.Millisecond, Times: 1})

@@ -24,7 +24,9 @@ const terminatedCode = 137
 // known. The request runs on a detached context bounded by CreateTimeout, so Create always
 // learns what Modal made: if ctx ends meanwhile, or anything after the request fails, the
 // sandbox is terminated before Create returns. A request refused for rate or capacity
-// (RESOURCE_EXHAUSTED) is ErrUnavailable; an image Modal cannot build is ErrInvalid.
+// (RESOURCE_EXHAUSTED) is ErrUnavailable; an image Modal cannot build is ErrInvalid. A name
+// already in use is taken to be this create's own: the SDK retries a request whose answer was
+// lost, and the record id it names is never reused, so the one sandbox tagged with it is adopted.
 //
 // With spec.Network (an id from CreateNetwork) the sandbox has i6pn and is pinned to
 // Config.Region, and Create also reports its PrivateHost, read by an exec in the sandbox (see
@@ -130,7 +132,18 @@ func (p *Provider) launch(ctx context.Context, client *modal.Client, app *modal.
 	cancel()
 	if err != nil {
 		err = kind(err)
-		if !errors.Is(err, agentenv.ErrConflict) && !errors.Is(err, agentenv.ErrInvalid) {
+		if errors.Is(err, agentenv.ErrConflict) {
+			// Names are record ids, written to the ledger before this create and never reused,
+			// so the sandbox of that name is this create's: the SDK retried a request whose
+			// first answer was lost (a dropped connection) after Modal had made it.
+			sb, aerr := p.adopt(ctx, client, app, record)
+			if aerr == nil {
+				p.log.Debug("create answered already-exists: adopted the sandbox an earlier try made", "record_id", record, "sandbox_id", sb.SandboxID)
+				return sb, nil
+			}
+			err = fmt.Errorf("%w (adopting it: %w)", err, aerr)
+		}
+		if !errors.Is(err, agentenv.ErrInvalid) {
 			// The response may be lost though the sandbox exists: find it by name and end it.
 			p.releaseRecord(ctx, record)
 		}
@@ -141,6 +154,31 @@ func (p *Provider) launch(ctx context.Context, client *modal.Client, app *modal.
 		return nil, fmt.Errorf("modal: create %s: %w", record, err)
 	}
 	return sb, nil
+}
+
+// adopt finds the one running sandbox tagged with record, after a create of that name was
+// refused as already existing.
+func (p *Provider) adopt(ctx context.Context, client *modal.Client, app *modal.App, record string) (*modal.Sandbox, error) {
+	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
+	defer cancel()
+	it, err := client.Sandboxes.List(cctx, &modal.SandboxListParams{AppID: app.AppID, Tags: map[string]string{agentenv.LabelRecord: record}})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", record, kind(err))
+	}
+	var found []*modal.Sandbox
+	for sb, err := range it {
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", record, kind(err))
+		}
+		found = append(found, sb)
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("list %s: %d running sandboxes, want 1: %w", record, len(found), agentenv.ErrConflict)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return found[0], nil
 }
 
 // releaseRecord terminates whatever runs under record name, after a create whose outcome is

@@ -75,6 +75,7 @@ import (
 	"github.com/agentenv/agentenv/internal/emuvm"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
 
@@ -88,6 +89,9 @@ type CreateFault struct {
 	// Hang, if set, holds the request until it is closed; the sandbox is created then (even if
 	// the client has gone): a create request that hangs.
 	Hang <-chan struct{}
+	// LoseAnswer makes the server create the sandbox and answer UNAVAILABLE, as a connection
+	// dropped after the create would: the SDK retries, and the retry finds the name taken.
+	LoseAnswer bool
 	// Times is how many creates the fault applies to; 0 means every one.
 	Times int
 }
@@ -175,8 +179,12 @@ func StartWith(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	// The SDK pings every 30 s, with or without a call in flight, as Modal's servers allow;
+	// gRPC's default policy (5 min, only during calls) would answer with GOAWAY
+	// "too_many_pings" and drop the calls on that connection.
+	gs := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
 	s := &Server{
-		addr: l.Addr().String(), gs: grpc.NewServer(), docker: o.Docker, vms: o.VM, log: o.Logger, emu: hex.EncodeToString(b[:]),
+		addr: l.Addr().String(), gs: gs, docker: o.Docker, vms: o.VM, log: o.Logger, emu: hex.EncodeToString(b[:]),
 		apps: map[string]string{}, images: map[string]string{}, secrets: map[string]map[string]string{},
 		sandboxes: map[string]*sandbox{}, calls: map[string]int{},
 	}
@@ -404,6 +412,9 @@ func (s *Server) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequest
 		s.pending.Add(1)
 		defer s.pending.Done()
 		time.Sleep(f.Delay) // the sandbox exists; the answer comes late, waited for or not
+	}
+	if f != nil && f.LoseAnswer {
+		return nil, status.Error(codes.Unavailable, "modalemu: connection lost after the create")
 	}
 	return pb.SandboxCreateResponse_builder{SandboxId: id}.Build(), nil
 }
