@@ -123,7 +123,7 @@ type scriptedCall struct {
 	// a regular expression (Go's RE2 syntax) whose first group, or whole match without one, is
 	// the argument's value as a string (over arguments). No match is the agent's error. For
 	// element references a page gives, such as Playwright MCP's aria refs from a
-	// browser_snapshot: {ref: 'button "Order Notebook" \[ref=(\w+)\]'}.
+	// browser_snapshot, which browser_click takes as target: {target: 'button "Order Notebook" \[ref=(\w+)\]'}.
 	Capture map[string]string `yaml:"capture"`
 }
 

@@ -7,7 +7,8 @@
 // expression over its text, whose first group becomes the argument. So a script drives a page
 // whose element references are the browser's to choose (Playwright MCP's aria refs, "e12") by
 // naming the element instead: browser_snapshot, then browser_click with
-// ref captured by `button "Order Blue mug" \[ref=(\w+)\]`.
+// target (Playwright MCP 0.0.86's name for the ref) captured by
+// `button "Order Blue mug" \[ref=(\w+)\]`.
 package scripted
 
 import (
