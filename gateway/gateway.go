@@ -141,7 +141,8 @@ type Config struct {
 	// Screenshots names servers of Servers that are Playwright MCP servers (the env's browser):
 	// after each call to one of their [ScreenshotTools] the gateway calls their
 	// [ScreenshotTool] and appends its image parts to the call's result (a text part saying why
-	// when it fails; the call's own outcome stands), as the caller and the trajectory see it.
+	// when it fails; the call's own outcome stands), as the caller and the trajectory see it:
+	// the screenshot is no call record of its own, and the call's duration includes it.
 	Screenshots []string
 	// ToolNames is the naming policy: "auto" (default), "prefix" or "never".
 	ToolNames string
