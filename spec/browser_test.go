@@ -126,10 +126,7 @@ func TestComponents_browser(t *testing.T) {
 		t.Errorf("browser command %q has caps without vision", cmd)
 	}
 	gcmd := strings.Join(gw.Command, " ")
-	if strings.Contains(gcmd, "--screenshots") {
-		t.Errorf("gateway command %q takes screenshots while browser.screenshots is not set", gcmd)
-	}
-	for _, want := range []string{"--server browser=http://browser:8931/mcp", "--disable visitor=browser_*", "--website shop=http://shop:8080"} {
+	for _, want := range []string{"--server browser=http://browser:8931/mcp", "--screenshots browser", "--disable visitor=browser_*", "--website shop=http://shop:8080"} {
 		if !strings.Contains(gcmd, want) {
 			t.Errorf("gateway command %q lacks %q", gcmd, want)
 		}
