@@ -44,7 +44,8 @@ func callText(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]
 }
 
 // TestBrowserShop deploys examples/shop/browser.yaml on docker: the browser's tools are in the
-// gateway's union; it opens the shop at its env_url (by name) and its snapshot shows the
+// gateway's union; it opens the shop at its env_url (by name), the gateway adds a PNG
+// screenshot to that call's result (screenshots: each_step), and its snapshot shows the
 // catalogue; the call is in the gateway's trajectory; an address outside the env that a
 // container on the env's own network reaches is no route for the browser, which sits alone on a
 // network with no route out (with /dev/shm sized) and a proxy to nowhere; a role that disables
@@ -101,10 +102,23 @@ func TestBrowserShop(t *testing.T) {
 		t.Errorf("the shop's env_url = %q, want http://shop:8080/", shopURL)
 	}
 	navStart := time.Now()
-	if text, isErr := callText(t, cs, "browser_navigate", map[string]any{"url": shopURL}); isErr {
-		t.Fatalf("browser_navigate %s: %s", shopURL, text)
+	nctx, ncancel := context.WithTimeout(t.Context(), 60*time.Second)
+	nav, err := cs.CallTool(nctx, &mcp.CallToolParams{Name: "browser_navigate", Arguments: map[string]any{"url": shopURL}})
+	ncancel()
+	if err != nil || nav.IsError {
+		t.Fatalf("browser_navigate %s: %v %+v", shopURL, err, nav)
 	}
 	t.Logf("first browser_navigate (Chromium's start included) took %s", time.Since(navStart).Round(time.Millisecond))
+	// browser.screenshots: each_step: the gateway added the page's screenshot to the result.
+	var shot *mcp.ImageContent
+	for _, c := range nav.Content {
+		if im, ok := c.(*mcp.ImageContent); ok {
+			shot = im
+		}
+	}
+	if shot == nil || shot.MIMEType != "image/png" || !strings.HasPrefix(string(shot.Data), "\x89PNG") {
+		t.Errorf("browser_navigate's result has no PNG screenshot (screenshots: each_step): %+v", nav.Content)
+	}
 	snap, isErr := callText(t, cs, "browser_snapshot", nil)
 	if isErr || !strings.Contains(snap, "Shop") || !strings.Contains(snap, "Blue mug") || !strings.Contains(snap, "Notebook") {
 		t.Errorf("browser_snapshot of the shop lacks its catalogue:\n%s", snap)

@@ -43,7 +43,7 @@ func (g *Gateway) call(ctx context.Context, ci callInfo) (*mcp.CallToolResult, e
 	if err != nil {
 		return nil, err
 	}
-	if res == nil || out.rewritten { // a tool of the gateway's own, or a trigger's message added
+	if res == nil || out.rewritten { // a tool of the gateway's own, a screenshot or a trigger's message added
 		res = new(mcp.CallToolResult)
 		if err := json.Unmarshal(out.raw, res); err != nil {
 			return nil, fmt.Errorf("decode result: %w", err)
@@ -105,6 +105,11 @@ func (g *Gateway) dispatch(ctx context.Context, ci *callInfo, forward forwardFun
 			return out, fmt.Errorf("wait for consistent mode: %w", err)
 		}
 		out.raw, err = forward(ctx, r)
+		if err == nil && g.shots.after(r) {
+			// In the call's lane, so that in consistent mode the screenshot is of the page
+			// this call left; the trajectory records the result with it.
+			out.raw, out.rewritten = g.attachScreenshot(ctx, r, out.raw, stampMeta(ctx, nil, ci.role, ci.session)), true
+		}
 		release() // before the triggers: their actions may call the same backend
 	}
 	if err != nil {
@@ -112,7 +117,7 @@ func (g *Gateway) dispatch(ctx context.Context, ci *callInfo, forward forwardFun
 	}
 	if g.trig != nil {
 		raw := g.trig.afterCall(ctx, completedCall{Role: ci.role, Tool: ci.tool, Args: ci.args, Result: out.raw, Trigger: fromTrigger(ctx)})
-		out.rewritten = len(raw) != len(out.raw) || (len(raw) > 0 && &raw[0] != &out.raw[0])
+		out.rewritten = out.rewritten || len(raw) != len(out.raw) || (len(raw) > 0 && &raw[0] != &out.raw[0])
 		out.raw = raw
 	}
 	return out, nil

@@ -47,6 +47,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -137,6 +138,12 @@ type Config struct {
 	// http://gateway:8080), under which list_website_urls and /state give each website's URL;
 	// without it they give the path alone.
 	PublicURL string
+	// Screenshots names servers of Servers that are Playwright MCP servers (the env's browser):
+	// after each call to one of their [ScreenshotTools] the gateway calls their
+	// [ScreenshotTool] and appends its image parts to the call's result (a text part saying why
+	// when it fails; the call's own outcome stands), as the caller and the trajectory see it:
+	// the screenshot is no call record of its own, and the call's duration includes it.
+	Screenshots []string
 	// ToolNames is the naming policy: "auto" (default), "prefix" or "never".
 	ToolNames string
 	// Mode is "performance" (default: tool calls run concurrently) or "consistent" (tool calls
@@ -229,6 +236,11 @@ func (cfg Config) withDefaults() (Config, error) {
 		}
 		seen[s.Name] = true
 	}
+	for _, name := range cfg.Screenshots {
+		if !slices.ContainsFunc(cfg.Servers, func(b Backend) bool { return b.Name == name }) {
+			return cfg, fmt.Errorf("screenshots %q: not a server of the gateway", name)
+		}
+	}
 	switch cfg.ToolNames {
 	case "":
 		cfg.ToolNames = NamesAuto
@@ -298,6 +310,7 @@ type Gateway struct {
 	trig  *triggerEngine
 	svcs  map[string]*backend // Config.Services, reached only through /svc/
 	sites map[string]*website // Config.Websites, reached through /website/
+	shots screenshots         // Config.Screenshots
 
 	handler http.Handler
 	stop    context.CancelFunc
@@ -322,6 +335,10 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		traj:   newTrajectory(maxTrajectory, cfg.TrajectoryBytes),
 		stop:   stop,
 		clock:  newVirtualClock(nil),
+		shots:  make(screenshots, len(cfg.Screenshots)),
+	}
+	for _, name := range cfg.Screenshots {
+		g.shots[name] = true
 	}
 	if g.sites, err = newWebsites(cfg.Websites); err != nil {
 		stop()

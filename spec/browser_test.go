@@ -34,6 +34,16 @@ func TestParse_browserErrors(t *testing.T) {
 			want: []string{`testdata/env.yaml:7: browser.vision: vision adds tools to the browser: set enabled: true too`},
 		},
 		{
+			name: "screenshots not a known value",
+			in:   minimal + "browser:\n  enabled: true\n  screenshots: always\n",
+			want: []string{`testdata/env.yaml:8: browser.screenshots: want each_step or none, got "always"`},
+		},
+		{
+			name: "screenshots without the browser",
+			in:   minimal + "browser:\n  screenshots: each_step\n",
+			want: []string{`testdata/env.yaml:7: browser.screenshots: screenshots are of the browser's page: set enabled: true too`},
+		},
+		{
 			name: "a server takes the browser's name",
 			in:   "name: ok\nservers:\n  - name: browser\n    image: x\n    port: 80\nbrowser: {enabled: true}\n",
 			want: []string{`testdata/env.yaml:3: servers[0].name: name "browser" is the browser's host name while browser.enabled is true (line 6): rename the server`},
@@ -116,7 +126,7 @@ func TestComponents_browser(t *testing.T) {
 		t.Errorf("browser command %q has caps without vision", cmd)
 	}
 	gcmd := strings.Join(gw.Command, " ")
-	for _, want := range []string{"--server browser=http://browser:8931/mcp", "--disable visitor=browser_*", "--website shop=http://shop:8080"} {
+	for _, want := range []string{"--server browser=http://browser:8931/mcp", "--screenshots browser", "--disable visitor=browser_*", "--website shop=http://shop:8080"} {
 		if !strings.Contains(gcmd, want) {
 			t.Errorf("gateway command %q lacks %q", gcmd, want)
 		}
@@ -160,5 +170,31 @@ func TestRenderCompose_browserShm(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "shm_size: 268435456") {
 		t.Errorf("compose file without the browser's shm_size:\n%s", out)
+	}
+}
+
+// browser.screenshots: each_step hands the gateway the browser as the server it screenshots
+// after each call that acts on the page; none, like the default, does not.
+func TestComponents_browserScreenshots(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  bool
+	}{{"each_step", true}, {"none", false}, {"", false}} {
+		env, err := spec.Parse(envFile, []byte("name: ok\nbrowser: {enabled: true, screenshots: \""+tt.value+"\"}\n"))
+		if err != nil {
+			t.Fatalf("screenshots %q: %v", tt.value, err)
+		}
+		comps, err := env.Components(spec.TopologyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range comps {
+			if c.Name != "gateway" {
+				continue
+			}
+			if got := strings.Contains(strings.Join(c.Command, " "), "--screenshots browser"); got != tt.want {
+				t.Errorf("screenshots %q: gateway command %q, want --screenshots browser %v", tt.value, c.Command, tt.want)
+			}
+		}
 	}
 }

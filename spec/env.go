@@ -219,12 +219,27 @@ type Browser struct {
 	// Vision adds the coordinate tools (Playwright MCP's --caps vision: click, move and drag at
 	// x,y on a screenshot) to the accessibility-snapshot ones.
 	Vision bool `yaml:"vision"`
+	// Screenshots is when the gateway takes a screenshot of the browser's page on its own:
+	// [ScreenshotsEachStep] after each call that acts on the page (gateway.ScreenshotTools),
+	// attached to that call's result as an image, so that it is kept with the run's trajectory;
+	// empty or [ScreenshotsNone] (the default): never.
+	Screenshots string `yaml:"screenshots"`
 	// Image is the browser's image (DefaultBrowserImage).
 	Image string `yaml:"image"`
 	// Resources are the browser's limits (DefaultMemory, DefaultCPUs: Chromium needs about
 	// 1 GiB).
 	Resources Resources `yaml:"resources"`
 }
+
+// Values of [Browser.Screenshots].
+const (
+	ScreenshotsNone     = "none"
+	ScreenshotsEachStep = "each_step"
+)
+
+// EachStep reports whether the gateway takes a screenshot after each of the browser's calls
+// that act on the page.
+func (b *Browser) EachStep() bool { return b.Enabled && b.Screenshots == ScreenshotsEachStep }
 
 // DefaultReadyPath is a website's readiness path unless set.
 const DefaultReadyPath = "/"

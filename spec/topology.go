@@ -475,6 +475,9 @@ func (t *topology) gateway(backends, sites []string) (Component, bool) {
 		after = append(after, nameDBMCP)
 	}
 	cmd := e.gatewayCommand(t.opts.TokenFile, backends)
+	if e.Browser.EachStep() { // a screenshot after each of the browser's calls that act on the page
+		cmd = append(cmd, "--screenshots", BrowserName)
+	}
 	if db != nil && db.WebUI.Enabled { // the DB web UI is also the gateway's /svc/db-web/
 		cmd = append(cmd, "--service", fmt.Sprintf("%s=http://%s", nameDBWeb, net.JoinHostPort(t.host(nameDBWeb), strconv.Itoa(db.WebUI.Port))))
 	}

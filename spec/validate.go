@@ -179,9 +179,17 @@ func (e *Env) validate(failed map[string]bool) []error {
 // browser checks the browser's fields: they mean something only when it is enabled, and it is
 // a backend of the gateway, so it needs one.
 func (c *checker) browser(p string, b *Browser) {
+	switch b.Screenshots {
+	case "", ScreenshotsNone, ScreenshotsEachStep:
+	default:
+		c.errorf(p+".screenshots", "want %s or %s, got %q", ScreenshotsEachStep, ScreenshotsNone, b.Screenshots)
+	}
 	if !b.Enabled {
 		if b.Vision {
 			c.errorf(p+".vision", "vision adds tools to the browser: set enabled: true too")
+		}
+		if b.Screenshots == ScreenshotsEachStep {
+			c.errorf(p+".screenshots", "screenshots are of the browser's page: set enabled: true too")
 		}
 		return
 	}

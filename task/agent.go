@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,6 +119,31 @@ func (a agentSpec) check() error {
 type scriptedCall struct {
 	Tool      string         `yaml:"tool" task:"required"`
 	Arguments map[string]any `yaml:"arguments"`
+	// Capture takes arguments from the text of the previous call's result: argument name to
+	// a regular expression (Go's RE2 syntax) whose first group, or whole match without one, is
+	// the argument's value as a string (over arguments). No match is the agent's error. For
+	// element references a page gives, such as Playwright MCP's aria refs from a
+	// browser_snapshot, which browser_click takes as target: {target: 'button "Order Notebook" \[ref=(\w+)\]'}.
+	Capture map[string]string `yaml:"capture"`
+}
+
+// compiled returns c.Capture compiled; the error names the argument.
+func (c scriptedCall) compiled() (map[string]*regexp.Regexp, error) {
+	if len(c.Capture) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]*regexp.Regexp, len(c.Capture))
+	for _, name := range slices.Sorted(maps.Keys(c.Capture)) {
+		re, err := regexp.Compile(c.Capture[name])
+		if err != nil {
+			return nil, fmt.Errorf("capture.%s: %w", name, err)
+		}
+		if re.NumSubexp() > 1 {
+			return nil, fmt.Errorf("capture.%s: want at most one group, the argument's value; make the others (?:...)", name)
+		}
+		out[name] = re
+	}
+	return out, nil
 }
 
 func (s *promptAgent) Check() error {
@@ -164,6 +190,14 @@ func (s *promptAgent) Check() error {
 		}
 		if len(s.Calls) == 0 {
 			return errors.New("calls: a scripted agent needs at least one call")
+		}
+		for i, c := range s.Calls {
+			if _, err := c.compiled(); err != nil {
+				return fmt.Errorf("calls[%d].%w", i, err)
+			}
+			if i == 0 && len(c.Capture) > 0 {
+				return errors.New("calls[0].capture: the first call has no previous result to capture from")
+			}
 		}
 	case AgentOpenAI, AgentAnthropic:
 		if !s.hasPrompt() {
@@ -351,7 +385,8 @@ func (s *promptAgent) act(ctx context.Context, sc *scope, env DeployedEnv, tr *a
 func (s *promptAgent) scriptedAgent(sc *scope) *scripted.Agent {
 	a := &scripted.Agent{Response: s.Response, HTTP: sc.e.r.httpClient()}
 	for _, c := range s.Calls {
-		a.Calls = append(a.Calls, scripted.Call{Tool: c.Tool, Arguments: c.Arguments})
+		capture, _ := c.compiled() // checked at load
+		a.Calls = append(a.Calls, scripted.Call{Tool: c.Tool, Arguments: c.Arguments, Capture: capture})
 	}
 	return a
 }

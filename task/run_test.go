@@ -14,7 +14,7 @@ import (
 )
 
 func TestExamples(t *testing.T) {
-	for _, path := range []string{"../examples/notes-task", "../examples/notes-task/agent-task.yaml", "../examples/hello", "../examples/graded-task"} {
+	for _, path := range []string{"../examples/notes-task", "../examples/notes-task/agent-task.yaml", "../examples/hello", "../examples/graded-task", "../examples/shop-task", "../examples/shop-task/model-task.yaml"} {
 		tk, err := task.LoadPath(path)
 		if err != nil {
 			t.Errorf("LoadPath(%s) = %v", path, err)

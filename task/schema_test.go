@@ -140,7 +140,7 @@ func TestSchemaUpToDate(t *testing.T) {
 
 func TestSchemaValidatesExamples(t *testing.T) {
 	rs := schematest.Resolve(t, "task.schema.json", Schema)
-	for _, path := range []string{"hello.yaml", "../examples/notes-task/task.yaml", "../examples/notes-task/agent-task.yaml", "../examples/graded-task/task.yaml"} {
+	for _, path := range []string{"hello.yaml", "../examples/notes-task/task.yaml", "../examples/notes-task/agent-task.yaml", "../examples/graded-task/task.yaml", "../examples/shop-task/task.yaml", "../examples/shop-task/model-task.yaml"} {
 		src, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

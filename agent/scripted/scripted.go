@@ -2,13 +2,23 @@
 // gateway and answers with a fixed response (or the last call's text), for deterministic runs
 // and soak tests. It writes the same trajectory shape as every other agent: one model line per
 // call (the turn that asks for it), the call, its result.
+//
+// A call may take arguments from the previous call's result ([Call.Capture]): a regular
+// expression over its text, whose first group becomes the argument. So a script drives a page
+// whose element references are the browser's to choose (Playwright MCP's aria refs, "e12") by
+// naming the element instead: browser_snapshot, then browser_click with
+// target (Playwright MCP 0.0.86's name for the ref) captured by
+// `button "Order Blue mug" \[ref=(\w+)\]`.
 package scripted
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,6 +32,35 @@ import (
 type Call struct {
 	Tool      string
 	Arguments map[string]any
+	// Capture sets arguments from the text of the previous call's result: each key is an
+	// argument's name, each value a regular expression whose first submatch (the whole match
+	// if it has no group) of its first match becomes that argument, a string, over Arguments.
+	// An expression that matches nothing ends the replay with an agent error (agent.ErrAgent)
+	// naming the call, the argument and the expression; so does a capture on the first call.
+	Capture map[string]*regexp.Regexp
+}
+
+// captured returns c's arguments with c.Capture's filled in from prev, the text of the
+// previous call's result (first says there was none).
+func (c Call) captured(prev string, first bool) (map[string]any, error) {
+	args := make(map[string]any, len(c.Arguments)+len(c.Capture))
+	maps.Copy(args, c.Arguments)
+	for _, name := range slices.Sorted(maps.Keys(c.Capture)) {
+		re := c.Capture[name]
+		if first {
+			return nil, fmt.Errorf("capture %s: the first call has no previous result: %w", name, agent.ErrAgent)
+		}
+		m := re.FindStringSubmatch(prev)
+		switch {
+		case m == nil:
+			return nil, fmt.Errorf("capture %s: %q matches nothing in the previous result: %w", name, re.String(), agent.ErrAgent)
+		case len(m) > 1:
+			args[name] = m[1]
+		default:
+			args[name] = m[0]
+		}
+	}
+	return args, nil
 }
 
 // Agent replays Calls. It is safe for concurrent use.
@@ -52,9 +91,10 @@ func (a *Agent) Prompt(ctx context.Context, p agent.Prompt, tr *agent.Trajectory
 		}
 		ans.Turns++
 		id := "call-" + strconv.Itoa(i+1)
-		args := c.Arguments
-		if args == nil {
-			args = map[string]any{}
+		args, err := c.captured(ans.Text, i == 0)
+		if err != nil {
+			ans.Stop = agent.StopError
+			return ans, fmt.Errorf("scripted call %d (%s): %w", i+1, c.Tool, err)
 		}
 		raw, _ := json.Marshal(args)
 		tr.Write(agent.Line{Kind: agent.KindModel, Turn: ans.Turns, Model: "scripted", ToolCalls: 1, Usage: &agent.Usage{}})

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -133,5 +134,38 @@ func TestReplayWritesTheOneShape(t *testing.T) {
 	// No token: the gateway refuses, an infrastructure error.
 	if _, err := a.Prompt(t.Context(), agent.Prompt{Gateway: agent.Gateway{URL: url}}, &agent.Trajectory{}); err == nil || errors.Is(err, agent.ErrAgent) {
 		t.Errorf("without the token: %v, want an infrastructure error", err)
+	}
+}
+
+// A call's Capture takes an argument from the previous call's result: the first group of the
+// expression, or the whole match without one; one that matches nothing is the agent's error,
+// and so is a capture on the first call.
+func TestReplayCapture(t *testing.T) {
+	url := echo(t)
+	gw := agent.Gateway{URL: url, Headers: map[string]string{"Authorization": "Bearer tok"}}
+	run := func(calls ...scripted.Call) (agent.Answer, error) {
+		tr, err := agent.Create(filepath.Join(t.TempDir(), "tr.ndjson"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		return (&scripted.Agent{Calls: calls}).Prompt(t.Context(), agent.Prompt{Gateway: gw}, tr)
+	}
+	first := scripted.Call{Tool: "echo", Arguments: map[string]any{"say": `- button "Order Notebook" [ref=e17]`}}
+	ans, err := run(first, scripted.Call{Tool: "echo", Arguments: map[string]any{"say": "overridden"},
+		Capture: map[string]*regexp.Regexp{"say": regexp.MustCompile(`button "Order Notebook" \[ref=(\w+)\]`)}})
+	if err != nil || ans.Text != "said e17" {
+		t.Errorf("captured group: %+v, %v; want said e17", ans, err)
+	}
+	ans, err = run(first, scripted.Call{Tool: "echo", Capture: map[string]*regexp.Regexp{"say": regexp.MustCompile(`Order \w+`)}})
+	if err != nil || ans.Text != "said Order Notebook" {
+		t.Errorf("captured match: %+v, %v; want said Order Notebook", ans, err)
+	}
+	ans, err = run(first, scripted.Call{Tool: "echo", Capture: map[string]*regexp.Regexp{"say": regexp.MustCompile(`Order Lamp`)}})
+	if !errors.Is(err, agent.ErrAgent) || !strings.Contains(err.Error(), `scripted call 2 (echo): capture say: "Order Lamp" matches nothing`) || ans.ToolCalls != 1 {
+		t.Errorf("a capture that matches nothing: %+v, %v", ans, err)
+	}
+	if _, err := run(scripted.Call{Tool: "echo", Capture: map[string]*regexp.Regexp{"say": regexp.MustCompile(`x`)}}); !errors.Is(err, agent.ErrAgent) {
+		t.Errorf("a capture on the first call: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ func newGatewayCmd(a *app) *cobra.Command {
 		listen, tokenFile, name, toolNames, mode, serialize string
 		servers, services, websites, disable, origins       []string
 		publicURL                                           string
+		screenshots                                         []string
 		callTimeout, connectTimeout                         time.Duration
 		maxConns, maxSessions                               int
 	}
@@ -84,6 +85,7 @@ gateway then lists its own list_website_urls tool, which gives each site's URL u
 				cfg.Websites = append(cfg.Websites, gateway.Backend{Name: name, URL: url})
 			}
 			cfg.PublicURL = f.publicURL
+			cfg.Screenshots = f.screenshots
 			if len(cfg.Servers) == 0 && len(cfg.Websites) == 0 {
 				return usageError{"gateway needs at least one --server NAME=URL or --website NAME=URL"}
 			}
@@ -107,6 +109,7 @@ gateway then lists its own list_website_urls tool, which gives each site's URL u
 	fl.StringArrayVar(&f.services, "service", nil, "HTTP service NAME=BASE_URL proxied at /svc/NAME/ with the admin token, such as the DB web UI (repeatable)")
 	fl.StringArrayVar(&f.websites, "website", nil, "website NAME=BASE_URL served at /website/NAME/ (prefix stripped) to the admin token and to role tokens whose role does not disable website.NAME (repeatable)")
 	fl.StringVar(&f.publicURL, "public-url", "", "the gateway's base URL as the env reaches it, under which list_website_urls gives each website's URL")
+	fl.StringArrayVar(&f.screenshots, "screenshots", nil, "SERVER: a Playwright MCP server of --server after whose calls that act on the page (navigate, click, type, ...) the gateway appends a screenshot to the result (repeatable)")
 	fl.StringVar(&f.toolNames, "tool-names", "auto", "auto, prefix or never")
 	fl.StringVar(&f.mode, "mode", "performance", "consistent (serialize tool calls) or performance")
 	fl.StringVar(&f.serialize, "serialize", gateway.SerializeServer, "scope of consistent mode: server (one call at a time per server) or env (one at a time across the gateway)")

@@ -2,8 +2,8 @@
 // server-rendered pages over a catalogue and orders kept in the service DB (the website's own
 // schema, reached through DATABASE_URL). `agentenv serve shop` runs it.
 //
-// Its links are relative, so it works at any prefix: under the gateway's /website/shop/ as at
-// the root of its own port.
+// Its links and redirects are relative, so it works at any prefix: under the gateway's
+// /website/shop/ as at the root of its own port.
 package shop
 
 import (
@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentenv/agentenv/envsdk"
@@ -73,9 +74,19 @@ var page = template.Must(template.New("page").Parse(`<!doctype html>
 </body></html>
 `))
 
+var receipt = template.Must(template.New("receipt").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Order placed</title></head>
+<body>
+<h1>Order placed</h1>
+<p id="receipt">Order #{{.ID}} placed: {{.Quantity}} × {{.Product}}.</p>
+<p><a href="../">Back to the shop</a></p>
+</body></html>
+`))
+
 // Handler serves the shop over pool: GET / (the catalogue and the orders), POST /orders
-// (a form's product and quantity; then back to the catalogue) and GET /healthz (the database
-// answers).
+// (a form's product and quantity; then 303 to the order's confirmation page), GET
+// /orders/{id} (that page: "Order #ID placed", a link back to the catalogue) and GET /healthz
+// (the database answers).
 func Handler(pool *pgxpool.Pool, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -117,11 +128,39 @@ func Handler(pool *pgxpool.Pool, log *slog.Logger) http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 		defer cancel()
-		if _, err := pool.Exec(ctx, "INSERT INTO orders (product_id, quantity) VALUES ($1, $2)", product, qty); err != nil {
+		var id int
+		if err := pool.QueryRow(ctx, "INSERT INTO orders (product_id, quantity) VALUES ($1, $2) RETURNING id", product, qty).Scan(&id); err != nil {
 			http.Error(w, "order: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		http.Redirect(w, r, "./", http.StatusSeeOther) // relative: stays under any prefix
+		// Relative to /orders, as the browser resolves it, so it stays under any prefix
+		// (http.Redirect would make it absolute from the path the shop sees).
+		w.Header().Set("Location", "orders/"+strconv.Itoa(id))
+		w.WriteHeader(http.StatusSeeOther)
+	})
+	mux.HandleFunc("GET /orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.Atoi(r.PathValue("id"))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+		defer cancel()
+		o := Order{ID: id}
+		err = pool.QueryRow(ctx, "SELECT p.name, o.quantity FROM orders o JOIN products p ON p.id = o.product_id WHERE o.id = $1", id).Scan(&o.Product, &o.Quantity)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			http.NotFound(w, r)
+			return
+		case err != nil:
+			log.Warn("shop receipt", "err", err)
+			http.Error(w, "database: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if err := receipt.Execute(w, o); err != nil {
+			log.Warn("shop receipt", "err", err)
+		}
 	})
 	return mux
 }
