@@ -1,9 +1,10 @@
 // Package bench measures agentenv side by side with the plain tools on the same machine, in one
 // run: deploy to ready and teardown of an env against `docker compose` on its rendered compose
 // file, the gateway's tools/call overhead against direct calls, `agentenv run hello`, gc of 50
-// orphans after kill -9, one sandbox create/terminate against `docker run -d`/`docker rm -f`, and
-// a Harbor task's episode against the same steps with the docker CLI, with the Harbor corpus
-// checked cold and warm.
+// orphans after kill -9, one sandbox create/terminate against `docker run -d`/`docker rm -f`, a
+// Harbor task's episode against the same steps with the docker CLI, with the Harbor corpus
+// checked cold and warm, and a website with the browser (web.go): its deploy against compose,
+// browser calls through the gateway against direct, the sidecar's memory, deployments at once.
 // It reports medians, p95 and ratios, and writes them into BENCHMARKS.md.
 //
 // Every command runs as a child process, the way a user runs it, with a ledger and a state
