@@ -271,7 +271,7 @@ func (b *bencher) webCalls(ctx context.Context, dc *client.Client, env string) {
 			} else {
 				p.nav.Samples = append(p.nav.Samples, took)
 			}
-			snap, took, err := call(ctx, p.s, "browser_snapshot", nil)
+			snap, took, err := call(ctx, p.s, "browser_snapshot", map[string]any{})
 			if err != nil || !strings.Contains(snap, "Blue mug") {
 				b.problem("web calls: browser_snapshot lacks the catalogue (%v): %s", err, tail(snap, 200))
 				return
@@ -412,7 +412,7 @@ func (b *bencher) oneBrowserEpisode(ctx context.Context, env string) (time.Durat
 		if _, _, err := call(ctx, s, "browser_navigate", map[string]any{"url": url}); err != nil {
 			return err
 		}
-		snap, _, err := call(ctx, s, "browser_snapshot", nil)
+		snap, _, err := call(ctx, s, "browser_snapshot", map[string]any{})
 		if err != nil {
 			return err
 		}
