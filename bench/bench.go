@@ -1,9 +1,10 @@
 // Package bench measures agentenv side by side with the plain tools on the same machine, in one
 // run: deploy to ready and teardown of an env against `docker compose` on its rendered compose
 // file, the gateway's tools/call overhead against direct calls, `agentenv run hello`, gc of 50
-// orphans after kill -9, one sandbox create/terminate against `docker run -d`/`docker rm -f`, and
-// a Harbor task's episode against the same steps with the docker CLI, with the Harbor corpus
-// checked cold and warm.
+// orphans after kill -9, one sandbox create/terminate against `docker run -d`/`docker rm -f`, a
+// Harbor task's episode against the same steps with the docker CLI, with the Harbor corpus
+// checked cold and warm, and a website with the browser (web.go): its deploy against compose,
+// browser calls through the gateway against direct, the sidecar's memory, deployments at once.
 // It reports medians, p95 and ratios, and writes them into BENCHMARKS.md.
 //
 // Every command runs as a child process, the way a user runs it, with a ledger and a state
@@ -51,6 +52,15 @@ type Config struct {
 	// ImageMap maps the Harbor tasks' base images onto local ones, as FROM=TO; DefaultImageMap
 	// if empty.
 	ImageMap []string
+	// WebEnv is the env of the web step, a website with the browser (DefaultWebEnv if empty);
+	// its folder is copied with agentenv:dev replaced by Image.
+	WebEnv string
+	// WebCalls is how many browser_navigate and browser_snapshot calls the web step times on
+	// each path (DefaultWebCalls if 0).
+	WebCalls int
+	// WebConcurrency are the counts of browser deployments the web step runs at once
+	// (DefaultWebConcurrency if empty).
+	WebConcurrency []int
 	// Only, if not empty, names the measures to take, of Steps' names; the others are skipped.
 	Only   []string
 	Logger *slog.Logger
@@ -69,6 +79,7 @@ type Results struct {
 	Orphans     OrphanFigure    `json:"orphans"`
 	Load        []LoadFigure    `json:"load,omitempty"`
 	Harbor      []CorpusFigure  `json:"harbor,omitempty"`
+	Web         *WebFigures     `json:"web,omitempty"`
 	Problems    []string        `json:"problems,omitempty"`
 	Elapsed     time.Duration   `json:"elapsed_ns"`
 	byName      map[string]int  // index into Measures
@@ -105,7 +116,7 @@ const (
 )
 
 // Steps are the names of the measures, in the order Run takes them, for Config.Only.
-var Steps = []string{"deploy", "store", "gateway", "hello", "sandbox", "gc", "load", "harbor"}
+var Steps = []string{"deploy", "store", "gateway", "hello", "sandbox", "gc", "load", "harbor", "web"}
 
 func (c *Config) defaults() error {
 	if c.Binary == "" || c.Dir == "" || c.EnvFile == "" || c.Engine == nil {
@@ -130,6 +141,15 @@ func (c *Config) defaults() error {
 	}
 	if c.LoadEpisodes <= 0 {
 		c.LoadEpisodes = 16
+	}
+	if c.WebEnv == "" {
+		c.WebEnv = DefaultWebEnv
+	}
+	if c.WebCalls <= 0 {
+		c.WebCalls = DefaultWebCalls
+	}
+	if len(c.WebConcurrency) == 0 {
+		c.WebConcurrency = DefaultWebConcurrency
 	}
 	if len(c.ImageMap) == 0 {
 		c.ImageMap = DefaultImageMap()
@@ -168,6 +188,7 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 		{"gc", fmt.Sprintf("gc of %d orphans after kill -9", cfg.Orphans), b.orphans},
 		{"load", fmt.Sprintf("%d concurrent episodes, without and with a state store", cfg.LoadEpisodes), b.load},
 		{"harbor", "a Harbor task's episode, agentenv and by hand; the Harbor corpus checked cold and warm", b.harbor},
+		{"web", "the shop with the browser: deploy against docker compose, browser calls through the gateway and direct, the sidecar's memory, deployments at once", b.web},
 	}
 	for _, s := range steps {
 		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, s.name) {
@@ -180,7 +201,7 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 		cfg.Progress(s.say)
 		s.fn(ctx)
 	}
-	b.res.Comparisons = []Comparison{
+	b.res.Comparisons = append([]Comparison{
 		{"deploy to ready", DeployAgentenv, DeployCompose},
 		{"teardown", TeardownAgentenv, TeardownCompose},
 		{"deploy to ready, state store", DeployStore, DeployAgentenv + " (alternating with the store's)"},
@@ -188,7 +209,7 @@ func Run(ctx context.Context, cfg Config) (Results, error) {
 		{"sandbox create", CreateAgentenv, CreateDocker},
 		{"sandbox terminate", RemoveAgentenv, RemoveDocker},
 		{"harbor episode", HarborEpisodeAgentenv, HarborEpisodeByHand},
-	}
+	}, b.res.Comparisons...)
 	b.res.Elapsed = time.Since(start)
 	return b.res, nil
 }

@@ -82,6 +82,17 @@ func Markdown(res Results) string {
 			p("| %s | %d | %d | %s | %d | %d |\n", f.Cache, f.Tasks, len(f.Failing), format(f.Wall), f.Builds, f.FailedBuilds)
 		}
 	}
+	if w := res.Web; w != nil {
+		p("\nThe browser sidecar: peak memory over %d navigate+snapshot pairs on each path, %d stats samples: %s as `docker stats` counts it (raw cgroup usage %s) of a %s limit. Reached straight through %s.\n",
+			w.Calls, w.Samples, soak.Bytes(w.PeakMemory), soak.Bytes(w.PeakUsage), soak.Bytes(w.Limit), orDash(w.Direct))
+		if len(w.Concurrency) > 0 {
+			p("\n| browser deployments at once | passed | wall, deploy to teardown | deploy to ready p50 / max |\n|---|---|---|---|\n")
+			for _, c := range w.Concurrency {
+				r := Measure{Samples: c.Ready}
+				p("| %d | %d | %s | %s / %s |\n", c.N, c.Passed, format(c.Wall), format(r.Median()), format(slices.Max(append([]time.Duration{0}, c.Ready...))))
+			}
+		}
+	}
 	if len(res.Problems) > 0 {
 		p("\nProblems during this run:\n\n")
 		for _, pr := range res.Problems {
@@ -255,6 +266,14 @@ func WriteTable(w io.Writer, res Results) error {
 	for _, f := range res.Harbor {
 		fmt.Fprintf(tw, "harbor corpus %s: %d tasks, %d failing, %s, %d images built, %d builds failed\n",
 			f.Cache, f.Tasks, len(f.Failing), format(f.Wall), f.Builds, f.FailedBuilds)
+	}
+	if w := res.Web; w != nil {
+		fmt.Fprintf(tw, "\nbrowser sidecar peak memory over %d navigate+snapshot pairs per path: %s (raw %s) of %s; direct path: %s\n",
+			w.Calls, soak.Bytes(w.PeakMemory), soak.Bytes(w.PeakUsage), soak.Bytes(w.Limit), orDash(w.Direct))
+		for _, c := range w.Concurrency {
+			r := Measure{Samples: c.Ready}
+			fmt.Fprintf(tw, "browser deployments at once: %d, %d passed, wall %s, deploy to ready p50 %s\n", c.N, c.Passed, format(c.Wall), format(r.Median()))
+		}
 	}
 	for _, p := range res.Problems {
 		fmt.Fprintf(tw, "problem: %s\n", p)

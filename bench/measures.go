@@ -40,14 +40,21 @@ func (b *bencher) deploys(ctx context.Context) {
 			b.res.add(m)
 		}
 	}()
+	b.sideBySide(ctx, b.cfg.EnvFile, b.cfg.Reps, &ad, &at, &cd, &ct)
+}
+
+// sideBySide deploys envFile reps times with agentenv (ad, then its teardown at) and each time
+// right after with docker compose on the file `agentenv env render --compose` makes of it (cd,
+// then its down ct), adding the samples to the four measures.
+func (b *bencher) sideBySide(ctx context.Context, envFile string, reps int, ad, at, cd, ct *Measure) {
 	compose := composeAvailable(ctx)
 	var file, project string
 	if compose != nil {
 		cd.Skipped, ct.Skipped = ComposeHelp, ComposeHelp
 	} else {
 		project = fmt.Sprintf("agentenv-bench-%x", rand.Uint32())
-		file = filepath.Join(b.cfg.Dir, "compose.yaml")
-		r, err := b.agentenv(ctx, shortTimeout, "env", "render", b.cfg.EnvFile, "--compose", "--project", project)
+		file = filepath.Join(b.cfg.Dir, "compose-"+project+".yaml")
+		r, err := b.agentenv(ctx, shortTimeout, "env", "render", envFile, "--compose", "--project", project)
 		if err == nil {
 			err = os.WriteFile(file, []byte(r.stdout), 0o600)
 		}
@@ -58,11 +65,11 @@ func (b *bencher) deploys(ctx context.Context) {
 		}
 	}
 	composeEnv := []string{"AGENTENV_GATEWAY_TOKEN=bench-" + project}
-	for range b.cfg.Reps {
+	for range reps {
 		if ctx.Err() != nil {
 			return
 		}
-		r, err := b.agentenv(ctx, deployTimeout, "env", "deploy", b.cfg.EnvFile, "--json", "--ttl", "30m")
+		r, err := b.agentenv(ctx, deployTimeout, "env", "deploy", envFile, "--json", "--ttl", "30m")
 		var dep struct{ ID string }
 		if err == nil {
 			err = json.Unmarshal([]byte(r.stdout), &dep)

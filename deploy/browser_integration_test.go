@@ -5,6 +5,7 @@ package deploy_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -246,4 +247,69 @@ func (r *rig) runOn(netID string, res *deploy.Result, args ...string) (string, e
 		return logs, fmt.Errorf("exit code %d", code)
 	}
 	return logs, nil
+}
+
+// browserEnv is examples/shop/browser.yaml with this checkout's images.
+func (r *rig) browserEnv() *spec.Env {
+	r.t.Helper()
+	env, err := spec.Load("../examples/shop/browser.yaml")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	env.Websites[0].Backend.Image = r.runtime
+	env.ServiceDB.Image = postgresImage
+	env.ServiceDB.DBMCP.Image = r.runtime
+	env.Gateway.Image = r.runtime
+	return env
+}
+
+// TestBrowserCancelAtEveryEvent deploys examples/shop/browser.yaml once to learn its progress
+// events, then once per event cancelled at that event (Ctrl-C as the CLI sees it): each deploy
+// returns context.Canceled and leaves nothing labelled with its deployment, the browser sidecar
+// and its network with no route out included. Container mode only: every deploy starts
+// Chromium's sidecar, the service DB and the website, and VM mode's walk is
+// TestCancelAtEveryStep's on the kv env.
+func TestBrowserCancelAtEveryEvent(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	begin := time.Now()
+	var events []deploy.Event
+	id := r.name()
+	res, err := r.d.Deploy(t.Context(), r.browserEnv(), deploy.Options{Provider: "docker", Name: id,
+		Progress: func(e deploy.Event) { events = append(events, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("whole deploy: %d events in %s", len(events), time.Since(begin).Round(time.Millisecond))
+	teardown(t, r, res.Doc.ID)
+	var sawBrowser, sawBrowserNet bool
+	for _, e := range events {
+		sawBrowser = sawBrowser || e.Component == spec.BrowserName
+		sawBrowserNet = sawBrowserNet || e.Role == agentenv.RoleBrowserNetwork
+	}
+	if !sawBrowser || !sawBrowserNet {
+		t.Fatalf("the deploy's events have no browser (%v) or browser network (%v): %+v", sawBrowser, sawBrowserNet, events)
+	}
+	for k := range events {
+		step := time.Now()
+		ctx, cancel := context.WithCancel(t.Context())
+		seen := 0
+		id := r.name()
+		_, err := r.d.Deploy(ctx, r.browserEnv(), deploy.Options{Provider: "docker", Name: id,
+			Progress: func(deploy.Event) {
+				if seen == k {
+					cancel()
+				}
+				seen++
+			}})
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancel at %s %s: Deploy = %v, want context.Canceled", events[k].Component, events[k].Phase, err)
+		}
+		if left := r.leftovers(id); len(left) != 0 {
+			t.Errorf("cancel at %s %s left %v", events[k].Component, events[k].Phase, left)
+		}
+		t.Logf("cancel at event %d (%s %s): %s", k, events[k].Component, events[k].Phase, time.Since(step).Round(time.Millisecond))
+	}
+	t.Logf("cancelled at each of %d events in %s", len(events), time.Since(begin).Round(time.Millisecond))
 }

@@ -316,6 +316,21 @@ service_db: {}
 			},
 		},
 		{
+			name: "website readiness paths a probe cannot send as written",
+			in: minimal + `websites:
+  - name: shop
+    backend: {image: x, port: 80, ready_path: "/health check"}
+    frontend: {image: y, port: 3000, ready_path: "/#ready"}
+  - name: blog
+    backend: {image: x, port: 80, ready_path: "//blog/healthz"}
+`,
+			want: []string{
+				`testdata/env.yaml:8: websites[0].backend.ready_path: invalid path "/health check": a space or control character: escape it (%20) or choose a plain path such as /healthz`,
+				`testdata/env.yaml:9: websites[0].frontend.ready_path: invalid path "/#ready": a fragment (#...) is never sent: remove it`,
+				`testdata/env.yaml:11: websites[1].backend.ready_path: invalid path "//blog/healthz": want an absolute URL path such as /healthz`,
+			},
+		},
+		{
 			name: "website names clash",
 			in: minimal + `websites:
   - name: kv

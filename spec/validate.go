@@ -230,6 +230,30 @@ func (c *checker) website(p string, w *Website) {
 	}
 }
 
+// readyPathProblem says what is wrong with a website's readiness path, "" if nothing: the
+// probe sends it as it stands after the app's address, so it must be an absolute path (a query
+// allowed) that reaches the app as written: no fragment, which no request carries, and no space
+// or control character, which a client escapes into a path the app does not serve.
+func readyPathProblem(path string) string {
+	if !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") {
+		return "want an absolute URL path such as /healthz"
+	}
+	if strings.ContainsFunc(path, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return "a space or control character: escape it (%20) or choose a plain path such as /healthz"
+	}
+	if strings.Contains(path, "#") {
+		return "a fragment (#...) is never sent: remove it"
+	}
+	if _, err := url.ParseRequestURI(path); err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "not a URL path: " + err.Error()
+	}
+	return ""
+}
+
 // webApp checks one container of a website; database says whether it gets DATABASE_URL, and
 // reserved names one more variable the deployer sets ("" for none).
 func (c *checker) webApp(p string, a *WebApp, database bool, reserved string) {
@@ -239,8 +263,8 @@ func (c *checker) webApp(p string, a *WebApp, database bool, reserved string) {
 	} else {
 		c.port(p+".port", a.Port)
 	}
-	if !strings.HasPrefix(a.ReadyPath, "/") {
-		c.errorf(p+".ready_path", "invalid path %q: want an absolute URL path such as /healthz", a.ReadyPath)
+	if msg := readyPathProblem(a.ReadyPath); msg != "" {
+		c.errorf(p+".ready_path", "invalid path %q: %s", a.ReadyPath, msg)
 	}
 	if a.ReadyTimeout < 0 {
 		c.errorf(p+".ready_timeout", "must be positive")

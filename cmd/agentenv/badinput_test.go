@@ -216,20 +216,23 @@ func TestExportWithABadFormatLeavesTheFile(t *testing.T) {
 	}
 }
 
-// TestBadInputCorpus runs every file of testdata/badinput through the command that reads its
-// kind (task: run, env: env validate, eval: run, config: --config ... version); each must exit
-// 2 with stderr naming what each of its first lines "# want: ..." says (a file of several
-// errors gets them all in one answer), and nothing may be recorded.
+// TestBadInputCorpus runs every file of testdata/badinput through the commands that read its
+// kind (task: run, env: env validate and env deploy, eval: run, config: --config ... version);
+// each must exit 2 with stderr naming what each of its first lines "# want: ..." says (a file of
+// several errors gets them all in one answer), and nothing may be recorded.
 func TestBadInputCorpus(t *testing.T) {
 	isolate(t)
-	args := map[string]func(f string) []string{
-		"task":   func(f string) []string { return []string{"run", f} },
-		"env":    func(f string) []string { return []string{"env", "validate", f} },
-		"eval":   func(f string) []string { return []string{"run", f} },
-		"config": func(f string) []string { return []string{"--config", f, "version"} },
+	args := map[string][]func(f string) []string{
+		"task": {func(f string) []string { return []string{"run", f} }},
+		"env": {
+			func(f string) []string { return []string{"env", "validate", f} },
+			func(f string) []string { return []string{"env", "deploy", f} },
+		},
+		"eval":   {func(f string) []string { return []string{"run", f} }},
+		"config": {func(f string) []string { return []string{"--config", f, "version"} }},
 	}
 	n := 0
-	for kind, cmd := range args {
+	for kind, cmds := range args {
 		files, err := filepath.Glob(filepath.Join("testdata", "badinput", kind, "[0-9]*"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("no %s cases: %v", kind, err)
@@ -251,18 +254,21 @@ func TestBadInputCorpus(t *testing.T) {
 				t.Fatalf("%s: the first line must be \"# want: ...\"", f)
 			}
 			before := string(b)
-			var out, errb bytes.Buffer
-			code := run(cmd(f), strings.NewReader(""), &out, &errb)
-			if code != exitBadInput {
-				t.Errorf("%s: exit %d, stderr %q; want exit 2", f, code, errb.String())
-			}
-			for _, w := range wants {
-				if !strings.Contains(errb.String(), w) {
-					t.Errorf("%s: stderr %q; want it to name %q", f, errb.String(), w)
+			for _, cmd := range cmds {
+				var out, errb bytes.Buffer
+				args := cmd(f)
+				code := run(args, strings.NewReader(""), &out, &errb)
+				if code != exitBadInput {
+					t.Errorf("%v: exit %d, stderr %q; want exit 2", args, code, errb.String())
 				}
-			}
-			if after, _ := os.ReadFile(f); string(after) != before {
-				t.Errorf("%s changed", f)
+				for _, w := range wants {
+					if !strings.Contains(errb.String(), w) {
+						t.Errorf("%v: stderr %q; want it to name %q", args, errb.String(), w)
+					}
+				}
+				if after, _ := os.ReadFile(f); string(after) != before {
+					t.Errorf("%s changed", f)
+				}
 			}
 			n++
 		}

@@ -16,7 +16,9 @@ import (
 func newBenchCmd(a *app) *cobra.Command {
 	var f struct {
 		reps, hellos, orphans   int
-		loadEpisodes            int
+		loadEpisodes, webCalls  int
+		webEnv                  string
+		webConcurrency          []int
 		stateStore              string
 		image, env, repo, write string
 		dir                     string
@@ -36,15 +38,21 @@ the checkout, bench/internal/hold); one sandbox create/terminate against 'docker
 'docker rm -f' of the same image; one episode of the Harbor task
 harbor/testdata/corpus/hello-file with the oracle ('agentenv run', its image built once
 before) against the same steps with the docker CLI on that image (docker run -d, cp, exec,
-rm -f); and 'agentenv tasks check harbor/testdata/corpus' with every build image torn down
-first, then again with them built (the build images are torn down after). It prints medians,
+rm -f); 'agentenv tasks check harbor/testdata/corpus' with every build image torn down
+first, then again with them built (the build images are torn down after); and (web) the shop
+with the browser, examples/shop/browser.yaml: deploy to ready against 'docker compose up -d
+--wait' of its rendered file, browser_navigate and browser_snapshot through the gateway against
+straight to the Playwright MCP server (at the sidecar's address, which the host reaches), the
+sidecar's peak memory meanwhile (the engine's stats), and 1, 2, 4 and 6 such deployments at once,
+each opening the shop in its browser. It prints medians,
 p95 and ratios, and with --write rewrites the marked section of that file; --only takes some
 of the measures. Without docker compose v5 it says how to build it (sh bench/build-compose.sh)
 and measures the rest. Run it from the repository root.`,
 		Example: `  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o agentenv ./cmd/agentenv && ./agentenv images build
   ./agentenv bench --write BENCHMARKS.md
   ./agentenv bench --only gc --orphans 10
-  ./agentenv bench --only harbor --reps 10`,
+  ./agentenv bench --only harbor --reps 10
+  ./agentenv bench --only web --reps 5 --web-calls 40 --web-concurrency 1,2,4,6`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bin, err := os.Executable()
@@ -55,6 +63,14 @@ and measures the rest. Run it from the repository root.`,
 				if _, err := os.Stat(filepath.Join("gateway", "bench_test.go")); err == nil {
 					f.repo, _ = os.Getwd()
 				}
+			}
+			for _, n := range f.webConcurrency {
+				if n < 1 {
+					return fmt.Errorf("--web-concurrency %d: want 1 or more: %w", n, agentenv.ErrInvalid)
+				}
+			}
+			if f.webCalls < 1 {
+				return fmt.Errorf("--web-calls %d: want 1 or more: %w", f.webCalls, agentenv.ErrInvalid)
 			}
 			if _, err := os.Stat(f.env); err != nil {
 				return fmt.Errorf("bench env %s: %w (run from the repository root, or give --env): %w", f.env, err, agentenv.ErrInvalid)
@@ -78,6 +94,7 @@ and measures the rest. Run it from the repository root.`,
 				Binary: bin, Dir: f.dir, EnvFile: f.env, Image: f.image, RepoDir: f.repo, Engine: eng,
 				Reps: f.reps, Hellos: f.hellos, Orphans: f.orphans, Only: f.only, ImageMap: f.imageMap,
 				StateStore: f.stateStore, LoadEpisodes: f.loadEpisodes, DockerHost: host, Logger: a.log,
+				WebEnv: f.webEnv, WebCalls: f.webCalls, WebConcurrency: f.webConcurrency,
 				Progress: func(s string) { fmt.Fprintln(a.stderr, "bench:", s) },
 			})
 			if err != nil {
@@ -119,6 +136,9 @@ and measures the rest. Run it from the repository root.`,
 	fl.StringVar(&f.dir, "dir", "", "folder for the bench's ledger and state (default: a temporary one)")
 	fl.StringSliceVar(&f.only, "only", nil, "take only these measures: "+strings.Join(bench.Steps, ", ")+" (default: all)")
 	fl.StringArrayVar(&f.imageMap, "image-map", nil, "map a Harbor task's base image onto a local one, FROM=TO (repeatable; default: "+strings.Join(bench.DefaultImageMap(), ", ")+")")
+	fl.StringVar(&f.webEnv, "web-env", bench.DefaultWebEnv, "env of the web measure: a website with the browser (its folder is copied, agentenv:dev replaced by --image)")
+	fl.IntVar(&f.webCalls, "web-calls", bench.DefaultWebCalls, "browser_navigate and browser_snapshot calls the web measure times on each path")
+	fl.IntSliceVar(&f.webConcurrency, "web-concurrency", bench.DefaultWebConcurrency, "counts of browser deployments the web measure runs at once")
 	fl.BoolVar(&f.json, "json", false, "print the figures as JSON")
 	return cmd
 }
