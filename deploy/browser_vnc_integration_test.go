@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/agentenv/agentenv/deploy"
+	"github.com/agentenv/agentenv/gateway"
 	"github.com/agentenv/agentenv/spec"
 )
 
@@ -33,7 +34,8 @@ func browserImage() string {
 // browser.vnc (deploy-to-ready of each logged side by side). Without: headless, no Xvfb, and no
 // /svc/browser-vnc/. With: the gateway serves noVNC at /svc/browser-vnc/vnc.html to the admin
 // token only (no token: 401; a role token: 403); a websocket to /svc/browser-vnc/websockify
-// (noVNC's default path) gets the RFB banner and, with no password asked, the screen's size;
+// (noVNC's default path) gets the RFB banner, as does a browser's (the admin token traded
+// once for the route's cookie, then no Authorization header), and, with no password asked, the screen's size;
 // a pointer click sent through it reaches the page (a person can take over); the agent's
 // browser_navigate to the shop still works, on the screen noVNC shows; teardown leaves nothing.
 func TestBrowserVNCShop(t *testing.T) {
@@ -104,6 +106,32 @@ func TestBrowserVNCShop(t *testing.T) {
 	if text, isErr := callText(t, cs, "browser_navigate", map[string]any{"url": "http://shop:8080/"}); isErr || !strings.Contains(text, "Page Title: Shop") {
 		t.Errorf("with vnc: browser_navigate to the shop: %.500s", text)
 	}
+
+	// A person's browser: the admin token once in the query, traded for the route's cookie,
+	// which then opens the page and noVNC's websocket (same-origin, no Authorization header).
+	login := strings.TrimSuffix(res.GatewayURL, "/mcp") + spec.BrowserVNCPage + "&" + gateway.SvcTokenParam + "=" + res.Token
+	noFollow := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	lresp, err := noFollow.Get(login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lresp.Body.Close()
+	cookies := lresp.Cookies()
+	if lresp.StatusCode != http.StatusSeeOther || lresp.Header.Get("Location") == "" || strings.Contains(lresp.Header.Get("Location"), res.Token) || len(cookies) != 1 {
+		t.Fatalf("login with the admin token in the query: %s to %q, cookies %v", lresp.Status, lresp.Header.Get("Location"), cookies)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", strings.TrimSuffix(res.GatewayURL, "/mcp")+lresp.Header.Get("Location"), nil)
+	req.AddCookie(cookies[0])
+	if cresp, err := noFollow.Do(req); err != nil || cresp.StatusCode != http.StatusOK {
+		t.Errorf("the noVNC page with the cookie: %v %v", cresp, err)
+	} else {
+		cresp.Body.Close()
+	}
+	byCookie := dialRFB(t, res, "", cookies[0])
+	if banner := byCookie.read(12); !strings.HasPrefix(string(banner), "RFB 003.") {
+		t.Errorf("websocket with the cookie: banner %q", banner)
+	}
+	byCookie.Close()
 
 	// A viewer: the RFB handshake through the gateway's websocket.
 	rfb := dialRFB(t, res, res.Token)
@@ -186,13 +214,27 @@ type wsRFB struct {
 }
 
 // dialRFB opens noVNC's websocket through the gateway with token, bounded by 30 s a read.
-func dialRFB(t *testing.T, res *deploy.Result, token string) *wsRFB {
+// With cookies and no token it is a browser's: the gateway's own origin, the cookies sent.
+func dialRFB(t *testing.T, res *deploy.Result, token string, cookies ...*http.Cookie) *wsRFB {
 	t.Helper()
-	u := "ws" + strings.TrimPrefix(strings.TrimSuffix(res.GatewayURL, "/mcp"), "http") + "/svc/browser-vnc/websockify"
+	base := strings.TrimSuffix(res.GatewayURL, "/mcp")
+	u := "ws" + strings.TrimPrefix(base, "http") + "/svc/browser-vnc/websockify"
 	d := websocket.Dialer{HandshakeTimeout: 30 * time.Second, Subprotocols: []string{"binary"}}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	c, resp, err := d.DialContext(ctx, u, http.Header{"Authorization": {"Bearer " + token}})
+	hdr := http.Header{}
+	if token != "" {
+		hdr.Set("Authorization", "Bearer "+token)
+	}
+	if len(cookies) > 0 {
+		hdr.Set("Origin", base)
+		var parts []string
+		for _, c := range cookies {
+			parts = append(parts, c.Name+"="+c.Value)
+		}
+		hdr.Set("Cookie", strings.Join(parts, "; "))
+	}
+	c, resp, err := d.DialContext(ctx, u, hdr)
 	if err != nil {
 		status := ""
 		if resp != nil {
