@@ -268,7 +268,7 @@ func TestTrajectoryImages(t *testing.T) {
 // one without it, or torn down, has none.
 func TestDeploymentWatch(t *testing.T) {
 	r := newRig(t, explorer.Config{})
-	page := "http://127.0.0.1:40001/svc/browser-vnc/vnc.html?autoconnect=1&resize=scale&path=svc/browser-vnc/websockify"
+	page := "http://127.0.0.1:40001/svc/browser-vnc/vnc.html?autoconnect=1&resize=scale&path=websockify"
 	now := time.Now().UTC()
 	for _, d := range []agentenv.Deployment{
 		{ID: "dep-vnc", Env: "shop", State: agentenv.DeploymentLive, URLs: map[string]string{"browser-vnc": page}, Created: now, Expires: now.Add(time.Hour)},
@@ -286,7 +286,7 @@ func TestDeploymentWatch(t *testing.T) {
 	for _, want := range []string{
 		`<form method="get" action="http://127.0.0.1:40001/svc/browser-vnc/vnc.html" target="_blank" id="watch">`,
 		`<input type="hidden" name="autoconnect" value="1">`,
-		`<input type="hidden" name="path" value="svc/browser-vnc/websockify">`,
+		`<input type="hidden" name="path" value="websockify">`,
 		`<input type="password" name="access_token"`,
 		"Open the live view",
 	} {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/agentenv/agentenv/gateway"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -268,5 +270,49 @@ func TestGateway_SvcBrowserLogin(t *testing.T) {
 	}
 	if r := send("GET", "/svc/browser-vnc/", []*http.Cookie{{Name: "agentenv-svc", Value: "0000"}}, nil); r.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a forged cookie: %d, want 401", r.StatusCode)
+	}
+}
+
+// A websocket through /svc/ (noVNC's stream) outlives the call timeout, which bounds the
+// service's ordinary answers.
+func TestGateway_SvcWebsocketOutlivesCallTimeout(t *testing.T) {
+	up := websocket.Upgrader{}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			mt, b, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			if err := c.WriteMessage(mt, b); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(web.Close)
+	b := newBackend(t, "kv", false, "echo")
+	_, srv := newGateway(t, gateway.Config{Services: []gateway.Backend{{Name: "browser-vnc", URL: web.URL}}, CallTimeout: 300 * time.Millisecond}, b)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.DefaultDialer.DialContext(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/svc/browser-vnc/websockify", http.Header{"Authorization": {"Bearer " + testToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(400 * time.Millisecond) // past the call timeout
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if err := c.WriteMessage(websocket.BinaryMessage, []byte{byte(i)}); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if _, got, err := c.ReadMessage(); err != nil || len(got) != 1 || got[0] != byte(i) {
+			t.Fatalf("echo %d after %d call timeouts: %v %v", i, i, got, err)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/internal/httpserve"
 )
 
 // SvcPrefix is where the gateway proxies its servers' own HTTP routes: /svc/<server>/<path>
@@ -55,6 +56,18 @@ func (g *Gateway) serveSvc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(withRole(r.Context(), normRole(r.Header.Get(RoleHeader))), g.cfg.CallTimeout)
+	if upgrade(r) {
+		// A stream (noVNC's websocket to the browser's screen) lasts as long as its viewer
+		// watches: neither the call timeout nor the server's read and write deadlines cut it;
+		// it ends with the viewer, the service, or the gateway.
+		cancel()
+		ctx, cancel = context.WithCancel(withRole(r.Context(), normRole(r.Header.Get(RoleHeader))))
+		if err := httpserve.Stream(w); err != nil {
+			cancel()
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
 	defer cancel()
 	if now, ok := g.clock.now(); ok {
 		ctx = withVirtualTime(ctx, formatVirtual(now))
@@ -162,6 +175,11 @@ func svcLogin(w http.ResponseWriter, r *http.Request, t *tokenTable, admin strin
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 	return true
+}
+
+// upgrade reports whether r asks to switch protocols (a websocket).
+func upgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" && strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade")
 }
 
 // sameOrigin reports whether a browser's origin is the gateway's own as r reached it.

@@ -218,7 +218,7 @@ func TestComponents_browserVNC(t *testing.T) {
 	if want := "--service browser-vnc=http://browser:6080"; !strings.Contains(strings.Join(gw.Command, " "), want) {
 		t.Errorf("with vnc: gateway command %q lacks %q", gw.Command, want)
 	}
-	if !strings.HasPrefix(spec.BrowserVNCPage, "/svc/browser-vnc/vnc.html?") || !strings.Contains(spec.BrowserVNCPage, "path=svc/browser-vnc/websockify") {
+	if !strings.HasPrefix(spec.BrowserVNCPage, "/svc/browser-vnc/vnc.html?") || !strings.Contains(spec.BrowserVNCPage, "path=websockify") {
 		t.Errorf("BrowserVNCPage %q", spec.BrowserVNCPage)
 	}
 

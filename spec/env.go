@@ -55,9 +55,9 @@ const (
 	// the name.
 	BrowserVNCService = "browser-vnc"
 	// BrowserVNCPage is the noVNC page under the gateway's base URL, told to connect at once
-	// to the stream beside it (noVNC's path is relative to the page's host) and to scale the
-	// screen to the window.
-	BrowserVNCPage = "/svc/" + BrowserVNCService + "/vnc.html?autoconnect=1&resize=scale&path=svc/" + BrowserVNCService + "/websockify"
+	// to the stream beside it (noVNC 1.6 resolves path against the page's URL, so
+	// /svc/browser-vnc/websockify) and to scale the screen to the window.
+	BrowserVNCPage = "/svc/" + BrowserVNCService + "/vnc.html?autoconnect=1&resize=scale&path=websockify"
 	// BrowserVNCEntrypoint is the image's script that starts Xvfb, x11vnc and websockify and
 	// then runs the rest of the command on that display.
 	BrowserVNCEntrypoint = "browser-vnc"
