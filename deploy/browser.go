@@ -73,3 +73,40 @@ func (st *stack) warnBrowser(why string) {
 	st.d.log.Warn("browser egress not enforced by the network", "deployment", st.doc.ID, "provider", st.member, "why", why)
 	st.emit(spec.Component{Name: spec.BrowserName, Role: agentenv.RoleMCPServer}, "warning", msg)
 }
+
+// browserScreen waits, with browser.vnc and once the gateway is ready, until the browser's
+// noVNC page answers through the gateway (/svc/browser-vnc/vnc.html, with the admin token)
+// within spec.DefaultReadyTimeout. The browser's own readiness already covers it (its image
+// starts the MCP server only once the screen is up); this checks the gateway's route to it.
+func (st *stack) browserScreen(ctx context.Context) error {
+	b := &st.env.Browser
+	if !b.Enabled || !b.VNC || !st.env.Gateway.On() {
+		return nil
+	}
+	c := spec.Component{Role: agentenv.RoleWebsite, Name: spec.BrowserName, ReadyPath: "/svc/" + spec.BrowserVNCService + "/vnc.html", Private: true}
+	wctx, cancel := context.WithTimeout(ctx, spec.DefaultReadyTimeout)
+	defer cancel()
+	err := st.d.ready(st, wctx, c, st.endpoints["gateway"])
+	if err == nil {
+		st.emit(c, "ready", "screen through the gateway at /svc/"+spec.BrowserVNCService+"/")
+		return nil
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	st.mu.Lock()
+	rec := st.records[spec.BrowserName]
+	st.mu.Unlock()
+	err = fmt.Errorf("browser screen (vnc) not ready within %s (GET %s through the gateway): %w%s", spec.DefaultReadyTimeout, c.ReadyPath, err, st.logs(ctx, rec))
+	st.emit(c, "failed", err.Error())
+	return err
+}
+
+// browserURLs adds, with browser.vnc, the browser's noVNC page through the gateway to urls as
+// spec.BrowserVNCService (it takes the admin token).
+func (st *stack) browserURLs(urls map[string]string) {
+	b := &st.env.Browser
+	if b.Enabled && b.VNC && st.env.Gateway.On() {
+		urls[spec.BrowserVNCService] = baseURL(st.endpoints["gateway"]) + spec.BrowserVNCPage
+	}
+}

@@ -173,3 +173,71 @@ func TestBrowserDeployCancelledAtEachEvent(t *testing.T) {
 		r.assertNothingLeft(t)
 	}
 }
+
+// With browser.vnc the browser runs under its image's browser-vnc script, the gateway serves
+// its screen as the service browser-vnc, the deploy readies that route through the gateway
+// after the websites, and the deployment's URLs have the noVNC page; a screen that never
+// answers fails the deploy naming it, and leaves nothing.
+func TestBrowserVNC(t *testing.T) {
+	r, iso := browserRig(t)
+	r.env.Browser.VNC = true
+	var probed []string
+	r.d.ready = func(_ *stack, _ context.Context, c spec.Component, _ string) error {
+		if c.Name == spec.BrowserName && c.Role == agentenv.RoleWebsite {
+			probed = append(probed, c.ReadyPath)
+		}
+		return nil
+	}
+	res, err := r.d.Deploy(t.Context(), r.env, Options{Provider: "iso", Mode: ModeContainer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/svc/browser-vnc/vnc.html"}; !slices.Equal(probed, want) {
+		t.Errorf("probed %q through the gateway, want %q", probed, want)
+	}
+	iso.mu.Lock()
+	br, gw := iso.specs["browser"], iso.specs["gateway"]
+	iso.mu.Unlock()
+	if len(br.Command) == 0 || br.Command[0] != spec.BrowserVNCEntrypoint || br.Env["VNC_WEB_PORT"] != "6080" || len(br.Ports) != 0 {
+		t.Errorf("browser command %q env %v ports %v, want browser-vnc, VNC_WEB_PORT=6080 and no host port", br.Command, br.Env, br.Ports)
+	}
+	if !slices.Contains(gw.Command, "browser-vnc=http://browser:6080") {
+		t.Errorf("gateway command %q does not serve the browser's screen", gw.Command)
+	}
+	u := res.Doc.URLs[spec.BrowserVNCService]
+	if gwURL := strings.TrimSuffix(res.GatewayURL, "/mcp"); u != gwURL+spec.BrowserVNCPage {
+		t.Errorf("URLs[browser-vnc] = %q, want the noVNC page under %s", u, gwURL)
+	}
+	if _, err := r.d.Teardown(t.Context(), res.Doc.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.assertNothingLeft(t)
+
+	// A screen that never answers.
+	r, _ = browserRig(t)
+	r.env.Browser.VNC = true
+	r.d.ready = func(_ *stack, _ context.Context, c spec.Component, _ string) error {
+		if c.Name == spec.BrowserName && c.Role == agentenv.RoleWebsite {
+			return errors.New("answered 502 Bad Gateway")
+		}
+		return nil
+	}
+	_, err = r.d.Deploy(t.Context(), r.env, Options{Provider: "iso", Mode: ModeContainer})
+	if err == nil || !strings.Contains(err.Error(), "browser screen (vnc) not ready") || !strings.Contains(err.Error(), "502") {
+		t.Errorf("Deploy with a dead screen = %v, want an error naming the browser's screen", err)
+	}
+	r.assertNothingLeft(t)
+
+	// Without vnc: no probe, no URL.
+	r, _ = browserRig(t)
+	res, err = r.d.Deploy(t.Context(), r.env, Options{Provider: "iso", Mode: ModeContainer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := res.Doc.URLs[spec.BrowserVNCService]; ok {
+		t.Errorf("URLs %v has browser-vnc without vnc", res.Doc.URLs)
+	}
+	if _, err := r.d.Teardown(t.Context(), res.Doc.ID); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -270,6 +270,9 @@ func (d *Deployer) attempt(ctx context.Context, env *spec.Env, member string, do
 	if err = st.websites(ctx); err != nil {
 		return nil, err
 	}
+	if err = st.browserScreen(ctx); err != nil {
+		return nil, err
+	}
 	if err := st.probe(ctx); err != nil {
 		return nil, err
 	}

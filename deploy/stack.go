@@ -457,6 +457,7 @@ func (st *stack) finish(ctx context.Context, mode string) (*Result, error) {
 		}
 	}
 	st.websiteURLs(doc.URLs)
+	st.browserURLs(doc.URLs)
 	for _, srv := range st.env.Servers {
 		doc.Servers = append(doc.Servers, srv.Name)
 		if srv.URL != "" {

@@ -262,3 +262,46 @@ func TestTrajectoryImages(t *testing.T) {
 		}
 	}
 }
+
+// A live deployment with browser.vnc has a form on its page that opens noVNC through the
+// gateway: the page's query as hidden fields and the admin token asked, never shown or stored;
+// one without it, or torn down, has none.
+func TestDeploymentWatch(t *testing.T) {
+	r := newRig(t, explorer.Config{})
+	page := "http://127.0.0.1:40001/svc/browser-vnc/vnc.html?autoconnect=1&resize=scale&path=websockify"
+	now := time.Now().UTC()
+	for _, d := range []agentenv.Deployment{
+		{ID: "dep-vnc", Env: "shop", State: agentenv.DeploymentLive, URLs: map[string]string{"browser-vnc": page}, Created: now, Expires: now.Add(time.Hour)},
+		{ID: "dep-plain", Env: "shop", State: agentenv.DeploymentLive, URLs: map[string]string{"gateway": "http://127.0.0.1:40002"}, Created: now, Expires: now.Add(time.Hour)},
+		{ID: "dep-gone", Env: "shop", State: agentenv.DeploymentTornDown, URLs: map[string]string{"browser-vnc": page}, Created: now, Expires: now.Add(time.Hour)},
+	} {
+		if err := r.ledger.Deployments().Put(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, body := r.get(t, "/deployments/dep-vnc")
+	if code != http.StatusOK {
+		t.Fatalf("GET /deployments/dep-vnc = %d", code)
+	}
+	for _, want := range []string{
+		`<form method="get" action="http://127.0.0.1:40001/svc/browser-vnc/vnc.html" target="_blank" id="watch">`,
+		`<input type="hidden" name="autoconnect" value="1">`,
+		`<input type="hidden" name="path" value="websockify">`,
+		`<input type="password" name="access_token"`,
+		"Open the live view",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the deployment page lacks %q:\n%s", want, body)
+		}
+	}
+	var v explorer.DeploymentView
+	r.getJSON(t, "/api/v1/deployments/dep-vnc", &v)
+	if v.Watch == nil || v.Watch.URL != page || v.Watch.TokenParam != "access_token" {
+		t.Errorf("JSON watch = %+v", v.Watch)
+	}
+	for _, id := range []string{"dep-plain", "dep-gone"} {
+		if _, body := r.get(t, "/deployments/"+id); strings.Contains(body, `id="watch"`) {
+			t.Errorf("%s has a live view form", id)
+		}
+	}
+}

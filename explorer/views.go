@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentenv/agentenv/agent"
 	"github.com/agentenv/agentenv/envproto"
 	"github.com/agentenv/agentenv/lifecycle"
+	"github.com/agentenv/agentenv/spec"
 	"github.com/agentenv/agentenv/task"
 )
 
@@ -422,6 +424,49 @@ type DeploymentView struct {
 	Deployment agentenv.Deployment `json:"deployment"`
 	Sandboxes  []SandboxHealth     `json:"sandboxes"`
 	Teardown   bool                `json:"can_teardown"`
+	// Watch opens the browser's live screen, when a live deployment has one (browser.vnc).
+	Watch *Watch `json:"watch,omitempty"`
+}
+
+// Watch is the form that opens a deployment's browser screen, noVNC through the gateway at
+// /svc/browser-vnc/: a GET of Action with Params and the admin token the person types as
+// watchTokenParam, which the gateway trades for a cookie of that route before the page loads.
+type Watch struct {
+	// URL is the noVNC page (spec.BrowserVNCPage under the gateway).
+	URL string `json:"url"`
+	// Action is URL without its query, which Params carry.
+	Action string       `json:"action"`
+	Params []WatchParam `json:"params"`
+	// TokenParam is the name the admin token is sent under.
+	TokenParam string `json:"token_param"`
+}
+
+// WatchParam is one query parameter of the noVNC page.
+type WatchParam struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// watchTokenParam is the gateway's query parameter for the admin token on a /svc/ route
+// (gateway.SvcTokenParam; the explorer does not link the gateway).
+const watchTokenParam = "access_token"
+
+// newWatch returns the form for the noVNC page at page, nil if it is not a URL.
+func newWatch(page string) *Watch {
+	u, err := url.Parse(page)
+	if err != nil || u.Host == "" {
+		return nil
+	}
+	w := &Watch{URL: page, Params: []WatchParam{}, TokenParam: watchTokenParam}
+	q := u.Query()
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		for _, v := range q[k] {
+			w.Params = append(w.Params, WatchParam{k, v})
+		}
+	}
+	u.RawQuery = ""
+	w.Action = u.String()
+	return w
 }
 
 func (x *Explorer) deploymentView(r *http.Request) (any, error) {
@@ -446,6 +491,9 @@ func (x *Explorer) deploymentView(r *http.Request) (any, error) {
 			SandboxID: rec.SandboxID, State: rec.State, Health: h, Image: rec.Image})
 	}
 	v.Teardown = x.cfg.Deployer != nil && string(d.State) != "torn_down"
+	if page := d.URLs[spec.BrowserVNCService]; page != "" && d.State == agentenv.DeploymentLive {
+		v.Watch = newWatch(page)
+	}
 	return v, nil
 }
 

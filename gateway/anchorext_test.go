@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/agentenv/agentenv/gateway"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -200,5 +202,117 @@ func TestGateway_SvcService(t *testing.T) {
 	_, err := gateway.New(ctx, gateway.Config{Token: "x", Servers: []gateway.Backend{{Name: "kv", URL: b.url}}, Services: []gateway.Backend{{Name: "kv", URL: web.URL}}})
 	if err == nil || !strings.Contains(err.Error(), "unique name") {
 		t.Errorf("a service named as a server: %v", err)
+	}
+}
+
+// A person's browser opens a /svc/ route with the admin token once in the query: it gets a
+// cookie for that route alone and a redirect without the token; the cookie then opens GETs of
+// that route (not another route, not a POST, not /mcp), and a role's token in the query is
+// refused.
+func TestGateway_SvcBrowserLogin(t *testing.T) {
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Cookie") != "" {
+			t.Errorf("the service got cookies %q", r.Header.Get("Cookie"))
+		}
+		_, _ = w.Write([]byte("novnc " + r.URL.RequestURI()))
+	}))
+	t.Cleanup(web.Close)
+	b := newBackend(t, "kv", false, "echo")
+	_, srv := newGateway(t, gateway.Config{Services: []gateway.Backend{{Name: "browser-vnc", URL: web.URL}, {Name: "db-web", URL: web.URL}},
+		RoleTokens: map[string]string{"agent": "agent-token"}}, b)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	send := func(method, path string, cookies []*http.Cookie, hdr map[string]string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cookies {
+			req.AddCookie(c)
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	resp := send("GET", "/svc/browser-vnc/vnc.html?autoconnect=1&"+gateway.SvcTokenParam+"="+testToken, nil, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/svc/browser-vnc/vnc.html?autoconnect=1" {
+		t.Fatalf("login: %d to %q, want 303 to the page without the token", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	cookies := resp.Cookies()
+	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode || cookies[0].Path != "/svc/browser-vnc/" || strings.Contains(cookies[0].Value, testToken) {
+		t.Fatalf("login cookies %+v, want one HttpOnly, strict, for /svc/browser-vnc/ alone, without the token", cookies)
+	}
+	if r := send("GET", "/svc/browser-vnc/vnc.html?autoconnect=1", cookies, nil); r.StatusCode != http.StatusOK {
+		t.Errorf("GET with the cookie: %d, want 200", r.StatusCode)
+	}
+	// Same-origin, as noVNC's websocket is wherever the gateway is reached.
+	if r := send("GET", "/svc/browser-vnc/websockify", cookies, map[string]string{"Origin": "http://" + strings.TrimPrefix(srv.URL, "http://")}); r.StatusCode != http.StatusOK {
+		t.Errorf("same-origin GET with the cookie: %d, want 200", r.StatusCode)
+	}
+	if r := send("GET", "/svc/browser-vnc/x", cookies, map[string]string{"Origin": "http://evil.example"}); r.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-origin GET with the cookie: %d, want 403", r.StatusCode)
+	}
+	for _, c := range []struct{ method, path string }{{"POST", "/svc/browser-vnc/x"}, {"GET", "/svc/db-web/"}, {"GET", "/state"}} {
+		if r := send(c.method, c.path, cookies, nil); r.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s %s with browser-vnc's cookie: %d, want 401", c.method, c.path, r.StatusCode)
+		}
+	}
+	for _, tok := range []string{"agent-token", "wrong"} {
+		if r := send("GET", "/svc/browser-vnc/?"+gateway.SvcTokenParam+"="+tok, nil, nil); r.StatusCode != http.StatusUnauthorized || len(r.Cookies()) != 0 {
+			t.Errorf("login with %s: %d cookies %v, want 401 and none", tok, r.StatusCode, r.Cookies())
+		}
+	}
+	if r := send("GET", "/svc/browser-vnc/", []*http.Cookie{{Name: "agentenv-svc", Value: "0000"}}, nil); r.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a forged cookie: %d, want 401", r.StatusCode)
+	}
+}
+
+// A websocket through /svc/ (noVNC's stream) outlives the call timeout, which bounds the
+// service's ordinary answers.
+func TestGateway_SvcWebsocketOutlivesCallTimeout(t *testing.T) {
+	up := websocket.Upgrader{}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			mt, b, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			if err := c.WriteMessage(mt, b); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(web.Close)
+	b := newBackend(t, "kv", false, "echo")
+	_, srv := newGateway(t, gateway.Config{Services: []gateway.Backend{{Name: "browser-vnc", URL: web.URL}}, CallTimeout: 300 * time.Millisecond}, b)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.DefaultDialer.DialContext(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/svc/browser-vnc/websockify", http.Header{"Authorization": {"Bearer " + testToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(400 * time.Millisecond) // past the call timeout
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if err := c.WriteMessage(websocket.BinaryMessage, []byte{byte(i)}); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if _, got, err := c.ReadMessage(); err != nil || len(got) != 1 || got[0] != byte(i) {
+			t.Fatalf("echo %d after %d call timeouts: %v %v", i, i, got, err)
+		}
 	}
 }

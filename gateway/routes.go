@@ -19,7 +19,7 @@ import (
 const maxControlBody = 4 << 20
 
 // routes builds the gateway's handler: the Origin check on every route, then /healthz without
-// auth, then the bearer token on everything else.
+// auth, then the bearer token on everything else (or, on a /svc/ route, its cookie: svc.go).
 func (g *Gateway) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(envproto.MCPPath, g.mcp)
@@ -44,7 +44,9 @@ func (g *Gateway) routes() http.Handler {
 
 	toks := newTokenTable(g.cfg.Token, g.cfg.RoleTokens)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !g.originAllowed(o) {
+		// A page the gateway serves under /svc/ (noVNC) calls back to its own origin, wherever
+		// the gateway is reached.
+		if o := r.Header.Get("Origin"); o != "" && !g.originAllowed(o) && (svcRoute(r.URL.Path) == "" || !sameOrigin(o, r)) {
 			writeError(w, http.StatusForbidden, "origin "+o+" not allowed")
 			return
 		}
@@ -52,7 +54,13 @@ func (g *Gateway) routes() http.Handler {
 			g.serveHealth(w, r)
 			return
 		}
+		if svcLogin(w, r, toks, g.cfg.Token) {
+			return
+		}
 		p, ok := toks.lookup(r)
+		if !ok && svcCookieAuth(r, g.cfg.Token) {
+			p, ok = principal{admin: true}, true
+		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentenv"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
@@ -124,6 +132,11 @@ func (t *tokenTable) lookup(r *http.Request) (principal, bool) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return principal{}, false
 	}
+	return t.lookupToken(token)
+}
+
+// lookupToken returns the principal of token, as lookup.
+func (t *tokenTable) lookupToken(token string) (principal, bool) {
 	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
 	found := -1
 	for i := range t.hashes {

@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httputil"
@@ -9,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/internal/httpserve"
 )
 
 // SvcPrefix is where the gateway proxies its servers' own HTTP routes: /svc/<server>/<path>
@@ -52,6 +56,18 @@ func (g *Gateway) serveSvc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(withRole(r.Context(), normRole(r.Header.Get(RoleHeader))), g.cfg.CallTimeout)
+	if upgrade(r) {
+		// A stream (noVNC's websocket to the browser's screen) lasts as long as its viewer
+		// watches: neither the call timeout nor the server's read and write deadlines cut it;
+		// it ends with the viewer, the service, or the gateway.
+		cancel()
+		ctx, cancel = context.WithCancel(withRole(r.Context(), normRole(r.Header.Get(RoleHeader))))
+		if err := httpserve.Stream(w); err != nil {
+			cancel()
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
 	defer cancel()
 	if now, ok := g.clock.now(); ok {
 		ctx = withVirtualTime(ctx, formatVirtual(now))
@@ -89,3 +105,85 @@ type svcWriter struct{ statusWriter }
 
 // Unwrap gives http.ResponseController the connection's writer, to flush streamed answers.
 func (w *svcWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// A person's browser cannot send a bearer token, so a /svc/NAME/ route (the DB web UI, the
+// browser's noVNC) also takes the admin token once as the query parameter SvcTokenParam of a
+// GET: the gateway answers with a cookie for that route alone and a redirect to the same URL
+// without the token. The cookie holds not the token but an HMAC of the route under it, so it
+// opens that route and nothing else, here or on another gateway of the same host (cookies do not
+// tell ports apart); it is HttpOnly and SameSite=Strict, and the gateway never passes cookies on.
+const (
+	// SvcTokenParam is the query parameter that trades the admin token for a route's cookie.
+	SvcTokenParam = "access_token"
+	// svcCookie is that cookie's name.
+	svcCookie = "agentenv-svc"
+)
+
+// svcRoute returns the name of the /svc/ route of path, or "" if path is not under one.
+func svcRoute(path string) string {
+	rest, ok := strings.CutPrefix(path, SvcPrefix)
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name
+}
+
+// svcMAC is the value of route name's cookie for admin token admin.
+func svcMAC(admin, name string) string {
+	m := hmac.New(sha256.New, []byte(admin))
+	m.Write([]byte("agentenv svc cookie\x00" + name))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// svcCookieAuth reports whether r, a GET or HEAD (a websocket's upgrade is a GET) of a /svc/
+// route, carries that route's cookie for admin token admin.
+func svcCookieAuth(r *http.Request, admin string) bool {
+	name := svcRoute(r.URL.Path)
+	if name == "" || admin == "" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		return false
+	}
+	want := []byte(svcMAC(admin, name))
+	ok := false
+	for _, c := range r.CookiesNamed(svcCookie) {
+		if hmac.Equal([]byte(c.Value), want) {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// svcLogin handles a GET of a /svc/ route with SvcTokenParam: the admin token sets the route's
+// cookie and redirects to the URL without the parameter (true); any other value is refused
+// (true, 401). Without the parameter it does nothing (false).
+func svcLogin(w http.ResponseWriter, r *http.Request, t *tokenTable, admin string) bool {
+	name := svcRoute(r.URL.Path)
+	q := r.URL.Query()
+	if name == "" || r.Method != http.MethodGet || !q.Has(SvcTokenParam) {
+		return false
+	}
+	p, ok := t.lookupToken(q.Get(SvcTokenParam))
+	if !ok || !p.admin {
+		writeError(w, http.StatusUnauthorized, "wrong "+SvcTokenParam+": "+SvcPrefix+" routes take the admin token")
+		return true
+	}
+	http.SetCookie(w, &http.Cookie{Name: svcCookie, Value: svcMAC(admin, name), Path: SvcPrefix + name + "/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	q.Del(SvcTokenParam)
+	u := *r.URL
+	u.RawQuery = q.Encode()
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+	return true
+}
+
+// upgrade reports whether r asks to switch protocols (a websocket).
+func upgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" && strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade")
+}
+
+// sameOrigin reports whether a browser's origin is the gateway's own as r reached it.
+func sameOrigin(origin string, r *http.Request) bool {
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, r.Host)
+}

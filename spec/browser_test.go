@@ -44,6 +44,16 @@ func TestParse_browserErrors(t *testing.T) {
 			want: []string{`testdata/env.yaml:7: browser.screenshots: screenshots are of the browser's page: set enabled: true too`},
 		},
 		{
+			name: "vnc without the browser",
+			in:   minimal + "browser:\n  vnc: true\n",
+			want: []string{`testdata/env.yaml:7: browser.vnc: vnc shows the browser live: set enabled: true too`},
+		},
+		{
+			name: "a server takes the browser's screen route",
+			in:   "name: ok\nservers:\n  - name: browser-vnc\n    image: x\n    port: 80\nbrowser: {enabled: true, vnc: true}\n",
+			want: []string{`testdata/env.yaml:3: servers[0].name: name "browser-vnc" is the gateway's route to the browser's screen while browser.vnc is true (line 6): rename the server`},
+		},
+		{
 			name: "a server takes the browser's name",
 			in:   "name: ok\nservers:\n  - name: browser\n    image: x\n    port: 80\nbrowser: {enabled: true}\n",
 			want: []string{`testdata/env.yaml:3: servers[0].name: name "browser" is the browser's host name while browser.enabled is true (line 6): rename the server`},
@@ -196,5 +206,61 @@ func TestComponents_browserScreenshots(t *testing.T) {
 				t.Errorf("screenshots %q: gateway command %q, want --screenshots browser %v", tt.value, c.Command, tt.want)
 			}
 		}
+	}
+}
+
+// With vnc the browser runs headed under the image's browser-vnc script, and the gateway
+// serves its noVNC as the service browser-vnc; without it neither appears.
+func TestComponents_browserVNC(t *testing.T) {
+	env, err := spec.Load("../examples/shop/browser.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(comps []spec.Component, name string) spec.Component {
+		t.Helper()
+		i := slices.IndexFunc(comps, func(c spec.Component) bool { return c.Name == name })
+		if i < 0 {
+			t.Fatalf("no component %s in %v", name, comps)
+		}
+		return comps[i]
+	}
+	comps, err := env.Components(spec.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, gw := find(comps, spec.BrowserName), find(comps, "gateway")
+	if br.Command[0] != "playwright-mcp" || !slices.Contains(br.Command, "--headless") || br.Env != nil {
+		t.Errorf("without vnc: browser command %q env %v, want headless playwright-mcp and no env", br.Command, br.Env)
+	}
+	if strings.Contains(strings.Join(gw.Command, " "), spec.BrowserVNCService) {
+		t.Errorf("without vnc: gateway command %q serves the browser's screen", gw.Command)
+	}
+
+	env.Browser.VNC = true
+	comps, err = env.Components(spec.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, gw = find(comps, spec.BrowserName), find(comps, "gateway")
+	if diff := cmp.Diff([]string{spec.BrowserVNCEntrypoint, "playwright-mcp", "--browser", "chromium"}, br.Command[:4]); diff != "" {
+		t.Errorf("with vnc: browser command (-want +got):\n%s", diff)
+	}
+	if slices.Contains(br.Command, "--headless") {
+		t.Errorf("with vnc: browser command %q is headless", br.Command)
+	}
+	if br.Env["VNC_WEB_PORT"] != "6080" || br.Port != spec.BrowserPort || !br.Private {
+		t.Errorf("with vnc: browser env %v port %d private %v", br.Env, br.Port, br.Private)
+	}
+	if want := "--service browser-vnc=http://browser:6080"; !strings.Contains(strings.Join(gw.Command, " "), want) {
+		t.Errorf("with vnc: gateway command %q lacks %q", gw.Command, want)
+	}
+	if !strings.HasPrefix(spec.BrowserVNCPage, "/svc/browser-vnc/vnc.html?") || !strings.Contains(spec.BrowserVNCPage, "path=websockify") {
+		t.Errorf("BrowserVNCPage %q", spec.BrowserVNCPage)
+	}
+
+	// Side by side (the process provider), the VNC port is claimed like the others.
+	env.Servers = append(env.Servers, spec.Server{Name: "clash", Image: "x", Port: spec.BrowserVNCPort})
+	if err := env.CheckSharedPorts(); err == nil || !strings.Contains(err.Error(), "browser.vnc: port 6080 clashes with servers[0].port") {
+		t.Errorf("CheckSharedPorts with a server on 6080: %v", err)
 	}
 }

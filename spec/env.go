@@ -47,6 +47,20 @@ const (
 	// for their frames: Docker's default 64 MiB crashes tabs on large pages. It counts against
 	// the memory limit.
 	BrowserShmSize int64 = 256 << 20
+	// BrowserVNCPort is where, with browser.vnc, websockify serves noVNC and the VNC stream in
+	// the browser's container (the image's browser-vnc script, VNC_WEB_PORT).
+	BrowserVNCPort = 6080
+	// BrowserVNCService is the gateway's name for the browser's noVNC: with browser.vnc it is
+	// served at /svc/browser-vnc/ with the admin token only, and no server or website may take
+	// the name.
+	BrowserVNCService = "browser-vnc"
+	// BrowserVNCPage is the noVNC page under the gateway's base URL, told to connect at once
+	// to the stream beside it (noVNC 1.6 resolves path against the page's URL, so
+	// /svc/browser-vnc/websockify) and to scale the screen to the window.
+	BrowserVNCPage = "/svc/" + BrowserVNCService + "/vnc.html?autoconnect=1&resize=scale&path=websockify"
+	// BrowserVNCEntrypoint is the image's script that starts Xvfb, x11vnc and websockify and
+	// then runs the rest of the command on that display.
+	BrowserVNCEntrypoint = "browser-vnc"
 )
 
 // Transport is how an MCP server speaks.
@@ -224,6 +238,11 @@ type Browser struct {
 	// attached to that call's result as an image, so that it is kept with the run's trajectory;
 	// empty or [ScreenshotsNone] (the default): never.
 	Screenshots string `yaml:"screenshots"`
+	// VNC runs Chromium headed on a virtual display (Xvfb) that a person watches and drives
+	// live through noVNC, served by the gateway at /svc/browser-vnc/ with the admin token only
+	// (BrowserVNCPage); the image must have BrowserVNCEntrypoint (the default one does).
+	// Without it the browser is headless and nothing of that runs.
+	VNC bool `yaml:"vnc"`
 	// Image is the browser's image (DefaultBrowserImage).
 	Image string `yaml:"image"`
 	// Resources are the browser's limits (DefaultMemory, DefaultCPUs: Chromium needs about

@@ -83,7 +83,7 @@ func (d *decoder) decodeEnv(n *yaml.Node, e *Env) {
 }
 
 func (d *decoder) decodeBrowser(n *yaml.Node, path string, b *Browser) {
-	d.Fields(n, path, []string{"enabled", "vision", "screenshots", "image", "resources"}, func(key string, v *yaml.Node, p string) {
+	d.Fields(n, path, []string{"enabled", "vision", "screenshots", "vnc", "image", "resources"}, func(key string, v *yaml.Node, p string) {
 		switch key {
 		case "enabled":
 			b.Enabled = d.Boolean(v, p)
@@ -91,6 +91,8 @@ func (d *decoder) decodeBrowser(n *yaml.Node, path string, b *Browser) {
 			b.Vision = d.Boolean(v, p)
 		case "screenshots":
 			b.Screenshots = d.Str(v, p)
+		case "vnc":
+			b.VNC = d.Boolean(v, p)
 		case "image":
 			b.Image = d.Str(v, p)
 		case "resources":

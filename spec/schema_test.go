@@ -54,6 +54,7 @@ func TestEnvSchema_rejects(t *testing.T) {
 		{"no servers", "name: ok\n"},
 		{"browser typo", minimal + "browser: {enabeld: true}\n"},
 		{"browser enabled not a bool", minimal + "browser: {enabled: yes}\n"},
+		{"browser vnc not a bool", minimal + "browser: {enabled: true, vnc: on}\n"},
 		{"browser resources typo", minimal + "browser: {enabled: true, resources: {mem: 1g}}\n"},
 		{"browser off alone", "name: ok\nbrowser: {enabled: false}\n"},
 	}

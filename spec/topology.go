@@ -359,14 +359,19 @@ func (t *topology) appEnv(vars map[string]string, schema, p string) map[string]s
 // Playwright MCP server on BrowserPort over streamable HTTP (any Host header: the gateway reaches
 // it by its name), headless Debian Chromium without its own sandbox (the container is the
 // sandbox, and Chromium's needs capabilities agentenv's containers drop), a fresh profile kept
-// in memory, and with vision the coordinate tools. Chromium sends everything through a proxy
+// in memory, and with vision the coordinate tools. With vnc it is headed instead, under the
+// image's BrowserVNCEntrypoint, on the display noVNC shows. Chromium sends everything through a proxy
 // that is not there (BrowserProxy) but for the hosts and the env's egress prefixes (ports
 // aside), so it reaches nothing else whatever the network allows; loopback included, which
 // Playwright takes through the proxy too.
 func (e *Env) BrowserCommand(hosts []string) []string {
-	cmd := []string{"playwright-mcp", "--headless", "--browser", "chromium", "--executable-path", "/usr/bin/chromium",
+	cmd := []string{"playwright-mcp", "--headless"}
+	if e.Browser.VNC {
+		cmd = []string{BrowserVNCEntrypoint, "playwright-mcp"}
+	}
+	cmd = append(cmd, "--browser", "chromium", "--executable-path", "/usr/bin/chromium",
 		"--no-sandbox", "--isolated", "--host", "0.0.0.0", "--port", strconv.Itoa(BrowserPort), "--allowed-hosts", "*",
-		"--output-dir", "/tmp/playwright-mcp"}
+		"--output-dir", "/tmp/playwright-mcp")
 	bypass := slices.Clone(hosts)
 	for _, r := range e.EgressRules() {
 		bypass = append(bypass, r.CIDR)
@@ -396,11 +401,16 @@ func (t *topology) browser() (Component, bool) {
 	for _, w := range t.e.Websites {
 		hosts = append(hosts, t.host(w.Name))
 	}
+	var env map[string]string
+	if b.VNC {
+		env = map[string]string{"VNC_WEB_PORT": strconv.Itoa(BrowserVNCPort)}
+	}
 	return Component{
 		Role:         agentenv.RoleMCPServer,
 		Name:         BrowserName,
 		Image:        b.Image,
 		Command:      t.e.BrowserCommand(hosts),
+		Env:          env,
 		Port:         BrowserPort,
 		Path:         DefaultPath,
 		ReadyTimeout: DefaultReadyTimeout,
@@ -451,9 +461,10 @@ func (t *topology) dbMCP() (Component, bool) {
 }
 
 // gateway returns the gateway's component, if the env has one on. It fronts backends (NAME=URL,
-// from servers) and db-mcp, serves the websites (sites, its flags from websites) and the DB web
-// UI as its /svc/db-web/, and starts once every server's component and db-mcp is ready: the
-// websites are readied through it afterwards.
+// from servers) and db-mcp, serves the websites (sites, its flags from websites), the DB web UI
+// as its /svc/db-web/ and with browser.vnc the browser's noVNC as /svc/browser-vnc/, and starts
+// once every server's component and db-mcp is ready: the websites are readied through it
+// afterwards.
 func (t *topology) gateway(backends, sites []string) (Component, bool) {
 	e, db := t.e, t.e.ServiceDB
 	if !e.Gateway.On() {
@@ -480,6 +491,9 @@ func (t *topology) gateway(backends, sites []string) (Component, bool) {
 	}
 	if db != nil && db.WebUI.Enabled { // the DB web UI is also the gateway's /svc/db-web/
 		cmd = append(cmd, "--service", fmt.Sprintf("%s=http://%s", nameDBWeb, net.JoinHostPort(t.host(nameDBWeb), strconv.Itoa(db.WebUI.Port))))
+	}
+	if e.Browser.Enabled && e.Browser.VNC { // the browser's screen, /svc/browser-vnc/
+		cmd = append(cmd, "--service", fmt.Sprintf("%s=http://%s", BrowserVNCService, net.JoinHostPort(t.host(BrowserName), strconv.Itoa(BrowserVNCPort))))
 	}
 	if len(sites) > 0 {
 		// The websites' URLs through the gateway as the env's components reach it (with a

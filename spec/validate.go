@@ -169,6 +169,9 @@ func (e *Env) validate(failed map[string]bool) []error {
 	if first, taken := firstName[BrowserName]; taken && e.Browser.Enabled {
 		c.errorf(first+".name", "name %q is the browser's host name while browser.enabled is true (line %d): rename the %s", BrowserName, c.line("browser.enabled"), kindOf(first))
 	}
+	if first, taken := firstName[BrowserVNCService]; taken && e.Browser.Enabled && e.Browser.VNC {
+		c.errorf(first+".name", "name %q is the gateway's route to the browser's screen while browser.vnc is true (line %d): rename the %s", BrowserVNCService, c.line("browser.vnc"), kindOf(first))
+	}
 	if e.ServiceDB != nil {
 		c.serviceDB("service_db", e.ServiceDB)
 	}
@@ -190,6 +193,9 @@ func (c *checker) browser(p string, b *Browser) {
 		}
 		if b.Screenshots == ScreenshotsEachStep {
 			c.errorf(p+".screenshots", "screenshots are of the browser's page: set enabled: true too")
+		}
+		if b.VNC {
+			c.errorf(p+".vnc", "vnc shows the browser live: set enabled: true too")
 		}
 		return
 	}
@@ -463,6 +469,9 @@ func (e *Env) CheckSharedPorts() error {
 	}
 	if e.Browser.Enabled {
 		claim("browser", BrowserPort)
+		if e.Browser.VNC {
+			claim("browser.vnc", BrowserVNCPort)
+		}
 	}
 	if db := e.ServiceDB; db != nil {
 		claim("service_db", DBPort)

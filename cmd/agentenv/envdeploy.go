@@ -115,6 +115,9 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			if u := res.Doc.URLs["db-web"]; u != "" {
 				fmt.Fprintf(a.stdout, "db web UI   %s\n", u)
 			}
+			if u := res.Doc.URLs[spec.BrowserVNCService]; u != "" {
+				fmt.Fprintf(a.stdout, "browser vnc %s (admin token)\n", u)
+			}
 			fmt.Fprintf(a.stdout, "tear down:  agentenv env teardown %s\n", res.Doc.ID)
 			return nil
 		},

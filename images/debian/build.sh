@@ -11,7 +11,8 @@
 #   browser        agentenv-browser:local    (Debian's Chromium + @playwright/mcp, port 8931)
 #
 # It is idempotent: an image built from the same recipe is kept (FORCE=1 rebuilds the named image, not
-# its base). Needs root (debootstrap), docker, and the Debian mirror (MIRROR, default
+# its base). TAG names the image instead of the tag above, to try a changed recipe beside the
+# shared image. Needs root (debootstrap), docker, and the Debian mirror (MIRROR, default
 # http://deb.debian.org/debian). The host CA bundle is copied into the build context at build
 # time so HTTPS through this machine's proxy works inside the build; it is never committed.
 set -eu
@@ -48,7 +49,7 @@ base() {
 # image NAME TAG SUITE builds TAG from the recipe in $here/NAME on agentenv-debian:SUITE.
 # (Shell variables are global: base uses btag, image uses itag.)
 image() {
-	name=$1 itag=$2 suite=$3
+	name=$1 itag=${TAG:-$2} suite=$3
 	# The recipe's digest is a label of the image: an image built from an older recipe is
 	# rebuilt, so a changed recipe never hides behind a cached image.
 	recipe=$(cd "$here/$name" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
