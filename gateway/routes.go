@@ -19,7 +19,7 @@ import (
 const maxControlBody = 4 << 20
 
 // routes builds the gateway's handler: the Origin check on every route, then /healthz without
-// auth, then the bearer token on everything else (or, on a /svc/ route, its cookie: svc.go).
+// auth, then the bearer token on everything else (or, on a route a person opens, its cookie: svc.go).
 func (g *Gateway) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(envproto.MCPPath, g.mcp)
@@ -44,9 +44,9 @@ func (g *Gateway) routes() http.Handler {
 
 	toks := newTokenTable(g.cfg.Token, g.cfg.RoleTokens)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A page the gateway serves under /svc/ (noVNC) calls back to its own origin, wherever
-		// the gateway is reached.
-		if o := r.Header.Get("Origin"); o != "" && !g.originAllowed(o) && (svcRoute(r.URL.Path) == "" || !sameOrigin(o, r)) {
+		// A page the gateway serves to a person (noVNC under /svc/, a website) calls back to its
+		// own origin, wherever the gateway is reached.
+		if o := r.Header.Get("Origin"); o != "" && !g.originAllowed(o) && (personRoute(r.URL.Path) == "" || !sameOrigin(o, r)) {
 			writeError(w, http.StatusForbidden, "origin "+o+" not allowed")
 			return
 		}

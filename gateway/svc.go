@@ -106,12 +106,15 @@ type svcWriter struct{ statusWriter }
 // Unwrap gives http.ResponseController the connection's writer, to flush streamed answers.
 func (w *svcWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// A person's browser cannot send a bearer token, so a /svc/NAME/ route (the DB web UI, the
-// browser's noVNC) also takes the admin token once as the query parameter SvcTokenParam of a
-// GET: the gateway answers with a cookie for that route alone and a redirect to the same URL
-// without the token. The cookie holds not the token but an HMAC of the route under it, so it
-// opens that route and nothing else, here or on another gateway of the same host (cookies do not
-// tell ports apart); it is HttpOnly and SameSite=Strict, and the gateway never passes cookies on.
+// A person's browser cannot send a bearer token, so the routes a person opens in one (a
+// /svc/NAME/ route: the DB web UI, the browser's noVNC; and a /website/NAME/ route) also take
+// the admin token once as the query parameter SvcTokenParam of a GET: the gateway answers with a
+// cookie for that route alone and a redirect to the same URL without the token. The cookie holds
+// not the token but an HMAC of the route under it, so it opens that route and nothing else, here
+// or on another gateway of the same host (cookies do not tell ports apart); it is HttpOnly and
+// SameSite=Strict, and the gateway never passes it on. On a /svc/ route it opens reads only
+// (GET and HEAD: a websocket's upgrade is a GET), since an extension's other methods are control
+// calls; on a website it opens every method, as a person using the site needs (its forms).
 const (
 	// SvcTokenParam is the query parameter that trades the admin token for a route's cookie.
 	SvcTokenParam = "access_token"
@@ -119,31 +122,37 @@ const (
 	svcCookie = "agentenv-svc"
 )
 
-// svcRoute returns the name of the /svc/ route of path, or "" if path is not under one.
-func svcRoute(path string) string {
-	rest, ok := strings.CutPrefix(path, SvcPrefix)
-	if !ok {
-		return ""
+// personRoute returns the route of path that a person's browser may open with a cookie
+// ("/svc/NAME/" or "/website/NAME/"), or "" if path is under none.
+func personRoute(path string) string {
+	for _, prefix := range []string{SvcPrefix, WebsitePrefix} {
+		if rest, ok := strings.CutPrefix(path, prefix); ok {
+			if name, _, _ := strings.Cut(rest, "/"); name != "" {
+				return prefix + name + "/"
+			}
+		}
 	}
-	name, _, _ := strings.Cut(rest, "/")
-	return name
+	return ""
 }
 
-// svcMAC is the value of route name's cookie for admin token admin.
-func svcMAC(admin, name string) string {
+// svcMAC is the value of route's cookie for admin token admin.
+func svcMAC(admin, route string) string {
 	m := hmac.New(sha256.New, []byte(admin))
-	m.Write([]byte("agentenv svc cookie\x00" + name))
+	m.Write([]byte("agentenv route cookie\x00" + route))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// svcCookieAuth reports whether r, a GET or HEAD (a websocket's upgrade is a GET) of a /svc/
-// route, carries that route's cookie for admin token admin.
+// svcCookieAuth reports whether r carries the cookie of its route for admin token admin, in a
+// method that cookie opens.
 func svcCookieAuth(r *http.Request, admin string) bool {
-	name := svcRoute(r.URL.Path)
-	if name == "" || admin == "" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+	route := personRoute(r.URL.Path)
+	if route == "" || admin == "" {
 		return false
 	}
-	want := []byte(svcMAC(admin, name))
+	if strings.HasPrefix(route, SvcPrefix) && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	want := []byte(svcMAC(admin, route))
 	ok := false
 	for _, c := range r.CookiesNamed(svcCookie) {
 		if hmac.Equal([]byte(c.Value), want) {
@@ -153,21 +162,21 @@ func svcCookieAuth(r *http.Request, admin string) bool {
 	return ok
 }
 
-// svcLogin handles a GET of a /svc/ route with SvcTokenParam: the admin token sets the route's
-// cookie and redirects to the URL without the parameter (true); any other value is refused
-// (true, 401). Without the parameter it does nothing (false).
+// svcLogin handles a GET of a person's route with SvcTokenParam: the admin token sets the
+// route's cookie and redirects to the URL without the parameter (true); any other value is
+// refused (true, 401). Without the parameter it does nothing (false).
 func svcLogin(w http.ResponseWriter, r *http.Request, t *tokenTable, admin string) bool {
-	name := svcRoute(r.URL.Path)
+	route := personRoute(r.URL.Path)
 	q := r.URL.Query()
-	if name == "" || r.Method != http.MethodGet || !q.Has(SvcTokenParam) {
+	if route == "" || r.Method != http.MethodGet || !q.Has(SvcTokenParam) {
 		return false
 	}
 	p, ok := t.lookupToken(q.Get(SvcTokenParam))
 	if !ok || !p.admin {
-		writeError(w, http.StatusUnauthorized, "wrong "+SvcTokenParam+": "+SvcPrefix+" routes take the admin token")
+		writeError(w, http.StatusUnauthorized, "wrong "+SvcTokenParam+": "+route+" takes the admin token")
 		return true
 	}
-	http.SetCookie(w, &http.Cookie{Name: svcCookie, Value: svcMAC(admin, name), Path: SvcPrefix + name + "/",
+	http.SetCookie(w, &http.Cookie{Name: svcCookie, Value: svcMAC(admin, route), Path: route,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	q.Del(SvcTokenParam)
 	u := *r.URL
@@ -175,6 +184,23 @@ func svcLogin(w http.ResponseWriter, r *http.Request, t *tokenTable, admin strin
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 	return true
+}
+
+// withoutRouteCookie removes the gateway's own cookie from h's Cookie header, keeping the
+// site's own cookies.
+func withoutRouteCookie(h http.Header) {
+	var keep []string
+	for _, line := range h.Values("Cookie") {
+		for _, c := range strings.Split(line, ";") {
+			if name, _, _ := strings.Cut(strings.TrimSpace(c), "="); name != svcCookie && strings.TrimSpace(c) != "" {
+				keep = append(keep, strings.TrimSpace(c))
+			}
+		}
+	}
+	h.Del("Cookie")
+	if len(keep) > 0 {
+		h.Set("Cookie", strings.Join(keep, "; "))
+	}
 }
 
 // upgrade reports whether r asks to switch protocols (a websocket).

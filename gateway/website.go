@@ -91,6 +91,7 @@ func (g *Gateway) serveWebsite(w http.ResponseWriter, r *http.Request) {
 			pr.Out.URL.RawPath = ""
 			pr.Out.Host = site.base.Host
 			pr.Out.Header.Del("Authorization")
+			withoutRouteCookie(pr.Out.Header)
 			pr.Out.Header.Set(RoleHeader, role)
 			pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(websitePath(name), "/"))
 			pr.SetXForwarded()

@@ -123,3 +123,64 @@ func TestGateway_Website(t *testing.T) {
 		t.Errorf("a website named as a server: %v", err)
 	}
 }
+
+// A person's browser opens a website with the admin token once in the query: it gets a cookie
+// for that website alone, which then opens every method there (the site's forms), from the
+// gateway's own origin, and reaches the site without the gateway's cookie but with the site's
+// own; it opens nothing else.
+func TestGateway_WebsiteCookieLogin(t *testing.T) {
+	var gotMethod, gotCookie string
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotMethod, gotCookie = r.Method, r.Header.Get("Cookie")
+		_, _ = w.Write([]byte("ok"))
+	}))
+	t.Cleanup(site.Close)
+	_, srv := newGateway(t, gateway.Config{
+		Websites:   []gateway.Backend{{Name: "shop", URL: site.URL}, {Name: "other", URL: site.URL}},
+		RoleTokens: map[string]string{"agent": "agent-token"},
+	}, newBackend(t, "kv", false, "echo"))
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	send := func(method, path string, cookies []*http.Cookie, origin string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cookies {
+			req.AddCookie(c)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+
+	resp := send("GET", "/website/shop/?"+gateway.SvcTokenParam+"="+testToken, nil, "")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/website/shop/" {
+		t.Fatalf("login: %d to %q, want 303 to the page without the token", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	cookies := resp.Cookies()
+	if len(cookies) != 1 || cookies[0].Path != "/website/shop/" || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("login cookies %+v, want one HttpOnly, strict, for /website/shop/ alone", cookies)
+	}
+	withSite := append(slices.Clone(cookies), &http.Cookie{Name: "cart", Value: "2"})
+	if r := send("POST", "/website/shop/order", withSite, srv.URL); r.StatusCode != http.StatusOK || gotMethod != "POST" || gotCookie != "cart=2" {
+		t.Errorf("same-origin POST with the cookie: %d, the site got %s with Cookie %q; want 200, POST, cart=2 alone", r.StatusCode, gotMethod, gotCookie)
+	}
+	if r := send("POST", "/website/shop/order", cookies, "http://evil.example"); r.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-origin POST with the cookie: %d, want 403", r.StatusCode)
+	}
+	for _, path := range []string{"/website/other/", "/state", "/svc/db-web/"} {
+		if r := send("GET", path, cookies, ""); r.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s with the shop's cookie: %d, want 401", path, r.StatusCode)
+		}
+	}
+	if r := send("GET", "/website/shop/?"+gateway.SvcTokenParam+"=agent-token", nil, ""); r.StatusCode != http.StatusUnauthorized || len(r.Cookies()) != 0 {
+		t.Errorf("login with a role token: %d cookies %v, want 401 and none", r.StatusCode, r.Cookies())
+	}
+}
