@@ -130,6 +130,7 @@ func TestWebsiteShop(t *testing.T) {
 	if u := res.Doc.URLs["shop"]; !strings.HasSuffix(u, "/website/shop/") {
 		t.Errorf("the deployment's URL of the shop: %q", u)
 	}
+	openShopInChromium(t, res)
 }
 
 // TestWebsiteNeverReady deploys a website whose ready_path never answers 2xx: the deploy fails
