@@ -257,6 +257,15 @@ func (h *Host) waitEngine(ctx context.Context, name string) error {
 	}
 }
 
+// Prepare builds the template now (the preloaded images loaded into an engine), once, so that
+// the first Start does not pay for it within its caller's deadline; Start calls it too.
+func (h *Host) Prepare(ctx context.Context) error {
+	if err := h.template(ctx); err != nil {
+		return fmt.Errorf("emuvm: prepare: %w", err)
+	}
+	return nil
+}
+
 // template builds the template volume once: a DinD container on it loads every preloaded image,
 // then stops cleanly and is removed, leaving the volume.
 func (h *Host) template(ctx context.Context) error {

@@ -39,6 +39,10 @@ func dockerEmulator(t *testing.T, vm bool, preload ...string) (*modalemu.Server,
 				t.Errorf("close the vm host: %v", err)
 			}
 		})
+		// The template is the rig's: its build does not count against the first deploy.
+		if err := host.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		o.VM = host
 	}
 	emu, err := modalemu.StartWith(o)
