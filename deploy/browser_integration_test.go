@@ -250,18 +250,7 @@ func (r *rig) runOn(netID string, res *deploy.Result, args ...string) (string, e
 }
 
 // browserEnv is examples/shop/browser.yaml with this checkout's images.
-func (r *rig) browserEnv() *spec.Env {
-	r.t.Helper()
-	env, err := spec.Load("../examples/shop/browser.yaml")
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	env.Websites[0].Backend.Image = r.runtime
-	env.ServiceDB.Image = postgresImage
-	env.ServiceDB.DBMCP.Image = r.runtime
-	env.Gateway.Image = r.runtime
-	return env
-}
+func (r *rig) browserEnv() *spec.Env { return r.shopFile("../examples/shop/browser.yaml") }
 
 // TestBrowserCancelAtEveryEvent deploys examples/shop/browser.yaml once to learn its progress
 // events, then once per event cancelled at that event (Ctrl-C as the CLI sees it): each deploy

@@ -22,9 +22,12 @@ import (
 )
 
 // shopEnv is examples/shop/env.yaml with this checkout's images.
-func (r *rig) shopEnv() *spec.Env {
+func (r *rig) shopEnv() *spec.Env { return r.shopFile("../examples/shop/env.yaml") }
+
+// shopFile is the shop env file at path with this checkout's images.
+func (r *rig) shopFile(path string) *spec.Env {
 	r.t.Helper()
-	env, err := spec.Load("../examples/shop/env.yaml")
+	env, err := spec.Load(path)
 	if err != nil {
 		r.t.Fatal(err)
 	}
