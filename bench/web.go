@@ -313,16 +313,11 @@ func call(ctx context.Context, s *mcp.ClientSession, tool string, args map[strin
 	if err != nil {
 		return "", took, fmt.Errorf("%s: %w", tool, err)
 	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(t.Text)
-		}
-	}
+	text, _ := mcpclient.Text(res)
 	if res.IsError {
-		return b.String(), took, fmt.Errorf("%s: %s", tool, tail(b.String(), 300))
+		return text, took, fmt.Errorf("%s: %s", tool, tail(text, 300))
 	}
-	return b.String(), took, nil
+	return text, took, nil
 }
 
 // peakMemory reads the engine's stats stream of container id until ctx ends, keeping the

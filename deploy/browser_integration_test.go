@@ -5,7 +5,6 @@ package deploy_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -279,26 +278,6 @@ func TestBrowserCancelAtEveryEvent(t *testing.T) {
 	if !sawBrowser || !sawBrowserNet {
 		t.Fatalf("the deploy's events have no browser (%v) or browser network (%v): %+v", sawBrowser, sawBrowserNet, events)
 	}
-	for k := range events {
-		step := time.Now()
-		ctx, cancel := context.WithCancel(t.Context())
-		seen := 0
-		id := r.name()
-		_, err := r.d.Deploy(ctx, r.browserEnv(), deploy.Options{Provider: "docker", Name: id,
-			Progress: func(deploy.Event) {
-				if seen == k {
-					cancel()
-				}
-				seen++
-			}})
-		cancel()
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("cancel at %s %s: Deploy = %v, want context.Canceled", events[k].Component, events[k].Phase, err)
-		}
-		if left := r.leftovers(id); len(left) != 0 {
-			t.Errorf("cancel at %s %s left %v", events[k].Component, events[k].Phase, left)
-		}
-		t.Logf("cancel at event %d (%s %s): %s", k, events[k].Component, events[k].Phase, time.Since(step).Round(time.Millisecond))
-	}
+	r.cancelAtEachEvent(r.browserEnv, deploy.Options{Provider: "docker"}, events)
 	t.Logf("cancelled at each of %d events in %s", len(events), time.Since(begin).Round(time.Millisecond))
 }

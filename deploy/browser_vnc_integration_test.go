@@ -43,14 +43,7 @@ func browserImage() string {
 func TestBrowserVNCShop(t *testing.T) {
 	r := newRig(t, nil)
 	load := func(vnc bool) *spec.Env {
-		env, err := spec.Load("../examples/shop/browser.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		env.Websites[0].Backend.Image = r.runtime
-		env.ServiceDB.Image = postgresImage
-		env.ServiceDB.DBMCP.Image = r.runtime
-		env.Gateway.Image = r.runtime
+		env := r.browserEnv()
 		env.Browser.Image = browserImage()
 		env.Browser.VNC = vnc
 		return env

@@ -282,27 +282,39 @@ func TestCancelAtEveryStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			teardown(t, r, res.Doc.ID)
-			for k := range events {
-				ctx, cancel := context.WithCancel(t.Context())
-				seen := 0
-				id := r.name()
-				_, err := r.d.Deploy(ctx, r.kvEnv(""), deploy.Options{Provider: "docker", Mode: mode, Name: id,
-					Progress: func(deploy.Event) {
-						if seen == k {
-							cancel()
-						}
-						seen++
-					}})
-				cancel()
-				if !errors.Is(err, context.Canceled) {
-					t.Errorf("cancel at %s %s: Deploy = %v, want context.Canceled", events[k].Component, events[k].Phase, err)
-				}
-				if left := r.leftovers(id); len(left) != 0 {
-					t.Errorf("cancel at %s %s left %v", events[k].Component, events[k].Phase, left)
-				}
-			}
+			r.cancelAtEachEvent(func() *spec.Env { return r.kvEnv("") }, deploy.Options{Provider: "docker", Mode: mode}, events)
 			t.Logf("%s mode: cancelled at each of %d boundaries", mode, len(events))
 		})
+	}
+}
+
+// cancelAtEachEvent deploys env() with opts once for each of events (those of an uncancelled
+// deploy), one after another, cancelling the k-th at its k-th progress event: each returns
+// context.Canceled and leaves nothing labelled with its deployment.
+func (r *rig) cancelAtEachEvent(env func() *spec.Env, opts deploy.Options, events []deploy.Event) {
+	t := r.t
+	t.Helper()
+	for k := range events {
+		step := time.Now()
+		ctx, cancel := context.WithCancel(t.Context())
+		seen := 0
+		o := opts
+		o.Name = r.name()
+		o.Progress = func(deploy.Event) {
+			if seen == k {
+				cancel()
+			}
+			seen++
+		}
+		_, err := r.d.Deploy(ctx, env(), o)
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancel at %s %s: Deploy = %v, want context.Canceled", events[k].Component, events[k].Phase, err)
+		}
+		if left := r.leftovers(o.Name); len(left) != 0 {
+			t.Errorf("cancel at %s %s left %v", events[k].Component, events[k].Phase, left)
+		}
+		t.Logf("cancel at event %d (%s %s): %s", k, events[k].Component, events[k].Phase, time.Since(step).Round(time.Millisecond))
 	}
 }
 

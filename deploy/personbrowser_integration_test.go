@@ -4,7 +4,6 @@ package deploy_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,25 +12,15 @@ import (
 
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/gateway"
+	"github.com/agentenv/agentenv/internal/chromiumtest"
 )
-
-// chromium is Debian's Chromium (apt-get install chromium), which .ci/run installs.
-const chromium = "/usr/bin/chromium"
 
 // openShopInChromium is a person opening the deployed shop through the gateway in a real
 // browser: the admin token once in the URL, then the page, an order placed with its form (a
 // POST that carries the gateway's cookie from the gateway's own origin), and its confirmation.
 func openShopInChromium(t *testing.T, res *deploy.Result) {
 	t.Helper()
-	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("browser tests need Debian's Chromium at %s (apt-get install chromium): %v", chromium, err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.Flag("disable-dev-shm-usage", true))
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
-	tab, cancel := chromedp.NewContext(actx)
-	defer cancel()
+	tab := chromiumtest.Tab(t)
 	ctx, cancelWait := context.WithTimeout(tab, 90*time.Second)
 	defer cancelWait()
 	base := strings.TrimSuffix(res.GatewayURL, "/mcp") + "/website/shop/"

@@ -23,13 +23,11 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/explorer"
+	"github.com/agentenv/agentenv/internal/chromiumtest"
 	"github.com/agentenv/agentenv/internal/testbin"
 	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
-
-// chromium is Debian's Chromium (apt-get install chromium), which .ci/run installs.
-const chromium = "/usr/bin/chromium"
 
 // browserTest is one agentenv state folder, the CLI that writes it, an `agentenv ui` over it
 // and a headless Chromium looking at that.
@@ -250,26 +248,9 @@ func (b *browserTest) startUI() {
 	}
 }
 
-// newTab starts a headless Chromium for the test and returns its tab.
-func newTab(t *testing.T) context.Context {
-	t.Helper()
-	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("browser tests need Debian's Chromium at %s (apt-get install chromium): %v", chromium, err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
-}
-
 func (b *browserTest) startBrowser() {
 	b.t.Helper()
-	ctx := newTab(b.t)
+	ctx := chromiumtest.Tab(b.t, chromedp.WindowSize(1400, 1000))
 	// confirm() of the buttons is accepted; an alert() means script from data ran.
 	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
 	go func() {
@@ -544,7 +525,7 @@ func TestRunsPageRendered10k(t *testing.T) {
 	for g := range 2500 {
 		r.putGroup(t, "notes-task", 4, t0.Add(time.Duration(g)*time.Minute), func(i int) *float64 { return ptr(float64(i % 2)) })
 	}
-	tab := newTab(t)
+	tab := chromiumtest.Tab(t, chromedp.WindowSize(1400, 1000))
 	for _, path := range []string{"/runs", "/runs?outcome=passed", "/"} {
 		ctx, cancel := context.WithTimeout(tab, time.Minute)
 		if err := chromedp.Do(ctx, chromedp.Navigate(r.srv.URL+path), chromedp.WaitVisible(chromedp.CSS("table.grid tbody tr"))); err != nil {

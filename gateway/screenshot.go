@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentenv/agentenv/mcpclient"
 )
 
 // ScreenshotTools are the Playwright MCP server's tools that act on the page (navigate, click,
@@ -98,14 +100,9 @@ func appendContent(raw json.RawMessage, parts []any) (json.RawMessage, error) {
 	return json.Marshal(res)
 }
 
-// resultText is the text parts of res, joined, for an error message.
+// resultText is the text of res, cut to 200 bytes, for an error message.
 func resultText(res *mcp.CallToolResult) string {
-	var s string
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			s += t.Text
-		}
-	}
+	s, _ := mcpclient.Text(res)
 	if len(s) > 200 {
 		s = s[:200] + "..."
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/agentenv/agentenv/internal/chromiumtest"
 	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
@@ -101,7 +102,7 @@ func TestRunShopTaskK4(t *testing.T) {
 	// The explorer's trajectory page of the first run shows each screenshot, and Chromium
 	// loads every one of them.
 	base := c.startUI()
-	tab := chromeTab(t)
+	tab := chromiumtest.Tab(t)
 	url := base + "/runs/" + rows[0][1] + "/trajectory/agent"
 	tctx, tcancel := context.WithTimeout(tab, time.Minute)
 	defer tcancel()
@@ -168,23 +169,4 @@ func (c *cli) startUI() string {
 		c.t.Fatal("agentenv ui printed no URL within 30 s")
 	}
 	return ""
-}
-
-// chromeTab starts a headless Debian Chromium (which .ci/run installs) for the test and returns
-// its tab.
-func chromeTab(t *testing.T) context.Context {
-	t.Helper()
-	const chromium = "/usr/bin/chromium"
-	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("browser tests need Debian's Chromium at %s (apt-get install chromium): %v", chromium, err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.Flag("disable-dev-shm-usage", true))
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
 }

@@ -3,13 +3,10 @@
 package main_test
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -20,30 +17,7 @@ import (
 func TestUIStartedRunIsAGroup(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	ui := c.cmd(t.Context(), nil, "ui", "--listen", "127.0.0.1:0")
-	stdout, err := ui.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var uiErr bytes.Buffer
-	ui.Stderr = &uiErr
-	if err := ui.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ui.Process.Signal(syscall.SIGINT)
-		ui.Wait()
-	})
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() {
-		t.Fatalf("agentenv ui printed no URL; stderr:\n%s", uiErr.String())
-	}
-	base, ok := strings.CutPrefix(strings.TrimSpace(lines.Text()), "explorer: ")
-	if !ok {
-		t.Fatalf("agentenv ui printed %q, want its URL", lines.Text())
-	}
-	base = strings.TrimSuffix(base, "/")
-	go io.Copy(io.Discard, stdout)
+	base := c.startUI()
 
 	getJSON := func(path string, out any) {
 		t.Helper()
