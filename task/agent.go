@@ -267,8 +267,8 @@ func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 	res.Outputs["input_tokens"] = strconv.FormatInt(out.usage.InputTokens, 10)
 	res.Outputs["output_tokens"] = strconv.FormatInt(out.usage.OutputTokens, 10)
 	res.Outputs["cost_usd"] = strconv.FormatFloat(out.usage.CostUSD, 'g', -1, 64)
-	if s.Sandbox != "" && s.Agent.Harness == nil { // a harness leaves its own, if any
-		s.leaveTrajectory(ctx, sc, tr.Path())
+	if in := s.workedIn(sc); in != "" && s.Agent.Harness == nil { // a harness leaves its own, if any
+		s.leaveTrajectory(ctx, sc, in, tr.Path())
 	}
 	if err != nil {
 		return res, err
@@ -281,15 +281,30 @@ func (s *promptAgent) Run(ctx context.Context, sc *scope) (Result, error) {
 // worked in: where Harbor's agents leave theirs for the task's tests and viewers.
 const AgentTrajectoryFile = "/logs/agent/trajectory.json"
 
-// leaveTrajectory writes the trajectory at path into the step's sandbox as AgentTrajectoryFile,
-// unless the step's own time is up (an agent that ran out of its wall time leaves the step
-// some). It is a courtesy to tests that read it: a failure is a warning, not the step's.
-func (s *promptAgent) leaveTrajectory(ctx context.Context, sc *scope, path string) {
+// workedIn returns the deploy_sandbox step whose sandbox the agent worked in: its own sandbox,
+// or the one whose terminal its env (a serve_tools step) serves, as an A2A agent's; "" if none.
+func (s *promptAgent) workedIn(sc *scope) string {
+	if s.Sandbox != "" || s.Env == "" {
+		return s.Sandbox
+	}
+	sc.e.mu.Lock()
+	defer sc.e.mu.Unlock()
+	if env := sc.e.envs[s.Env]; env != nil && env.local != nil {
+		return env.local.terminal
+	}
+	return ""
+}
+
+// leaveTrajectory writes the trajectory at path into the sandbox of step in as
+// AgentTrajectoryFile, unless the step's own time is up (an agent that ran out of its wall time
+// leaves the step some). It is a courtesy to tests that read it: a failure is a warning, not
+// the step's.
+func (s *promptAgent) leaveTrajectory(ctx context.Context, sc *scope, in, path string) {
 	if ctx.Err() != nil {
 		return
 	}
 	err := func() error {
-		ref, err := sc.sandbox(s.Sandbox)
+		ref, err := sc.sandbox(in)
 		if err != nil {
 			return err
 		}

@@ -213,7 +213,11 @@ func (s *serveTools) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	e := sc.e
 	e.mu.Lock()
-	e.envs[sc.s.ID] = &envRef{DeployedEnv: env, local: &localTools{close: closeFn}}
+	local := &localTools{close: closeFn}
+	if s.Terminal {
+		local.terminal = s.Sandbox
+	}
+	e.envs[sc.s.ID] = &envRef{DeployedEnv: env, local: local}
 	e.envOrder = append(e.envOrder, sc.s.ID)
 	e.mu.Unlock()
 	names := make([]string, 0, len(s.Servers)+1)
@@ -230,6 +234,9 @@ func (s *serveTools) Run(ctx context.Context, sc *scope) (Result, error) {
 type localTools struct {
 	once  sync.Once
 	close func(context.Context) error
+	// terminal is the deploy_sandbox step whose terminal the gateway serves, if it serves one:
+	// the sandbox an agent working through it works in.
+	terminal string
 }
 
 // shut closes the tools (once); later calls return nil.

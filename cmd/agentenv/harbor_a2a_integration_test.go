@@ -19,7 +19,8 @@ import (
 // TestHarborTaskWithA2AAgent runs a Harbor task (testdata/harbor/a2a-terminal, built from
 // ubuntu:24.04 mapped to the local Debian image) with the JS A2A agent on this host: the agent
 // is handed the task's container as MCP tools through the episode's gateway (the tools step),
-// runs the instruction with run_command, and the task's tests score 1; the step's trajectory
+// runs the instruction with run_command, and the task's tests score 1 (they also need the
+// agent's ATIF trajectory in the container, /logs/agent/trajectory.json); the step's trajectory
 // has the call and its result, and the gateway's trajectory the call as it reached the tools. The build image is
 // removed after, and nothing the run made is left.
 func TestHarborTaskWithA2AAgent(t *testing.T) {
