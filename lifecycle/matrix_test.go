@@ -154,6 +154,22 @@ func TestFaultMatrix(t *testing.T) {
 			},
 		},
 		{
+			name: "volume",
+			steps: []step{
+				{"ledger", "put", 1}, {"provider", "create_volume", 1}, {"ledger", "update", 1},
+				{"provider", "list", 1}, {"provider", "terminate", 1}, {"ledger", "update", 2},
+			},
+			run: func(ctx context.Context, r *rig, _ []string) error {
+				// As deploy_volume does: a volume a sandbox mounts, torn down after it.
+				vol, _, err := r.mgr.Create(ctx, lifecycle.CreateRequest{Provider: "fake", Kind: agentenv.KindVolume})
+				if err == nil {
+					_, _, err = r.mgr.Create(ctx, lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img", Mounts: []agentenv.Mount{{Volume: vol.ID, Path: "/data"}}}})
+				}
+				_, terr := r.mgr.TeardownIDs(context.Background(), mustIDs(r)...)
+				return errors.Join(err, terr)
+			},
+		},
+		{
 			name: "vm",
 			steps: []step{
 				{"ledger", "put", 1}, {"provider", "create_vm", 1}, {"ledger", "get", 1},
