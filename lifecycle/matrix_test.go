@@ -79,6 +79,9 @@ func (r *rig) assertClean(t *testing.T, when string) bool {
 	if imgs := r.fake.Images(); len(imgs) > 0 {
 		t.Errorf("%s: fake provider still holds images %v", when, imgs)
 	}
+	if vols := r.fake.Volumes(); len(vols) > 0 {
+		t.Errorf("%s: fake provider still holds volumes %v", when, vols)
+	}
 	recs, err := r.led.List(context.Background(), agentenv.Filter{})
 	if err != nil {
 		t.Fatal(err)
