@@ -43,7 +43,7 @@ type deploySandbox struct {
 	Aliases []string `yaml:"aliases"`
 	// Volumes are deploy_volume steps' volumes mounted into the sandbox, on their provider.
 	Volumes []sandboxVolume `yaml:"volumes"`
-	WorkDir string   `yaml:"workdir"` // working directory of the main process; the image's if empty
+	WorkDir string          `yaml:"workdir"` // working directory of the main process; the image's if empty
 	// User is who the command (and what runs in the sandbox) runs as: a name, uid or uid:gid
 	// the image knows; the image's user if empty. Only a provider that can (docker) takes it.
 	User string `yaml:"user"`
