@@ -41,9 +41,7 @@ type deploySandbox struct {
 	// network's provider; Aliases are the names the others on it reach the sandbox by.
 	Network string   `yaml:"network"`
 	Aliases []string `yaml:"aliases"`
-	// Volumes are deploy_volume steps' volumes mounted into the sandbox, on their provider.
-	Volumes []sandboxVolume `yaml:"volumes"`
-	WorkDir string          `yaml:"workdir"` // working directory of the main process; the image's if empty
+	WorkDir string   `yaml:"workdir"` // working directory of the main process; the image's if empty
 	// User is who the command (and what runs in the sandbox) runs as: a name, uid or uid:gid
 	// the image knows; the image's user if empty. Only a provider that can (docker) takes it.
 	User string `yaml:"user"`
@@ -58,6 +56,8 @@ type deploySandbox struct {
 	// exited 0: a setup sandbox (compose's service_completed_successfully) that must finish
 	// before its dependents start. The sandbox stays, exited, until the episode's teardown.
 	WaitExit bool `yaml:"wait_exit"`
+	// Volumes are deploy_volume steps' volumes mounted into the sandbox, on their provider.
+	Volumes []sandboxVolume `yaml:"volumes"`
 }
 
 // exitPoll is how often a wait_exit step asks whether its sandbox has exited.
