@@ -19,7 +19,7 @@
 //   - the sandbox: [SandboxSpec] says what to create, [Sandbox] is what a provider reports, and
 //     labels and [Role]s mark it (sandbox.go);
 //   - the provider: [Provider] and the optional abilities beyond it, [Networker], [VMHost],
-//     [Imager], [Execer] and the rest, listed by [AbilitiesOf] (provider.go), and
+//     [Imager], [Volumer], [Execer] and the rest, listed by [AbilitiesOf] (provider.go), and
 //     [Intercept], which wraps every call of one (intercept.go);
 //   - the record: [Record], its [State]s and [Kind]s, and the [Owner] working on it
 //     (record.go); the [Receipt] of a verified teardown (receipt.go);

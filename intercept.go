@@ -18,6 +18,8 @@ const (
 	// AbilityImageBuild is Imager: images built from a base with files added, such as a
 	// snapshot of a service DB, which the provider's own sandboxes then run.
 	AbilityImageBuild Ability = "image_build"
+	// AbilityVolumes is Volumer: volumes that several sandboxes mount (SandboxSpec.Mounts).
+	AbilityVolumes Ability = "volumes"
 )
 
 // Interceptor runs call, the provider operation op on behalf of a caller, and returns its error;
@@ -44,12 +46,13 @@ const (
 	OpEnsureImage   = "ensure_image"
 	OpLogs          = "logs"
 	OpCreateImage   = "create_image"
+	OpCreateVolume  = "create_volume"
 )
 
 // Ops returns every operation name an Interceptor sees.
 func Ops() []string {
 	return []string{OpCreate, OpGet, OpTerminate, OpList, OpCreateNetwork, OpCreateVM, OpRunInVM,
-		OpRemoveFromVM, OpExecInVM, OpExec, OpAttach, OpWriteFile, OpReadFile, OpEnsureImage, OpLogs, OpCreateImage}
+		OpRemoveFromVM, OpExecInVM, OpExec, OpAttach, OpWriteFile, OpReadFile, OpEnsureImage, OpLogs, OpCreateImage, OpCreateVolume}
 }
 
 // Intercept returns p with every operation, of the Provider interface and of each ability p
@@ -84,6 +87,9 @@ func Intercept(p Provider, f Interceptor) Provider {
 	}
 	if in.Imager != nil {
 		w.abilities.Imager = icImager{in.Imager, f}
+	}
+	if in.Volumer != nil {
+		w.abilities.Volumer = icVolumer{in.Volumer, f}
 	}
 	w.abilities.Locator = in.Locator
 	return w
@@ -221,5 +227,15 @@ type icImager struct {
 
 func (w icImager) CreateImage(ctx context.Context, spec ImageSpec) (sb Sandbox, err error) {
 	err = w.f(ctx, OpCreateImage, func(ctx context.Context) (err error) { sb, err = w.x.CreateImage(ctx, spec); return })
+	return sb, err
+}
+
+type icVolumer struct {
+	x Volumer
+	f Interceptor
+}
+
+func (w icVolumer) CreateVolume(ctx context.Context, spec VolumeSpec) (sb Sandbox, err error) {
+	err = w.f(ctx, OpCreateVolume, func(ctx context.Context) (err error) { sb, err = w.x.CreateVolume(ctx, spec); return })
 	return sb, err
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // Capabilities declares the facts about a provider that no interface can say. What it can do
-// beyond Provider (private networks and so container mode, VMs and so VM mode, exec, files, ...)
+// beyond Provider (private networks and so container mode, VMs and so VM mode, exec, files, volumes, ...)
 // is its Abilities.
 type Capabilities struct {
 	OnThisMachine    bool // sandboxes run on this host: local images reach them, ports are local
@@ -120,6 +120,25 @@ type Imager interface {
 	// Provider.Create apply; a Base the provider does not have is ErrInvalid, and a name in use
 	// is ErrConflict.
 	CreateImage(ctx context.Context, spec ImageSpec) (Sandbox, error)
+}
+
+// VolumeSpec says what volume to create: storage of its own, outside any sandbox, which the
+// same provider's sandboxes mount (SandboxSpec.Mounts) to share files.
+type VolumeSpec struct {
+	Name   string            // record id; required
+	Labels map[string]string // the agentenv.* labels
+}
+
+// Volumer is implemented by providers with volumes that several sandboxes mount. A volume is
+// recorded and terminated like a network: Terminate(ctx, id) of the id that CreateVolume
+// returned removes it (one that is gone counts as removed; one that a sandbox being removed
+// still holds is tried again until ctx ends), and List finds it by label with State
+// SandboxRunning.
+type Volumer interface {
+	// CreateVolume makes an empty volume that sandboxes mount by naming the returned id in
+	// SandboxSpec.Mounts. The same idempotence and error rules as Provider.Create apply; a name
+	// in use is ErrConflict.
+	CreateVolume(ctx context.Context, spec VolumeSpec) (Sandbox, error)
 }
 
 // ExecResult is the outcome of a command run inside a sandbox.
@@ -245,6 +264,7 @@ type Abilities struct {
 	LogReader    LogReader
 	Locator      Locator
 	Imager       Imager
+	Volumer      Volumer
 }
 
 // Abler is implemented by providers that declare their abilities themselves: decorators, which
@@ -272,6 +292,7 @@ func AbilitiesOf(p Provider) Abilities {
 	a.LogReader, _ = p.(LogReader)
 	a.Locator, _ = p.(Locator)
 	a.Imager, _ = p.(Imager)
+	a.Volumer, _ = p.(Volumer)
 	return a
 }
 
@@ -296,5 +317,6 @@ func (a Abilities) List() []Ability {
 	add(a.LogReader != nil, AbilityLogs)
 	add(a.Locator != nil, AbilityLocation)
 	add(a.Imager != nil, AbilityImageBuild)
+	add(a.Volumer != nil, AbilityVolumes)
 	return out
 }

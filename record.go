@@ -40,7 +40,8 @@ func (s State) Valid() bool {
 // Kind is what a record stands for on its provider.
 type Kind string
 
-// Record kinds. Networks are torn down after the sandboxes of the same deployment.
+// Record kinds. Networks, images and volumes are torn down after the sandboxes of the same
+// deployment or run.
 const (
 	KindSandbox Kind = "sandbox" // a container, pod, or cloud sandbox
 	KindVM      Kind = "vm"      // one sandbox hosting a whole stack
@@ -53,6 +54,10 @@ const (
 	// networks, images are torn down after the sandboxes that may run them. Its record's
 	// Attrs[AttrImageRef] is the reference that runs it.
 	KindImage Kind = "image"
+	// KindVolume is a volume a provider made (Volumer), which sandboxes of the same provider
+	// mount (SandboxSpec.Mounts) to share files; like networks, volumes are torn down after the
+	// sandboxes that mount them.
+	KindVolume Kind = "volume"
 )
 
 // Attributes of an in_vm record.
@@ -117,7 +122,7 @@ func ParseOwner(s string) (Owner, error) {
 // is called and updated at every transition.
 type Record struct {
 	ID         string    // client-generated; the sandbox's name and LabelRecord
-	Kind       Kind      // sandbox, vm, network, in_vm or image
+	Kind       Kind      // sandbox, vm, network, in_vm, image or volume
 	Provider   string    // the provider (chain member) that makes it; teardown goes there
 	SandboxID  string    // the provider's id, once known
 	Image      string    // what it runs, for messages

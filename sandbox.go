@@ -3,6 +3,7 @@ package agentenv
 import (
 	"errors"
 	"fmt"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -130,6 +131,10 @@ type SandboxSpec struct {
 	// with no route out. Only a provider whose Capabilities say Join honours it; the others
 	// refuse a spec with Join (ErrInvalid) rather than start a sandbox cut off.
 	Join []NetworkJoin
+	// Mounts are volumes of the same provider (record ids of Volumer volumes) mounted into the
+	// sandbox. Only a provider with Volumer honours them; lifecycle refuses a spec with Mounts
+	// on the others (ErrInvalid) rather than start a sandbox without the files it shares.
+	Mounts []Mount
 	// ShmSize is the size of /dev/shm in bytes (a browser's renderers need more than Docker's
 	// 64 MiB); 0 means the provider's default. A provider that cannot size it (a cloud's
 	// sandbox, a VM's inner containers, a Kubernetes Pod without a memory-backed volume) ignores
@@ -150,8 +155,8 @@ type SandboxSpec struct {
 }
 
 // Check reports what no backend could make of s, before anything is recorded or created: a
-// port outside 1-65535, a negative memory, CPU, process or timeout bound. Each error wraps
-// ErrInvalid and names the field.
+// port outside 1-65535, a negative memory, CPU, process or timeout bound, a mount without a
+// volume or an absolute path. Each error wraps ErrInvalid and names the field.
 func (s SandboxSpec) Check() error {
 	var errs []error
 	if s.ShmSize < 0 {
@@ -160,6 +165,19 @@ func (s SandboxSpec) Check() error {
 	for _, j := range s.Join {
 		if j.Network == "" || j.Network == s.Network {
 			errs = append(errs, fmt.Errorf("join network %q: want another network than %q: %w", j.Network, s.Network, ErrInvalid))
+		}
+	}
+	for i, m := range s.Mounts {
+		switch {
+		case m.Volume == "":
+			errs = append(errs, fmt.Errorf("mounts[%d].volume: want a volume's record id: %w", i, ErrInvalid))
+		case !strings.HasPrefix(m.Path, "/") || path.Clean(m.Path) == "/":
+			errs = append(errs, fmt.Errorf("mounts[%d].path %q: want an absolute path other than /: %w", i, m.Path, ErrInvalid))
+		}
+		for _, o := range s.Mounts[:i] {
+			if path.Clean(o.Path) == path.Clean(m.Path) {
+				errs = append(errs, fmt.Errorf("mounts[%d].path %q: mounted twice: %w", i, m.Path, ErrInvalid))
+			}
 		}
 	}
 	for _, p := range s.Ports {
@@ -174,6 +192,13 @@ func (s SandboxSpec) Check() error {
 		errs = append(errs, fmt.Errorf("timeout %s: want 0 (until expiry) or more: %w", s.Timeout, ErrInvalid))
 	}
 	return errors.Join(errs...)
+}
+
+// Mount is a volume mounted into a sandbox (SandboxSpec.Mounts).
+type Mount struct {
+	Volume   string // the volume's id: the record id its Volumer made it under
+	Path     string // where it appears in the sandbox: an absolute path
+	ReadOnly bool   // the sandbox reads it and cannot write it
 }
 
 // NetworkJoin is one more private network a sandbox joins (SandboxSpec.Join), with the names

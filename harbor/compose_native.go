@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -26,16 +27,19 @@ const (
 )
 
 // composeSteps are the steps of t's docker-compose environment: a deploy_network step; a
-// deploy_sandbox step per service other than main, in depends_on order, each on the network
+// deploy_volume step per named volume a service mounts (the services that mount it depend on
+// it, and mount it at the path their NAME:/path[:ro] says); a deploy_sandbox step per service
+// other than main, in depends_on order, each on the network
 // under its service name and depending on the services it depends_on (a service_healthy
 // dependency's step runs that service's healthcheck, so the steps after it start once it has
 // passed; a service_completed_successfully dependency's step waits for that service to exit 0,
 // wait_exit); and the main container (step "container") on the network as "main". Harbor's
 // variables are filled in where compose would interpolate them. A service's entrypoint and
 // command become the sandbox's command, which the image's own ENTRYPOINT, if it has one, still
-// runs (SandboxSpec has no entrypoint). What agentenv cannot run (a named volume, main's user, a
-// build target, main as a service that completes) is an error naming the file and the key,
-// wrapping agentenv.ErrInvalid.
+// runs (SandboxSpec has no entrypoint). What agentenv cannot run (main's user, a build target,
+// main as a service that completes, a volume's mode other than ro or rw) is an error naming the
+// file and the key, wrapping agentenv.ErrInvalid; LoadCompose has refused host binds and
+// anonymous volumes already.
 func composeSteps(t *Task) ([]step, error) {
 	file := filepath.Join(t.Dir, t.Environment.Compose)
 	c := t.Environment.ComposeSpec
@@ -45,7 +49,7 @@ func composeSteps(t *Task) ([]step, error) {
 			return nil, err
 		}
 	}
-	cs := &composer{t: t, c: c, file: file, dir: filepath.Dir(file), ids: map[string]string{c.Main: sandboxStep}, runToEnd: map[string]bool{}}
+	cs := &composer{t: t, c: c, file: file, dir: filepath.Dir(file), ids: map[string]string{c.Main: sandboxStep}, runToEnd: map[string]bool{}, volumes: map[string]string{}}
 	for _, name := range c.Order {
 		for dep, cond := range c.Services[name].DependsOn {
 			if cond != ConditionCompleted {
@@ -78,6 +82,17 @@ func composeSteps(t *Task) ([]step, error) {
 		cs.ids[name] = id
 	}
 	steps := []step{{"id": networkStep, "type": task.TypeDeployNetwork}}
+	for _, name := range c.Volumes { // sorted
+		if !cs.mounted(name) {
+			continue
+		}
+		id := "vol_" + badIDChars.ReplaceAllString(name, "_")
+		if len(id) > 64 || slices.Contains(slices.Collect(maps.Values(cs.volumes)), id) {
+			return nil, fmt.Errorf("%s: volumes.%s: the volume's name makes the step id %q, too long or taken by another volume: %w", file, name, id, agentenv.ErrInvalid)
+		}
+		cs.volumes[name] = id
+		steps = append(steps, step{"id": id, "type": task.TypeDeployVolume, "depends_on": []string{}})
+	}
 	for _, name := range order {
 		var s step
 		var err error
@@ -115,6 +130,20 @@ type composer struct {
 	// runToEnd are the services another depends on with service_completed_successfully: their
 	// steps end once the service has exited 0 (wait_exit).
 	runToEnd map[string]bool
+	// volumes are the named volumes a service mounts -> their deploy_volume step ids.
+	volumes map[string]string
+}
+
+// mounted reports whether a service mounts the named volume name.
+func (cs *composer) mounted(name string) bool {
+	for _, svc := range cs.c.Services {
+		for _, v := range svc.Volumes {
+			if src, _, _ := strings.Cut(v, ":"); src == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // errorf is an error naming the compose file and services.NAME.key.
@@ -178,8 +207,8 @@ func isMainImage(image string) bool {
 	return s == "${MAIN_IMAGE_NAME}" || s == "$MAIN_IMAGE_NAME"
 }
 
-// common fills in what every service's step has: its network, alias, dependencies, command,
-// environment, working directory, healthcheck, and the refusals.
+// common fills in what every service's step has: its network, alias, volumes, dependencies,
+// command, environment, working directory, healthcheck, and the refusals.
 func (cs *composer) common(svc *Service, s step) error {
 	name := svc.Name
 	if svc.User != "" {
@@ -188,14 +217,35 @@ func (cs *composer) common(svc *Service, s step) error {
 		}
 		s["user"] = cs.fill(svc.User)
 	}
+	deps := []string{networkStep}
+	var mounts []map[string]any
 	for i, v := range svc.Volumes {
-		src, _, _ := strings.Cut(v, ":")
+		src, rest, _ := strings.Cut(v, ":")
 		if strings.HasPrefix(src, "${") {
 			continue // Harbor's log folders from the host: agentenv copies logs out itself
 		}
-		return cs.errorf(name, fmt.Sprintf("volumes[%d]", i), "named volume %q: not supported: agentenv has no volume resource (a provider cannot make one, nor the ledger record it), so sandboxes share no files; copy the files in the Dockerfile, or serve them from one service", src)
+		key := fmt.Sprintf("volumes[%d]", i)
+		target, mode, _ := strings.Cut(rest, ":")
+		target = cs.fill(target)
+		if !strings.HasPrefix(target, "/") || path.Clean(target) == "/" {
+			return cs.errorf(name, key, "volume %q: want an absolute path other than / to mount it at, got %q", src, target)
+		}
+		m := map[string]any{"volume": cs.volumes[src], "path": target}
+		switch mode {
+		case "", "rw":
+		case "ro":
+			m["read_only"] = true
+		default:
+			return cs.errorf(name, key, "volume %q: mode %q: not supported; want ro or rw", src, mode)
+		}
+		mounts = append(mounts, m)
+		if !slices.Contains(deps, cs.volumes[src]) {
+			deps = append(deps, cs.volumes[src])
+		}
 	}
-	deps := []string{networkStep}
+	if len(mounts) > 0 {
+		s["volumes"] = mounts
+	}
 	for _, dep := range slices.Sorted(maps.Keys(svc.DependsOn)) {
 		switch cond := svc.DependsOn[dep]; cond {
 		case ConditionHealthy:

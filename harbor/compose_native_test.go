@@ -70,6 +70,45 @@ func TestComposePostgresSteps(t *testing.T) {
 	deepEq(t, "main.env.PGHOST", main["env"].(map[string]string)["PGHOST"], "db")
 }
 
+// TestComposeVolumeSteps: the corpus task's named volume becomes a deploy_volume step, which
+// the writer service mounts as it is and main read-only, each depending on it; a volume no
+// service mounts makes no step.
+func TestComposeVolumeSteps(t *testing.T) {
+	steps, ids := nativeSteps(t, "testdata/corpus/compose-volume")
+	deepEq(t, "ids", ids, []string{"network", "vol_shared", "svc_writer", "container"})
+	deepEq(t, "vol_shared", steps["vol_shared"], step{"id": "vol_shared", "type": task.TypeDeployVolume, "depends_on": []string{}})
+	w := steps["svc_writer"]
+	deepEq(t, "writer.volumes", w["volumes"], []map[string]any{{"volume": "vol_shared", "path": "/out"}})
+	deepEq(t, "writer.depends_on", w["depends_on"], []string{"network", "vol_shared"})
+	deepEq(t, "writer.wait_exit", w["wait_exit"], true)
+	main := steps["container"]
+	deepEq(t, "main.volumes", main["volumes"], []map[string]any{{"volume": "vol_shared", "path": "/shared", "read_only": true}})
+	deepEq(t, "main.depends_on", main["depends_on"], []string{"network", "vol_shared", "svc_writer"})
+
+	long := strings.Repeat("v", 61)
+	src := "services:\n  main:\n    build: .\n    volumes: ['${HOST_LOGS}:/logs', 'data:/a', '" + long + ":/b:rw']\nvolumes:\n  data:\n  " + long + ":\n  unused:\n"
+	dir := t.TempDir()
+	c, err := parseCompose(filepath.Join(dir, "environment", "docker-compose.yaml"), []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := &Task{Dir: dir, Environment: Environment{Compose: "environment/docker-compose.yaml", ComposeSpec: c, Dockerfile: "environment/Dockerfile", CPUs: 1, MemoryMB: 1024}}
+	if _, err := composeSteps(tk); err == nil || !strings.Contains(err.Error(), "volumes."+long+": the volume's name makes the step id") {
+		t.Errorf("a volume whose step id is too long: %v", err)
+	}
+	c.Services["main"].Volumes = []string{"${HOST_LOGS}:/logs", "data:/a"}
+	got, err := composeSteps(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotIDs []string
+	for _, s := range got {
+		gotIDs = append(gotIDs, s["id"].(string))
+	}
+	deepEq(t, "ids", gotIDs, []string{"network", "vol_data", "container"})
+	deepEq(t, "main.volumes", got[2]["volumes"], []map[string]any{{"volume": "vol_data", "path": "/a"}})
+}
+
 // TestComposeDepsSteps: depends_on order, healthy conditions, Harbor's variables filled in,
 // build contexts relative to the compose file, limits, entrypoint and command, ${MAIN_IMAGE_NAME}.
 func TestComposeDepsSteps(t *testing.T) {
@@ -163,8 +202,10 @@ func TestComposeInit(t *testing.T) {
 // TestComposeRefused: what agentenv cannot run is an error naming the file and the key.
 func TestComposeRefused(t *testing.T) {
 	for _, tc := range []struct{ yaml, err string }{
-		{"services:\n  db:\n    image: x\n    volumes: [data:/var/lib/data]\nvolumes:\n  data:\n",
-			`services.db.volumes[0]: named volume "data": not supported`},
+		{"services:\n  db:\n    image: x\n    volumes: [data:/var/lib/data:z]\nvolumes:\n  data:\n",
+			`services.db.volumes[0]: volume "data": mode "z": not supported; want ro or rw`},
+		{"services:\n  db:\n    image: x\n    volumes: [data:var/lib]\nvolumes:\n  data:\n",
+			`services.db.volumes[0]: volume "data": want an absolute path other than / to mount it at, got "var/lib"`},
 		{"services:\n  main:\n    build: .\n    user: postgres\n", "services.main.user: not supported on main"},
 		{"services:\n  main:\n    build: .\n  init:\n    image: x\n    depends_on:\n      main:\n        condition: service_completed_successfully\n",
 			"services.init.depends_on.main.condition: service_completed_successfully: the main container is the agent's"},

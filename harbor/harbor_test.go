@@ -48,6 +48,13 @@ func TestLoadCorpus(t *testing.T) {
 					t.Errorf("metadata = %v", task.Metadata)
 				}
 			}},
+		"compose-volume": {name: "agentenv/compose-volume", schema: "1.4", agent: 2 * time.Minute, verifier: time.Minute, build: 5 * time.Minute, dockerfile: df, compose: "environment/docker-compose.yaml", cpus: 1, mem: 1024, storage: 10240, internet: true,
+			check: func(t *testing.T, task *Task) {
+				c := task.Environment.ComposeSpec
+				if c == nil || !reflect.DeepEqual(c.Volumes, []string{"shared"}) || !reflect.DeepEqual(c.Services["main"].Volumes, []string{"shared:/shared:ro"}) {
+					t.Fatalf("compose = %+v", c)
+				}
+			}},
 		"prebuilt-image": {name: "prebuilt-image", schema: "1.2", agent: time.Minute, verifier: DefaultVerifierTimeout, build: DefaultBuildTimeout, img: "agentenv-debian:bookworm", cpus: 1, mem: 512, storage: 10240, internet: true},
 		"compose-postgres": {name: "agentenv/compose-postgres", schema: "1.3", agent: 5 * time.Minute, verifier: 2 * time.Minute, build: 10 * time.Minute, dockerfile: df, compose: "environment/docker-compose.yaml", cpus: 1, mem: 1024, storage: 10240, internet: true,
 			check: func(t *testing.T, task *Task) {

@@ -17,7 +17,7 @@ import (
 // CreateRequest says what to create and under which record.
 type CreateRequest struct {
 	Provider   string        // the provider name; see CreateChain for a chain
-	Kind       agentenv.Kind // sandbox (default), vm, network, or image: Spec.Image with Spec.Files added
+	Kind       agentenv.Kind // sandbox (default), vm, network, volume, or image: Spec.Image with Spec.Files added
 	ID         string        // record id; NewID("sb") if empty. A given id is claimed: taken by a record not gone, Create fails with ErrConflict
 	Spec       agentenv.SandboxSpec
 	Run        string
@@ -59,7 +59,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Recor
 		// Before any record: a provider that would run the sandbox as the image's user instead.
 		return agentenv.Record{}, agentenv.Sandbox{}, fmt.Errorf("create: user %q: provider %s cannot run a sandbox as a given user: %w", req.Spec.User, req.Provider, agentenv.ErrInvalid)
 	}
-	if req.Kind != agentenv.KindNetwork && !Holds(ctx) && m.backends[req.Provider] != nil {
+	if req.Kind != agentenv.KindNetwork && req.Kind != agentenv.KindVolume && !Holds(ctx) && m.backends[req.Provider] != nil {
 		actx, release, _, err := m.Admit(ctx, req.Provider)
 		if err != nil {
 			return agentenv.Record{}, agentenv.Sandbox{}, fmt.Errorf("create: %w", err)
@@ -144,6 +144,12 @@ func (m *Manager) intent(ctx context.Context, req CreateRequest) (agentenv.Recor
 		// it: refused before the record, like any spec the backend cannot run.
 		if b := m.backends[req.Provider]; b != nil && !b.p.Capabilities().Join {
 			return agentenv.Record{}, fmt.Errorf("create: provider %s cannot join a sandbox to more than one network: %w", req.Provider, agentenv.ErrInvalid)
+		}
+	}
+	if len(req.Spec.Mounts) > 0 {
+		// A sandbox started without the volume it shares would see none of its files.
+		if b := m.backends[req.Provider]; b != nil && b.a.Volumer == nil {
+			return agentenv.Record{}, fmt.Errorf("create: mounts: provider %s has no volumes to mount (docker has): %w", req.Provider, agentenv.ErrInvalid)
 		}
 	}
 	for k, v := range req.Spec.Labels {
@@ -244,8 +250,8 @@ func (m *Manager) run(ctx context.Context, pc *pendingCreate, b *backend, rec ag
 	}
 }
 
-// callCreate calls the provider's Create, CreateNetwork, CreateVM or CreateImage (of build,
-// if set), by kind.
+// callCreate calls the provider's Create, CreateNetwork, CreateVM, CreateImage (of build, if
+// set) or CreateVolume, by kind.
 func callCreate(ctx context.Context, b *backend, kind agentenv.Kind, spec agentenv.SandboxSpec, build *agentenv.Build) (agentenv.Sandbox, error) {
 	switch kind {
 	case agentenv.KindNetwork:
@@ -263,6 +269,11 @@ func callCreate(ctx context.Context, b *backend, kind agentenv.Kind, spec agente
 			return agentenv.Sandbox{}, fmt.Errorf("%s cannot build images: %w", b.p.Name(), agentenv.ErrInvalid)
 		}
 		return b.a.Imager.CreateImage(ctx, agentenv.ImageSpec{Name: spec.Name, Base: spec.Image, Files: spec.Files, Labels: spec.Labels, Build: build})
+	case agentenv.KindVolume:
+		if b.a.Volumer == nil {
+			return agentenv.Sandbox{}, fmt.Errorf("%s has no volumes: %w", b.p.Name(), agentenv.ErrInvalid)
+		}
+		return b.a.Volumer.CreateVolume(ctx, agentenv.VolumeSpec{Name: spec.Name, Labels: spec.Labels})
 	}
 	return b.p.Create(ctx, spec)
 }

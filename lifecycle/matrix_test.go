@@ -79,6 +79,9 @@ func (r *rig) assertClean(t *testing.T, when string) bool {
 	if imgs := r.fake.Images(); len(imgs) > 0 {
 		t.Errorf("%s: fake provider still holds images %v", when, imgs)
 	}
+	if vols := r.fake.Volumes(); len(vols) > 0 {
+		t.Errorf("%s: fake provider still holds volumes %v", when, vols)
+	}
 	recs, err := r.led.List(context.Background(), agentenv.Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +154,22 @@ func TestFaultMatrix(t *testing.T) {
 					_, err = r.mgr.TeardownIDs(context.Background(), mustIDs(r)...)
 				}
 				return err
+			},
+		},
+		{
+			name: "volume",
+			steps: []step{
+				{"ledger", "put", 1}, {"provider", "create_volume", 1}, {"ledger", "update", 1},
+				{"provider", "list", 1}, {"provider", "terminate", 1}, {"ledger", "update", 2},
+			},
+			run: func(ctx context.Context, r *rig, _ []string) error {
+				// As deploy_volume does: a volume a sandbox mounts, torn down after it.
+				vol, _, err := r.mgr.Create(ctx, lifecycle.CreateRequest{Provider: "fake", Kind: agentenv.KindVolume})
+				if err == nil {
+					_, _, err = r.mgr.Create(ctx, lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "img", Mounts: []agentenv.Mount{{Volume: vol.ID, Path: "/data"}}}})
+				}
+				_, terr := r.mgr.TeardownIDs(context.Background(), mustIDs(r)...)
+				return errors.Join(err, terr)
 			},
 		},
 		{

@@ -16,7 +16,7 @@ import (
 // cancellation, so a cancelled caller still tears down; only ctx's hard stop cuts it short, and
 // whatever it had not reached is reported as left (the records stay for gc). Containers added to
 // a VM's stack (in_vm records) go first, removed from their VM; then sandboxes and VMs,
-// concurrently; networks and images after them. A sandbox that had already finished or disappeared
+// concurrently; networks, images and volumes after them. A sandbox that had already finished or disappeared
 // counts as already gone, never as a failure. The error is non-nil when the receipt is not clean.
 func (m *Manager) Teardown(ctx context.Context, recs []agentenv.Record) (agentenv.Receipt, error) {
 	rc := agentenv.Receipt{Started: m.cfg.Now().UTC()}
@@ -25,7 +25,7 @@ func (m *Manager) Teardown(ctx context.Context, recs []agentenv.Record) (agenten
 		switch r.Kind {
 		case agentenv.KindInVM:
 			inVM = append(inVM, r)
-		case agentenv.KindNetwork, agentenv.KindImage:
+		case agentenv.KindNetwork, agentenv.KindImage, agentenv.KindVolume:
 			last = append(last, r)
 		default:
 			first = append(first, r)

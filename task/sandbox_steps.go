@@ -56,6 +56,8 @@ type deploySandbox struct {
 	// exited 0: a setup sandbox (compose's service_completed_successfully) that must finish
 	// before its dependents start. The sandbox stays, exited, until the episode's teardown.
 	WaitExit bool `yaml:"wait_exit"`
+	// Volumes are deploy_volume steps' volumes mounted into the sandbox, on their provider.
+	Volumes []sandboxVolume `yaml:"volumes"`
 }
 
 // exitPoll is how often a wait_exit step asks whether its sandbox has exited.
@@ -96,6 +98,9 @@ func (s *deploySandbox) Check() error {
 	case s.BuildTimeoutSec < 0:
 		return fmt.Errorf("build_timeout_sec: want 0 (the default, %s) or more, got %d", lifecycle.DefaultBuildTimeout, s.BuildTimeoutSec)
 	}
+	if err := checkVolumes(s.Volumes); err != nil {
+		return err
+	}
 	if len(s.Aliases) > 0 && s.Network == "" {
 		return errors.New("aliases: only with network")
 	}
@@ -135,10 +140,11 @@ func (s *deploySandbox) Check() error {
 }
 
 func (s *deploySandbox) Refs() []Ref {
+	refs := volumeRefs(s.Volumes)
 	if s.Network == "" {
-		return nil
+		return refs
 	}
-	return []Ref{{"network", s.Network, []string{TypeDeployNetwork}}}
+	return append(refs, Ref{"network", s.Network, []string{TypeDeployNetwork}})
 }
 
 // hostname is what a network alias may be.
@@ -203,6 +209,10 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		}
 		members = []string{np}
 	}
+	mounts, members, err := sc.mounts(s.Volumes, members)
+	if err != nil {
+		return Result{}, err
+	}
 	if s.Healthcheck != nil {
 		for _, p := range members {
 			if ok, err := m.Supports(p, agentenv.AbilityExec); err != nil || !ok {
@@ -239,7 +249,7 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
 		Spec: agentenv.SandboxSpec{Image: image, Command: s.Command, Env: s.Env,
 			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20, CapAdd: capNames(s.CapAdd),
-			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports, User: s.User},
+			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports, User: s.User, Mounts: mounts},
 	}
 	rec, sb, err := sc.createSandbox(ctx, members, req)
 	if err != nil {

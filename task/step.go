@@ -102,6 +102,7 @@ func (k kind) output(name string) (Output, bool) {
 const (
 	TypeDeploySandbox     = "deploy_sandbox"
 	TypeDeployNetwork     = "deploy_network"
+	TypeDeployVolume      = "deploy_volume"
 	TypeDeployEnv         = "deploy_env"
 	TypeExec              = "exec"
 	TypeWriteFile         = "write_file"
@@ -131,6 +132,8 @@ func builtinKinds() map[string]kind {
 			Output{"exit_code", OutputInt})},
 		TypeDeployNetwork: {new: func() Step { return &deployNetwork{} }, timeout: short, outputs: []Output{
 			{"network", OutputString}, {"provider", OutputString}}},
+		TypeDeployVolume: {new: func() Step { return &deployVolume{} }, timeout: short, outputs: []Output{
+			{"volume", OutputString}, {"provider", OutputString}}},
 		TypeDeployEnv: {new: func() Step { return &deployEnv{} }, timeout: long, outputs: []Output{
 			{"deployment_id", OutputString}, {"gateway_url", OutputString},
 			{"database_url", OutputSecret}, {"records", OutputJSON}}},

@@ -61,6 +61,9 @@ func (p *Provider) create(ctx context.Context, name string, spec agentenv.Sandbo
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
 	}
+	if err := p.checkMounts(ctx, spec); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
+	}
 	log := p.log.With("record_id", spec.Labels[agentenv.LabelRecord], "container", name, "op", "create")
 	log.Debug("create container", "image", spec.Image)
 
@@ -244,6 +247,9 @@ func containerOptions(cfg Config, name string, spec agentenv.SandboxSpec) (clien
 				PidsLimit:  &pids,
 			},
 		},
+	}
+	if opts.HostConfig.Mounts, err = mounts(spec); err != nil {
+		return client.ContainerCreateOptions{}, err
 	}
 	if spec.Network != "" {
 		if err := checkID(spec.Network); err != nil {

@@ -210,7 +210,7 @@ func TestNew_Defaults(t *testing.T) {
 	if !caps.OnThisMachine || !caps.ListByLabel || caps.BackstopLifetime {
 		t.Errorf("Capabilities = %+v", caps)
 	}
-	want := []agentenv.Ability{agentenv.AbilityNetworks, agentenv.AbilityVMs, agentenv.AbilityExec, agentenv.AbilityAttach, agentenv.AbilityFiles, agentenv.AbilityImages, agentenv.AbilityLogs, agentenv.AbilityImageBuild}
+	want := []agentenv.Ability{agentenv.AbilityNetworks, agentenv.AbilityVMs, agentenv.AbilityExec, agentenv.AbilityAttach, agentenv.AbilityFiles, agentenv.AbilityImages, agentenv.AbilityLogs, agentenv.AbilityImageBuild, agentenv.AbilityVolumes}
 	if got := agentenv.AbilitiesOf(p).List(); !slices.Equal(got, want) {
 		t.Errorf("abilities = %v, want %v", got, want)
 	}

@@ -19,7 +19,8 @@ import (
 
 // Terminate removes everything labelled agentenv.record=id: its containers (forced, with their
 // anonymous volumes), then its networks (disconnecting any container still attached), its
-// volumes and its images (forced, children first, with their untagged parents). The listings
+// volumes (one still in use, by a container being removed, is tried again until ctx ends) and
+// its images (forced, children first, with their untagged parents). The listings
 // run concurrently, and so do the removals of each kind. An object that is already gone, or
 // being removed, counts as removed; Terminate of an unknown id is nil. An image that a running
 // container of another record still uses is not removed: the engine's error says which.
@@ -112,8 +113,7 @@ func (p *Provider) terminate(ctx context.Context, id string) error {
 	}
 	for _, v := range vols {
 		wg.Go(func() {
-			_, err := p.cli.VolumeRemove(ctx, v, client.VolumeRemoveOptions{Force: true})
-			if err != nil && !engine.IsGone(err) {
+			if err := p.removeVolume(ctx, v); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("remove volume %s: %w", v, err))
 				mu.Unlock()

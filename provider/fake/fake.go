@@ -38,6 +38,8 @@ type Provider struct {
 	servers map[string][]*http.Server    // sandbox id -> what its published ports answer
 	images  map[string]map[string][]byte // image reference -> the files it adds to its base
 	builds  map[string]string            // image reference -> the digest of the build it is of
+	volumes map[string]map[string][]byte // volume id -> path within it -> content
+	mounts  map[string][]agentenv.Mount  // sandbox id -> the volumes mounted into it
 	seq     int
 	calls   map[string]int
 }
@@ -53,6 +55,7 @@ var (
 	_ agentenv.ImageChecker = (*Provider)(nil)
 	_ agentenv.LogReader    = (*Provider)(nil)
 	_ agentenv.Imager       = (*Provider)(nil)
+	_ agentenv.Volumer      = (*Provider)(nil)
 )
 
 // New returns an empty fake provider called name, with every ability but those listed in
@@ -67,6 +70,8 @@ func New(name string, without ...agentenv.Ability) *Provider {
 		servers: make(map[string][]*http.Server),
 		images:  make(map[string]map[string][]byte),
 		builds:  make(map[string]string),
+		volumes: make(map[string]map[string][]byte),
+		mounts:  make(map[string][]agentenv.Mount),
 		calls:   make(map[string]int),
 	}
 	for _, a := range without {
@@ -110,12 +115,16 @@ func (p *Provider) Abilities() agentenv.Abilities {
 	if !p.without[agentenv.AbilityImageBuild] {
 		a.Imager = p
 	}
+	if !p.without[agentenv.AbilityVolumes] {
+		a.Volumer = p
+	}
 	return a
 }
 
 // Create implements agentenv.Provider. It fails with ErrInvalid for an image named "missing", an
-// image of its own (CreateImage) that is gone, and a spec whose record label does not match its
-// name. A sandbox of an image of its own starts with that image's files.
+// image of its own (CreateImage) that is gone, a mount of a volume it does not have, and a spec
+// whose record label does not match its name. A sandbox of an image of its own starts with that
+// image's files; its mounts' files are their volumes' (ReadFile and WriteFile).
 func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	p.count("create")
 	if err := ctx.Err(); err != nil {
@@ -127,10 +136,24 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err := p.image(spec.Image); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("fake: create %s: %w", spec.Name, err)
 	}
+	if p.without[agentenv.AbilityVolumes] && len(spec.Mounts) > 0 {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create %s: mounts: no volumes: %w", spec.Name, agentenv.ErrInvalid)
+	}
+	p.mu.Lock()
+	for i, m := range spec.Mounts {
+		if _, ok := p.volumes[m.Volume]; !ok {
+			p.mu.Unlock()
+			return agentenv.Sandbox{}, fmt.Errorf("fake: create %s: mounts[%d]: volume %q not found: %w", spec.Name, i, m.Volume, agentenv.ErrInvalid)
+		}
+	}
+	p.mu.Unlock()
 	sb := p.add(spec.Name, spec.Labels, spec.Ports)
 	p.mu.Lock()
 	if files, ok := p.images[spec.Image]; ok {
 		p.files[sb.ID] = maps.Clone(files)
+	}
+	if len(spec.Mounts) > 0 {
+		p.mounts[sb.ID] = slices.Clone(spec.Mounts)
 	}
 	p.mu.Unlock()
 	if code, ok := exitCode(spec.Command); ok {
@@ -182,6 +205,56 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	box.ID = spec.Name
 	p.boxes[box.ID] = box
 	return *box, nil
+}
+
+// CreateVolume implements agentenv.Volumer: the volume is a store of files that the sandboxes
+// mounting it read and write. Its id is its record id, as a network's; a name in use is
+// ErrConflict.
+func (p *Provider) CreateVolume(ctx context.Context, spec agentenv.VolumeSpec) (agentenv.Sandbox, error) {
+	p.count("create_volume")
+	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create volume %s: %w", spec.Name, err)
+	}
+	if err := checkName(spec.Name, spec.Labels); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create volume: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, taken := p.boxes[spec.Name]; taken {
+		return agentenv.Sandbox{}, fmt.Errorf("fake: create volume %s: name in use: %w", spec.Name, agentenv.ErrConflict)
+	}
+	p.volumes[spec.Name] = map[string][]byte{}
+	box := &agentenv.Sandbox{
+		ID: spec.Name, Name: spec.Name, Provider: p.name, State: agentenv.SandboxRunning,
+		Labels: maps.Clone(spec.Labels), Endpoints: map[string]string{}, Created: time.Now(),
+	}
+	p.boxes[spec.Name] = box
+	return *box, nil
+}
+
+// Volumes returns the ids of the volumes CreateVolume made that still exist, sorted.
+func (p *Provider) Volumes() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.volumes))
+}
+
+// where returns the store that file of sandbox id is in (its own, or a mounted volume's) and
+// its key there, and whether the mount is read-only; p.mu is held.
+func (p *Provider) where(id, file string) (store map[string][]byte, key string, readOnly bool) {
+	file = path.Clean(file)
+	for _, m := range p.mounts[id] {
+		mp := path.Clean(m.Path)
+		if rel, ok := strings.CutPrefix(file, mp+"/"); ok {
+			if v, ok := p.volumes[m.Volume]; ok {
+				return v, rel, m.ReadOnly
+			}
+		}
+	}
+	if p.files[id] == nil {
+		p.files[id] = map[string][]byte{}
+	}
+	return p.files[id], file, false
 }
 
 // imagePrefix starts the references of the images CreateImage builds.
@@ -329,6 +402,8 @@ func (p *Provider) drop(id string) {
 	p.stop(id)
 	delete(p.boxes, id)
 	delete(p.files, id)
+	delete(p.mounts, id)
+	delete(p.volumes, id)
 	delete(p.inVM, id)
 	if ok && sb.Image != "" {
 		delete(p.images, sb.Image)
@@ -426,10 +501,11 @@ func (p *Provider) WriteFile(ctx context.Context, id, file string, data []byte) 
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.files[id] == nil {
-		p.files[id] = map[string][]byte{}
+	store, key, ro := p.where(id, file)
+	if ro {
+		return fmt.Errorf("fake: write %s:%s: a read-only mount: %w", id, file, agentenv.ErrInvalid)
 	}
-	p.files[id][path.Clean(file)] = slices.Clone(data)
+	store[key] = slices.Clone(data)
 	return nil
 }
 
@@ -441,7 +517,8 @@ func (p *Provider) ReadFile(ctx context.Context, id, file string) ([]byte, error
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	data, ok := p.files[id][path.Clean(file)]
+	store, key, _ := p.where(id, file)
+	data, ok := store[key]
 	if !ok {
 		return nil, fmt.Errorf("fake: read %s:%s: %w", id, file, agentenv.ErrNotFound)
 	}

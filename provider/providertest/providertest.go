@@ -4,7 +4,7 @@
 // finds by record, Terminate is idempotent and counts a finished sandbox as terminated, Get
 // tells a finished sandbox from a missing one, a Create that is cancelled or refused leaves
 // nothing listed; a decorator (agentenv.Intercept) keeps every ability; and each ability it
-// declares works (private networks, exec, files). VM stacks are checked by the deploy tests of
+// declares works (private networks, volumes, exec, files). VM stacks are checked by the deploy tests of
 // each VM provider, which run a whole env in one.
 //
 // Every subtest uses its own random record ids and terminates what it made in t.Cleanup.
@@ -87,6 +87,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) agentenv.Provider, opts Op
 		{"InvalidRecordLabel", s.invalidRecordLabel},
 		{"Network", s.network},
 		{"Image", s.image},
+		{"Volume", s.volume},
 		{"Abilities", s.abilities},
 	}
 	for _, tt := range tests {
@@ -460,6 +461,82 @@ func (s *suite) image(t *testing.T, p agentenv.Provider) {
 	if _, err := p.Create(ctx, run); err == nil {
 		p.Terminate(ctx, run.Name) //nolint:errcheck // the error below says what matters
 		t.Errorf("Create from a terminated image = nil error, want one")
+	}
+}
+
+// volume checks, where p has volumes (agentenv.Volumer), that a volume is found by its record
+// label, refuses a second create of its name, shares what one sandbox writes into it with
+// another that mounts it (read-only) where p has Files, and is gone after Terminate, which is
+// idempotent; and that a mount of a volume that does not exist is ErrInvalid, leaving nothing.
+func (s *suite) volume(t *testing.T, p agentenv.Provider) {
+	vo := agentenv.AbilitiesOf(p).Volumer
+	if vo == nil {
+		t.Logf("%s has no volumes", p.Name())
+		return
+	}
+	ctx := t.Context()
+	volID, writer, reader, stray := NewID(), NewID(), NewID(), NewID()
+	for _, id := range []string{writer, reader, stray, volID} {
+		terminateAtEnd(t, p, id)
+	}
+	bad := agentenv.VolumeSpec{Name: volID, Labels: map[string]string{agentenv.LabelRecord: writer}}
+	if _, err := vo.CreateVolume(ctx, bad); !errors.Is(err, agentenv.ErrInvalid) {
+		t.Errorf("CreateVolume with a mismatched record label = %v, want ErrInvalid", err)
+	}
+	spec := agentenv.VolumeSpec{Name: volID, Labels: s.labels(volID)}
+	vol, err := vo.CreateVolume(ctx, spec)
+	if err != nil {
+		t.Fatalf("CreateVolume(%s) = %v", volID, err)
+	}
+	if sbs := listRecord(t, p, volID); len(sbs) != 1 || sbs[0].State != agentenv.SandboxRunning {
+		t.Errorf("List(record=%s) = %v, want the volume, running", volID, sbs)
+	}
+	if _, err := vo.CreateVolume(ctx, spec); !errors.Is(err, agentenv.ErrConflict) {
+		t.Errorf("CreateVolume of a name in use = %v, want ErrConflict", err)
+	}
+	missing := s.spec(stray, s.opts.Command)
+	missing.Mounts = []agentenv.Mount{{Volume: "t-missing-" + volID, Path: "/agentenv-volume"}}
+	if _, err := p.Create(ctx, missing); !errors.Is(err, agentenv.ErrInvalid) {
+		t.Errorf("Create mounting a volume that does not exist = %v, want ErrInvalid", err)
+	}
+	if sbs := listRecord(t, p, stray); len(sbs) != 0 {
+		t.Errorf("List(record=%s) after a refused Create = %v, want none", stray, sbs)
+	}
+	w := s.spec(writer, s.opts.Command)
+	w.Mounts = []agentenv.Mount{{Volume: vol.ID, Path: "/agentenv-volume"}}
+	wsb, err := p.Create(ctx, w)
+	if err != nil {
+		t.Fatalf("Create(%s) mounting %s = %v", writer, vol.ID, err)
+	}
+	r := s.spec(reader, s.opts.Command)
+	r.Mounts = []agentenv.Mount{{Volume: vol.ID, Path: "/shared", ReadOnly: true}}
+	rsb, err := p.Create(ctx, r)
+	if err != nil {
+		t.Fatalf("Create(%s) mounting %s read-only = %v", reader, vol.ID, err)
+	}
+	if f := agentenv.AbilitiesOf(p).Files; f != nil {
+		want := []byte("shared by providertest\n")
+		if err := f.WriteFile(ctx, wsb.ID, "/agentenv-volume/shared.txt", want); err != nil {
+			t.Fatalf("WriteFile into the volume = %v", err)
+		}
+		if got, err := f.ReadFile(ctx, rsb.ID, "/shared/shared.txt"); err != nil || string(got) != string(want) {
+			t.Errorf("ReadFile in the other sandbox mounting the volume = %q, %v; want %q", got, err, want)
+		}
+	}
+	for _, id := range []string{wsb.ID, rsb.ID} {
+		if err := p.Terminate(ctx, id); err != nil {
+			t.Errorf("Terminate(%s) = %v", id, err)
+		}
+	}
+	for range 2 {
+		if err := p.Terminate(ctx, vol.ID); err != nil {
+			t.Errorf("Terminate(volume %s) = %v, want nil", vol.ID, err)
+		}
+	}
+	for _, rid := range []string{volID, writer, reader} {
+		if sbs := listRecord(t, p, rid); len(sbs) != 0 {
+			t.Errorf("List(record=%s) after Terminate = %v, want none", rid, sbs)
+		}
 	}
 }
 

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+cp /shared/note.txt /app/answer.txt
