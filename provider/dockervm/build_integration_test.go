@@ -3,8 +3,11 @@
 package dockervm_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/docker/dockertest"
+	"github.com/agentenv/agentenv/provider/providertest"
 	"github.com/agentenv/agentenv/task"
 )
 
@@ -84,5 +88,37 @@ steps:
 		if r.State != agentenv.StateGone || r.Kind != agentenv.KindSandbox {
 			t.Errorf("record %s: %s %s, want only the sandbox, gone", r.ID, r.Kind, r.State)
 		}
+	}
+}
+
+// A build whose base image the host engine lacks is ErrInvalid naming it, and one cut short by
+// its caller's deadline (wherever it lands: the VM's start, the base's load or the build's
+// RUN) returns that error; neither leaves anything on the host engine.
+func TestCreateBuildRefusedOrCancelledLeavesNothing(t *testing.T) {
+	cli := dockertest.Require(t)
+	id := providertest.NewID()
+	dockertest.CheckNoLeftovers(t, cli, map[string]string{testLabel: id})
+	p := newProvider(t)
+	labels := map[string]string{agentenv.LabelRecord: id, testLabel: id}
+	build := func(dockerfile string) *agentenv.Build {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return &agentenv.Build{Context: dir}
+	}
+	_, err := p.Create(t.Context(), agentenv.SandboxSpec{Name: id, Labels: labels, Build: build("FROM agentenv-no-such-base:x\n")})
+	if !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "agentenv-no-such-base:x") {
+		t.Errorf("Create of a build from a missing base = %v, want ErrInvalid naming it", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancel()
+	_, err = p.Create(ctx, agentenv.SandboxSpec{Name: id, Labels: labels, Command: []string{"sleep", "infinity"},
+		Build: build("FROM agentenv-debian:bookworm\nRUN sleep 600\n")})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Create of a build cut short = %v, want the deadline's error", err)
+	}
+	if left, err := p.List(t.Context(), map[string]string{agentenv.LabelRecord: id}); err != nil || len(left) > 0 {
+		t.Errorf("List after the cut-short create = %v, %v; want nothing", left, err)
 	}
 }
