@@ -23,6 +23,10 @@ type Capabilities struct {
 	// User: SandboxSpec.User is honoured (the main process and commands exec'd in the sandbox
 	// run as that user).
 	User bool
+	// BuildInVM: Create of a bare sandbox with SandboxSpec.Build builds that image inside the
+	// sandbox's own fresh VM, and runs it there as the VM's main container. The build's image and
+	// containers live in the VM's engine and go with its teardown; nothing is cached across VMs.
+	BuildInVM bool
 }
 
 // Provider creates, finds and terminates sandboxes on one backend. Implementations must be safe

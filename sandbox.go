@@ -108,7 +108,7 @@ func MatchLabels(have, want map[string]string) bool {
 // response was lost.
 type SandboxSpec struct {
 	Name    string            // record id; required
-	Image   string            // image reference; empty for a VM or a network
+	Image   string            // image reference; empty for a VM or a network, and with Build
 	Command []string          // overrides the image's command when set
 	Env     map[string]string // environment of the main process
 	Labels  map[string]string // must include the agentenv.* labels; set by package lifecycle
@@ -121,6 +121,10 @@ type SandboxSpec struct {
 	// Files are written into the sandbox before its main process starts, path -> content
 	// (mode 0755 for content starting with an ELF or #! header, else 0644).
 	Files map[string][]byte
+	// Build, for a bare sandbox on a provider whose Capabilities say BuildInVM, is the image to
+	// build inside the sandbox's VM from a build context on this machine and run there, instead
+	// of Image; the provider returns the built image's reference as Sandbox.Image.
+	Build *Build
 
 	Network  string       // private network to join: a record id in container mode; in VMHost.RunInVM, a network of the VM's stack
 	Aliases  []string     // names under which other members of Network reach this sandbox
@@ -191,6 +195,9 @@ func (s SandboxSpec) Check() error {
 	if s.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout %s: want 0 (until expiry) or more: %w", s.Timeout, ErrInvalid))
 	}
+	if s.Build != nil && s.Image != "" {
+		errs = append(errs, fmt.Errorf("image %s and a build: want one of them: %w", s.Image, ErrInvalid))
+	}
 	return errors.Join(errs...)
 }
 
@@ -252,6 +259,7 @@ type Sandbox struct {
 	Created     time.Time
 	ExitCode    int // meaningful when State is SandboxExited
 	// Image is, for an image an Imager built, the reference that SandboxSpec.Image takes to run
-	// it on the same provider; empty for everything else.
+	// it on the same provider; for a sandbox created with SandboxSpec.Build, the reference of
+	// the image built in its VM (which only that VM has); empty for everything else.
 	Image string
 }

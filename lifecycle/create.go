@@ -28,6 +28,10 @@ type CreateRequest struct {
 	// Build, for an image (Kind image), builds it from a Dockerfile instead of Spec.Image with
 	// Spec.Files: passed to the provider's CreateImage as ImageSpec.Build.
 	Build *agentenv.Build
+	// BuildTimeout bounds, for a sandbox whose Spec.Build its provider builds in its VM
+	// (Capabilities.BuildInVM), the build (DefaultBuildTimeout if zero): that create is bounded
+	// by the configured CreateTimeout plus it.
+	BuildTimeout time.Duration
 
 	labels  map[string]string // agentenv.* labels of the manager's own (BuildImage's digest)
 	timeout time.Duration     // bound on the provider call; the configured CreateTimeout if zero
@@ -58,6 +62,13 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Recor
 	if b := m.backends[req.Provider]; b != nil && req.Spec.User != "" && !b.p.Capabilities().User {
 		// Before any record: a provider that would run the sandbox as the image's user instead.
 		return agentenv.Record{}, agentenv.Sandbox{}, fmt.Errorf("create: user %q: provider %s cannot run a sandbox as a given user: %w", req.Spec.User, req.Provider, agentenv.ErrInvalid)
+	}
+	if req.Spec.Build != nil {
+		// Before any record: only a provider that builds in a bare sandbox's own VM takes one.
+		var err error
+		if req, err = m.buildInVM(req); err != nil {
+			return agentenv.Record{}, agentenv.Sandbox{}, fmt.Errorf("create: %w", err)
+		}
 	}
 	if req.Kind != agentenv.KindNetwork && req.Kind != agentenv.KindVolume && !Holds(ctx) && m.backends[req.Provider] != nil {
 		actx, release, _, err := m.Admit(ctx, req.Provider)
@@ -114,6 +125,28 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (agentenv.Recor
 	pc.mu.Unlock()
 	m.reclaim(ctx, b, rec, pc.sb, pc.err)
 	return rec, agentenv.Sandbox{}, fmt.Errorf("create %s: %w", rec.ID, context.Cause(ctx))
+}
+
+// buildInVM checks req, whose Spec.Build is set: a bare sandbox on a provider that builds in
+// its VM (Capabilities.BuildInVM), with a build timeout of 0 or more. It returns req bounded by
+// the configured CreateTimeout plus the build's timeout.
+func (m *Manager) buildInVM(req CreateRequest) (CreateRequest, error) {
+	b, err := m.backend(req.Provider)
+	if err != nil {
+		return req, err
+	}
+	switch {
+	case req.Kind != "" && req.Kind != agentenv.KindSandbox:
+		return req, fmt.Errorf("a build in the sandbox's vm is for a sandbox, not a %s: %w", req.Kind, agentenv.ErrInvalid)
+	case !b.p.Capabilities().BuildInVM:
+		return req, fmt.Errorf("provider %s builds no image inside a sandbox's vm: %w", req.Provider, agentenv.ErrInvalid)
+	case req.BuildTimeout < 0:
+		return req, fmt.Errorf("build timeout %s: want 0 (the default, %s) or more: %w", req.BuildTimeout, DefaultBuildTimeout, agentenv.ErrInvalid)
+	}
+	if req.timeout == 0 {
+		req.timeout = m.cfg.CreateTimeout + cmp.Or(req.BuildTimeout, DefaultBuildTimeout)
+	}
+	return req, nil
 }
 
 // intent validates req and writes the creating record.
@@ -226,10 +259,11 @@ func (m *Manager) run(ctx context.Context, pc *pendingCreate, b *backend, rec ag
 	defer m.calls.Done()
 	cctx, cancel := cleanup.Detached(ctx, cmp.Or(req.timeout, m.cfg.CreateTimeout))
 	defer cancel()
-	if req.Build != nil {
+	if req.Build != nil || spec.Build != nil {
 		// A build from a Dockerfile stops with its caller rather than run its minutes out: it
 		// has no sandbox to hand back that only its answer names, and what a build cut short
-		// leaves carries the record's labels, which the undo below removes.
+		// leaves carries the record's labels (in a VM, is inside it), which the undo below
+		// removes.
 		defer context.AfterFunc(ctx, cancel)()
 	}
 	began := time.Now()

@@ -22,9 +22,13 @@ var sandboxTypes = []string{TypeDeploySandbox}
 // deploySandbox creates a bare sandbox through the lifecycle manager, of an image or of one
 // built from a Dockerfile beside the task file.
 type deploySandbox struct {
-	Provider string            `yaml:"provider"` // provider or comma chain; the run's --provider if empty
-	Image    string            `yaml:"image"`
-	Build    *sandboxBuild     `yaml:"build"` // or an image built from a Dockerfile (on the first provider of a chain)
+	Provider string `yaml:"provider"` // provider or comma chain; the run's --provider if empty
+	Image    string `yaml:"image"`
+	// Build is, instead of Image, an image built from a Dockerfile on the first provider of a
+	// chain: by the provider's engine (Imager, its image kept for the same context's next
+	// builds), or, on a VM-mode provider that builds in its VM (Capabilities.BuildInVM), inside
+	// the sandbox's own fresh VM, where it goes with the VM (no cache across VMs).
+	Build    *sandboxBuild     `yaml:"build"`
 	Command  []string          `yaml:"command"`
 	Env      map[string]string `yaml:"env"`
 	TTL      string            `yaml:"ttl"`       // lifetime until gc may remove it; lifecycle's default if empty
@@ -222,6 +226,7 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	out := map[string]string{}
 	image := s.Image
+	var vmBuild *agentenv.Build // built by the create, in the sandbox's VM
 	if to, ok := buildctx.MapImage(sc.e.r.ImageMap, image); ok && s.Build == nil {
 		image = to // the run's image map, as a build's FROM takes it
 	}
@@ -232,28 +237,42 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		_, ref, built, err := m.BuildImage(ctx, lifecycle.BuildRequest{
-			Provider: members[0],
-			Build: agentenv.Build{Context: dir, Dockerfile: s.Build.Dockerfile, Args: s.Build.Args,
-				BaseMap: sc.e.r.ImageMap},
-			Timeout: time.Duration(s.BuildTimeoutSec) * time.Second,
-		})
+		build := agentenv.Build{Context: dir, Dockerfile: s.Build.Dockerfile, Args: s.Build.Args, BaseMap: sc.e.r.ImageMap}
+		inVM, err := buildsInVM(m, members[0])
 		if err != nil {
 			return Result{}, fmt.Errorf("build: %w", err)
 		}
-		image = ref
-		out["image"], out["built"] = ref, strconv.FormatBool(built)
+		if inVM {
+			// Built by the create, inside the sandbox's own VM: no image record, no cache.
+			image, vmBuild = "", &build
+		} else {
+			_, ref, built, err := m.BuildImage(ctx, lifecycle.BuildRequest{
+				Provider: members[0], Build: build, Timeout: time.Duration(s.BuildTimeoutSec) * time.Second,
+			})
+			if err != nil {
+				return Result{}, fmt.Errorf("build: %w", err)
+			}
+			image = ref
+			out["image"], out["built"] = ref, strconv.FormatBool(built)
+		}
 	}
 	ttl, _ := time.ParseDuration(s.TTL)
 	req := lifecycle.CreateRequest{
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
-		Spec: agentenv.SandboxSpec{Image: image, Command: s.Command, Env: s.Env,
+		Spec: agentenv.SandboxSpec{Image: image, Build: vmBuild, Command: s.Command, Env: s.Env,
 			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20, CapAdd: capNames(s.CapAdd),
 			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports, User: s.User, Mounts: mounts},
+		BuildTimeout: time.Duration(s.BuildTimeoutSec) * time.Second,
 	}
 	rec, sb, err := sc.createSandbox(ctx, members, req)
 	if err != nil {
+		if vmBuild != nil {
+			err = fmt.Errorf("build in the sandbox's vm: %w", err)
+		}
 		return Result{}, err
+	}
+	if vmBuild != nil {
+		out["image"], out["built"] = sb.Image, "true"
 	}
 	out["sandbox_id"], out["record"], out["provider"] = sb.ID, rec.ID, rec.Provider
 	if len(s.Ports) > 0 {
@@ -288,6 +307,21 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		}
 	}
 	return Result{Outputs: out}, nil
+}
+
+// buildsInVM reports whether a build for a sandbox on provider is made by the sandbox's create,
+// inside its own VM: the provider builds no images of its own (no Imager) but builds in its VM
+// (Capabilities.BuildInVM). A provider with neither is left to BuildImage, which refuses it.
+func buildsInVM(m *lifecycle.Manager, provider string) (bool, error) {
+	imager, err := m.Supports(provider, agentenv.AbilityImageBuild)
+	if err != nil || imager {
+		return false, err
+	}
+	caps, err := m.Capabilities(provider)
+	if err != nil {
+		return false, err
+	}
+	return caps.BuildInVM, nil
 }
 
 // waitExit waits, within ctx, for the sandbox of record (created as sb) to exit, and returns its

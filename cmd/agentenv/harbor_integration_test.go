@@ -551,3 +551,37 @@ func TestHarborMCPHTTPModelAgent(t *testing.T) {
 	}
 	c.noRunLeftovers(r.stdout)
 }
+
+// TestHarborOnDockerVM: on docker_vm, which builds no images on the host, a Harbor task's
+// environment/Dockerfile is built inside its sandbox's own VM: the oracle passes, with no image
+// record (no cache across VMs) and nothing of the run left; agentenv run SIGKILLed during such
+// a build leaves the VM to its record, which gc removes.
+func TestHarborOnDockerVM(t *testing.T) {
+	t.Parallel()
+	c := newHarborCLI(t)
+	// A short create bound: should gc watch the killed create as in flight (for the bound plus
+	// the task's build_timeout_sec), it stops within gcUntilSettled's passes.
+	c.env = append(c.env, "AGENTENV_PROVIDER_DEFAULT=docker_vm", "AGENTENV_LIFECYCLE_CREATE_TIMEOUT=10s")
+	start := time.Now()
+	r := c.run(t.Context(), nil, "run", "../../harbor/testdata/corpus/hello-file", "--agent", "oracle")
+	if r.code != 0 || !strings.Contains(r.stdout, "1 passed") {
+		t.Fatalf("run hello-file on docker_vm: exit %d, want 0 and passed\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("hello-file on docker_vm passed in %s", time.Since(start).Round(time.Millisecond))
+	c.noRunLeftovers(r.stdout)
+	if _, cached := c.records(); len(cached) != 0 {
+		t.Errorf("%d cached builds after a run on docker_vm, want none", len(cached))
+	}
+
+	code, out := c.signalRun(harborTask(t, c, "slow-build"), "container (deploy_sandbox) running", 8*time.Second, syscall.SIGKILL)
+	if code != 137 {
+		t.Errorf("exit %d after SIGKILL, want 137\n%s", code, out)
+	}
+	run := firstField(out, "run-")
+	before, err := dockertest.Leftovers(t.Context(), c.dc, map[string]string{agentenv.LabelRun: run})
+	if err != nil || len(before) == 0 {
+		t.Errorf("run %s's objects after the kill: %v, %v; want its VM, left to gc", run, before, err)
+	}
+	t.Logf("left by the kill: %v; gc's first pass: %d creates in flight", before, c.gcUntilSettled(t))
+	c.noRecordLeftovers(false)
+}

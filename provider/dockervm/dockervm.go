@@ -117,10 +117,11 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 // Name returns the configured name, "docker_vm" by default.
 func (p *Provider) Name() string { return p.cfg.Name }
 
-// Capabilities reports VM mode on this machine, with List by label; there is no container
-// mode (no Networker) and no backstop lifetime (gc removes a VM after its expiry label).
+// Capabilities reports VM mode on this machine, with List by label and a bare sandbox's image
+// built in its VM (BuildInVM, see Create); there is no container mode (no Networker) and no
+// backstop lifetime (gc removes a VM after its expiry label).
 func (p *Provider) Capabilities() agentenv.Capabilities {
-	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true}
+	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true, BuildInVM: true}
 }
 
 // Close releases the client's idle connections.

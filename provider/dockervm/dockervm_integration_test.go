@@ -51,6 +51,7 @@ func TestConformance(t *testing.T) {
 		Command:     []string{"serve", ":8080"},
 		Port:        8080,
 		ExitCommand: []string{"exit", "3"},
+		ExecCommand: []string{"/agentenv", "exit", "3"},
 		ExitCode:    3,
 		Labels:      labels,
 		Wait:        60 * time.Second,

@@ -108,15 +108,16 @@ func (c *demuxConn) CloseWrite() error {
 // returned Sandbox has ID "VM-NAME", Name spec.Name, and Endpoints on the host. On error the
 // container is removed and the VM left.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	sb, err := p.run(ctx, vm, spec, nil)
+	sb, err := p.run(ctx, vm, spec, nil, false)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: run %s in vm %s: %w", spec.Name, vm, err)
 	}
 	return sb, nil
 }
 
-// run starts spec in vm; slots, if set, fixes the slot of each port.
-func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec, slots map[int]int) (sb agentenv.Sandbox, err error) {
+// run starts spec in vm; slots, if set, fixes the slot of each port. With built, spec.Image
+// is one built in the VM (Create's build), which the host engine has not: it is not loaded.
+func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec, slots map[int]int, built bool) (sb agentenv.Sandbox, err error) {
 	if err := checkName("vm", vm); err != nil {
 		return agentenv.Sandbox{}, err
 	}
@@ -148,8 +149,10 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 		return agentenv.Sandbox{}, err
 	}
 	defer in.Close()
-	if err := p.ensureImage(ctx, in, vm, spec.Image); err != nil {
-		return agentenv.Sandbox{}, err
+	if !built {
+		if err := p.ensureImage(ctx, in, vm, spec.Image); err != nil {
+			return agentenv.Sandbox{}, err
+		}
 	}
 	net := stackNetwork
 	if spec.Network != "" {

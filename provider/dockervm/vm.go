@@ -45,14 +45,24 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 // is the VM (ID and Name the record id), with the container's endpoints and state: it is
 // exited, and Get reports ErrGone, once the container has finished. This is what a bare
 // sandbox is on a VM-mode provider; deploys use CreateVM and RunInVM.
+//
+// With spec.Build (Capabilities.BuildInVM), the image is built inside the fresh VM first (see
+// build) and runs as BuiltImage, the Sandbox's Image; its context and base images are checked
+// on this host before the VM is made. The build lives and dies with the VM: nothing of it is
+// on the host engine, and nothing is reused by the next VM.
 func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb agentenv.Sandbox, err error) {
-	if spec.Image == "" {
-		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: no image: %w", spec.Name, agentenv.ErrInvalid)
+	if (spec.Image == "") == (spec.Build == nil) {
+		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: want an image or a build, one of them: %w", spec.Name, agentenv.ErrInvalid)
 	}
 	if len(spec.Ports) > p.cfg.Slots {
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: %d ports, a vm has %d slots: %w", spec.Name, len(spec.Ports), p.cfg.Slots, agentenv.ErrInvalid)
 	}
-	if _, err := p.cli.ImageInspect(ctx, spec.Image); err != nil {
+	var vb vmBuild
+	if spec.Build != nil {
+		if vb, err = p.prepareBuild(ctx, spec); err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: build: %w", spec.Name, err)
+		}
+	} else if _, err := p.cli.ImageInspect(ctx, spec.Image); err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: image %s is not on the host engine: %w", spec.Name, spec.Image, agentenv.ErrInvalid)
 		}
@@ -73,8 +83,15 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		}
 	}()
 	inner := spec
-	inner.Name = "main"
-	in, err := p.run(ctx, vm.ID, inner, slots)
+	inner.Name, inner.Build = "main", nil
+	if spec.Build != nil {
+		start := time.Now()
+		if inner.Image, err = p.build(ctx, vm.ID, vb); err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: %w", spec.Name, err)
+		}
+		p.log.Debug("vm's image ready", "record_id", spec.Name, "context", spec.Build.Context, "took", time.Since(start))
+	}
+	in, err := p.run(ctx, vm.ID, inner, slots, spec.Build != nil)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: %w", spec.Name, err)
 	}
@@ -82,6 +99,9 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: %w", spec.Name, err)
 	}
 	vm.State, vm.ExitCode, vm.Endpoints = in.State, in.ExitCode, in.Endpoints
+	if spec.Build != nil {
+		vm.Image = inner.Image
+	}
 	return vm, nil
 }
 

@@ -42,6 +42,8 @@ type Provider struct {
 	mounts  map[string][]agentenv.Mount  // sandbox id -> the volumes mounted into it
 	seq     int
 	calls   map[string]int
+	// buildInVM: Capabilities say BuildInVM, and Create takes a spec with Build (BuildInVM).
+	buildInVM bool
 }
 
 var (
@@ -83,9 +85,23 @@ func New(name string, without ...agentenv.Ability) *Provider {
 // Name implements agentenv.Provider.
 func (p *Provider) Name() string { return p.name }
 
-// Capabilities implements agentenv.Provider: it lists by label and runs on this machine.
+// Capabilities implements agentenv.Provider: it lists by label and runs on this machine, and
+// builds in a sandbox's VM once BuildInVM said so.
 func (p *Provider) Capabilities() agentenv.Capabilities {
-	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return agentenv.Capabilities{OnThisMachine: true, ListByLabel: true, BuildInVM: p.buildInVM}
+}
+
+// BuildInVM makes p a provider that builds in a bare sandbox's VM (Capabilities.BuildInVM):
+// Create of a spec with Build builds nothing, it records the build's digest (see Built) under
+// the reference it returns as Sandbox.Image, which goes with the sandbox. A context it cannot
+// digest is ErrInvalid. It returns p.
+func (p *Provider) BuildInVM() *Provider {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buildInVM = true
+	return p
 }
 
 // Abilities implements agentenv.Abler: every ability but those New was told to leave out.
@@ -133,7 +149,20 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err := checkName(spec.Name, spec.Labels); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("fake: create: %w", err)
 	}
-	if err := p.image(spec.Image); err != nil {
+	digest := ""
+	if spec.Build != nil {
+		p.mu.Lock()
+		on := p.buildInVM
+		p.mu.Unlock()
+		if !on {
+			return agentenv.Sandbox{}, fmt.Errorf("fake: create %s: no build in a vm here: %w", spec.Name, agentenv.ErrInvalid)
+		}
+		d, err := buildctx.Digest(*spec.Build)
+		if err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("fake: create %s: %w", spec.Name, err)
+		}
+		digest = d
+	} else if err := p.image(spec.Image); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("fake: create %s: %w", spec.Name, err)
 	}
 	if p.without[agentenv.AbilityVolumes] && len(spec.Mounts) > 0 {
@@ -154,6 +183,12 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	}
 	if len(spec.Mounts) > 0 {
 		p.mounts[sb.ID] = slices.Clone(spec.Mounts)
+	}
+	if spec.Build != nil {
+		sb.Image = imagePrefix + "vm-" + spec.Name
+		p.boxes[sb.ID].Image = sb.Image
+		p.images[sb.Image] = map[string][]byte{}
+		p.builds[sb.Image] = digest
 	}
 	p.mu.Unlock()
 	if code, ok := exitCode(spec.Command); ok {
