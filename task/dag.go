@@ -209,7 +209,7 @@ func (e *episode) finish(ctx, dctx context.Context, s *StepSpec, res Result, err
 		gate = gateOf(s, res)
 	}
 	if gate != "" {
-		e.log.Info("gate closed: the steps that depend on it are skipped", "step", s.ID, "why", gate)
+		e.log.Debug("gate closed: the steps that depend on it are skipped", "step", s.ID, "why", gate)
 		if res.Outputs == nil {
 			res.Outputs = map[string]string{}
 		}
