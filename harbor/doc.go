@@ -17,4 +17,16 @@
 //	tests/test.sh        the verifier: writes /logs/verifier/reward.txt (a number) or reward.json (named metrics)
 //	solution/solve.sh    the reference solution (optional)
 //	steps/NAME/          per step of a multi-step task: instruction.md, tests/, solution/
+//
+// Native makes a task agentenv steps, which package task runs. A multi-step task runs its
+// steps in turn in one container, each step's agent then its tests (under either strategy).
+// Its score is multi_step_reward_strategy's: "mean" (Harbor's default) is the mean over
+// all the steps, a step that did not run counting 0; "final" is the last step's reward, the
+// others' recorded (each step's outputs keep its rewards) with weight 0. A step's min_reward
+// gates the rest, as Harbor's trial stops early: when its reward (min_reward a number) or one
+// of the named metrics of its reward.json (a table; a metric the file does not name counts as
+// below) is below the minimum, the steps after it are not run, neither their agents nor their
+// tests, and the task scores as above ("final": 0, since the last step never ran). An early
+// stop is a scored outcome, never an error. In agentenv terms: each step's reward verifier has
+// min_rewards, and "final" gives all but the last weight 0 (package task).
 package harbor

@@ -84,6 +84,19 @@ func TestLoadCorpus(t *testing.T) {
 					t.Errorf("step 1 = %+v", s1)
 				}
 			}},
+		"multi-step-gate": {name: "agentenv/multi-step-gate", schema: "1.4", agent: time.Minute, verifier: 30 * time.Second, build: DefaultBuildTimeout, dockerfile: df, cpus: 1, mem: 2048, storage: 10240, internet: true, steps: 3,
+			check: func(t *testing.T, task *Task) {
+				if task.RewardStrategy != "final" {
+					t.Errorf("strategy = %q", task.RewardStrategy)
+				}
+				var mins []map[string]float64
+				for _, s := range task.Steps {
+					mins = append(mins, s.MinReward)
+				}
+				if want := []map[string]float64{{"reward": 1}, {"lines": 1}, nil}; !reflect.DeepEqual(mins, want) {
+					t.Errorf("min_reward = %v, want %v", mins, want)
+				}
+			}},
 		"compose-init": {name: "agentenv/compose-init", schema: "1.4", agent: 2 * time.Minute, verifier: time.Minute, build: 10 * time.Minute, dockerfile: df, compose: "environment/docker-compose.yaml", cpus: 1, mem: 1024, storage: 10240, internet: true,
 			check: func(t *testing.T, task *Task) {
 				c, err := LoadCompose(filepath.Join(task.Dir, task.Environment.Compose))
@@ -433,7 +446,7 @@ func TestDataset(t *testing.T) {
 		include, exclude []string
 		want, err        string
 	}{
-		{dir: "testdata/corpus", include: []string{"multi-*", "mcp-*"}, want: "mcp-http,mcp-stdio,multi-step"},
+		{dir: "testdata/corpus", include: []string{"multi-*", "mcp-*"}, want: "mcp-http,mcp-stdio,multi-step,multi-step-gate"},
 		{dir: "testdata/corpus", include: []string{"*-*"}, exclude: []string{"*e*"}, want: "mcp-http,mcp-stdio,workdir-copy"},
 		{dir: "testdata/corpus", include: []string{"verifier-*"}, exclude: []string{"*-user"}, want: "verifier-no-reward"},
 		{dir: "testdata/corpus/hello-file", want: "hello-file"},

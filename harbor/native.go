@@ -92,8 +92,14 @@ const sandboxStep = "container"
 // private network beside it, composeSteps), the agent working inside it, then tests/ copied in
 // and test.sh run as the verifier's user, scored from its reward file. A [[steps]] task runs
 // each step's agent and verifier in turn in the one container, and scores the mean of its
-// steps. Its File and Dir are the task folder; its Digest covers every file of the folder and
-// the options, so a resumed run refuses a task that changed.
+// steps (multi_step_reward_strategy "mean", Harbor's default: over every step, a step that did
+// not run counting 0) or its last step's reward ("final": the others' tests still run, and
+// are recorded, with weight 0). A step's min_reward gates the rest: when the step's reward (a
+// number) or a named metric of its reward.json (a table) is below it, or a gated metric is
+// missing, the steps after it are skipped, agents and tests, and the task scores as above,
+// the skipped steps 0 ("final": 0, the last step never ran). Its File and Dir are the task
+// folder; its Digest covers every file of the folder and the options, so a resumed run
+// refuses a task that changed.
 func Native(t *Task, o Options) (*task.Task, error) {
 	o = o.normal()
 	if !slices.Contains(Agents(), o.Agent) {
@@ -129,40 +135,7 @@ func Native(t *Task, o Options) (*task.Task, error) {
 		after = toolsStepID
 	}
 
-	phases := []Step{{Instruction: t.Instruction, Agent: t.Agent, Verifier: t.Verifier, Dir: t.Dir}}
-	if len(t.Steps) > 0 {
-		phases = t.Steps
-	}
-	for i, ph := range phases {
-		sfx := ""
-		if len(phases) > 1 {
-			sfx = fmt.Sprintf("_%d", i+1)
-		}
-		agentSteps := agentSteps(t, ph, sfx, after, o)
-		doc.Steps = append(doc.Steps, agentSteps...)
-		if len(agentSteps) > 0 {
-			after = agentSteps[len(agentSteps)-1]["id"].(string)
-		}
-		// With the "final" strategy only the last step's tests score the task; the others'
-		// are not run (Harbor runs them, for min_reward gates agentenv does not keep).
-		if t.RewardStrategy == "final" && i < len(phases)-1 {
-			continue
-		}
-		v := ph.Verifier
-		verify := step{
-			"id": "verify" + sfx, "type": task.TypeReward, "depends_on": []string{after},
-			"sandbox": sandboxStep, "timeout": seconds(v.Timeout + 10*time.Second),
-			"upload": uploads(t, ph, "tests", TestsDir),
-		}
-		if v.User != "" {
-			verify["user"] = v.User
-		}
-		if len(v.Env) > 0 {
-			verify["env"] = expandEnv(v.Env)
-		}
-		doc.Steps = append(doc.Steps, verify)
-		after = "verify" + sfx
-	}
+	doc.Steps = append(doc.Steps, phaseSteps(t, o, after)...)
 	data, err := yaml.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("harbor task %s: %w", t.Dir, err)
@@ -179,6 +152,54 @@ func Native(t *Task, o Options) (*task.Task, error) {
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s", d, o.mark()))
 	nt.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	return nt, nil
+}
+
+// phaseSteps are the steps of t's phases after the step after: the task's own instruction and
+// tests, or each of its [[steps]] in turn, each phase's agent steps then its verifier, each
+// after the one before. Every phase's tests run; with the "final" strategy all but the last
+// have weight 0. A phase's min_reward is its verifier's min_rewards, the gate of the phases
+// after it.
+func phaseSteps(t *Task, o Options, after string) []step {
+	var out []step
+	phases := []Step{{Instruction: t.Instruction, Agent: t.Agent, Verifier: t.Verifier, Dir: t.Dir}}
+	if len(t.Steps) > 0 {
+		phases = t.Steps
+	}
+	for i, ph := range phases {
+		sfx := ""
+		if len(phases) > 1 {
+			sfx = fmt.Sprintf("_%d", i+1)
+		}
+		agentSteps := agentSteps(t, ph, sfx, after, o)
+		out = append(out, agentSteps...)
+		if len(agentSteps) > 0 {
+			after = agentSteps[len(agentSteps)-1]["id"].(string)
+		}
+		v := ph.Verifier
+		verify := step{
+			"id": "verify" + sfx, "type": task.TypeReward, "depends_on": []string{after},
+			"sandbox": sandboxStep, "timeout": seconds(v.Timeout + 10*time.Second),
+			"upload": uploads(t, ph, "tests", TestsDir),
+		}
+		// Every step's tests run, as Harbor runs them: with the "final" strategy only the last
+		// one scores, the others' rewards recorded with weight 0. A step's min_reward gates the
+		// steps after it: below it they are skipped, and count 0.
+		if t.RewardStrategy == "final" && i < len(phases)-1 {
+			verify["weight"] = 0
+		}
+		if len(ph.MinReward) > 0 {
+			verify["min_rewards"] = ph.MinReward
+		}
+		if v.User != "" {
+			verify["user"] = v.User
+		}
+		if len(v.Env) > 0 {
+			verify["env"] = expandEnv(v.Env)
+		}
+		out = append(out, verify)
+		after = "verify" + sfx
+	}
+	return out
 }
 
 // isolate cuts the environment of steps off the internet, as [environment] network_mode

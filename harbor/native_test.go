@@ -237,3 +237,55 @@ func TestNativeMCPHTTPServers(t *testing.T) {
 		}
 	}
 }
+
+// Every phase's tests run, each after the one before, so that a step's min_reward (its
+// verifier's min_rewards) skips the phases after it when its reward is below; with the
+// "final" strategy all but the last verifier have weight 0 (recorded, not scored), with "mean"
+// every one weighs 1 and one that did not run counts 0.
+func TestNativeGates(t *testing.T) {
+	for _, c := range []struct {
+		dir     string
+		o       Options
+		ids     []string
+		weights []float64
+		mins    []map[string]float64
+	}{
+		{"multi-step", Options{}, []string{"container", "agent_1", "verify_1", "agent_2", "verify_2"},
+			[]float64{1, 1}, []map[string]float64{{"reward": 1}, nil}},
+		{"multi-step-gate", Options{}, []string{"container", "agent_1", "verify_1", "agent_2", "verify_2", "agent_3", "verify_3"},
+			[]float64{0, 0, 1}, []map[string]float64{{"reward": 1}, {"lines": 1}, nil}},
+		{"multi-step-gate", Options{Agent: AgentNop}, []string{"container", "verify_1", "verify_2", "verify_3"},
+			[]float64{0, 0, 1}, []map[string]float64{{"reward": 1}, {"lines": 1}, nil}},
+	} {
+		ht, err := Load(filepath.Join("testdata/corpus", c.dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nt, err := Native(ht, c.o)
+		if err != nil {
+			t.Fatalf("Native(%s): %v", c.dir, err)
+		}
+		var ids []string
+		var weights []float64
+		for i, s := range nt.Steps {
+			ids = append(ids, s.ID)
+			if i > 0 && (len(s.DependsOn) != 1 || s.DependsOn[0] != nt.Steps[i-1].ID) {
+				t.Errorf("%s: step %s depends on %v, want the step before it", c.dir, s.ID, s.DependsOn)
+			}
+			if s.Type == task.TypeReward {
+				weights = append(weights, s.Weight)
+			}
+		}
+		if !slices.Equal(ids, c.ids) || !slices.Equal(weights, c.weights) {
+			t.Errorf("%s %s: steps %q, verifier weights %v; want %q, %v", c.dir, c.o.Agent, ids, weights, c.ids, c.weights)
+		}
+		var mins []map[string]float64
+		for _, s := range phaseSteps(ht, c.o, sandboxStep) {
+			if s["type"] == task.TypeReward {
+				m, _ := s["min_rewards"].(map[string]float64)
+				mins = append(mins, m)
+			}
+		}
+		deepEq(t, c.dir+" min_rewards", mins, c.mins)
+	}
+}

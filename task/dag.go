@@ -21,7 +21,9 @@ const (
 var errCancelled = errors.New("run cancelled")
 
 // runDAG runs the episode's steps: each as soon as its dependencies have ended, at most
-// StepConcurrency at once. A failing step with fail_task_on_error stops dispatch and cancels
+// StepConcurrency at once. A step whose dependency was skipped or cancelled, or is a verifier
+// whose gate closed (it scored below its min_score, or its own Result.Gate), is skipped: a
+// closed gate ends that branch of the episode as a scored result, not as an error. A failing step with fail_task_on_error stops dispatch and cancels
 // the steps in flight; so does a cancelled ctx. Either way it waits for the steps in flight,
 // up to the drain timeout. It returns the fatal failure (or errCancelled), nil if none.
 func (e *episode) runDAG(ctx context.Context) error {
@@ -40,6 +42,7 @@ func (e *episode) runDAG(ctx context.Context) error {
 	}
 	doneCh := make(chan done, len(steps)) // buffered: a step that outlives the drain never blocks
 	status := make([]agentenv.StepStatus, len(steps))
+	gated := make([]string, len(steps)) // why each step's gate closed; "" while open
 	for i := range status {
 		status[i] = agentenv.StepPending
 	}
@@ -69,7 +72,7 @@ func (e *episode) runDAG(ctx context.Context) error {
 			} else {
 				for i, s := range steps {
 					if retry.span[s.ID] {
-						status[i] = agentenv.StepPending
+						status[i], gated[i] = agentenv.StepPending, ""
 					}
 				}
 			}
@@ -87,6 +90,10 @@ func (e *episode) runDAG(ctx context.Context) error {
 						ready = false
 					case agentenv.StepSkipped, agentenv.StepCancelled:
 						blocked = dep
+					case agentenv.StepPassed:
+						if gated[pos[dep]] != "" {
+							blocked = dep
+						}
 					}
 				}
 				if !ready {
@@ -94,7 +101,11 @@ func (e *episode) runDAG(ctx context.Context) error {
 				}
 				if blocked != "" {
 					status[i] = agentenv.StepSkipped
-					e.skip(ctx, s, agentenv.StepSkipped, fmt.Sprintf("dependency %s did not run", blocked))
+					why := fmt.Sprintf("dependency %s did not run", blocked)
+					if g := gated[pos[blocked]]; g != "" {
+						why = fmt.Sprintf("the gate of %s closed: %s", blocked, g)
+					}
+					e.skip(ctx, s, agentenv.StepSkipped, why)
 					continue
 				}
 				status[i] = agentenv.StepRunning
@@ -125,8 +136,8 @@ func (e *episode) runDAG(ctx context.Context) error {
 				})
 				continue
 			}
-			st := e.finish(ctx, dctx, s, d.res, d.err)
-			status[d.i] = st
+			st, gate := e.finish(ctx, dctx, s, d.res, d.err)
+			status[d.i], gated[d.i] = st, gate
 			if st == agentenv.StepFailed && fatal == nil && retry == nil && ctx.Err() == nil && s.Retry != nil &&
 				retried[s.ID] < s.Retry.Max && classify(s.Type, d.err) == agentenv.StepErrorInfra {
 				retried[s.ID]++
@@ -180,8 +191,9 @@ func (e *episode) skip(ctx context.Context, s *StepSpec, status agentenv.StepSta
 	})
 }
 
-// finish records how step s ended and returns its status.
-func (e *episode) finish(ctx, dctx context.Context, s *StepSpec, res Result, err error) agentenv.StepStatus {
+// finish records how step s ended and returns its status and, for a verifier that passed with
+// its gate closed, why (kept as its output "gate").
+func (e *episode) finish(ctx, dctx context.Context, s *StepSpec, res Result, err error) (agentenv.StepStatus, string) {
 	status := agentenv.StepPassed
 	switch {
 	case err != nil && dctx.Err() != nil && !errors.Is(err, errStepTimeout):
@@ -191,6 +203,17 @@ func (e *episode) finish(ctx, dctx context.Context, s *StepSpec, res Result, err
 	}
 	if err != nil {
 		res.Score = nil // an errored verifier scores 0, never a silent pass
+	}
+	gate := ""
+	if status == agentenv.StepPassed && e.t.kinds[s.Type].verifier {
+		gate = gateOf(s, res)
+	}
+	if gate != "" {
+		e.log.Debug("gate closed: the steps that depend on it are skipped", "step", s.ID, "why", gate)
+		if res.Outputs == nil {
+			res.Outputs = map[string]string{}
+		}
+		res.Outputs["gate"] = "closed: " + gate
 	}
 	e.transition(ctx, s, func(st *stepState) {
 		e.setOutputs(s, st, res)
@@ -202,7 +225,26 @@ func (e *episode) finish(ctx, dctx context.Context, s *StepSpec, res Result, err
 			st.rec.ErrorKind = classify(s.Type, err)
 		}
 	})
-	return status
+	return status, gate
+}
+
+// gateOf is why the gate of verifier s closed with res, or "" if it is open: its own
+// Result.Gate, else a score below its min_score.
+func gateOf(s *StepSpec, res Result) string {
+	if res.Gate != "" {
+		return res.Gate
+	}
+	if s.MinScore == nil {
+		return ""
+	}
+	score := 0.0
+	if res.Score != nil {
+		score = *res.Score
+	}
+	if score < *s.MinScore {
+		return fmt.Sprintf("score %s is below min_score %s", formatScore(score), formatScore(*s.MinScore))
+	}
+	return ""
 }
 
 // errStepTimeout marks a step that ran out of its own time.

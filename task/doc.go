@@ -56,7 +56,14 @@
 //
 // Verifiers score in [0,1] with rows of what they checked; an errored verifier, and every
 // verifier after a failed agent, scores 0. The task's score combines the verifiers no
-// aggregate step consumes. Two verifiers grade open-ended work: judge (a rubric or
+// aggregate step consumes, each with its weight (weight: N, 1 by default, used by
+// weighted_average); a verifier of weight 0 runs and is recorded but left out of the score in
+// every mode. A verifier's gate stops a branch of the episode early: with min_score: X, a score
+// below X (and, on a reward step, min_rewards: {METRIC: X}, a named metric of its reward file
+// below X or missing) ends the verifier passed with its score and its output gate saying why,
+// and every step that depends on it is skipped; a skipped verifier scores 0 and counts in the
+// task's score, so stopping early never raises it. A closed gate is a scored outcome, not an
+// error: nothing is retried. Two verifiers grade open-ended work: judge (a rubric or
 // rubric_file graded by the model of [model.judge], inputs filled from step outputs, and with
 // screenshot: STEP the last image that prompt_agent step's trajectory kept, such as a
 // browser's screenshot, as an image part of its message; its

@@ -132,7 +132,8 @@ func joinMsg(a, b string) string {
 }
 
 // score combines the task's verifiers by its score mode; nil if it has none. A verifier that
-// did not run scores 0.
+// did not run (skipped after a closed gate, say) scores 0 and counts; one of weight 0 is left
+// out, whatever it scored.
 func (e *episode) score() *float64 {
 	ids := e.t.Verifiers()
 	if len(ids) == 0 {
@@ -140,13 +141,17 @@ func (e *episode) score() *float64 {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	scores := make([]float64, len(ids))
-	weights := make([]float64, len(ids))
-	for i, id := range ids {
-		if s := e.states[id].rec.Score; s != nil && e.states[id].rec.Status == agentenv.StepPassed {
-			scores[i] = *s
+	var scores, weights []float64
+	for _, id := range ids {
+		w := e.t.step(id).Weight
+		if w <= 0 {
+			continue
 		}
-		weights[i] = e.t.step(id).Weight
+		score := 0.0
+		if s := e.states[id].rec.Score; s != nil && e.states[id].rec.Status == agentenv.StepPassed {
+			score = *s
+		}
+		scores, weights = append(scores, score), append(weights, w)
 	}
 	s := combine(e.t.Score, scores, weights)
 	return &s

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"path"
 	"slices"
 	"strconv"
@@ -31,7 +32,8 @@ const DefaultRewardDir = "/logs/verifier"
 // added, and is killed when the step's timeout is near. A command that writes no reward, one
 // that times out, and a reward that is not a number in [0,1] are the verifier's errors
 // (infrastructure, retried and left out of the mean), never a 0. Its exit code is kept, not
-// scored: the reward file says the score.
+// scored: the reward file says the score. MinRewards is its gate on named metrics (Harbor's
+// min_reward): a metric below its minimum, or one the reward file does not name, closes it.
 type reward struct {
 	Sandbox string            `yaml:"sandbox" task:"required"` // the deploy_sandbox step
 	Command []string          `yaml:"command"`                 // argv; bash /tests/test.sh if empty
@@ -41,6 +43,10 @@ type reward struct {
 	// Upload are the verifier's own files (a Harbor task's tests/), put in place in the same
 	// command that runs the tests, so that they arrive only once the agent is done.
 	Upload []placement `yaml:"upload"`
+	// MinRewards gates the steps that depend on this one on the reward file's named metrics
+	// ("reward" is reward.txt's number): one below its minimum, or missing, closes the gate and
+	// they are skipped, the verifier keeping its score. min_score gates on the score itself.
+	MinRewards map[string]float64 `yaml:"min_rewards"`
 }
 
 // rewardOutputLimit bounds what a reward verifier keeps of its stdout and of its stderr.
@@ -67,6 +73,14 @@ func (s *reward) Check() error {
 	}
 	if err := checkPlacements("upload", s.Upload); err != nil {
 		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.MinRewards)) {
+		if k == "" {
+			return errors.New("min_rewards: a metric needs a name")
+		}
+		if v := s.MinRewards[k]; math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("min_rewards.%s: want a number, got %v", k, v)
+		}
 	}
 	return checkBinding("command", "", s.Command)
 }
@@ -161,7 +175,24 @@ func (s *reward) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	rb, _ := json.Marshal(out.Rows)
 	out.Outputs["rows"], out.Outputs["score"] = string(rb), formatScore(score)
+	out.Gate = rewardGate(metrics, s.MinRewards)
 	return out, nil
+}
+
+// rewardGate is why metrics close a gate of minimums by name, or "" if they pass it: each
+// named metric must be there and at least its minimum.
+func rewardGate(metrics, mins map[string]float64) string {
+	var why []string
+	for _, k := range slices.Sorted(maps.Keys(mins)) {
+		v, ok := metrics[k]
+		switch {
+		case !ok:
+			why = append(why, fmt.Sprintf("metric %s is not in the reward file (min_rewards.%s %v)", k, k, mins[k]))
+		case v < mins[k]:
+			why = append(why, fmt.Sprintf("%s %v is below min_rewards.%s %v", k, v, k, mins[k]))
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // rewardMark is a line the verifier's script prints between the tests' output and the reward

@@ -50,12 +50,13 @@ func TestRewardCheck(t *testing.T) {
 		{Env: map[string]string{"K": "env:HOME"}},
 		{Upload: []placement{{From: "tests", To: "tests"}}},
 		{Upload: []placement{{From: "tests", To: "/"}}},
+		{MinRewards: map[string]float64{"": 1}},
 	} {
 		if err := r.Check(); err == nil {
 			t.Errorf("Check(%+v) = nil, want an error", r)
 		}
 	}
-	if err := (&reward{User: "root", Env: map[string]string{"K": "v"}, Dir: "/logs/v"}).Check(); err != nil {
+	if err := (&reward{User: "root", Env: map[string]string{"K": "v"}, Dir: "/logs/v", MinRewards: map[string]float64{"reward": 1, "style": 0.5}}).Check(); err != nil {
 		t.Errorf("Check of a good reward = %v", err)
 	}
 }

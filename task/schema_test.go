@@ -44,8 +44,10 @@ func genSchema() map[string]any {
 				"from": map[string]any{"type": "string", "description": "first step of the span: this step or a dependency; this step if absent"},
 			}}
 		if k.verifier {
-			props["weight"] = map[string]any{"type": "number", "exclusiveMinimum": 0, "default": 1,
-				"description": "weight in a weighted_average task score"}
+			props["weight"] = map[string]any{"type": "number", "minimum": 0, "default": 1,
+				"description": "weight in a weighted_average task score; 0 runs and records the verifier but leaves it out of the task's score"}
+			props["min_score"] = map[string]any{"type": "number", "minimum": 0, "maximum": 1,
+				"description": "gate: below this score the verifier passes with its score and the steps that depend on it are skipped (they score 0)"}
 		}
 		req, _ := s["required"].([]string)
 		s["required"] = append([]string{"id", "type"}, req...)

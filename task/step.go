@@ -59,6 +59,10 @@ type Result struct {
 	Outputs map[string]string // by declared output name
 	Score   *float64          // verifiers only: in [0,1]
 	Rows    []Row             // verifiers only: what was checked
+	// Gate is why a verifier's own gate closed (a reward step's min_rewards), "" if it is
+	// open: the steps that depend on the verifier are skipped, as for a score below its
+	// min_score. A closed gate is a scored result, never an error.
+	Gate string
 }
 
 // Row is one check a verifier made.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -62,9 +63,14 @@ type StepSpec struct {
 	DependsOn       []string      // as resolved: all earlier steps when the file has none
 	FailTaskOnError bool          // true unless the file says false
 	Timeout         time.Duration // the type's default if the file has none
-	Weight          float64       // a verifier's weight in weighted_average; 1 by default
-	Line            int           // where the step starts in the file
-	Retry           *StepRetry    // re-run a span when this step fails on an infrastructure error; nil if none
+	// Weight is a verifier's weight in the task's score: 1 by default; 0 runs and records the
+	// verifier (its score, its gate) but leaves it out of the task's score in every mode.
+	Weight float64
+	// MinScore is a verifier's gate (min_score): when it scores below it, the verifier ends
+	// passed with that score and the steps that depend on it are skipped; nil gates nothing.
+	MinScore *float64
+	Line     int        // where the step starts in the file
+	Retry    *StepRetry // re-run a span when this step fails on an infrastructure error; nil if none
 
 	fields *yaml.Node // the type-specific fields, a mapping
 	path   string     // "steps[2]", for messages
@@ -82,6 +88,9 @@ type StepRetry struct {
 
 // commonFields are the fields every step has.
 var commonFields = []string{"id", "type", "depends_on", "fail_task_on_error", "timeout", "retry"}
+
+// verifierFields are the fields every verifier has besides commonFields.
+var verifierFields = []string{"weight", "min_score"}
 
 // The task file of `agentenv run hello`.
 //
@@ -244,7 +253,7 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 	}
 	s.fields = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
 	var deps *yaml.Node
-	var weight *yaml.Node
+	var weight, minScore *yaml.Node
 	for _, kv := range pairs {
 		k, v := kv[0], kv[1]
 		p := yamlfile.Join(path, k.Value)
@@ -275,8 +284,16 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 			})
 		case "weight":
 			weight = v
-			if err := v.Decode(&s.Weight); err != nil || s.Weight <= 0 {
-				d.Errorf(v.Line, p, "want a positive number, got %s", yamlfile.Describe(v))
+			if err := v.Decode(&s.Weight); err != nil || !(s.Weight >= 0) || math.IsInf(s.Weight, 1) {
+				d.Errorf(v.Line, p, "want 0 or a positive number, got %s", scalarText(v))
+			}
+		case "min_score":
+			minScore = v
+			var m float64
+			if err := v.Decode(&m); err != nil || !(m >= 0 && m <= 1) {
+				d.Errorf(v.Line, p, "want a number in [0,1], got %s", scalarText(v))
+			} else {
+				s.MinScore = &m
 			}
 		default:
 			s.fields.Content = append(s.fields.Content, k, v)
@@ -305,9 +322,12 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 	if weight != nil && !k.verifier {
 		d.Errorf(weight.Line, yamlfile.Join(path, "weight"), "only verifiers have a weight")
 	}
+	if minScore != nil && !k.verifier {
+		d.Errorf(minScore.Line, yamlfile.Join(path, "min_score"), "only verifiers have a gate (min_score)")
+	}
 	extra := commonFields
 	if k.verifier {
-		extra = append(append([]string(nil), commonFields...), "weight")
+		extra = append(append([]string(nil), commonFields...), verifierFields...)
 	}
 	if s.Timeout == 0 {
 		s.Timeout = k.timeout
@@ -315,6 +335,14 @@ func (t *Task) decodeStep(d *decoder, n *yaml.Node, path string) *StepSpec {
 	typ := reflect.TypeOf(k.new())
 	d.check(s.fields, typ, path, extra)
 	return s
+}
+
+// scalarText is a scalar as the file wrote it, else what v is, for messages.
+func scalarText(v *yaml.Node) string {
+	if v.Kind == yaml.ScalarNode && v.Tag != "!!str" {
+		return v.Value
+	}
+	return yamlfile.Describe(v)
 }
 
 func (t *Task) kindNames() []string {

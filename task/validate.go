@@ -84,6 +84,23 @@ func (t *Task) validate(d *decoder) {
 			}
 		})
 	}
+	t.validateWeights(d)
+}
+
+// validateWeights refuses a task whose scored verifiers all have weight 0: it would score
+// nothing it ran.
+func (t *Task) validateWeights(d *decoder) {
+	ids := t.Verifiers()
+	if len(ids) == 0 {
+		return
+	}
+	for _, id := range ids {
+		if s := t.step(id); s == nil || s.Weight != 0 {
+			return
+		}
+	}
+	s := t.step(ids[0])
+	d.Errorf(s.Line, yamlfile.Join(s.path, "weight"), "every verifier of the task's score has weight 0: give at least one a positive weight")
 }
 
 // cycles reports every cycle of the dependency graph, naming its steps in order, and returns

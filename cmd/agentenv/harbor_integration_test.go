@@ -222,8 +222,8 @@ func TestTasksCheckCorpus(t *testing.T) {
 	if build := failing["build-error"]; !seen["build-error"] {
 		t.Errorf("no row for build-error (%s)", build)
 	}
-	if len(res.Rows) != 20 || !seen["compose-postgres"] || !seen["compose-init"] || !seen["compose-volume"] || !seen["mcp-http"] {
-		t.Errorf("%d rows (compose-postgres %v, compose-init %v, compose-volume %v, mcp-http %v), want the corpus's 20 tasks", len(res.Rows), seen["compose-postgres"], seen["compose-init"], seen["compose-volume"], seen["mcp-http"])
+	if len(res.Rows) != 21 || !seen["compose-postgres"] || !seen["compose-init"] || !seen["compose-volume"] || !seen["mcp-http"] {
+		t.Errorf("%d rows (compose-postgres %v, compose-init %v, compose-volume %v, mcp-http %v), want the corpus's 21 tasks", len(res.Rows), seen["compose-postgres"], seen["compose-init"], seen["compose-volume"], seen["mcp-http"])
 	}
 	if !strings.Contains(r.stdout, "build-error/environment/Dockerfile") && !strings.Contains(r.stdout, "non-zero code") {
 		t.Errorf("build-error's problem names neither the Dockerfile nor the failing step:\n%s", r.stdout)

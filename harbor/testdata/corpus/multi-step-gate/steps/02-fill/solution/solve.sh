@@ -1,0 +1,2 @@
+#!/bin/bash
+printf 'draft\nend\n' >> /app/notes.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i '/^draft$/d' /app/notes.txt
