@@ -22,32 +22,46 @@ type Allowlist struct {
 func ParseAllowlist(entries []string) (Allowlist, error) {
 	a := Allowlist{names: map[string]bool{}}
 	for i, e := range entries {
-		h := normal(e)
-		switch {
-		case h == "":
-			return Allowlist{}, fmt.Errorf("allow[%d]: empty host", i)
-		case strings.Contains(h, "/"):
-			p, err := netip.ParsePrefix(h)
-			if err != nil {
-				return Allowlist{}, fmt.Errorf("allow[%d]: %q: want a host name, address or CIDR prefix", i, e)
-			}
-			a.prefixes = append(a.prefixes, p.Masked())
-		case isAddr(h):
-			ip, _ := netip.ParseAddr(strings.Trim(h, "[]"))
-			a.prefixes = append(a.prefixes, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
-		case strings.HasPrefix(h, "*."):
-			rest := h[1:] // ".example.org"
-			if !validName(rest[1:]) {
-				return Allowlist{}, fmt.Errorf("allow[%d]: %q: want *.NAME with NAME a host name", i, e)
-			}
-			a.suffixes = append(a.suffixes, rest)
-		case validName(h):
-			a.names[h] = true
-		default:
-			return Allowlist{}, fmt.Errorf("allow[%d]: %q: want a host name (letters, digits, '-', '.'), *.NAME, an address or a CIDR prefix", i, e)
+		if err := a.add(e); err != nil {
+			return Allowlist{}, fmt.Errorf("allow[%d]: %w", i, err)
 		}
 	}
 	return a, nil
+}
+
+// CheckHost reports whether entry is one ParseAllowlist reads: an error saying what is wrong
+// with it, quoting it, or nil.
+func CheckHost(entry string) error {
+	return (&Allowlist{names: map[string]bool{}}).add(entry)
+}
+
+// add adds one entry to a.
+func (a *Allowlist) add(e string) error {
+	h := normal(e)
+	switch {
+	case h == "":
+		return fmt.Errorf("%q: empty host", e)
+	case strings.Contains(h, "/"):
+		p, err := netip.ParsePrefix(h)
+		if err != nil {
+			return fmt.Errorf("%q: want a host name, address or CIDR prefix", e)
+		}
+		a.prefixes = append(a.prefixes, p.Masked())
+	case isAddr(h):
+		ip, _ := netip.ParseAddr(strings.Trim(h, "[]"))
+		a.prefixes = append(a.prefixes, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+	case strings.HasPrefix(h, "*."):
+		rest := h[1:] // ".example.org"
+		if !validName(rest[1:]) {
+			return fmt.Errorf("%q: want *.NAME with NAME a host name", e)
+		}
+		a.suffixes = append(a.suffixes, rest)
+	case validName(h):
+		a.names[h] = true
+	default:
+		return fmt.Errorf("%q: want a host name (letters, digits, '-', '.'), *.NAME, an address or a CIDR prefix", e)
+	}
+	return nil
 }
 
 // Allows reports whether host (a name or an IP literal, without its port) may be reached, and
