@@ -42,8 +42,12 @@ const (
 	DefaultMaxConns    = 256
 )
 
-// shutdownWait bounds how long Serve waits for requests in flight once its context ends.
-const shutdownWait = 5 * time.Second
+// Bounds of the proxy's own: how long Serve waits for requests in flight once its context ends,
+// and how long a client may take to send a request's headers.
+const (
+	shutdownWait  = 5 * time.Second
+	headerTimeout = 30 * time.Second
+)
 
 // Config configures a Proxy.
 type Config struct {
@@ -127,7 +131,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           p,
-		ReadHeaderTimeout: p.cfg.DialTimeout,
+		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       p.cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
