@@ -68,7 +68,7 @@ var Keys = slices.Concat(
 		{Name: "lifecycle.admit_wait", Default: "30m", Doc: "bound on how long a deploy or create waits in the admission queue"},
 		{Name: "gateway.max_conns", Doc: "connections open at once on every deployed gateway, over the env file's gateway.max_conns (empty: the env file's, else 4096)"},
 		{Name: "gateway.max_sessions", Doc: "MCP sessions open at once on every deployed gateway, over the env file's gateway.max_sessions (empty: the env file's, else 256)"},
-		{Name: "images.runtime", Default: "agentenv:dev", Doc: "image of agentenv's own components (gateway, example servers, db-mcp)"},
+		{Name: "images.runtime", Default: "agentenv:dev", Doc: "image of agentenv's own components (gateway, example servers, db-mcp, a Harbor task's egress proxy)"},
 		{Name: "state.store", Doc: "state store: a PostgreSQL server (postgres://…, a role that may create databases and roles) whose databases stand in for each deployment's service DB container; 'agentenv state up' starts one", Secret: true},
 		{Name: "images.postgres", Default: "agentenv-postgres:local", Doc: "image of the service DB"},
 		{Name: "images.db_web", Default: "agentenv-adminer:local", Doc: "image of the DB web UI"},

@@ -29,4 +29,29 @@
 // tests, and the task scores as above ("final": 0, since the last step never ran). An early
 // stop is a scored outcome, never an error. In agentenv terms: each step's reward verifier has
 // min_rewards, and "final" gives all but the last weight 0 (package task).
+//
+// # Networks
+//
+// Native maps [environment].network_mode onto the steps' networks. "public" is the provider's
+// ordinary network. "no-network" (allow_internet = false) puts the container, and every compose
+// service, on an isolated deploy_network: no route out (docker's internal network), no names
+// outside it. "allowlist" does the same, and adds two steps before the container: a
+// deploy_network with a route out (egress_network) and a deploy_sandbox (egress) of agentenv's
+// runtime image, spec.DefaultImage as the run's image map maps it, running `agentenv serve
+// egress-proxy --allow HOSTS` (package egressproxy) on that network and joined to the task's
+// as ProxyAlias. The container and the services start after it, with HTTP_PROXY, HTTPS_PROXY,
+// http_proxy and https_proxy set to ProxyURL and NO_PROXY, no_proxy to localhost, 127.0.0.1,
+// ::1 and the task's own sandboxes' names, each unless the task sets it itself.
+//
+// The proxy tunnels CONNECT host:port and forwards absolute http:// requests when the host is
+// in allowed_hosts (an exact name, *.NAME for NAME's subdomains only, case-insensitive; an IP
+// literal only when an address or CIDR prefix of the list holds it), and answers anything
+// else 403 with a one-line reason. So what honours those variables reaches the allowed hosts
+// (curl, wget, pip, Python's urllib and requests, git over https://, Go's net/http, apt-get's
+// http and https methods), and nothing else gets out: a raw socket, ssh, git://, UDP and DNS
+// fail for want of a route, and names resolve only through the proxy. Node's built-in http and
+// fetch ignore the variables (unless NODE_USE_ENV_PROXY=1), as does any client whose own proxy
+// setting overrides them. [agent] and [verifier] network modes are read, not applied per phase.
+// The proxy is a step like any other, so the lifecycle manager records, labels, tears down and
+// collects it; a provider that cannot join a sandbox to two networks fails the egress step.
 package harbor

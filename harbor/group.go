@@ -40,15 +40,11 @@ func loadNative(dir string, o Options) (*task.Task, []string, error) {
 	return nt, warnings(t), nil
 }
 
-// warnings are t's warnings with its folder before each: "DIR/task.toml:LINE: ...", and what
-// agentenv does not enforce of it.
+// warnings are t's warnings with its folder before each: "DIR/task.toml:LINE: ...".
 func warnings(t *Task) []string {
-	out := make([]string, 0, len(t.Warnings)+1)
+	out := make([]string, 0, len(t.Warnings))
 	for _, w := range t.Warnings {
 		out = append(out, filepath.Join(t.Dir, w))
-	}
-	if t.Environment.NetworkMode == NetworkAllowlist {
-		out = append(out, fmt.Sprintf("%s: [environment] network_mode %q: agentenv cannot allow hosts by name yet; the task runs with the internet", filepath.Join(t.Dir, "task.toml"), NetworkAllowlist))
 	}
 	return out
 }

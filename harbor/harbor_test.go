@@ -139,6 +139,12 @@ func TestLoadCorpus(t *testing.T) {
 					t.Errorf("network, gpus = %q, %d", task.Environment.NetworkMode, task.Environment.GPUs)
 				}
 			}},
+		"allowlist": {name: "agentenv/allowlist", schema: "1.4", agent: 2 * time.Minute, verifier: 3 * time.Minute, build: DefaultBuildTimeout, dockerfile: df, cpus: 1, mem: 2048, storage: 10240, internet: true,
+			check: func(t *testing.T, task *Task) {
+				if task.Environment.NetworkMode != NetworkAllowlist || !reflect.DeepEqual(task.Environment.AllowedHosts, []string{"allowed.test", "*.allowed.test"}) {
+					t.Errorf("network %q, allowed hosts %q", task.Environment.NetworkMode, task.Environment.AllowedHosts)
+				}
+			}},
 		"no-internet": {name: "agentenv/no-internet", schema: "1.1", agent: DefaultAgentTimeout, verifier: DefaultVerifierTimeout, build: DefaultBuildTimeout, dockerfile: df, cpus: 1, mem: 2048, storage: 10240, internet: false},
 		"legacy-v1": {name: "legacy-v1", schema: "1.0", agent: 2 * time.Minute, verifier: 2 * time.Minute, build: 10 * time.Minute, dockerfile: df, cpus: 1, mem: 1024, storage: 2048, internet: true,
 			warnings: []string{
@@ -438,7 +444,7 @@ func TestDataset(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
-	if !strings.HasPrefix(names(all), "agent-timeout,build-error,compose-init,compose-postgres,") {
+	if !strings.HasPrefix(names(all), "agent-timeout,allowlist,build-error,compose-init,compose-postgres,") {
 		t.Errorf("not sorted: %s", names(all))
 	}
 	cases := []struct {

@@ -89,7 +89,9 @@ const sandboxStep = "container"
 
 // Native returns t as an agentenv task: its container built from environment/ (or its
 // docker_image) with the resources it asks (a docker-compose environment: its services on a
-// private network beside it, composeSteps), the agent working inside it, then tests/ copied in
+// private network beside it, composeSteps), on an isolated network without internet, or
+// behind an egress proxy to its allowed_hosts only (egress), as its network_mode says, the
+// agent working inside it, then tests/ copied in
 // and test.sh run as the verifier's user, scored from its reward file. A [[steps]] task runs
 // each step's agent and verifier in turn in the one container, and scores the mean of its
 // steps (multi_step_reward_strategy "mean", Harbor's default: over every step, a step that did
@@ -124,8 +126,14 @@ func Native(t *Task, o Options) (*task.Task, error) {
 	} else {
 		doc.Steps = append(doc.Steps, containerStep(t))
 	}
-	if !t.Environment.AllowInternet {
+	if !t.Environment.AllowInternet || t.Environment.NetworkMode == NetworkAllowlist {
 		doc.Steps = isolate(doc.Steps)
+	}
+	if t.Environment.NetworkMode == NetworkAllowlist {
+		var err error
+		if doc.Steps, err = egress(t, doc.Steps, t.Environment.AllowedHosts); err != nil {
+			return nil, err
+		}
 	}
 	after := sandboxStep
 	if tools, err := toolsStep(t, o, doc.Steps); err != nil {
@@ -203,8 +211,9 @@ func phaseSteps(t *Task, o Options, after string) []step {
 }
 
 // isolate cuts the environment of steps off the internet, as [environment] network_mode
-// "no-network" (allow_internet = false) asks: the compose network is made isolated, or a
-// container without one gets an isolated network of its own.
+// "no-network" (allow_internet = false) asks, and "allowlist" before egress puts its proxy
+// beside it: the compose network is made isolated, or a container without one gets an
+// isolated network of its own.
 func isolate(steps []step) []step {
 	for _, s := range steps {
 		if s["id"] == networkStep {

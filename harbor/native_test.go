@@ -2,13 +2,17 @@ package harbor
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/spec"
 	"github.com/agentenv/agentenv/task"
 )
 
@@ -43,6 +47,8 @@ func TestNativeSteps(t *testing.T) {
 		{"mcp-stdio", Options{}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
 		{"no-internet", Options{Agent: AgentNop}, []string{"network:deploy_network", "container:deploy_sandbox", "verify:reward"}},
 		{"multi-step", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "verify_1:reward", "verify_2:reward"}},
+		{"allowlist", Options{Agent: AgentNop}, []string{"network:deploy_network", "egress_network:deploy_network", "egress:deploy_sandbox",
+			"container:deploy_sandbox", "verify:reward"}},
 	} {
 		if got := stepIDs(t, c.dir, c.o); !slices.Equal(got, c.want) {
 			t.Errorf("%s %+v: steps %q\nwant %q", c.dir, c.o, got, c.want)
@@ -287,5 +293,74 @@ func TestNativeGates(t *testing.T) {
 			}
 		}
 		deepEq(t, c.dir+" min_rewards", mins, c.mins)
+	}
+}
+
+// An allowlist task runs on an isolated network, with the egress proxy beside it: agentenv's
+// runtime image serving the task's allowed hosts, on a network with a route out and joined to
+// the task's as egress-proxy, and the container (every compose service) starting after it with
+// the proxy in its environment (what the task sets itself kept).
+func TestNativeAllowlist(t *testing.T) {
+	dir := t.TempDir()
+	put := func(name, text string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("task.toml", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"Example.org\", \"*.pypi.org\"]\nenv = { NO_PROXY = \"mine\" }\n")
+	put("instruction.md", "do it")
+	put("environment/Dockerfile", "FROM x")
+	tk, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := warnings(tk); len(w) != 0 {
+		t.Errorf("warnings %q, want none: the allowlist is enforced", w)
+	}
+	nt, err := Native(tk, Options{Agent: AgentNop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range nt.Steps {
+		if s.ID == sandboxStep && !slices.Contains(s.DependsOn, egressStep) {
+			t.Errorf("container depends on %v, want the egress proxy among them", s.DependsOn)
+		}
+	}
+	steps, err := egress(tk, isolate([]step{containerStep(tk)}), tk.Environment.AllowedHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := yaml.Marshal(steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	for _, want := range []string{
+		"isolated: true",
+		"image: " + spec.DefaultImage,
+		"- /agentenv\n", "- egress-proxy\n", "- example.org,*.pypi.org\n",
+		"network: egress_network",
+		"join:\n    - aliases:\n        - egress-proxy\n      network: network\n",
+		"HTTPS_PROXY: http://egress-proxy:3128", "http_proxy: http://egress-proxy:3128",
+		"NO_PROXY: mine", "no_proxy: localhost,127.0.0.1,::1,main",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("steps lack %q:\n%s", want, doc)
+		}
+	}
+
+	put("task.toml", "[environment]\nallowed_hosts = [\"ok.test\", \"http://bad.test\"]\n")
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "environment.allowed_hosts[1]") {
+		t.Errorf("Load with a URL in allowed_hosts: %v, want an error naming the key", err)
+	}
+	put("task.toml", "[environment]\nallowed_hosts = [\"ok.test\"]\n")
+	put("environment/docker-compose.yaml", "services:\n  main:\n    build: .\n  egress-proxy:\n    image: x\n")
+	if _, err := LoadNative(dir, Options{Agent: AgentNop}); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "a service is named egress-proxy") {
+		t.Errorf("LoadNative with a service named egress-proxy: %v, want it refused", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/egressproxy"
 )
 
 // Harbor's defaults for what task.toml leaves unset.
@@ -413,8 +414,8 @@ func readNetwork(t *table) (mode string, hosts []string, set bool) {
 	}
 	for i, h := range hosts {
 		h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
-		if h == "" || strings.Contains(h, "://") || strings.ContainsAny(h, " \t") {
-			t.r.fail(fmt.Sprintf("%s[%d]", t.key("allowed_hosts"), i), "want a host name, address or CIDR, got %q", hosts[i])
+		if err := egressproxy.CheckHost(h); err != nil {
+			t.r.fail(fmt.Sprintf("%s[%d]", t.key("allowed_hosts"), i), "want a host name, *.NAME, an address or a CIDR prefix: %v", err)
 		}
 		hosts[i] = h
 	}

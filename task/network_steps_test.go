@@ -30,9 +30,18 @@ func (p *spy) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.S
 	return p.Provider.Create(ctx, spec)
 }
 
+// Capabilities are the fake's, with Join: the spy stands for a provider like docker's.
+func (p *spy) Capabilities() agentenv.Capabilities {
+	c := p.Provider.Capabilities()
+	c.Join = true
+	return c
+}
+
 // TestDeployNetwork runs a deploy_network step and two deploy_sandbox steps on its network on
-// the fake provider: each sandbox is created on the network with its aliases and workdir, the
-// network is a record of the run, and the episode's teardown leaves nothing.
+// the fake provider, and a third on a second network that joins the first: each sandbox is
+// created on its network with its aliases and workdir (and the joined network's record with
+// its aliases there), the network is a record of the run, and the episode's teardown leaves
+// nothing.
 func TestDeployNetwork(t *testing.T) {
 	dir := t.TempDir()
 	l, err := bolt.Open(t.Context(), filepath.Join(dir, "ledger.bolt"), nil)
@@ -54,6 +63,8 @@ steps:
 - {id: main, type: deploy_sandbox, image: img, network: net, aliases: [main], workdir: /app, depends_on: [db],
    healthcheck: {command: "true", interval_sec: 0.1}}
 - {id: ok, type: command_succeeds, sandbox: main, command: ["true"]}
+- {id: out, type: deploy_network}
+- {id: px, type: deploy_sandbox, image: img, network: out, join: [{network: net, aliases: [egress-proxy]}], depends_on: [net, out]}
 `)
 	sum, err := r.Run(t.Context(), tk, task.RunOptions{Provider: "fake"})
 	if err != nil {
@@ -85,8 +96,13 @@ steps:
 				got.Image, got.Network, got.Aliases, got.WorkDir, want.Image, want.Network, want.Aliases, want.WorkDir)
 		}
 	}
-	if fk.Calls("create_network") != 1 || fk.Calls("exec") < 2 {
-		t.Errorf("create_network %d, exec %d: want one network and the healthcheck's exec", fk.Calls("create_network"), fk.Calls("exec"))
+	px := fk.specs[stepOf(ep, "px").Outputs["record"]]
+	if outID := stepOf(ep, "out").Outputs["network"]; px.Network != outID || len(px.Join) != 1 || px.Join[0].Network != netID ||
+		!slices.Equal(px.Join[0].Aliases, []string{"egress-proxy"}) {
+		t.Errorf("px: spec network %q join %+v, want %q and %s as egress-proxy", px.Network, px.Join, outID, netID)
+	}
+	if fk.Calls("create_network") != 2 || fk.Calls("exec") < 2 {
+		t.Errorf("create_network %d, exec %d: want two networks and the healthcheck's exec", fk.Calls("create_network"), fk.Calls("exec"))
 	}
 	recs, err := l.List(t.Context(), agentenv.Filter{Run: ep.Run})
 	if err != nil {
@@ -188,14 +204,31 @@ steps:
 	if e := stepOf(sum.Episodes[0], "sb").Error; !strings.Contains(e, "network is on provider fake, this sandbox on process") {
 		t.Errorf("sandbox on another provider than its network: error %q", e)
 	}
+	tk = mustParse(t, "t.yaml", `name: n
+steps:
+- {id: a, type: deploy_network, provider: fake}
+- {id: b, type: deploy_network, provider: fake}
+- {id: sb, type: deploy_sandbox, provider: fake, image: x, network: a, join: [{network: b}], depends_on: [a, b]}
+`)
+	sum, err = r.runner.Run(t.Context(), tk, task.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if e := stepOf(sum.Episodes[0], "sb").Error; !strings.Contains(e, "provider fake cannot join a sandbox to more than one network") {
+		t.Errorf("join on a provider without Join: error %q", e)
+	}
 	r.assertClean(t)
 
 	for src, want := range map[string]string{
-		"- {id: a, type: deploy_sandbox, image: x}\n- {id: b, type: deploy_sandbox, image: x, network: a, depends_on: [a]}\n":           `step "a" is a deploy_sandbox; want deploy_network`,
-		"- {id: b, type: deploy_sandbox, image: x, aliases: [db]}\n":                                                                    "aliases: only with network",
-		"- {id: n, type: deploy_network}\n- {id: b, type: deploy_sandbox, image: x, network: n, aliases: [\"a b\"], depends_on: [n]}\n": "is not a host name",
-		"- {id: b, type: deploy_sandbox, image: x, healthcheck: {command: \"\"}}\n":                                                     "healthcheck.command",
-		"- {id: b, type: deploy_sandbox, image: x, healthcheck: {command: \"true\", retries: -1}}\n":                                    "healthcheck.retries",
+		"- {id: n, type: deploy_network}\n- {id: b, type: deploy_sandbox, image: x, join: [{network: n}], depends_on: [n]}\n":                                                                     "join: only with network",
+		"- {id: n, type: deploy_network}\n- {id: b, type: deploy_sandbox, image: x, network: n, join: [{network: n}], depends_on: [n]}\n":                                                         "join[0].network: step n is joined twice",
+		"- {id: n, type: deploy_network}\n- {id: m, type: deploy_sandbox, image: x}\n- {id: b, type: deploy_sandbox, image: x, network: n, join: [{network: m}], depends_on: [n, m]}\n":           `step "m" is a deploy_sandbox; want deploy_network`,
+		"- {id: n, type: deploy_network}\n- {id: o, type: deploy_network}\n- {id: b, type: deploy_sandbox, image: x, network: n, join: [{network: o, aliases: [\"a b\"]}], depends_on: [n, o]}\n": "join[0].aliases[0]",
+		"- {id: a, type: deploy_sandbox, image: x}\n- {id: b, type: deploy_sandbox, image: x, network: a, depends_on: [a]}\n":                                                                     `step "a" is a deploy_sandbox; want deploy_network`,
+		"- {id: b, type: deploy_sandbox, image: x, aliases: [db]}\n":                                                                                                                              "aliases: only with network",
+		"- {id: n, type: deploy_network}\n- {id: b, type: deploy_sandbox, image: x, network: n, aliases: [\"a b\"], depends_on: [n]}\n":                                                           "is not a host name",
+		"- {id: b, type: deploy_sandbox, image: x, healthcheck: {command: \"\"}}\n":                                                                                                               "healthcheck.command",
+		"- {id: b, type: deploy_sandbox, image: x, healthcheck: {command: \"true\", retries: -1}}\n":                                                                                              "healthcheck.retries",
 	} {
 		_, err := task.Parse("t.yaml", []byte("name: n\nsteps:\n"+src))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -45,7 +45,12 @@ type deploySandbox struct {
 	// network's provider; Aliases are the names the others on it reach the sandbox by.
 	Network string   `yaml:"network"`
 	Aliases []string `yaml:"aliases"`
-	WorkDir string   `yaml:"workdir"` // working directory of the main process; the image's if empty
+	// Join are more deploy_network steps whose networks the sandbox joins beside Network's,
+	// each with the names the others on it reach the sandbox by: a proxy between a network with
+	// no route out and one with (a Harbor task's allowed_hosts). Only a provider that can join a
+	// sandbox to more than one network (Capabilities.Join: docker) takes it.
+	Join    []sandboxJoin `yaml:"join"`
+	WorkDir string        `yaml:"workdir"` // working directory of the main process; the image's if empty
 	// User is who the command (and what runs in the sandbox) runs as: a name, uid or uid:gid
 	// the image knows; the image's user if empty. Only a provider that can (docker) takes it.
 	User string `yaml:"user"`
@@ -62,6 +67,13 @@ type deploySandbox struct {
 	WaitExit bool `yaml:"wait_exit"`
 	// Volumes are deploy_volume steps' volumes mounted into the sandbox, on their provider.
 	Volumes []sandboxVolume `yaml:"volumes"`
+}
+
+// sandboxJoin is one of deploy_sandbox's join: a deploy_network step and the sandbox's names
+// on its network.
+type sandboxJoin struct {
+	Network string   `yaml:"network" task:"required"`
+	Aliases []string `yaml:"aliases"`
 }
 
 // exitPoll is how often a wait_exit step asks whether its sandbox has exited.
@@ -108,6 +120,19 @@ func (s *deploySandbox) Check() error {
 	if len(s.Aliases) > 0 && s.Network == "" {
 		return errors.New("aliases: only with network")
 	}
+	if len(s.Join) > 0 && s.Network == "" {
+		return errors.New("join: only with network (the sandbox's first)")
+	}
+	for i, j := range s.Join {
+		if j.Network == s.Network || slices.ContainsFunc(s.Join[:i], func(o sandboxJoin) bool { return o.Network == j.Network }) {
+			return fmt.Errorf("join[%d].network: step %s is joined twice", i, j.Network)
+		}
+		for k, a := range j.Aliases {
+			if !hostname.MatchString(a) {
+				return fmt.Errorf("join[%d].aliases[%d]: %q is not a host name (letters, digits, '.', '_', '-')", i, k, a)
+			}
+		}
+	}
 	if strings.ContainsAny(s.User, " \t\n'\"") {
 		return fmt.Errorf("user: %q is not a user name, uid or uid:gid", s.User)
 	}
@@ -148,7 +173,11 @@ func (s *deploySandbox) Refs() []Ref {
 	if s.Network == "" {
 		return refs
 	}
-	return append(refs, Ref{"network", s.Network, []string{TypeDeployNetwork}})
+	refs = append(refs, Ref{"network", s.Network, []string{TypeDeployNetwork}})
+	for i, j := range s.Join {
+		refs = append(refs, Ref{fmt.Sprintf("join[%d].network", i), j.Network, []string{TypeDeployNetwork}})
+	}
+	return refs
 }
 
 // hostname is what a network alias may be.
@@ -217,6 +246,18 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	var joins []agentenv.NetworkJoin
+	for i, j := range s.Join {
+		st := sc.state(j.Network)
+		id := st.outputs["network"]
+		if id == "" {
+			return Result{}, fmt.Errorf("join[%d].network: step %s made no network%s", i, j.Network, sc.e.failureOf(j.Network))
+		}
+		if np := st.outputs["provider"]; np != members[0] {
+			return Result{}, fmt.Errorf("join[%d].network: step %s's network is on provider %s, this sandbox on %s: a sandbox joins networks on its own provider only: %w", i, j.Network, np, members[0], agentenv.ErrInvalid)
+		}
+		joins = append(joins, agentenv.NetworkJoin{Network: id, Aliases: j.Aliases})
+	}
 	if s.Healthcheck != nil {
 		for _, p := range members {
 			if ok, err := m.Supports(p, agentenv.AbilityExec); err != nil || !ok {
@@ -261,7 +302,7 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
 		Spec: agentenv.SandboxSpec{Image: image, Build: vmBuild, Command: s.Command, Env: s.Env,
 			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20, CapAdd: capNames(s.CapAdd),
-			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports, User: s.User, Mounts: mounts},
+			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports, Join: joins, User: s.User, Mounts: mounts},
 		BuildTimeout: time.Duration(s.BuildTimeoutSec) * time.Second,
 	}
 	rec, sb, err := sc.createSandbox(ctx, members, req)

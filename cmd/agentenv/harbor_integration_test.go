@@ -10,11 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
@@ -31,7 +34,9 @@ const harborImageMap = "AGENTENV_IMAGES_MAP=ubuntu:24.04=agentenv-debian:bookwor
 func newHarborCLI(t *testing.T) *cli {
 	t.Helper()
 	c := newCLI(t)
-	c.env = append(c.env, harborImageMap)
+	// An allowlist task's egress proxy runs agentenv:dev, which is this checkout's runtime image.
+	runtime, _ := dockertest.RuntimeImage(t)
+	c.env = append(c.env, harborImageMap, "AGENTENV_IMAGES_RUNTIME="+runtime)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -222,8 +227,8 @@ func TestTasksCheckCorpus(t *testing.T) {
 	if build := failing["build-error"]; !seen["build-error"] {
 		t.Errorf("no row for build-error (%s)", build)
 	}
-	if len(res.Rows) != 21 || !seen["compose-postgres"] || !seen["compose-init"] || !seen["compose-volume"] || !seen["mcp-http"] {
-		t.Errorf("%d rows (compose-postgres %v, compose-init %v, compose-volume %v, mcp-http %v), want the corpus's 21 tasks", len(res.Rows), seen["compose-postgres"], seen["compose-init"], seen["compose-volume"], seen["mcp-http"])
+	if len(res.Rows) != 22 || !seen["compose-postgres"] || !seen["compose-init"] || !seen["compose-volume"] || !seen["allowlist"] || !seen["multi-step-gate"] || !seen["mcp-http"] {
+		t.Errorf("%d rows (compose-postgres %v, compose-init %v, compose-volume %v, mcp-http %v), want the corpus's 22 tasks", len(res.Rows), seen["compose-postgres"], seen["compose-init"], seen["compose-volume"], seen["mcp-http"])
 	}
 	if !strings.Contains(r.stdout, "build-error/environment/Dockerfile") && !strings.Contains(r.stdout, "non-zero code") {
 		t.Errorf("build-error's problem names neither the Dockerfile nor the failing step:\n%s", r.stdout)
@@ -584,4 +589,93 @@ func TestHarborOnDockerVM(t *testing.T) {
 	}
 	t.Logf("left by the kill: %v; gc's first pass: %d creates in flight", before, c.gcUntilSettled(t))
 	c.noRecordLeftovers(false)
+}
+
+// TestHarborAllowlist: the allowlist corpus task with its solution, as the test's server sees
+// it: a testserver container on a network of the test's, named hello.allowed.test there, which
+// the task's allowed_hosts ("*.allowed.test") let through. The server is beside the proxy only
+// (the test joins the proxy's sandbox to its network once it runs, as an outside host would be
+// on its route out), so test.sh reaches it through the proxy, by CONNECT and by an absolute
+// URI, and not directly; it also checks that other hosts and IP literals are refused 403 and
+// that nothing gets out without the proxy. Scored 1, and the proxy is a record of the run torn
+// down with it.
+func TestHarborAllowlist(t *testing.T) {
+	t.Parallel()
+	c := newHarborCLI(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	labels := map[string]string{"agentenv-test": c.tag}
+	t.Cleanup(func() {
+		if err := dockertest.Remove(context.Background(), c.dc, labels); err != nil {
+			t.Errorf("remove the test's server and network: %v", err)
+		}
+	})
+	netName := "agentenv-test-" + c.tag
+	if _, err := c.dc.NetworkCreate(ctx, netName, client.NetworkCreateOptions{Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.dc.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name:             netName + "-server",
+		Config:           &container.Config{Image: c.image, Cmd: []string{"serve", ":8080"}, Labels: labels},
+		HostConfig:       &container.HostConfig{NetworkMode: container.NetworkMode(netName)},
+		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {Aliases: []string{"hello.allowed.test"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.dc.ContainerStart(ctx, netName+"-server", client.ContainerStartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := c.cmd(ctx, []string{"AGENTENV_TEST_EGRESS_SERVER=hello.allowed.test:8080"}, "run", "../../harbor/testdata/corpus/allowlist", "--json")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Join the run's proxy (a container of a record of this test's ledger, role task:egress)
+	// to the server's network once it is there.
+	joined := ""
+	var runErr error
+	for done := false; !done; {
+		select {
+		case runErr = <-exited:
+			done = true
+		case <-time.After(500 * time.Millisecond):
+		}
+		if joined != "" || done {
+			continue
+		}
+		ids, _ := c.records()
+		cs, err := c.dc.ContainerList(ctx, client.ContainerListOptions{Filters: make(client.Filters).Add("label", agentenv.LabelRole+"=task:egress")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ct := range cs.Items {
+			if slices.Contains(ids, ct.Labels[agentenv.LabelRecord]) {
+				if _, err := c.dc.NetworkConnect(ctx, netName, client.NetworkConnectOptions{Container: ct.ID}); err != nil {
+					t.Fatalf("join the proxy to the server's network: %v", err)
+				}
+				joined = ct.Labels[agentenv.LabelRecord]
+			}
+		}
+	}
+	if joined == "" {
+		t.Errorf("the run's proxy was never seen running")
+	}
+	run := firstField(out.String(), "run-")
+	if runErr != nil || run == "" || !strings.Contains(out.String(), `"score": 1`) {
+		t.Fatalf("run allowlist: %v, want exit 0 and score 1\n%s%s", runErr, out.String(), errb.String())
+	}
+	rr := c.getRun(run)
+	proxy, _ := rr.step(t, "egress")
+	runtime, _ := dockertest.RuntimeImage(t)
+	if proxy["record"] != joined || proxy["image"] != runtime {
+		t.Errorf("egress step outputs %v: want record %s, image %s (images.runtime)", proxy, joined, runtime)
+	}
+	if strings.Contains(errb.String(), "cannot allow hosts") {
+		t.Errorf("the run still warns that hosts are not allowed by name:\n%s", errb.String())
+	}
 }

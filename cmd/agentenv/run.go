@@ -16,6 +16,7 @@ import (
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/eval"
 	"github.com/agentenv/agentenv/harbor"
+	"github.com/agentenv/agentenv/images"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/task"
 	"github.com/agentenv/agentenv/task/toolgate"
@@ -425,6 +426,15 @@ func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, p
 	imageMap, err := config.ParseImageMap(im)
 	if err != nil {
 		return nil, err
+	}
+	// A step of agentenv's own (a Harbor task's egress proxy) names agentenv:dev; images.runtime
+	// says which image that is, unless the image map says it.
+	rt, err := a.cfg.Get("images.runtime")
+	if err != nil {
+		return nil, err
+	}
+	if _, mapped := imageMap[images.RuntimeTag]; !mapped && rt != "" && rt != images.RuntimeTag {
+		imageMap[images.RuntimeTag] = rt
 	}
 	return &task.Runner{
 		Manager: mgr, Logger: a.log, Workdir: workdir, Model: a.cfg, Progress: progress, ImageMap: imageMap,

@@ -16,7 +16,7 @@ import (
 // newServeCmd serves the env servers built into the binary, so that one small image runs every
 // Go component.
 func newServeCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "serve", Short: "Serve a built-in env server (notes, kv, db-mcp), the shop website, or the built-in agent over A2A"}
+	cmd := &cobra.Command{Use: "serve", Short: "Serve a built-in env server (notes, kv, db-mcp), the shop website, the built-in agent over A2A, or a Harbor task's egress proxy"}
 	var listen, dsn, schema string
 	var stdio bool
 	notesCmd := &cobra.Command{
@@ -74,6 +74,7 @@ func newServeCmd(a *app) *cobra.Command {
 		cmd.AddCommand(c)
 	}
 	cmd.AddCommand(newServeAgentCmd(a))
+	cmd.AddCommand(newServeEgressCmd(a))
 	if schema == "" {
 		schema = os.Getenv("DATABASE_SCHEMA")
 	}
