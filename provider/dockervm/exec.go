@@ -1,11 +1,9 @@
 package dockervm
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"path"
 	"strings"
 
@@ -156,20 +154,9 @@ func (p *Provider) ReadFile(ctx context.Context, id, file string) ([]byte, error
 		return nil, fmt.Errorf("docker_vm: read %s:%s: %w", id, file, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	defer res.Content.Close()
-	tr := tar.NewReader(res.Content)
-	h, err := tr.Next()
+	data, err := engine.CopiedFile(res.Content, maxReadFile)
 	if err != nil {
 		return nil, fmt.Errorf("docker_vm: read %s:%s: %w", id, file, err)
-	}
-	if h.Typeflag != tar.TypeReg {
-		return nil, fmt.Errorf("docker_vm: read %s:%s: not a regular file: %w", id, file, agentenv.ErrInvalid)
-	}
-	data, err := io.ReadAll(io.LimitReader(tr, maxReadFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("docker_vm: read %s:%s: %w", id, file, err)
-	}
-	if len(data) > maxReadFile {
-		return nil, fmt.Errorf("docker_vm: read %s:%s: larger than %d bytes: %w", id, file, maxReadFile, agentenv.ErrInvalid)
 	}
 	return data, nil
 }
