@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/ctxerr"
+	"github.com/agentenv/agentenv/internal/engine"
 )
 
 // attachStderrBytes bounds the tail of an attached process's standard error that is kept.
@@ -36,11 +37,11 @@ func (p *Provider) Attach(ctx context.Context, id string, argv []string) (agente
 	}
 	created, err := p.cli.ExecCreate(ctx, id, client.ExecCreateOptions{AttachStdin: true, AttachStdout: true, AttachStderr: true, Cmd: argv})
 	if err != nil {
-		return nil, fmt.Errorf("docker: attach %s: %w", id, p.runErr(err))
+		return nil, fmt.Errorf("docker: attach %s: %w", id, engine.RunErr(p.host, err))
 	}
 	att, err := p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("docker: attach %s: %w", id, p.runErr(ctxerr.Prefer(ctx, err)))
+		return nil, fmt.Errorf("docker: attach %s: %w", id, engine.RunErr(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	pr, pw := io.Pipe()
 	s := &execStream{conn: att.HijackedResponse, out: pr, done: make(chan struct{})}

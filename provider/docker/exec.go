@@ -14,7 +14,6 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
 )
@@ -32,37 +31,11 @@ func (p *Provider) Exec(ctx context.Context, id string, argv []string) (agentenv
 	if len(argv) == 0 {
 		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: empty command: %w", id, agentenv.ErrInvalid)
 	}
-	created, err := p.cli.ExecCreate(ctx, id, client.ExecCreateOptions{AttachStdout: true, AttachStderr: true, Cmd: argv})
+	res, err := engine.Exec(ctx, p.cli, p.host, id, argv)
 	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: %w", id, p.runErr(err))
-	}
-	att, err := p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
-	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: %w", id, p.runErr(ctxerr.Prefer(ctx, err)))
-	}
-	defer att.Close()
-	stop := context.AfterFunc(ctx, func() { att.Close() })
-	defer stop()
-	var stdout, stderr bytes.Buffer
-	if _, err := stdcopy.StdCopy(&stdout, &stderr, att.Reader); err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: read output: %w", id, ctxerr.Prefer(ctx, err))
-	}
-	if err := ctx.Err(); err != nil {
 		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: %w", id, err)
 	}
-	ins, err := p.cli.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
-	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("docker: exec %s: %w", id, engine.Kind(p.host, err))
-	}
-	return agentenv.ExecResult{ExitCode: ins.ExitCode, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
-}
-
-// runErr maps the engine's "container is not running" to ErrGone.
-func (p *Provider) runErr(err error) error {
-	if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "not running") {
-		return fmt.Errorf("%w: %w", agentenv.ErrGone, err)
-	}
-	return engine.Kind(p.host, err)
+	return res, nil
 }
 
 // WriteFile writes data (mode 0644) to the absolute path in sandbox id, creating missing parent

@@ -5,10 +5,8 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
 	"github.com/agentenv/agentenv"
@@ -71,37 +69,11 @@ func (p *Provider) Exec(ctx context.Context, id string, argv []string) (agentenv
 		return agentenv.ExecResult{}, fmt.Errorf("docker_vm: exec %s: %w", id, err)
 	}
 	defer in.Close()
-	created, err := in.ExecCreate(ctx, main, client.ExecCreateOptions{AttachStdout: true, AttachStderr: true, Cmd: argv})
+	res, err := engine.Exec(ctx, in, p.host, main, argv)
 	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("docker_vm: exec %s: %w", id, runErr(p.host, ctxerr.Prefer(ctx, err)))
-	}
-	att, err := in.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
-	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("docker_vm: exec %s: %w", id, runErr(p.host, ctxerr.Prefer(ctx, err)))
-	}
-	defer att.Close()
-	stop := context.AfterFunc(ctx, func() { att.Close() })
-	defer stop()
-	var stdout, stderr bytes.Buffer
-	if _, err := stdcopy.StdCopy(&stdout, &stderr, att.Reader); err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("docker_vm: exec %s: read output: %w", id, ctxerr.Prefer(ctx, err))
-	}
-	if err := ctx.Err(); err != nil {
 		return agentenv.ExecResult{}, fmt.Errorf("docker_vm: exec %s: %w", id, err)
 	}
-	ins, err := in.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
-	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("docker_vm: exec %s: %w", id, engine.Kind(p.host, err))
-	}
-	return agentenv.ExecResult{ExitCode: ins.ExitCode, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
-}
-
-// runErr maps the inner engine's "container is not running" to ErrGone.
-func runErr(host string, err error) error {
-	if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "not running") {
-		return fmt.Errorf("%w: %w", agentenv.ErrGone, err)
-	}
-	return engine.Kind(host, err)
+	return res, nil
 }
 
 // WriteFile implements agentenv.Files for a sandbox made by Create: it writes data (mode
