@@ -35,6 +35,8 @@ const (
 	attrOwner      = "owner"
 	attrConc       = "concurrency"
 	attrMaxCost    = "max_cost_usd"
+	attrRunner     = "runner"  // on a group run by a Remote: its name ("temporal")
+	attrRetries    = "retries" // the group's --retries, which its remote workers apply
 )
 
 // Group is a run group as its ledger document holds it: the eval, its tasks, and how far it
@@ -58,6 +60,11 @@ type Group struct {
 	MergedFrom []string `json:"merged_from,omitempty"`
 	// MergedInto is, on a shard, the group a merge moved its episodes to.
 	MergedInto string `json:"merged_into,omitempty"`
+	// Runner names the Remote that runs the group's episodes ("temporal"); empty for a group
+	// run in the process that started it (whose Owner it then records).
+	Runner string `json:"runner,omitempty"`
+	// Retries is Options.Retries of the group's run, for the workers of a Remote.
+	Retries int `json:"retries,omitempty"`
 }
 
 // GroupTask is one task of a group.
@@ -104,6 +111,12 @@ func (g Group) doc() (agentenv.Run, error) {
 	if g.MergedInto != "" {
 		attrs[attrMergedInto] = g.MergedInto
 	}
+	if g.Runner != "" {
+		attrs[attrRunner] = g.Runner
+	}
+	if g.Retries != 0 {
+		attrs[attrRetries] = strconv.Itoa(g.Retries)
+	}
 	return agentenv.Run{ID: g.ID, Task: g.Name, TaskDigest: g.Digest, Status: g.Status, Error: g.Error,
 		Attrs: attrs, Created: g.Created, Ended: g.Ended}, nil
 }
@@ -136,6 +149,8 @@ func FromDoc(r agentenv.Run) (Group, error) {
 		g.MergedFrom = strings.Split(v, ",")
 	}
 	g.MergedInto = r.Attrs[attrMergedInto]
+	g.Runner = r.Attrs[attrRunner]
+	g.Retries, _ = strconv.Atoi(r.Attrs[attrRetries])
 	return g, nil
 }
 
@@ -280,8 +295,12 @@ func Pending(g Group, runs []agentenv.Run) []SlotKey {
 }
 
 // Alive reports whether the process that owns g still runs (on this host; a group owned from
-// another host counts as alive while it is running, as its process cannot be checked here).
+// another host counts as alive while it is running, as its process cannot be checked here). A
+// group run by a Remote is alive while it is running: its workers come and go.
 func Alive(g Group) bool {
+	if g.Status == agentenv.RunRunning && g.Runner != "" {
+		return true
+	}
 	if g.Status != agentenv.RunRunning || g.Owner.IsZero() {
 		return false
 	}

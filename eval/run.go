@@ -30,6 +30,8 @@ type Runner struct {
 	// LoadTask loads a task named in a group document for Resume (a path, or a built-in name
 	// such as "hello"); task.LoadPath if nil.
 	LoadTask func(name string) (*task.Task, error)
+	// Remote, when set, runs groups on its workers instead of in this process; see Remote.
+	Remote Remote
 }
 
 // Options tune one Run or Resume.
@@ -41,6 +43,8 @@ type Options struct {
 	// Shard runs only the slots dealt to it (see Shard) as a group of its own, which
 	// Merge joins with the other shards'; zero runs every slot. Resume takes the group's.
 	Shard Shard
+	// Detach returns once a Remote has taken the group, with only the Result's Group set.
+	Detach bool
 }
 
 func (r *Runner) ledger() agentenv.Ledger {
@@ -119,6 +123,9 @@ func (r *Runner) Run(ctx context.Context, f *File, opts Options) (Result, error)
 	if opts.Concurrency > 0 {
 		g.Concurrency = opts.Concurrency
 	}
+	if r.Remote != nil {
+		return r.submit(ctx, g, opts)
+	}
 	slots := make([][]task.Slot, len(tasks))
 	for _, k := range g.SlotKeys() {
 		slots[k.Task] = append(slots[k.Task], task.Slot{Instance: k.Instance, Attempt: k.Attempt})
@@ -140,7 +147,12 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 	if err != nil {
 		return Result{}, fmt.Errorf("resume: %w", err)
 	}
-	if Alive(g) {
+	switch {
+	case g.Runner != "" && r.Remote != nil:
+		// Submitted again: the remote refuses a group its workers still run.
+	case g.Runner != "" && Alive(g):
+		return Result{}, fmt.Errorf("resume %s: the group runs on %s workers (resume it there with --runner %s): %w", id, g.Runner, g.Runner, agentenv.ErrConflict)
+	case Alive(g):
 		return Result{}, fmt.Errorf("resume %s: the group is still running (process %d): %w", id, g.Owner.PID, agentenv.ErrConflict)
 	}
 	if g.MergedInto != "" {
@@ -165,6 +177,11 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 	}
 	pending := Pending(g, runs)
 	latest := Latest(runs)
+	if r.Remote != nil {
+		// The workers replace each unfinished episode as they reach its slot (RunSlot), once
+		// the remote has checked that no worker runs the group still.
+		latest = nil
+	}
 	for _, k := range pending {
 		old, ok := latest[k]
 		if !ok {
@@ -194,6 +211,9 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 	}
 	g.Error, g.Ended = "", time.Time{}
 	r.logger().Info("resuming group", "group", id, "pending", len(pending), "of", g.Slots())
+	if r.Remote != nil {
+		return r.submit(ctx, g, opts)
+	}
 	return r.run(ctx, f, g, slots, opts)
 }
 

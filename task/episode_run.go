@@ -28,7 +28,8 @@ func (r *Runner) newEpisode(t *Task, opts RunOptions, in instance, sl Slot, num,
 	for k, v := range in.seed {
 		attrs["seed."+k] = v
 	}
-	e.doc = agentenv.Run{ID: id, Task: t.Name, TaskDigest: t.Digest, Status: agentenv.RunRunning, Attrs: attrs, Created: time.Now().UTC()}
+	e.doc = agentenv.Run{ID: id, Task: t.Name, TaskDigest: t.Digest, Status: agentenv.RunRunning, Attrs: attrs, Created: time.Now().UTC(),
+		Attempts: slices.Clone(opts.Prior)}
 	return e
 }
 

@@ -53,7 +53,7 @@ func (e *episode) failedStep() string {
 func (e *episode) retryEpisode(ctx context.Context, n int, started time.Time, cause error) error {
 	e.closeLocal(ctx)
 	rc, err := e.r.teardownRun(ctx, e.id, e.trackedDeployments())
-	a := agentenv.RunAttempt{Attempt: n, Step: e.failedStep(), ErrorKind: agentenv.StepErrorInfra,
+	a := agentenv.RunAttempt{Attempt: n + len(e.opts.Prior), Step: e.failedStep(), ErrorKind: agentenv.StepErrorInfra,
 		Started: started.UTC(), Elapsed: time.Since(started), Receipt: &rc}
 	e.log.Info("episode retried after an infrastructure error", "attempt", n, "err", cause)
 	e.mu.Lock()

@@ -71,6 +71,10 @@ type RunOptions struct {
 	Admit func(ctx context.Context) (release func(), err error)
 	// Done, when set, receives each episode's line as it ends (from the episode's goroutine).
 	Done func(Episode)
+	// Prior are attempts of the episode made before this Run call and lost with the process
+	// that ran them (a worker killed mid-episode, torn down since): they open every run
+	// document's Attempts, so the record keeps them while the episode counts once.
+	Prior []agentenv.RunAttempt
 }
 
 // Slot names one episode of a Run call: the 0-based task instance (seeds row) and the 1-based
