@@ -62,6 +62,7 @@ call's timeout), panic or lost (the call succeeds but its answer is lost). For e
 		newUICmd(a),
 		newStateCmd(a),
 		newTasksCmd(a),
+		newWorkerCmd(a),
 	)
 	strictArgs(root)
 	return root, a.close

@@ -38,6 +38,9 @@ type runFlags struct {
 	agentURL         string // --agent-url: the a2a agent of Harbor tasks
 	include, exclude []string
 	imageMap         []string
+	// Where the group runs: --runner, --temporal, --namespace, --task-queue; --detach.
+	runner runnerFlags
+	detach bool
 }
 
 // check refuses counts no run can mean: fewer than one episode, a negative concurrency, retry
@@ -191,6 +194,8 @@ when interrupted (what was made is torn down first).`,
 	fl.StringArrayVar(&f.include, "include", nil, "run only the dataset's tasks whose folder name matches this glob (repeatable)")
 	fl.StringArrayVar(&f.exclude, "exclude", nil, "leave out the dataset's tasks whose folder name matches this glob (repeatable)")
 	fl.StringArrayVar(&f.imageMap, "image-map", nil, "build with image TO where a Dockerfile's FROM names FROM: FROM=TO (repeatable; adds to images.map)")
+	f.runner.register(fl, false)
+	fl.BoolVar(&f.detach, "detach", false, "with --runner temporal: print the group id once the workers have the group, and return")
 	return cmd
 }
 
@@ -228,7 +233,23 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 	if !single && !f.json {
 		er.Progress = newProgressPrinter(a.stderr)
 	}
-	opts := eval.Options{Concurrency: f.concurrency, MaxCostUSD: f.maxCost, Keep: f.keep, Retries: f.retries}
+	remote, closeRemote, err := a.remote(ctx, f.runner)
+	if err != nil {
+		return err
+	}
+	defer closeRemote()
+	switch {
+	case remote == nil && f.detach:
+		return usageError{"--detach is for --runner temporal: a local run lives in this process"}
+	case remote != nil && f.keep:
+		return usageError{"--keep with --runner temporal: workers tear down what their episodes made; run locally to keep it"}
+	case remote != nil:
+		er.Remote = remote
+		if single && !f.json {
+			er.Progress = newProgressPrinter(a.stderr) // a worker's task events do not reach this process
+		}
+	}
+	opts := eval.Options{Concurrency: f.concurrency, MaxCostUSD: f.maxCost, Keep: f.keep, Retries: f.retries, Detach: f.detach}
 	if f.shard != "" {
 		if opts.Shard, err = eval.ParseShard(f.shard); err != nil {
 			return usageError{"--shard: " + err.Error()}
@@ -242,6 +263,17 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 	}
 	if err != nil && res.Group.ID == "" {
 		return err
+	}
+	if f.detach {
+		if f.json {
+			return printJSON(a.stdout, struct {
+				Group  string `json:"group"`
+				Runner string `json:"runner"`
+			}{res.Group.ID, res.Group.Runner})
+		}
+		fmt.Fprintf(a.stderr, "submitted to %s workers; follow with 'agentenv runs get %s'\n", res.Group.Runner, res.Group.ID)
+		fmt.Fprintf(a.stdout, "group %s\n", res.Group.ID)
+		return nil
 	}
 	if err != nil && ctx.Err() == nil {
 		a.log.Warn("run group", "group", res.Group.ID, "err", err)
