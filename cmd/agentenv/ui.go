@@ -43,7 +43,9 @@ deployments torn down and gc run, from the pages; the JSON API under /api/v1/ se
 It listens on loopback. Listening on any other address needs --token, and then every request
 must carry it (the printed URL does, once). Requests for another Host get 421, and every change
 needs a same-origin request with the page's CSRF token. Ctrl-C stops it; the runs it started
-are cancelled and tear down what they made first.`,
+are cancelled and tear down what they made first. With runner.backend temporal
+(AGENTENV_RUNNER_BACKEND=temporal and runner.temporal), a run started from the pages is handed
+to the 'agentenv worker' processes instead, and outlives this one.`,
 		Example: `  agentenv ui
   agentenv ui --listen 0.0.0.0:8234 --token "$(openssl rand -hex 16)" --allow-host explorer.lan`,
 		Args: cobra.NoArgs,
@@ -60,6 +62,13 @@ are cancelled and tear down what they made first.`,
 			if err != nil {
 				return err
 			}
+			// With runner.backend temporal, the start button submits to the workers: a run
+			// then outlives this process.
+			remote, closeRemote, err := a.remote(ctx, runnerFlags{})
+			if err != nil {
+				return err
+			}
+			defer closeRemote()
 			ln, err := httpserve.Listen(ctx, f.listen, 0)
 			if err != nil {
 				return fmt.Errorf("ui: %w", err)
@@ -71,7 +80,7 @@ are cancelled and tear down what they made first.`,
 			}
 			d := deploy.New(mgr, a.log)
 			x, err := explorer.New(explorer.Config{
-				Ledger: mgr.Ledger(), Runner: uiRunner{a: a, mgr: mgr, workdir: sd}, Deployer: d, Collector: mgr,
+				Ledger: mgr.Ledger(), Runner: uiRunner{a: a, mgr: mgr, workdir: sd, remote: remote}, Deployer: d, Collector: mgr,
 				Inventory: uiInventory{a: a, mgr: mgr}, RunsDir: sd + "/runs", Hosts: hosts, Token: f.token, Logger: a.log, Context: ctx,
 			})
 			if err != nil {
@@ -122,6 +131,7 @@ type uiRunner struct {
 	a       *app
 	mgr     *lifecycle.Manager
 	workdir string
+	remote  eval.Remote // runner.backend temporal: groups are handed to its workers, detached
 }
 
 func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress func(task.Event)) error {
@@ -138,9 +148,9 @@ func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress fun
 	if err != nil {
 		return err
 	}
-	er := &eval.Runner{Tasks: tr, Logger: u.a.log, LoadTask: func(name string) (*task.Task, error) { return u.a.loadTask(ctx, name) }}
+	er := &eval.Runner{Tasks: tr, Logger: u.a.log, LoadTask: func(name string) (*task.Task, error) { return u.a.loadTask(ctx, name) }, Remote: u.remote}
 	ef := eval.ForTask(t, req.K, req.Concurrency, req.Seeds, eval.Overrides{Provider: req.Provider})
-	_, err = er.Run(ctx, ef, eval.Options{Concurrency: req.Concurrency})
+	_, err = er.Run(ctx, ef, eval.Options{Concurrency: req.Concurrency, Detach: u.remote != nil})
 	return err
 }
 
