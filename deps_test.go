@@ -65,6 +65,11 @@ var importRules = []importRule{
 		forbidden: func(dep string) bool { return dep == "github.com/moby/moby/client" },
 		why:       "deploy drives sandboxes through the lifecycle; only the docker providers and image builds talk to an engine",
 	},
+	{
+		from:      []string{"./deploy", "./task", "./eval", "./explorer"},
+		forbidden: func(dep string) bool { return within(dep, "go.temporal.io") },
+		why:       "a group runs the same whichever runner carries it: only package temporal, behind eval.Remote, knows Temporal exists",
+	},
 }
 
 // TestImportRules checks every rule against what the packages link today.
@@ -88,6 +93,7 @@ func TestImportRulesCatchTheArrowsTheyForbid(t *testing.T) {
 		module + "/provider/pgstore",
 		module + "/gateway",
 		"github.com/moby/moby/client",
+		"go.temporal.io/sdk/client",
 	}
 	for i, r := range importRules {
 		got := r.violations(append(deps(t, r.from...), forbidden[i]))
@@ -95,7 +101,7 @@ func TestImportRulesCatchTheArrowsTheyForbid(t *testing.T) {
 			t.Errorf("rule for %s with %s added reports %v, want exactly it", r.from, forbidden[i], got)
 		}
 	}
-	for _, kit := range []string{module + "/provider/docker/dockertest", module + "/agent/model/modeltest", module + "/provider/providertest", module + "/internal/emuvm", "github.com/chromedp/chromedp"} {
+	for _, kit := range []string{module + "/provider/docker/dockertest", module + "/agent/model/modeltest", module + "/provider/providertest", module + "/internal/emuvm", "github.com/chromedp/chromedp", "go.temporal.io/sdk/testsuite"} {
 		if !isTestKit(kit) {
 			t.Errorf("isTestKit(%s) = false", kit)
 		}
@@ -113,9 +119,10 @@ func (r importRule) violations(deps []string) []string {
 }
 
 // isTestKit reports whether dep exists for tests: this module's emulators (a path element
-// ending in "emu", internal/emu*), test kits (ending in "test") and fakes, and browser drivers.
+// ending in "emu", internal/emu*), test kits (ending in "test") and fakes, browser drivers,
+// and Temporal's test environment and server.
 func isTestKit(dep string) bool {
-	if within(dep, "github.com/chromedp") {
+	if within(dep, "github.com/chromedp") || within(dep, "go.temporal.io/sdk/testsuite") || within(dep, "go.temporal.io/server") {
 		return true
 	}
 	if !within(dep, module) {
