@@ -101,16 +101,30 @@ func (r *Runner) follow(ctx context.Context, g Group, start time.Time, done <-ch
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
 	last := Status{Done: -1}
+	ended := map[string]bool{} // episodes whose end was reported
 	report := func(c context.Context) {
 		runs, err := st.Episodes(c, g)
 		if err != nil {
 			return
 		}
 		s := statusOf(g, runs, start)
-		if s.Done != last.Done || s.Running != last.Running || s.Errors != last.Errors {
-			r.Progress(s)
-			last = s
+		// One report per episode that ended since, as a local run gives, then the counts.
+		news := 0
+		for k, run := range Latest(runs) {
+			if run.Status == agentenv.RunRunning || ended[run.ID] || k.Task >= len(g.Tasks) {
+				continue
+			}
+			ended[run.ID] = true
+			ep := episodeOf(run)
+			one := s
+			one.Last, one.LastTask = &ep, g.Tasks[k.Task].Task
+			r.Progress(one)
+			news++
 		}
+		if news == 0 && (s.Done != last.Done || s.Running != last.Running || s.Errors != last.Errors) {
+			r.Progress(s)
+		}
+		last = s
 	}
 	for {
 		select {

@@ -85,9 +85,12 @@ func (a *activities) finish(ctx context.Context, group, stopped string) error {
 
 // heartbeat records the activity's heartbeat at a third of heartbeatTimeout until stopped, so
 // that Temporal knows its worker lives and can deliver a cancel to it.
+// Stop returns once the last heartbeat is recorded: none may follow the activity's answer.
 func heartbeat(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		t := time.NewTicker(heartbeatTimeout / 3)
 		defer t.Stop()
 		for {
@@ -101,7 +104,7 @@ func heartbeat(ctx context.Context) (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done) }
+	return func() { close(done); <-exited }
 }
 
 // wrap turns bad input into an application error no retry is made for; other errors are
