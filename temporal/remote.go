@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/eval"
+	"github.com/agentenv/agentenv/internal/cleanup"
 )
 
 // cancelWait bounds how long a submitter interrupted by the user waits for its cancelled
@@ -52,7 +53,8 @@ func (r *Remote) Submit(ctx context.Context, g eval.Group) error {
 // Wait implements eval.Remote.
 func (r *Remote) Wait(ctx context.Context, id string) error {
 	ended := make(chan error, 1)
-	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	// The group may run for hours: following it has no bound of its own, and ends with ctx.
+	wctx, stop := context.WithCancel(cleanup.Unbounded(ctx))
 	defer stop()
 	go func() { ended <- r.client.GetWorkflow(wctx, id, "").Get(wctx, nil) }()
 	select {
@@ -64,7 +66,8 @@ func (r *Remote) Wait(ctx context.Context, id string) error {
 		return err
 	case <-ctx.Done():
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelWait)
+	// Bounded, and cut short by a second Ctrl-C (the hard stop).
+	cctx, cancel := cleanup.Context(ctx, cancelWait)
 	defer cancel()
 	if err := r.client.CancelWorkflow(cctx, id, ""); err != nil {
 		return errors.Join(ctx.Err(), fmt.Errorf("cancel group %s: %w", id, err))
