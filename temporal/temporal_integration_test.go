@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,13 +22,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/eval"
 	"github.com/agentenv/agentenv/internal/temporalserver"
 	"github.com/agentenv/agentenv/internal/testbin"
 	"github.com/agentenv/agentenv/ledger"
+	"github.com/agentenv/agentenv/ledger/postgres/pgtest"
 	"github.com/agentenv/agentenv/provider/docker/dockertest"
 	"github.com/agentenv/agentenv/task"
 )
@@ -50,7 +48,7 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	r := &rig{t: t, bin: testbin.Agentenv(t), addr: temporalserver.Addr(t), dir: t.TempDir(),
 		queue: fmt.Sprintf("agentenv-test-%x", rand.Uint64())}
-	r.dsn = freshLedgerSchema(t)
+	r.dsn = pgtest.Schema(t, "ledger_temporal")
 	led, err := ledger.Open(t.Context(), r.dsn, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("open the test ledger: %v", err)
@@ -78,44 +76,6 @@ func newRig(t *testing.T) *rig {
 		}
 	})
 	return r
-}
-
-// freshLedgerSchema returns a DSN of the test PostgreSQL server whose search_path is a schema
-// of this test's own, dropped at its end.
-func freshLedgerSchema(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("AGENTENV_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		t.Fatal("integration tests need PostgreSQL: set AGENTENV_TEST_POSTGRES_DSN (eval \"$(.ci/postgres.sh)\")")
-	}
-	schema := fmt.Sprintf("ledger_temporal_%x", rand.Uint64())
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // cmd returns the agentenv command with args for a machine whose state folder is state (the

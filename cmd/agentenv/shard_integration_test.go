@@ -3,21 +3,15 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/agentenv/agentenv/ledger/postgres/pgtest"
 	"github.com/agentenv/agentenv/task"
 )
 
@@ -122,7 +116,7 @@ func TestShardsThenMergeEqualUnsharded(t *testing.T) {
 // one PostgreSQL ledger merge, with no --from, into the unsharded run's group.
 func TestShardsOnASharedPostgresLedger(t *testing.T) {
 	t.Parallel()
-	dsn := freshLedgerSchema(t) // first, so that it is dropped after newCLI's cleanup (gc) ran
+	dsn := pgtest.Schema(t, "ledger_shards") // first, so that it is dropped after newCLI's cleanup (gc) ran
 	c := newCLI(t)
 	c.env = append(c.env, "AGENTENV_LEDGER_DSN="+dsn)
 	other := t.TempDir()
@@ -130,44 +124,6 @@ func TestShardsOnASharedPostgresLedger(t *testing.T) {
 	if left := c.sandboxLeftovers(); len(left) != 0 {
 		t.Errorf("left %v", left)
 	}
-}
-
-// freshLedgerSchema returns a DSN of the test server whose search_path is a schema of this
-// test's own, dropped at its end.
-func freshLedgerSchema(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("AGENTENV_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		t.Fatal("integration tests need PostgreSQL: set AGENTENV_TEST_POSTGRES_DSN (eval \"$(.ci/postgres.sh)\")")
-	}
-	schema := fmt.Sprintf("ledger_shards_%x", rand.Uint64())
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // shardsThenMerge runs shardedEval unsharded, then shards 1/3 and 2/3 and, with thirdEnv,
