@@ -51,6 +51,22 @@ func (s Status) String() string {
 	return b.String()
 }
 
+// add counts an episode that ended: done, and passed, finished (a sample) or an error, and its
+// model cost.
+func (s *Status) add(ep task.Episode) {
+	s.Done++
+	switch {
+	case ep.Outcome == task.OutcomePassed:
+		s.Passed++
+		s.Finished++
+	case ep.Outcome == task.OutcomeError:
+		s.Errors++
+	case ep.Outcome.Finished():
+		s.Finished++
+	}
+	s.CostUSD += episodeCost(ep)
+}
+
 // tracker counts a group's episodes as they start and end, admits episodes under the group's
 // limit and cost cap, and reports every change.
 type tracker struct {
@@ -143,19 +159,8 @@ func (t *tracker) done(ti int, ep task.Episode) {
 	} else {
 		t.st.Queued--
 	}
-	t.st.Done++
-	switch {
-	case ep.Outcome == task.OutcomePassed:
-		t.st.Passed++
-		t.st.Finished++
-	case ep.Outcome == task.OutcomeError:
-		t.st.Errors++
-	case ep.Outcome.Finished():
-		t.st.Finished++
-	}
-	c := episodeCost(ep)
-	t.spent += c
-	t.st.CostUSD = t.spent
+	t.st.add(ep)
+	t.spent = t.st.CostUSD
 	t.st.Last = &ep
 	t.mu.Unlock()
 	t.tick()

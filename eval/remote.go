@@ -143,23 +143,11 @@ func (r *Runner) follow(ctx context.Context, g Group, start time.Time, done <-ch
 func statusOf(g Group, runs []agentenv.Run, start time.Time) Status {
 	s := Status{Group: g.ID, Total: g.Slots(), Elapsed: time.Since(start)}
 	for _, run := range Latest(runs) {
-		ep := episodeOf(run)
 		if run.Status == agentenv.RunRunning {
 			s.Running++
 			continue
 		}
-		s.Done++
-		s.CostUSD += episodeCost(ep)
-		switch ep.Outcome {
-		case task.OutcomePassed:
-			s.Passed++
-			s.Finished++
-		case task.OutcomeError:
-			s.Errors++
-		case task.OutcomeCancelled:
-		default:
-			s.Finished++
-		}
+		s.add(episodeOf(run))
 	}
 	s.Queued = max(s.Total-s.Done-s.Running, 0)
 	if s.Done > 0 && s.Queued+s.Running > 0 {
@@ -238,7 +226,7 @@ func (r *Runner) RunSlot(ctx context.Context, id string, k SlotKey) (SlotResult,
 	if err != nil {
 		return SlotResult{}, err
 	}
-	runs = slices.DeleteFunc(runs, func(x agentenv.Run) bool { s, ok := slotOf(x); return !ok || s != k })
+	runs = ofSlot(runs, k)
 	if latest, ok := Latest(runs)[k]; ok && Finished(latest) {
 		return slotResult(latest), nil
 	}
@@ -292,6 +280,11 @@ func (r *Runner) endLost(ctx context.Context, id string, runs []agentenv.Run, re
 	return prior, nil
 }
 
+// ofSlot returns the episodes of runs that fill slot k.
+func ofSlot(runs []agentenv.Run, k SlotKey) []agentenv.Run {
+	return slices.DeleteFunc(runs, func(x agentenv.Run) bool { s, ok := slotOf(x); return !ok || s != k })
+}
+
 func slotResult(run agentenv.Run) SlotResult {
 	ep := episodeOf(run)
 	return SlotResult{Run: run.ID, Outcome: ep.Outcome, Score: ep.Score, CostUSD: episodeCost(ep)}
@@ -325,7 +318,7 @@ func (r *Runner) TeardownSlot(ctx context.Context, id string, k SlotKey) (agente
 	if err != nil {
 		return agentenv.Receipt{}, err
 	}
-	runs = slices.DeleteFunc(runs, func(x agentenv.Run) bool { s, ok := slotOf(x); return !ok || s != k })
+	runs = ofSlot(runs, k)
 	if _, err := r.endLost(ctx, id, runs, false); err != nil {
 		return agentenv.Receipt{}, fmt.Errorf("group %s: %s: %w", id, k, err)
 	}

@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,7 +199,7 @@ func (r *rig) writeEval(name string, conc int, tasks map[string]int) string {
 	r.t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\nconcurrency: %d\ntasks:\n", name, conc)
-	for _, tk := range sortedKeys(tasks) {
+	for _, tk := range slices.Sorted(maps.Keys(tasks)) {
 		fmt.Fprintf(&b, "  - task: %s\n    k: %d\n", tk, tasks[tk])
 	}
 	p := filepath.Join(r.dir, name+".yaml")
@@ -205,21 +207,6 @@ func (r *rig) writeEval(name string, conc int, tasks map[string]int) string {
 		r.t.Fatal(err)
 	}
 	return p
-}
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
 
 // slowTask writes a task that holds a process sandbox for secs seconds, then passes.
