@@ -56,3 +56,27 @@ func TestFilesRefusesAnAbsoluteSeedsPath(t *testing.T) {
 		t.Fatalf("Files() = %v, want line 3, tasks[0].task", err)
 	}
 }
+
+func TestGroupKeepsItsBundle(t *testing.T) {
+	g := Group{ID: "group-1", Name: "e", File: "/c/trees/sha256-ab/evals/e.yaml", Bundle: "127.0.0.1:5000/e:v1", BundleDigest: "sha256:ab"}
+	d, err := g.doc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Attrs[AttrBundle] != g.Bundle || d.Attrs[AttrBundleDigest] != g.BundleDigest {
+		t.Fatalf("doc attrs = %v, want the bundle and its digest", d.Attrs)
+	}
+	back, err := FromDoc(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Bundle != g.Bundle || back.BundleDigest != g.BundleDigest {
+		t.Fatalf("FromDoc = %+v, want the bundle back", back)
+	}
+	if a := g.episodeAttrs(1); a[AttrBundle] != g.Bundle || a[AttrBundleDigest] != g.BundleDigest || a[AttrGroupTask] != "1" {
+		t.Fatalf("episodeAttrs = %v", a)
+	}
+	if a := (Group{ID: "g"}).episodeAttrs(0); len(a) != 2 {
+		t.Fatalf("episodeAttrs of a local group = %v, want only the group and task", a)
+	}
+}
