@@ -141,7 +141,7 @@ func (c *Client) Push(ctx context.Context, src Source, ref Ref) (Pushed, error) 
 	if err := c.Cache.record(ctx, ref, desc); err != nil {
 		return Pushed{}, err
 	}
-	c.log().Info("bundle pushed", "ref", ref.String(), "digest", desc.Digest.String(), "files", len(p.Config.Files), "bytes", p.Size())
+	c.log().Debug("bundle pushed", "ref", ref.String(), "digest", desc.Digest.String(), "files", len(p.Config.Files), "bytes", p.Size())
 	return Pushed{Ref: ref.At(desc.Digest.String()), Tag: ref.Tag, Digest: desc.Digest.String(), Config: p.Config, Root: p.Root, Size: p.Size()}, nil
 }
 
