@@ -298,7 +298,7 @@ func (c *Client) explain(op string, ref Ref, err error) error {
 	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return fmt.Errorf("%s %s: the registry %s speaks plain HTTP: give --plain-http, or list it in registry.plain_http: %w", op, ref, ref.Host, agentenv.ErrInvalid)
 	case unreachable(err):
-		return fmt.Errorf("%s %s: the registry %s cannot be reached: %v: %w", op, ref, ref.Host, err, agentenv.ErrUnavailable)
+		return &unavailable{fmt.Sprintf("%s %s: the registry %s cannot be reached: %v", op, ref, ref.Host, err)}
 	}
 	return fmt.Errorf("%s %s: %w", op, ref, err)
 }
@@ -312,3 +312,12 @@ func unreachable(err error) bool {
 	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		(errors.As(err, &ne) && ne.Timeout())
 }
+
+// unavailable is a registry that did not answer: agentenv.ErrUnavailable to errors.Is, said
+// in words of its own (the kind's text speaks of providers).
+type unavailable struct{ msg string }
+
+func (e *unavailable) Error() string { return e.msg }
+
+// Is reports whether target is agentenv.ErrUnavailable.
+func (e *unavailable) Is(target error) bool { return target == agentenv.ErrUnavailable }
