@@ -101,7 +101,7 @@ func TestImportRulesCatchTheArrowsTheyForbid(t *testing.T) {
 			t.Errorf("rule for %s with %s added reports %v, want exactly it", r.from, forbidden[i], got)
 		}
 	}
-	for _, kit := range []string{module + "/provider/docker/dockertest", module + "/agent/model/modeltest", module + "/provider/providertest", module + "/internal/emuvm", "github.com/chromedp/chromedp", "go.temporal.io/sdk/testsuite"} {
+	for _, kit := range []string{module + "/provider/docker/dockertest", module + "/agent/model/modeltest", module + "/provider/providertest", module + "/internal/emuvm", "github.com/chromedp/chromedp", "go.temporal.io/sdk/testsuite", module + "/internal/temporalserver", module + "/internal/registryserver", "github.com/distribution/distribution/v3/registry"} {
 		if !isTestKit(kit) {
 			t.Errorf("isTestKit(%s) = false", kit)
 		}
@@ -120,9 +120,14 @@ func (r importRule) violations(deps []string) []string {
 
 // isTestKit reports whether dep exists for tests: this module's emulators (a path element
 // ending in "emu", internal/emu*), test kits (ending in "test") and fakes, browser drivers,
-// and Temporal's test environment and server.
+// Temporal's test environment and server, and the kits that start the test servers (Temporal,
+// the OCI registry) and the registry itself.
 func isTestKit(dep string) bool {
-	if within(dep, "github.com/chromedp") || within(dep, "go.temporal.io/sdk/testsuite") || within(dep, "go.temporal.io/server") {
+	if within(dep, "github.com/chromedp") || within(dep, "go.temporal.io/sdk/testsuite") || within(dep, "go.temporal.io/server") ||
+		within(dep, "github.com/distribution/distribution") {
+		return true
+	}
+	if within(dep, module+"/internal/temporalserver") || within(dep, module+"/internal/registryserver") {
 		return true
 	}
 	if !within(dep, module) {

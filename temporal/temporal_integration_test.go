@@ -167,13 +167,29 @@ func (w *worker) stop(t *testing.T) {
 	}
 }
 
-// kill kills w as a lost machine would: no teardown, no goodbye.
-func (w *worker) kill(t *testing.T) {
-	t.Helper()
-	if err := w.cmd.Process.Kill(); err != nil {
-		t.Fatalf("kill worker %s: %v", w.name, err)
+// killBusy kills (SIGKILL) the first of workers seen owning a record that is not gone, that is
+// one in the middle of an episode, and returns it; nil if none was seen before ctx ended. A
+// worker between episodes would lose nothing, and the test would prove nothing.
+func (r *rig) killBusy(ctx context.Context, workers []*worker, start time.Time) *worker {
+	for ctx.Err() == nil {
+		recs, _ := r.led.List(ctx, agentenv.Filter{States: agentenv.NotGone()})
+		for _, rec := range recs {
+			for _, w := range workers {
+				if rec.Owner.PID != w.cmd.Process.Pid {
+					continue
+				}
+				if err := w.cmd.Process.Kill(); err != nil {
+					r.t.Logf("kill worker %s: %v", w.name, err)
+					return nil
+				}
+				<-w.done
+				r.t.Logf("killed worker %s, owner of %s (%s, run %s), %s in", w.name, rec.ID, rec.Kind, rec.Run, time.Since(start).Round(time.Second))
+				return w
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	<-w.done
+	return nil
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's writes and a test's reads at once.
@@ -338,10 +354,11 @@ var progressLine = regexp.MustCompile(`(group-[0-9a-f]+)\s+(\d+)/(\d+) done`)
 
 // TestTemporalThreeWorkersKilledOne runs an eval of 40 episodes (the notes task on Docker,
 // hello and a slow task on the process provider) on three workers through `run --runner
-// temporal`, kills one worker with SIGKILL once ten episodes are done, and checks that every
-// slot ends with exactly one passed episode (the lost ones torn down, with a clean receipt, and
-// kept as attempts), that the summary is the local runner's for the same eval (all 40 passed,
-// pass@k 1), and that after one gc nothing is live in the ledger or labelled on the engine.
+// temporal`. Once ten episodes are done it kills with SIGKILL the first worker seen in the
+// middle of an episode, and checks that every slot ends with exactly one passed episode (the
+// lost ones torn down, with a clean receipt, and kept as attempts), that the summary is the
+// local runner's for the same eval (all 40 passed, pass@k 1), and that after one gc nothing is
+// live in the ledger or labelled on the engine.
 func TestTemporalThreeWorkersKilledOne(t *testing.T) {
 	r := newRig(t)
 	if res := r.run(t.Context(), "images", "build"); res.code != 0 {
@@ -369,7 +386,10 @@ func TestTemporalThreeWorkersKilledOne(t *testing.T) {
 	}
 	var group string
 	var subErr bytes.Buffer
-	killed := false
+	killing := false
+	killed := make(chan *worker, 1)
+	killCtx, stopKilling := context.WithCancel(ctx)
+	defer stopKilling()
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
 		line := sc.Text()
@@ -379,15 +399,19 @@ func TestTemporalThreeWorkersKilledOne(t *testing.T) {
 			continue
 		}
 		group = m[1]
-		if done, _ := strconv.Atoi(m[2]); done >= 10 && !killed {
-			workers[0].kill(t)
-			killed = true
-			t.Logf("killed worker w1 at %d/40 done, %s in", done, time.Since(start).Round(time.Second))
+		if done, _ := strconv.Atoi(m[2]); done >= 10 && !killing {
+			killing = true
+			go func() { killed <- r.killBusy(killCtx, workers, start) }()
 		}
 	}
 	werr := sub.Wait()
-	if !killed || group == "" {
-		t.Fatalf("the run ended before a worker was killed (err %v):\n%s%s", werr, out.String(), subErr.String())
+	stopKilling()
+	var victim *worker
+	if killing {
+		victim = <-killed
+	}
+	if victim == nil || group == "" {
+		t.Fatalf("the run ended before a busy worker was killed (err %v):\n%s%s", werr, out.String(), subErr.String())
 	}
 	if werr != nil {
 		t.Fatalf("run --runner temporal: %v\n%s%s", werr, out.String(), subErr.String())
@@ -401,9 +425,8 @@ func TestTemporalThreeWorkersKilledOne(t *testing.T) {
 	if !strings.Contains(out.String(), group) {
 		t.Errorf("the submitter's summary does not name the group:\n%s", out.String())
 	}
-	lost := r.checkOneResultPerSlot(group, 40)
-	if lost == 0 {
-		t.Errorf("no slot records an attempt lost with the killed worker (was it idle?)")
+	if lost := r.checkOneResultPerSlot(group, 40); lost == 0 {
+		t.Errorf("no slot records an attempt lost with worker %s, killed while it owned a live record", victim.name)
 	}
 	if res := r.run(t.Context(), "gc"); res.code != 0 {
 		t.Errorf("gc: exit %d\n%s%s", res.code, res.stdout, res.stderr)

@@ -22,6 +22,7 @@ import (
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/docker/dockertest"
 	"github.com/agentenv/agentenv/provider/providertest"
+	"github.com/agentenv/agentenv/spec"
 )
 
 // VMCloud is a cloud provider in VM mode with its emulator, each Docker-capable sandbox of the
@@ -59,6 +60,17 @@ type VMKit struct {
 // nested engines at once on a two-core machine, where one takes a minute, emuvm's default
 // bound; the tests check deploys, not how fast an engine starts.
 const ReadyWait = 4 * time.Minute
+
+// SlowReady gives env's service DB and servers ReadyWait to answer instead of their minute (the
+// gateway's wait follows the slowest server's). Inside a nested VM, on a two-core machine
+// running the whole integration tier, PostgreSQL alone has taken more than a minute to accept a
+// query; these tests check deploys and cancels, not how fast a database starts.
+func SlowReady(env *spec.Env) {
+	env.ServiceDB.ReadyTimeout = ReadyWait
+	for i := range env.Servers {
+		env.Servers[i].ReadyTimeout = ReadyWait
+	}
+}
 
 // VMHost starts an emuvm host whose VMs carry labels and whose template engine holds preload,
 // and removes it when the test ends.
@@ -117,6 +129,7 @@ func VMModeOfNotes(t *testing.T, kit VMKit) {
 	start := time.Now()
 	runtime, _ := dockertest.RuntimeImage(t)
 	env := Example(t, "notes", runtime)
+	SlowReady(env)
 	// The cloud's template for this env is built with its images.
 	c := DinDCloud(t, kit, runtime, env.ServiceDB.Image, env.ServiceDB.WebUI.Image)
 	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)

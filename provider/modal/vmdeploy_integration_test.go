@@ -30,6 +30,7 @@ func newVMRig(t *testing.T) *dockerRig {
 	cli := dockertest.Require(t)
 	runtime, _ := dockertest.RuntimeImage(t)
 	env := deploytest.Example(t, "notes", runtime)
+	deploytest.SlowReady(env)
 
 	emu, _, _ := dockerEmulator(t, true, env.ServiceDB.Image, env.ServiceDB.WebUI.Image)
 	led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
