@@ -286,6 +286,9 @@ func (c *Client) repository(ref Ref) (*remote.Repository, error) {
 func (c *Client) explain(op string, ref Ref, err error) error {
 	var er *errcode.ErrorResponse
 	switch {
+	case errors.Is(err, auth.ErrBasicCredentialNotFound):
+		return fmt.Errorf("%s %s: the registry %s asks for a login, and the Docker config file ($DOCKER_CONFIG/config.json) has none for it: log in with 'docker login %s': %w",
+			op, ref, ref.Host, ref.Host, agentenv.ErrInvalid)
 	case errors.As(err, &er) && (er.StatusCode == http.StatusUnauthorized || er.StatusCode == http.StatusForbidden):
 		return fmt.Errorf("%s %s: the registry %s refused the %s (HTTP %d): log in with 'docker login %s' (agentenv uses the credentials of the Docker config file, $DOCKER_CONFIG/config.json, and its credential helpers): %w",
 			op, ref, ref.Host, op, er.StatusCode, ref.Host, agentenv.ErrInvalid)
