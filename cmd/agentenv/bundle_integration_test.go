@@ -199,6 +199,24 @@ func TestBundlePushPullRun(t *testing.T) {
 	c.noLiveRecords(t)
 }
 
+// TestBundleEnvDeployByRef deploys an env by reference, its registry named plain HTTP by the
+// registry.plain_http key (from the environment) rather than the flag, and tears it down.
+func TestBundleEnvDeployByRef(t *testing.T) {
+	t.Parallel()
+	reg := registryserver.Start(t, registryserver.Options{})
+	c := bundleCLI(t)
+	ref := reg.Addr + "/team/kv:v1"
+	c.push(t, c.kvEnvFile(), ref)
+	c.freshCache(t)
+	if r := c.run(t.Context(), nil, "env", "deploy", ref); r.code != 2 || !strings.Contains(r.stderr, "--plain-http") {
+		t.Fatalf("env deploy over HTTPS of a plain HTTP registry: exit %d, want 2 naming --plain-http\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	c.env = append(c.env, "AGENTENV_REGISTRY_PLAIN_HTTP="+reg.Addr)
+	d := c.deployJSON(t, ref)
+	c.teardown(t, d.ID)
+	c.noLiveRecords(t)
+}
+
 // manifestOf fetches ref's manifest from a registry with no auth.
 func manifestOf(t *testing.T, addr, repo, tag string) ocispec.Manifest {
 	t.Helper()

@@ -62,6 +62,9 @@ func (a *app) localPath(ctx context.Context, arg string, plainHTTP bool, kinds .
 		return "", nil, err
 	}
 	r, err := c.Pull(ctx, ref)
+	if errors.Is(err, agentenv.ErrUnavailable) {
+		return "", nil, fmt.Errorf("%w (nor is %s a file or folder here)", err, arg)
+	}
 	if err != nil {
 		return "", nil, err
 	}
