@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentenv/agentenv/config"
 	"github.com/agentenv/agentenv/soak"
 )
 
@@ -249,10 +250,11 @@ func (b *bencher) exec(ctx context.Context, timeout time.Duration, env []string,
 	return r, nil
 }
 
-// agentenv runs the binary under test on the bench's ledger.
+// agentenv runs the binary under test on the bench's ledger, with the bench's image as the
+// runtime image of agentenv's own components (a Harbor task's egress proxy among them).
 func (b *bencher) agentenv(ctx context.Context, timeout time.Duration, args ...string) (result, error) {
 	args = append([]string{"--ledger", filepath.Join(b.cfg.Dir, "ledger.bolt")}, args...)
-	return b.exec(ctx, timeout, nil, b.cfg.Binary, args...)
+	return b.exec(ctx, timeout, []string{config.EnvName("images.runtime") + "=" + b.cfg.Image}, b.cfg.Binary, args...)
 }
 
 func tail(s string, n int) string {

@@ -22,6 +22,9 @@ import (
 func TestHarborMeasures(t *testing.T) {
 	dockertest.Require(t)
 	bin := testbin.Agentenv(t)
+	// The corpus's allowlist task runs agentenv's egress proxy: this checkout's runtime image,
+	// not whatever agentenv:dev the engine holds (a fresh one holds none).
+	runtime, _ := dockertest.RuntimeImage(t)
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +37,7 @@ func TestHarborMeasures(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{Binary: bin, Dir: dir, EnvFile: "env.yaml", RepoDir: repo, Engine: eng, Reps: 1, Only: []string{"harbor"}})
+	res, err := Run(ctx, Config{Binary: bin, Dir: dir, EnvFile: "env.yaml", Image: runtime, RepoDir: repo, Engine: eng, Reps: 1, Only: []string{"harbor"}})
 	if err != nil {
 		t.Fatal(err)
 	}
