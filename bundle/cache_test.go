@@ -11,6 +11,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/harbor"
 )
 
 // cached packs path into a fresh cache as ref, as a push leaves it, and returns a client of
@@ -153,4 +154,32 @@ func mustResolve(t *testing.T, c *Client, r Ref) (d ocispec.Descriptor) {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// A Harbor task comes out of the cache as a task folder under its own name, which loads, its
+// scripts executable still.
+func TestAHarborTaskRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	ref := Ref{Host: "127.0.0.1:1", Repo: "harbor/hello-file", Tag: "v1"}
+	c, digest := cached(t, "../harbor/testdata/corpus/hello-file", ref)
+	r, err := c.Pull(ctx, ref.At(digest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(r.Path) != "hello-file" || !harbor.IsTask(r.Path) {
+		t.Fatalf("pulled Harbor task at %s, want a task folder named hello-file", r.Path)
+	}
+	if _, err := harbor.Load(r.Path); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"tests/test.sh", "solution/solve.sh"} {
+		orig, err := os.Stat(filepath.Join("../harbor/testdata/corpus/hello-file", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.Stat(filepath.Join(r.Path, f))
+		if err != nil || got.Mode().Perm()&0o100 != orig.Mode().Perm()&0o100 {
+			t.Errorf("%s: mode %v, the folder's %v (%v)", f, got.Mode(), orig.Mode(), err)
+		}
+	}
 }
