@@ -217,6 +217,28 @@ func TestBundleEnvDeployByRef(t *testing.T) {
 	c.noLiveRecords(t)
 }
 
+// TestBundleHarborTask pushes a Harbor task folder and, from an empty cache, checks it by
+// reference (oracle and nop) and runs it (the oracle), as from its folder.
+func TestBundleHarborTask(t *testing.T) {
+	t.Parallel()
+	reg := registryserver.Start(t, registryserver.Options{})
+	c := newHarborCLI(t)
+	c.env = append(c.env, "XDG_CACHE_HOME="+t.TempDir(), "DOCKER_CONFIG="+t.TempDir())
+	ref := reg.Addr + "/harbor/hello-file:v1"
+	digest, _ := c.push(t, "../../harbor/testdata/corpus/hello-file", ref)
+	c.freshCache(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	r := c.run(ctx, nil, "tasks", "check", ref, "--plain-http")
+	if r.code != 0 || !strings.Contains(r.stdout, "1 of 1 tasks pass") {
+		t.Fatalf("tasks check %s: exit %d\n%s%s", ref, r.code, r.stdout, r.stderr)
+	}
+	r = c.run(ctx, nil, "run", reg.Addr+"/harbor/hello-file@"+digest, "--plain-http")
+	if r.code != 0 || !strings.Contains(r.stdout, "passed: 1 passed") {
+		t.Fatalf("run %s by digest: exit %d\n%s%s", ref, r.code, r.stdout, r.stderr)
+	}
+}
+
 // manifestOf fetches ref's manifest from a registry with no auth.
 func manifestOf(t *testing.T, addr, repo, tag string) ocispec.Manifest {
 	t.Helper()
