@@ -196,6 +196,19 @@ func TestBundlePushPullRun(t *testing.T) {
 	if !strings.Contains(ls.stdout, notes) || !strings.Contains(ls.stdout, evalRef+"@"+evalDigest) {
 		t.Errorf("bundles ls:\n%s%s", ls.stdout, ls.stderr)
 	}
+	in := c.run(t.Context(), nil, "bundles", "inspect", notes)
+	if in.code != 0 || !strings.Contains(in.stdout, digest) || !strings.Contains(in.stdout, "notes/env.yaml") || !strings.Contains(in.stdout, "entry     notes-task/task.yaml") {
+		t.Errorf("bundles inspect %s: exit %d\n%s%s", notes, in.code, in.stdout, in.stderr)
+	}
+	if rm := c.run(t.Context(), nil, "bundles", "rm", notes); rm.code != 0 {
+		t.Errorf("bundles rm %s: exit %d\n%s%s", notes, rm.code, rm.stdout, rm.stderr)
+	}
+	if _, err := os.Stat(tree); !os.IsNotExist(err) {
+		t.Errorf("bundles rm of its only reference left the tree %s (%v)", tree, err)
+	}
+	if in := c.run(t.Context(), nil, "bundles", "inspect", notes); in.code != 2 {
+		t.Errorf("bundles inspect after rm: exit %d, want 2\n%s%s", in.code, in.stdout, in.stderr)
+	}
 	c.noLiveRecords(t)
 }
 
