@@ -90,7 +90,7 @@ func (c Cache) index(ctx context.Context, fn func(*oci.Store) error) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	defer unix.Flock(int(f.Fd()), unix.LOCK_UN) //nolint:errcheck // closing releases it too
+	defer func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN) }() // closing f releases it too
 	s, err := oci.NewWithContext(ctx, c.Dir)
 	if err != nil {
 		return fmt.Errorf("bundle cache %s: %w", c.Dir, err)

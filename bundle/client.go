@@ -45,7 +45,7 @@ type Client struct {
 
 // Pushed is what a push wrote.
 type Pushed struct {
-	Ref    Ref // pinned to the digest: host/repo@sha256:…
+	Ref    Ref // as pushed, pinned to the digest: host/repo:tag@sha256:…
 	Tag    string
 	Digest string
 	Config Config
@@ -142,7 +142,9 @@ func (c *Client) Push(ctx context.Context, src Source, ref Ref) (Pushed, error) 
 		return Pushed{}, err
 	}
 	c.log().Debug("bundle pushed", "ref", ref.String(), "digest", desc.Digest.String(), "files", len(p.Config.Files), "bytes", p.Size())
-	return Pushed{Ref: ref.At(desc.Digest.String()), Tag: ref.Tag, Digest: desc.Digest.String(), Config: p.Config, Root: p.Root, Size: p.Size()}, nil
+	pinned := ref
+	pinned.Digest = desc.Digest.String()
+	return Pushed{Ref: pinned, Tag: ref.Tag, Digest: desc.Digest.String(), Config: p.Config, Root: p.Root, Size: p.Size()}, nil
 }
 
 // Pull returns the bundle ref names with its files unpacked in the cache. A digest reference

@@ -138,7 +138,7 @@ or a symbolic link leading outside the bundle's folder, is refused before anythi
 				}{p.Ref.String(), p.Digest, p.Config.Kind, p.Config.Entry, p.Config.Files, p.Root})
 			}
 			fmt.Fprintf(a.stderr, "pushed %s %s (%d files from %s, %s compressed) in %s\n", p.Config.Kind, p.Config.Entry, len(p.Config.Files), p.Root, bytesText(p.Size), time.Since(start).Round(time.Millisecond))
-			fmt.Fprintln(a.stdout, ref.Name()+":"+p.Tag+"@"+p.Digest)
+			fmt.Fprintln(a.stdout, p.Ref.String())
 			return nil
 		},
 	}
