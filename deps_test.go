@@ -218,3 +218,38 @@ func TestEveryPackageHasADocComment(t *testing.T) {
 		}
 	}
 }
+
+// registryClients are the only packages that may import oras-go: package bundle owns the
+// bundle format, the cache and the transfer, and the CLI names the credential store's flags.
+var registryClients = []string{module + "/bundle", module + "/cmd/agentenv"}
+
+// TestOnlyBundleReachesRegistries: registries are reached in one place, so that a second
+// client of them (with its own cache, credentials or media types) cannot grow elsewhere.
+func TestOnlyBundleReachesRegistries(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, bad := range registryImporters(string(out)) {
+		t.Errorf("%s imports oras-go: only %v may (the bundle format, cache and transfer are package bundle's)", bad, registryClients)
+	}
+	if got := registryImporters(module + "/eval oras.land/oras-go/v2/content\n" + module + "/bundle oras.land/oras-go/v2\n"); !slices.Equal(got, []string{module + "/eval"}) {
+		t.Errorf("registryImporters of eval importing oras = %v, want eval reported", got)
+	}
+}
+
+// registryImporters returns the packages of a go list answer (a package and its imports per
+// line) that import oras-go without being registryClients.
+func registryImporters(list string) []string {
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || slices.Contains(registryClients, f[0]) {
+			continue
+		}
+		if slices.ContainsFunc(f[1:], func(dep string) bool { return within(dep, "oras.land") }) {
+			out = append(out, f[0])
+		}
+	}
+	return out
+}

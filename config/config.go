@@ -73,6 +73,7 @@ var Keys = slices.Concat(
 		{Name: "images.postgres", Default: "agentenv-postgres:local", Doc: "image of the service DB"},
 		{Name: "images.db_web", Default: "agentenv-adminer:local", Doc: "image of the DB web UI"},
 		{Name: ImageMapKey, Doc: "images a Dockerfile's FROM names, mapped to images on the engine for builds with no registry: a list (map = [\"FROM=TO\"]) or FROM=TO,FROM=TO; --image-map FROM=TO adds to it"},
+		{Name: "registry.plain_http", Doc: "registries (HOST:PORT) that push, pull and run REF reach over plain HTTP, not HTTPS: a list (plain_http = [\"127.0.0.1:5000\"]) or A,B; --plain-http reaches any so"},
 		{Name: "model.base_url", Doc: "model endpoint of prompt_agent's built-in agent: an OpenAI-compatible base URL (…/v1) for agent: openai, Anthropic's root URL for agent: anthropic"},
 		{Name: "model.name", Doc: "model name sent to the endpoint"},
 		{Name: "model.input_price", Doc: "USD per million input tokens, for cost_usd and max_cost_usd"},

@@ -63,6 +63,14 @@ type Entry struct {
 	Seeds     string // the seeds CSV's path (relative paths resolved against the eval file), or ""
 	Overrides Overrides
 	Line      int // where the entry starts in the eval file
+
+	written [2]pathField // task and seeds as the eval file writes them, for Files
+}
+
+// pathField is a path as an eval file writes it, with where.
+type pathField struct {
+	value, field string
+	line         int
 }
 
 // Overrides are what an eval sets for one of its tasks.
@@ -159,12 +167,14 @@ func decodeEntry(d *yamlfile.Decoder, dir string, n *yaml.Node, path string, tas
 		switch key {
 		case "task":
 			taskPath, taskLine = d.Str(v, p), v.Line
+			e.written[0] = pathField{taskPath, p, v.Line}
 		case "k":
 			if e.K = d.Integer(v, p); e.K < 1 && !d.Failed[p] {
 				d.Errorf(v.Line, p, "want at least 1, got %d", e.K)
 			}
 		case "seeds":
 			if s := d.Str(v, p); s != "" {
+				e.written[1] = pathField{s, p, v.Line}
 				e.Seeds = resolve(dir, s)
 				if _, err := os.Stat(e.Seeds); err != nil {
 					d.Errorf(v.Line, p, "seeds file %s: %v", e.Seeds, statMsg(err))
@@ -272,4 +282,47 @@ func trimModel(key string) string {
 		return key[len("model."):]
 	}
 	return ""
+}
+
+// Files returns every file of this host the eval reads, each absolute and cleaned: the eval
+// file first, then each task's files ([task.Task.Files]) and seeds CSV. A task or seeds file
+// named by an absolute path is an error naming its line and field (wrapping
+// agentenv.ErrInvalid): the eval could not be moved with its files (a bundle).
+func (f *File) Files() ([]string, error) {
+	self, err := filepath.Abs(f.Path)
+	if err != nil {
+		return nil, fmt.Errorf("eval %s: %w", f.Path, err)
+	}
+	out := []string{self}
+	seen := map[string]bool{self: true}
+	var errs []error
+	for _, e := range f.Tasks {
+		for _, w := range e.written {
+			if filepath.IsAbs(w.value) {
+				errs = append(errs, &yamlfile.Error{File: f.Path, Line: w.line, Path: w.field,
+					Msg: fmt.Sprintf("%q is an absolute path: write it relative to the eval file, so that the eval moves with its files", w.value)})
+			}
+		}
+		files, err := e.Task.Files()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: task %s: %w", f.Path, e.Line, e.Task.File, err))
+		}
+		if e.Seeds != "" {
+			s, err := filepath.Abs(e.Seeds)
+			if err != nil {
+				return nil, fmt.Errorf("eval %s: seeds: %w", f.Path, err)
+			}
+			files = append(files, s)
+		}
+		for _, p := range files {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
 }

@@ -28,6 +28,10 @@ const (
 	// AttrShardGroup is, on an episode a merge re-pointed to the merged group (attrs.group),
 	// the shard group it ran in.
 	AttrShardGroup = "shard_group"
+	// AttrBundle and AttrBundleDigest are, on a group run from a bundle (agentenv run REF) and
+	// on each of its episodes, the reference as given and the manifest digest it resolved to.
+	AttrBundle       = "bundle"
+	AttrBundleDigest = "bundle.digest"
 	attrShard      = "shard"       // "I/N" on a shard's group document
 	attrMergedFrom = "merged_from" // on a merged group: its shards' ids, comma-separated
 	attrMergedInto = "merged_into" // on a merged shard: the group its episodes now belong to
@@ -65,6 +69,19 @@ type Group struct {
 	Runner string `json:"runner,omitempty"`
 	// Retries is Options.Retries of the group's run, for the workers of a Remote.
 	Retries int `json:"retries,omitempty"`
+	// Bundle and BundleDigest are the bundle the group's files came from (Options.Bundle),
+	// the reference as given and the manifest digest it resolved to; empty for local files.
+	Bundle       string `json:"bundle,omitempty"`
+	BundleDigest string `json:"bundle_digest,omitempty"`
+}
+
+// episodeAttrs returns the attributes an episode of task ti of g carries.
+func (g Group) episodeAttrs(ti int) map[string]string {
+	attrs := map[string]string{AttrGroup: g.ID, AttrGroupTask: strconv.Itoa(ti)}
+	if g.Bundle != "" {
+		attrs[AttrBundle], attrs[AttrBundleDigest] = g.Bundle, g.BundleDigest
+	}
+	return attrs
 }
 
 // GroupTask is one task of a group.
@@ -117,6 +134,9 @@ func (g Group) doc() (agentenv.Run, error) {
 	if g.Retries != 0 {
 		attrs[attrRetries] = strconv.Itoa(g.Retries)
 	}
+	if g.Bundle != "" {
+		attrs[AttrBundle], attrs[AttrBundleDigest] = g.Bundle, g.BundleDigest
+	}
 	return agentenv.Run{ID: g.ID, Task: g.Name, TaskDigest: g.Digest, Status: g.Status, Error: g.Error,
 		Attrs: attrs, Created: g.Created, Ended: g.Ended}, nil
 }
@@ -151,6 +171,7 @@ func FromDoc(r agentenv.Run) (Group, error) {
 	g.MergedInto = r.Attrs[attrMergedInto]
 	g.Runner = r.Attrs[attrRunner]
 	g.Retries, _ = strconv.Atoi(r.Attrs[attrRetries])
+	g.Bundle, g.BundleDigest = r.Attrs[AttrBundle], r.Attrs[AttrBundleDigest]
 	return g, nil
 }
 

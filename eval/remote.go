@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/agentenv/agentenv"
@@ -237,7 +236,7 @@ func (r *Runner) RunSlot(ctx context.Context, id string, k SlotKey) (SlotResult,
 	e := f.Tasks[k.Task]
 	opts := e.options([]task.Slot{{Instance: k.Instance, Attempt: k.Attempt}})
 	opts.Retries, opts.Prior = g.Retries, prior
-	opts.Attrs = map[string]string{AttrGroup: g.ID, AttrGroupTask: strconv.Itoa(k.Task)}
+	opts.Attrs = g.episodeAttrs(k.Task)
 	sum, err := r.runnerFor(e, nil).Run(ctx, e.Task, opts)
 	if len(sum.Episodes) != 1 {
 		return SlotResult{}, fmt.Errorf("group %s: %s: %w", id, k, err)

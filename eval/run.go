@@ -45,6 +45,10 @@ type Options struct {
 	Shard Shard
 	// Detach returns once a Remote has taken the group, with only the Result's Group set.
 	Detach bool
+	// Bundle and BundleDigest name the bundle the eval's files were unpacked from (agentenv
+	// run REF): the reference as given and the manifest digest it resolved to, recorded on
+	// the group and each episode (AttrBundle, AttrBundleDigest). Resume keeps the group's.
+	Bundle, BundleDigest string
 }
 
 func (r *Runner) ledger() agentenv.Ledger {
@@ -119,7 +123,8 @@ func (r *Runner) Run(ctx context.Context, f *File, opts Options) (Result, error)
 		return Result{}, err
 	}
 	g := Group{ID: lifecycle.NewID("group"), Name: f.Name, File: f.Path, Digest: f.Digest, Tasks: tasks,
-		Concurrency: f.Concurrency, MaxCostUSD: opts.MaxCostUSD, Shard: opts.Shard, Created: time.Now().UTC()}
+		Concurrency: f.Concurrency, MaxCostUSD: opts.MaxCostUSD, Shard: opts.Shard, Created: time.Now().UTC(),
+		Bundle: opts.Bundle, BundleDigest: opts.BundleDigest}
 	if opts.Concurrency > 0 {
 		g.Concurrency = opts.Concurrency
 	}
@@ -281,7 +286,7 @@ func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot,
 		}
 		opts := e.options(slots[ti])
 		opts.Keep, opts.Retries = o.Keep, o.Retries
-		opts.Attrs = map[string]string{AttrGroup: g.ID, AttrGroupTask: strconv.Itoa(ti)}
+		opts.Attrs = g.episodeAttrs(ti)
 		opts.Admit = admit
 		opts.Done = func(ep task.Episode) { tr.done(ti, ep) }
 		tr.tick()

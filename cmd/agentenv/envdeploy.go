@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/bundle"
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/spec"
 )
@@ -22,9 +23,10 @@ func newEnvDeployCmd(a *app) *cobra.Command {
 		json                       bool
 		passEnv                    []string
 		stateStore                 string
+		plainHTTP                  bool
 	}
 	cmd := &cobra.Command{
-		Use:   "deploy FILE [--provider P|A,B] [--mode vm|container] [--ttl D] [--name ID]",
+		Use:   "deploy FILE|REF [--provider P|A,B] [--mode vm|container] [--ttl D] [--name ID]",
 		Short: "Deploy an env behind its gateway; prints the gateway URL and token",
 		Long: `deploy starts every component of the env (service DB first, then the MCP servers and
 sidecars in parallel, then the gateway), waits until each answers, and prints the gateway's
@@ -38,7 +40,11 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			env, err := spec.Load(args[0])
+			path, _, err := a.localPath(ctx, args[0], f.plainHTTP, bundle.KindEnv)
+			if err != nil {
+				return err
+			}
+			env, err := spec.Load(path)
 			if err != nil {
 				return err
 			}
@@ -123,6 +129,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 		},
 	}
 	fl := cmd.Flags()
+	plainHTTPFlag(fl, &f.plainHTTP)
 	fl.StringArrayVar(&f.passEnv, "pass-env", nil, "let the env file's env:NAME references read NAME from this environment (repeatable; adds to env.pass)")
 	fl.StringVar(&f.provider, "provider", "", "provider or comma chain (default: provider.default)")
 	fl.StringVar(&f.mode, "mode", "", "container or vm (default: container where the provider supports it)")

@@ -63,6 +63,9 @@ call's timeout), panic or lost (the call succeeds but its answer is lost). For e
 		newStateCmd(a),
 		newTasksCmd(a),
 		newWorkerCmd(a),
+		newPushCmd(a),
+		newPullCmd(a),
+		newBundlesCmd(a),
 	)
 	strictArgs(root)
 	return root, a.close

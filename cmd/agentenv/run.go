@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentenv/agentenv/bundle"
 	"github.com/agentenv/agentenv/config"
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/eval"
@@ -41,6 +42,8 @@ type runFlags struct {
 	// Where the group runs: --runner, --temporal, --namespace, --task-queue; --detach.
 	runner runnerFlags
 	detach bool
+	// plainHTTP: a registry reference's registry is reached over plain HTTP.
+	plainHTTP bool
 }
 
 // check refuses counts no run can mean: fewer than one episode, a negative concurrency, retry
@@ -75,7 +78,7 @@ func (f runFlags) check() error {
 func newRunCmd(a *app) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run TASK_OR_FOLDER|EVAL.yaml|hello [--k N] [--concurrency C] [--seeds FILE] [--provider P] [--keep] [--shard I/N] | --resume GROUP",
+		Use:   "run TASK_OR_FOLDER|EVAL.yaml|hello|REF [--k N] [--concurrency C] [--seeds FILE] [--provider P] [--keep] [--shard I/N] | --resume GROUP",
 		Short: "Run graded episodes of a task or an eval, then tear down everything they made",
 		Long: `run executes a task's steps as a DAG, K times (episodes), scores each with its verifiers,
 and always ends by tearing down everything the episodes deployed, printing the receipt.
@@ -108,12 +111,18 @@ verifier that could not run) has outcome error: it counts in neither the mean no
 --retries N (or the task's retries: {infra: N}) runs it again from scratch, after tearing down
 what it made; every attempt is kept in the run record.
 
+A registry reference (host[:port]/repo[:tag][@sha256:...], as 'agentenv push' printed it)
+runs wherever a path does: the bundle is pulled into the local cache (a cached digest with no
+network), run from there, and recorded on the group and its episodes (attrs bundle and
+bundle.digest); 'run REF@sha256:...' runs exactly those bytes. A local path always wins.
+
 Exit codes: 0 every episode passed, 1 any failed, scored below 1 or error, 2 bad input, 130 or 143
 when interrupted (what was made is torn down first).`,
 		Example: `  agentenv run hello
   agentenv run examples/notes-task --k 8 --concurrency 4
   agentenv run examples/evals/hello-100.yaml --max-cost-usd 5
   agentenv run terminal-bench/ --agent openai --include 'hello-*' --concurrency 8
+  agentenv run ghcr.io/team/notes-task:v1
   agentenv run --resume group-3f2a…
   agentenv run examples/evals/sweep.yaml --shard 2/3   # then: agentenv runs merge G1 G2 G3`,
 		Args: cobra.MaximumNArgs(1),
@@ -130,27 +139,34 @@ when interrupted (what was made is torn down first).`,
 				ef     *eval.File
 				single bool
 				err    error
+				path   string
+				from   *bundle.Resolved
 			)
+			if len(args) > 0 && f.resume == "" {
+				if path, from, err = a.localPath(ctx, args[0], f.plainHTTP, bundle.KindTask, bundle.KindEval, bundle.KindHarborTask, bundle.KindHarborDataset); err != nil {
+					return err
+				}
+			}
 			switch {
 			case f.resume != "" && len(args) > 0:
 				return usageError{msg: "--resume takes a group id and no task or eval file"}
 			case f.resume != "":
 			case len(args) == 0:
-				return usageError{msg: "run needs a task, a folder, an eval file or hello (or --resume GROUP)"}
-			case isEvalFile(args[0]):
+				return usageError{msg: "run needs a task, a folder, an eval file, hello or a registry reference (or --resume GROUP)"}
+			case isEvalFile(path):
 				tasks, err := a.tasks(ctx)
 				if err != nil {
 					return err
 				}
-				if ef, err = eval.LoadWith(args[0], tasks); err != nil {
+				if ef, err = eval.LoadWith(path, tasks); err != nil {
 					return err
 				}
 				if f.seeds != "" || f.k != 1 {
 					return usageError{msg: "--k and --seeds are the eval file's (tasks[].k, tasks[].seeds)"}
 				}
-			case harbor.IsNative(args[0]):
+			case harbor.IsNative(path):
 				var warns []string
-				if ef, warns, err = harbor.Group(args[0], harbor.Selection{Include: f.include, Exclude: f.exclude},
+				if ef, warns, err = harbor.Group(path, harbor.Selection{Include: f.include, Exclude: f.exclude},
 					harbor.Options{Agent: f.agent, Command: f.command, URL: f.agentURL}, f.k, f.concurrency, eval.Overrides{Provider: a.providerFlag(f.provider)}); err != nil {
 					return err
 				}
@@ -163,7 +179,7 @@ when interrupted (what was made is torn down first).`,
 			case f.agentURL != "":
 				return usageError{msg: "--agent-url is for Harbor tasks and datasets (folders with task.toml); a task file names its agents"}
 			default:
-				t, err := a.loadTask(ctx, args[0])
+				t, err := a.loadTask(ctx, path)
 				if err != nil {
 					return err
 				}
@@ -172,7 +188,7 @@ when interrupted (what was made is torn down first).`,
 			if f.retries == 0 && cmd.Flags().Changed("retries") {
 				f.retries = -1 // --retries 0: none, whatever the task says
 			}
-			return a.runGroup(ctx, f, ef, single)
+			return a.runGroup(ctx, f, ef, single, from)
 		},
 	}
 	fl := cmd.Flags()
@@ -196,6 +212,7 @@ when interrupted (what was made is torn down first).`,
 	fl.StringArrayVar(&f.imageMap, "image-map", nil, "build with image TO where a Dockerfile's FROM names FROM: FROM=TO (repeatable; adds to images.map)")
 	f.runner.register(fl, false)
 	fl.BoolVar(&f.detach, "detach", false, "with --runner temporal: print the group id once the workers have the group, and return")
+	plainHTTPFlag(fl, &f.plainHTTP)
 	return cmd
 }
 
@@ -210,7 +227,8 @@ func isEvalFile(path string) bool {
 
 // runGroup runs ef (or, with f.resume, the group's unfinished episodes) as one run group and
 // prints its summary; single says ef is one task from the command line, printed as before.
-func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bool) error {
+// from is the bundle ef was unpacked from, if any, recorded on the group.
+func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bool, from *bundle.Resolved) error {
 	mgr, err := a.manager(ctx)
 	if err != nil {
 		return err
@@ -250,6 +268,9 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 		}
 	}
 	opts := eval.Options{Concurrency: f.concurrency, MaxCostUSD: f.maxCost, Keep: f.keep, Retries: f.retries, Detach: f.detach}
+	if from != nil {
+		opts.Bundle, opts.BundleDigest = from.Ref.String(), from.Digest
+	}
 	if f.shard != "" {
 		if opts.Shard, err = eval.ParseShard(f.shard); err != nil {
 			return usageError{"--shard: " + err.Error()}

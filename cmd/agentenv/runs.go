@@ -98,6 +98,9 @@ func newRunsCmd(a *app) *cobra.Command {
 			if g := r.Attrs[eval.AttrGroup]; g != "" {
 				fmt.Fprintf(a.stdout, "group %s  instance %s  attempt %s\n", g, r.Attrs[eval.AttrInstance], r.Attrs[eval.AttrAttempt])
 			}
+			if b := r.Attrs[eval.AttrBundle]; b != "" {
+				fmt.Fprintf(a.stdout, "bundle %s  digest %s\n", b, r.Attrs[eval.AttrBundleDigest])
+			}
 			if r.Error != "" {
 				fmt.Fprintf(a.stdout, "error: %s\n", r.Error)
 			}
@@ -249,6 +252,9 @@ func printGroup(w io.Writer, res eval.Result, episodes bool) {
 		status = "interrupted (resume with agentenv run --resume " + g.ID + ")"
 	}
 	fmt.Fprintf(w, "group %s  %s  %s  status %s  started %s\n", g.ID, g.Name, g.File, status, g.Created.Format(time.RFC3339))
+	if g.Bundle != "" {
+		fmt.Fprintf(w, "bundle %s  digest %s\n", g.Bundle, g.BundleDigest)
+	}
 	switch {
 	case g.MergedInto != "":
 		fmt.Fprintf(w, "shard %s, merged into group %s\n", g.Shard, g.MergedInto)

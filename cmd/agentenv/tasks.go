@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentenv/agentenv/bundle"
 	"github.com/agentenv/agentenv/eval"
 	"github.com/agentenv/agentenv/harbor"
 )
@@ -18,9 +19,10 @@ func newTasksCmd(a *app) *cobra.Command {
 		provider         string
 		imageMap         []string
 		json             bool
+		plainHTTP        bool
 	}
 	check := &cobra.Command{
-		Use:   "check DIR [--concurrency C] [--include GLOB] [--exclude GLOB] [--json]",
+		Use:   "check DIR|REF [--concurrency C] [--include GLOB] [--exclude GLOB] [--json]",
 		Short: "Run every task of a Harbor dataset with the oracle and with nop: the oracle must score 1, nop below 1",
 		Long: `check is Harbor's sanity check for task authors. Every selected task of DIR (a task folder,
 or a dataset: a folder of them) runs once with the oracle agent (its solution/solve.sh) and once
@@ -34,7 +36,11 @@ passing. Exit code 0 when every task passes, 1 when any fails, 2 for bad input.`
 			if f.concurrency < 0 {
 				return usageError{fmt.Sprintf("--concurrency %d: want 1 or more", f.concurrency)}
 			}
-			if !harbor.IsNative(args[0]) {
+			dir, _, err := a.localPath(ctx, args[0], f.plainHTTP, bundle.KindHarborTask, bundle.KindHarborDataset)
+			if err != nil {
+				return err
+			}
+			if !harbor.IsNative(dir) {
 				return usageError{fmt.Sprintf("%s: not a Harbor task folder or dataset (no task.toml in it or in its folders)", args[0])}
 			}
 			if err := a.addImageMap(f.imageMap); err != nil {
@@ -44,7 +50,7 @@ passing. Exit code 0 when every task passes, 1 when any fails, 2 for bad input.`
 			if err != nil {
 				return err
 			}
-			res, err := harbor.Check(ctx, er, args[0], harbor.Selection{Include: f.include, Exclude: f.exclude},
+			res, err := harbor.Check(ctx, er, dir, harbor.Selection{Include: f.include, Exclude: f.exclude},
 				f.concurrency, eval.Overrides{Provider: a.providerFlag(f.provider)},
 				func(w string) { fmt.Fprintln(a.stderr, "warning:", w) })
 			if len(res.Rows) == 0 && err != nil {
@@ -85,6 +91,7 @@ passing. Exit code 0 when every task passes, 1 when any fails, 2 for bad input.`
 	fl.StringVar(&f.provider, "provider", "", "provider of the task containers (default: provider.default)")
 	fl.StringArrayVar(&f.imageMap, "image-map", nil, "build with image TO where a Dockerfile's FROM names FROM: FROM=TO (repeatable; adds to images.map)")
 	fl.BoolVar(&f.json, "json", false, "print the rows as JSON")
+	plainHTTPFlag(fl, &f.plainHTTP)
 	cmd.AddCommand(check)
 	return cmd
 }
