@@ -32,15 +32,15 @@ const (
 	// on each of its episodes, the reference as given and the manifest digest it resolved to.
 	AttrBundle       = "bundle"
 	AttrBundleDigest = "bundle.digest"
-	attrShard      = "shard"       // "I/N" on a shard's group document
-	attrMergedFrom = "merged_from" // on a merged group: its shards' ids, comma-separated
-	attrMergedInto = "merged_into" // on a merged shard: the group its episodes now belong to
-	attrTasks      = "tasks"
-	attrOwner      = "owner"
-	attrConc       = "concurrency"
-	attrMaxCost    = "max_cost_usd"
-	attrRunner     = "runner"  // on a group run by a Remote: its name ("temporal")
-	attrRetries    = "retries" // the group's --retries, which its remote workers apply
+	attrShard        = "shard"       // "I/N" on a shard's group document
+	attrMergedFrom   = "merged_from" // on a merged group: its shards' ids, comma-separated
+	attrMergedInto   = "merged_into" // on a merged shard: the group its episodes now belong to
+	attrTasks        = "tasks"
+	attrOwner        = "owner"
+	attrConc         = "concurrency"
+	attrMaxCost      = "max_cost_usd"
+	attrRunner       = "runner"  // on a group run by a Remote: its name ("temporal")
+	attrRetries      = "retries" // the group's --retries, which its remote workers apply
 )
 
 // Group is a run group as its ledger document holds it: the eval, its tasks, and how far it
