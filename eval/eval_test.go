@@ -481,3 +481,59 @@ func TestHoldKept(t *testing.T) {
 	}
 	r.assertClean(t)
 }
+
+// TestResumeReadsABundleGroupThroughFetch: a group run from a bundle's folder resumes on a
+// machine where that folder is gone, reading the same files from the folder Fetch gives (the
+// bundle pulled again); without Fetch, the missing folder is the error.
+func TestResumeReadsABundleGroupThroughFetch(t *testing.T) {
+	r := newRig(t)
+	hello, err := os.ReadFile(helloTask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := func(name string) string {
+		dir := filepath.Join(r.dir, name, "sha256-abc")
+		if err := os.MkdirAll(filepath.Join(dir, "tasks"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "tasks", "hello.yaml"), hello, 0o644)
+		os.WriteFile(filepath.Join(dir, "e.yaml"), []byte("name: b\ntasks:\n  - task: tasks/hello.yaml\n    k: 2\n"), 0o644)
+		return dir
+	}
+	first := tree("submitter")
+	f, err := Load(filepath.Join(first, "e.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref, digest = "127.0.0.1:5000/evals/b:v1", "sha256:abc"
+	res, err := r.runner.Run(t.Context(), f, Options{Bundle: ref, BundleDigest: digest, BundleTree: first})
+	if err != nil || res.Overall.Passed != 2 {
+		t.Fatalf("Run = %v, %+v", err, res.Overall)
+	}
+	doc, err := r.ledger.Runs().Get(t.Context(), res.Lines[0].Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc.Status = agentenv.RunRunning // as an interrupted run leaves it
+	delete(doc.Attrs, "outcome")
+	r.ledger.Runs().Put(t.Context(), doc)
+	os.RemoveAll(first)
+
+	if _, err := r.runner.Resume(t.Context(), res.Group.ID, Options{}); err == nil {
+		t.Fatal("Resume with the bundle's folder gone and no Fetch succeeded")
+	}
+	second := tree("worker")
+	var asked []string
+	r.runner.Fetch = func(_ context.Context, ref, digest string) (string, error) {
+		asked = append(asked, ref+"@"+digest)
+		return second, nil
+	}
+	again, err := r.runner.Resume(t.Context(), res.Group.ID, Options{})
+	if err != nil || again.Overall.Passed != 2 {
+		t.Fatalf("Resume through Fetch = %v, %+v", err, again.Overall)
+	}
+	if len(asked) == 0 || asked[0] != ref+"@"+digest {
+		t.Errorf("Fetch was asked %v, want %s@%s", asked, ref, digest)
+	}
+	r.assertClean(t)
+}

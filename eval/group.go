@@ -32,6 +32,7 @@ const (
 	// on each of its episodes, the reference as given and the manifest digest it resolved to.
 	AttrBundle       = "bundle"
 	AttrBundleDigest = "bundle.digest"
+	attrBundleTree   = "bundle.tree" // on a group run from a bundle: the folder it was unpacked in
 	attrShard        = "shard"       // "I/N" on a shard's group document
 	attrMergedFrom   = "merged_from" // on a merged group: its shards' ids, comma-separated
 	attrMergedInto   = "merged_into" // on a merged shard: the group its episodes now belong to
@@ -73,6 +74,27 @@ type Group struct {
 	// the reference as given and the manifest digest it resolved to; empty for local files.
 	Bundle       string `json:"bundle,omitempty"`
 	BundleDigest string `json:"bundle_digest,omitempty"`
+	// BundleTree is the folder the bundle was unpacked in on the machine that started the
+	// group: File and every task's File start with it (Options.BundleTree).
+	BundleTree string `json:"-"`
+}
+
+// movedTo returns g with its files read from tree, the same bundle's folder on this machine,
+// in place of BundleTree.
+func (g Group) movedTo(tree string) Group {
+	move := func(p string) string {
+		if rest, ok := strings.CutPrefix(p, g.BundleTree); ok {
+			return tree + rest
+		}
+		return p
+	}
+	g.File = move(g.File)
+	g.Tasks = slices.Clone(g.Tasks)
+	for i := range g.Tasks {
+		g.Tasks[i].File = move(g.Tasks[i].File)
+	}
+	g.BundleTree = tree
+	return g
 }
 
 // episodeAttrs returns the attributes an episode of task ti of g carries.
@@ -135,7 +157,7 @@ func (g Group) doc() (agentenv.Run, error) {
 		attrs[attrRetries] = strconv.Itoa(g.Retries)
 	}
 	if g.Bundle != "" {
-		attrs[AttrBundle], attrs[AttrBundleDigest] = g.Bundle, g.BundleDigest
+		attrs[AttrBundle], attrs[AttrBundleDigest], attrs[attrBundleTree] = g.Bundle, g.BundleDigest, g.BundleTree
 	}
 	return agentenv.Run{ID: g.ID, Task: g.Name, TaskDigest: g.Digest, Status: g.Status, Error: g.Error,
 		Attrs: attrs, Created: g.Created, Ended: g.Ended}, nil
@@ -171,7 +193,7 @@ func FromDoc(r agentenv.Run) (Group, error) {
 	g.MergedInto = r.Attrs[attrMergedInto]
 	g.Runner = r.Attrs[attrRunner]
 	g.Retries, _ = strconv.Atoi(r.Attrs[attrRetries])
-	g.Bundle, g.BundleDigest = r.Attrs[AttrBundle], r.Attrs[AttrBundleDigest]
+	g.Bundle, g.BundleDigest, g.BundleTree = r.Attrs[AttrBundle], r.Attrs[AttrBundleDigest], r.Attrs[attrBundleTree]
 	return g, nil
 }
 

@@ -179,7 +179,7 @@ func (r *Runner) Plan(ctx context.Context, id string) (Group, []SlotKey, error) 
 	if err != nil {
 		return Group{}, nil, fmt.Errorf("plan: %w", err)
 	}
-	if _, err := r.reload(g); err != nil {
+	if _, err := r.reload(ctx, g); err != nil {
 		return g, nil, fmt.Errorf("plan %s: %w", id, err)
 	}
 	runs, err := st.Episodes(ctx, g)
@@ -214,7 +214,7 @@ func (r *Runner) RunSlot(ctx context.Context, id string, k SlotKey) (SlotResult,
 	if err != nil {
 		return SlotResult{}, fmt.Errorf("slot %s: %w", k, err)
 	}
-	f, err := r.reload(g)
+	f, err := r.reload(ctx, g)
 	if err != nil {
 		return SlotResult{}, fmt.Errorf("group %s: %w", id, err)
 	}

@@ -27,7 +27,8 @@ type Result struct {
 }
 
 // MarshalJSON writes r as `agentenv run EVAL --json` prints it: the group's id, name and
-// status, the totals, each task's summary and each slot's episode (run id and outcome).
+// status, the bundle it was run from (if any), the totals, each task's summary and each slot's
+// episode (run id and outcome).
 func (r Result) MarshalJSON() ([]byte, error) {
 	strip := func(s task.Summary) task.Summary { s.Episodes = nil; return s }
 	tasks := make([]task.Summary, len(r.Tasks))
@@ -39,6 +40,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Name     string         `json:"name"`
 		File     string         `json:"file"`
 		Status   string         `json:"status"`
+		Bundle   string         `json:"bundle,omitempty"`
+		BundleAt string         `json:"bundle_digest,omitempty"`
 		Shard    string         `json:"shard,omitempty"`
 		Merged   []string       `json:"merged_from,omitempty"`
 		Stopped  string         `json:"stopped,omitempty"`
@@ -49,7 +52,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Replaced int            `json:"replaced"`
 		CostUSD  float64        `json:"cost_usd"`
 		Elapsed  time.Duration  `json:"elapsed_ns"`
-	}{r.Group.ID, r.Group.Name, r.Group.File, string(r.Group.Status), r.Group.Shard.String(), r.Group.MergedFrom, r.Stopped, strip(r.Overall), tasks, r.Lines, r.NotRun, r.Replaced, r.CostUSD, r.Elapsed})
+	}{r.Group.ID, r.Group.Name, r.Group.File, string(r.Group.Status), r.Group.Bundle, r.Group.BundleDigest, r.Group.Shard.String(), r.Group.MergedFrom, r.Stopped, strip(r.Overall), tasks, r.Lines, r.NotRun, r.Replaced, r.CostUSD, r.Elapsed})
 }
 
 // Line is one slot of a group: the episode that fills it now.

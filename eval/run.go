@@ -32,6 +32,12 @@ type Runner struct {
 	LoadTask func(name string) (*task.Task, error)
 	// Remote, when set, runs groups on its workers instead of in this process; see Remote.
 	Remote Remote
+	// Fetch, when set, makes a bundle present on this machine: given a group's bundle pinned
+	// to its digest (Group.Bundle, Group.BundleDigest) it returns the folder holding the
+	// bundle's files here. A group run from a bundle is then read from that folder, so that a
+	// worker on another machine than the submitter's, or a resume after the cache was
+	// emptied, runs the same bytes. Without it the group's files are read where they were.
+	Fetch func(ctx context.Context, ref, digest string) (tree string, err error)
 }
 
 // Options tune one Run or Resume.
@@ -47,8 +53,10 @@ type Options struct {
 	Detach bool
 	// Bundle and BundleDigest name the bundle the eval's files were unpacked from (agentenv
 	// run REF): the reference as given and the manifest digest it resolved to, recorded on
-	// the group and each episode (AttrBundle, AttrBundleDigest). Resume keeps the group's.
-	Bundle, BundleDigest string
+	// the group and each episode (AttrBundle, AttrBundleDigest). BundleTree is the folder it
+	// was unpacked in, which the group's file paths start with (see Runner.Fetch). Resume
+	// keeps the group's.
+	Bundle, BundleDigest, BundleTree string
 }
 
 func (r *Runner) ledger() agentenv.Ledger {
@@ -124,7 +132,7 @@ func (r *Runner) Run(ctx context.Context, f *File, opts Options) (Result, error)
 	}
 	g := Group{ID: lifecycle.NewID("group"), Name: f.Name, File: f.Path, Digest: f.Digest, Tasks: tasks,
 		Concurrency: f.Concurrency, MaxCostUSD: opts.MaxCostUSD, Shard: opts.Shard, Created: time.Now().UTC(),
-		Bundle: opts.Bundle, BundleDigest: opts.BundleDigest}
+		Bundle: opts.Bundle, BundleDigest: opts.BundleDigest, BundleTree: opts.BundleTree}
 	if opts.Concurrency > 0 {
 		g.Concurrency = opts.Concurrency
 	}
@@ -163,7 +171,7 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 	if g.MergedInto != "" {
 		return Result{}, fmt.Errorf("resume %s: the shard was merged into group %s (resume that one): %w", id, g.MergedInto, agentenv.ErrInvalid)
 	}
-	f, err := r.reload(g)
+	f, err := r.reload(ctx, g)
 	if err != nil {
 		return Result{}, fmt.Errorf("resume %s: %w", id, err)
 	}
@@ -223,7 +231,14 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 }
 
 // reload loads the file group g ran and checks it is the same.
-func (r *Runner) reload(g Group) (*File, error) {
+func (r *Runner) reload(ctx context.Context, g Group) (*File, error) {
+	if g.Bundle != "" && g.BundleTree != "" && r.Fetch != nil {
+		tree, err := r.Fetch(ctx, g.Bundle, g.BundleDigest)
+		if err != nil {
+			return nil, fmt.Errorf("the group's bundle %s: %w", g.Bundle, err)
+		}
+		g = g.movedTo(tree)
+	}
 	if g.Digest != "" {
 		f, err := Load(g.File)
 		if err != nil {

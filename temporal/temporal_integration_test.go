@@ -25,7 +25,9 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/config"
 	"github.com/agentenv/agentenv/eval"
+	"github.com/agentenv/agentenv/internal/registryserver"
 	"github.com/agentenv/agentenv/internal/temporalserver"
 	"github.com/agentenv/agentenv/internal/testbin"
 	"github.com/agentenv/agentenv/ledger"
@@ -513,6 +515,59 @@ func TestTemporalQueueLateWorkerRestartAndCancel(t *testing.T) {
 	g := r.group(cancelled)
 	if g.Status != "cancelled" || g.Totals.Passed == 6 {
 		t.Errorf("group %s after Ctrl-C: status %s, %+v; want cancelled before its end", cancelled, g.Status, g.Totals)
+	}
+	r.checkNothingLive()
+}
+
+// TestTemporalRunByReference: a task pushed to a registry is submitted by reference, and the
+// submitter's bundle cache removed before a worker (with a cache of its own) starts. The worker
+// pulls the bundle by the digest the group records and runs the same bytes; the group names
+// the reference and its digest.
+func TestTemporalRunByReference(t *testing.T) {
+	r := newRig(t)
+	reg := registryserver.Start(t, registryserver.Options{})
+	t.Setenv(config.EnvName("registry.plain_http"), reg.Addr) // for the worker and the submitter
+	hello, _ := filepath.Abs("../examples/hello/task.yaml")
+	ref := reg.Addr + "/tasks/hello:v1"
+	submitter := filepath.Join(r.dir, "submitter") // a state folder, and a cache, of its own
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
+		out, err := r.cmd(ctx, submitter, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("agentenv %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	pushed := run("push", hello, ref)
+	out := run("run", ref, "--k", "3", "--runner", "temporal", "--detach")
+	m := regexp.MustCompile(`group-[0-9a-f]+`).FindString(out)
+	if m == "" {
+		t.Fatalf("run by reference names no group:\n%s", out)
+	}
+	// The submitter's copy is gone before any worker starts: the worker can only read the
+	// bundle it pulls itself.
+	if err := os.RemoveAll(filepath.Join(submitter, ".cache")); err != nil {
+		t.Fatal(err)
+	}
+	r.startWorker("w", 2)
+	if g := r.waitGroup(m, 3*time.Minute); g.Status != "completed" || g.Totals.Passed != 3 {
+		t.Errorf("group %s: status %s, %+v; want completed, 3 passed", m, g.Status, g.Totals)
+	}
+	var doc struct {
+		Bundle       string `json:"bundle"`
+		BundleDigest string `json:"bundle_digest"`
+	}
+	if err := json.Unmarshal([]byte(r.run(t.Context(), "runs", "get", m, "--json").stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Bundle != ref || doc.BundleDigest == "" || !strings.Contains(pushed, doc.BundleDigest) {
+		t.Errorf("group records bundle %q at %q; want %s at the pushed digest (push said %q)", doc.Bundle, doc.BundleDigest, ref, pushed)
+	}
+	trees, _ := filepath.Glob(filepath.Join(r.dir, "machine", ".cache", "agentenv", "bundles", "trees", "sha256-*"))
+	if len(trees) != 1 {
+		t.Errorf("the worker's cache holds %v, want the one bundle it pulled", trees)
 	}
 	r.checkNothingLive()
 }

@@ -44,6 +44,25 @@ func (a *app) bundleClient(plainHTTP bool) (*bundle.Client, error) {
 	}, nil
 }
 
+// fetchBundle makes the bundle ref pinned to digest present in this machine's cache (pulled
+// over plain HTTP where registry.plain_http says) and returns its folder: how a worker, or a
+// resume, reads a group run from a bundle (eval.Runner.Fetch).
+func (a *app) fetchBundle(ctx context.Context, ref, digest string) (string, error) {
+	r, err := bundle.ParseRef(ref)
+	if err != nil {
+		return "", err
+	}
+	c, err := a.bundleClient(false)
+	if err != nil {
+		return "", err
+	}
+	res, err := c.Pull(ctx, r.At(digest))
+	if err != nil {
+		return "", err
+	}
+	return res.Tree, nil
+}
+
 // localPath is the one resolver of a command's TASK, EVAL, ENV or DIR argument: an existing
 // local path (or the built-in hello) is itself, always; a registry reference is pulled (a
 // digest already cached with no network) and is the path of its entry in the cache's tree,

@@ -269,7 +269,7 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 	}
 	opts := eval.Options{Concurrency: f.concurrency, MaxCostUSD: f.maxCost, Keep: f.keep, Retries: f.retries, Detach: f.detach}
 	if from != nil {
-		opts.Bundle, opts.BundleDigest = from.Ref.String(), from.Digest
+		opts.Bundle, opts.BundleDigest, opts.BundleTree = from.Ref.String(), from.Digest, from.Tree
 	}
 	if f.shard != "" {
 		if opts.Shard, err = eval.ParseShard(f.shard); err != nil {
@@ -424,7 +424,8 @@ func (a *app) evalRunner(ctx context.Context, provider string, passEnv []string,
 	if err != nil {
 		return nil, err
 	}
-	return &eval.Runner{Tasks: tr, Logger: a.log, LoadTask: func(name string) (*task.Task, error) { return a.loadTask(ctx, name) }}, nil
+	return &eval.Runner{Tasks: tr, Logger: a.log, LoadTask: func(name string) (*task.Task, error) { return a.loadTask(ctx, name) },
+		Fetch: a.fetchBundle}, nil
 }
 
 // loadTask returns the task named on a command line: "hello", a task file or a folder with one

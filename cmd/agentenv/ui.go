@@ -148,7 +148,8 @@ func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress fun
 	if err != nil {
 		return err
 	}
-	er := &eval.Runner{Tasks: tr, Logger: u.a.log, LoadTask: func(name string) (*task.Task, error) { return u.a.loadTask(ctx, name) }, Remote: u.remote}
+	er := &eval.Runner{Tasks: tr, Logger: u.a.log, LoadTask: func(name string) (*task.Task, error) { return u.a.loadTask(ctx, name) }, Remote: u.remote,
+		Fetch: u.a.fetchBundle}
 	ef := eval.ForTask(t, req.K, req.Concurrency, req.Seeds, eval.Overrides{Provider: req.Provider})
 	_, err = er.Run(ctx, ef, eval.Options{Concurrency: req.Concurrency, Detach: u.remote != nil})
 	return err
