@@ -101,7 +101,7 @@ func TestImportRulesCatchTheArrowsTheyForbid(t *testing.T) {
 			t.Errorf("rule for %s with %s added reports %v, want exactly it", r.from, forbidden[i], got)
 		}
 	}
-	for _, kit := range []string{module + "/provider/docker/dockertest", module + "/agent/model/modeltest", module + "/provider/providertest", module + "/internal/emuvm", "github.com/chromedp/chromedp", "go.temporal.io/sdk/testsuite", module + "/internal/temporalserver", module + "/internal/registryserver", "github.com/distribution/distribution/v3/registry"} {
+	for _, kit := range []string{module + "/provider/docker/dockertest", module + "/agent/model/modeltest", module + "/provider/providertest", module + "/internal/emuvm", "github.com/chromedp/chromedp", "go.temporal.io/sdk/testsuite", module + "/internal/temporalserver", module + "/internal/registryserver", module + "/internal/testproc", "github.com/distribution/distribution/v3/registry"} {
 		if !isTestKit(kit) {
 			t.Errorf("isTestKit(%s) = false", kit)
 		}
@@ -127,7 +127,7 @@ func isTestKit(dep string) bool {
 		within(dep, "github.com/distribution/distribution") {
 		return true
 	}
-	if within(dep, module+"/internal/temporalserver") || within(dep, module+"/internal/registryserver") {
+	if within(dep, module+"/internal/temporalserver") || within(dep, module+"/internal/registryserver") || within(dep, module+"/internal/testproc") {
 		return true
 	}
 	if !within(dep, module) {

@@ -23,9 +23,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentenv/agentenv/internal/testproc"
 )
 
 // Version is the github.com/distribution/distribution/v3 version scripts/registry/build.sh
@@ -76,7 +77,7 @@ type Server struct {
 
 	cmd      *exec.Cmd
 	exited   chan struct{}
-	log      *tail
+	log      *testproc.Tail
 	stopOnce sync.Once
 }
 
@@ -129,7 +130,7 @@ func start(t testing.TB, bin, dir, root, htpasswd string, want int) (*Server, er
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Root: root, log: &tail{max: 8 << 10}}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Root: root, log: &testproc.Tail{Max: 8 << 10}}
 	conf := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(conf, config(s.Addr, root, htpasswd, secret()), 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", conf, err)
@@ -208,14 +209,7 @@ func (s *Server) Stop(t testing.TB) {
 		if s.cmd == nil || s.exited == nil {
 			return
 		}
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(stopTimeout):
-			t.Errorf("registryserver: registry pid %d on %s still running %v after SIGTERM: killed", s.cmd.Process.Pid, s.Addr, stopTimeout)
-			_ = s.cmd.Process.Kill()
-			<-s.exited
-		}
+		testproc.Stop(t, "registryserver: the registry on "+s.Addr, s.cmd, s.exited, stopTimeout)
 	})
 }
 
@@ -317,27 +311,4 @@ func secret() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// tail keeps the last max bytes written to it, for an error message.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (w *tail) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if extra := w.buf.Len() - w.max; extra > 0 {
-		w.buf.Next(extra)
-	}
-	return len(p), nil
-}
-
-func (w *tail) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.TrimSpace(w.buf.String())
 }

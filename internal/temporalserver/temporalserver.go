@@ -10,17 +10,16 @@ package temporalserver
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentenv/agentenv/internal/testproc"
 )
 
 // Env names the variable holding a running server's HOST:PORT.
@@ -78,7 +77,7 @@ func Addr(t testing.TB) string {
 // start runs bin until t ends and returns the address it prints when ready.
 func start(t testing.TB, bin string) (string, error) {
 	cmd := exec.Command(bin, "-namespace", Namespace, "-ready-timeout", (readyTimeout - 5*time.Second).String())
-	stderr := &tail{max: 8 << 10}
+	stderr := &testproc.Tail{Max: 8 << 10}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -93,7 +92,7 @@ func start(t testing.TB, bin string) (string, error) {
 		waitErr = cmd.Wait()
 		close(exited)
 	}()
-	t.Cleanup(func() { stop(t, cmd, exited) })
+	t.Cleanup(func() { testproc.Stop(t, "temporalserver: the Temporal dev server", cmd, exited, stopTimeout) })
 
 	found := make(chan string, 1)
 	go func() {
@@ -113,39 +112,4 @@ func start(t testing.TB, bin string) (string, error) {
 	case <-time.After(readyTimeout):
 		return "", fmt.Errorf("%s not ready within %v: %s", bin, readyTimeout, stderr)
 	}
-}
-
-// stop ends the server with SIGTERM, then SIGKILL if it has not exited within stopTimeout.
-func stop(t testing.TB, cmd *exec.Cmd, exited <-chan struct{}) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(stopTimeout):
-		t.Errorf("temporalserver: server pid %d still running %v after SIGTERM: killed", cmd.Process.Pid, stopTimeout)
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
-
-// tail keeps the last max bytes written to it, for an error message.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (w *tail) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if extra := w.buf.Len() - w.max; extra > 0 {
-		w.buf.Next(extra)
-	}
-	return len(p), nil
-}
-
-func (w *tail) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.TrimSpace(w.buf.String())
 }
