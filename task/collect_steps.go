@@ -103,7 +103,7 @@ func artifactName(p string) (string, error) {
 	}
 	for _, el := range strings.Split(p, "/") {
 		if el == ".." {
-			return "", fmt.Errorf("%q leaves its folder (..): name the file by a path without ..", p)
+			return "", fmt.Errorf("%q leaves its folder (a .. element): name the file by a path without one", p)
 		}
 	}
 	name := strings.TrimPrefix(path.Clean("/"+p), "/")
