@@ -150,8 +150,9 @@ func (c *cli) runFiles(t *testing.T, id string) map[string]string {
 	return out
 }
 
-// TestRunsPushPull runs an eval of notes-task (a scripted agent's trajectory) and a task
-// whose collect_files step keeps a report from a docker sandbox; the report is listed and
+// TestRunsPushPull runs an eval of notes-task (a scripted agent's trajectory, and a
+// collect_files step from its env's servicedb component) and a task whose collect_files step
+// keeps a report from a docker sandbox; the report is listed and
 // downloadable from the explorer's handler. The group is pushed to a real registry
 // (deterministically: twice, one digest) and pulled into a second state folder and ledger,
 // where `runs get --json` shows the same episodes, scores and trajectory and artifact
@@ -164,17 +165,28 @@ func TestRunsPushPull(t *testing.T) {
 	c := bundleCLI(t)
 	c.buildRuntimeImage()
 	dir := t.TempDir()
-	notes, err := filepath.Abs("../../examples/notes-task")
-	if err != nil {
-		t.Fatal(err)
-	}
 	write := func(name, data string) string {
 		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
+	// notes-task as it ships, and a collect_files step from its env's servicedb component.
+	for _, f := range []string{"notes/env.yaml", "notes-task/task.yaml"} {
+		b, err := os.ReadFile(filepath.Join("../../examples", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "notes-task/task.yaml" {
+			b = append(b, "\n  - id: keep_db\n    type: collect_files\n    env: env\n    component: servicedb\n    paths: [/etc/passwd]\n"...)
+		}
+		write(f, string(b))
+	}
+	notes := filepath.Join(dir, "notes-task")
 	write("collect.yaml", strings.Replace(collectTaskYAML, "IMAGE", c.image, 1))
 	evalFile := write("shared.yaml", "name: shared\ntasks:\n  - task: "+notes+"\n    k: 1\n  - task: collect.yaml\n    k: 2\n")
 
@@ -244,8 +256,10 @@ func TestRunsPushPull(t *testing.T) {
 			t.Errorf("run %s's files after the pull: %v, want %v", run, keysOf(gotFiles), keysOf(files))
 		}
 	}
-	if _, ok := wantFiles[want.Lines[0].Run][`agent.trajectory`]; !ok {
-		t.Errorf("notes-task's episode has no agent trajectory: %v", keysOf(wantFiles[want.Lines[0].Run]))
+	for _, key := range []string{"agent.trajectory", "keep_db.artifacts/keep_db/etc/passwd"} {
+		if v, ok := wantFiles[want.Lines[0].Run][key]; !ok || v == "" {
+			t.Errorf("notes-task's episode has no %s: %v", key, keysOf(wantFiles[want.Lines[0].Run]))
+		}
 	}
 	again := c2.run(t.Context(), nil, "runs", "pull", ref, "--plain-http")
 	if again.code != 0 || !strings.Contains(again.stderr, "nothing to do") {
