@@ -236,14 +236,18 @@ func TestRunsPushPull(t *testing.T) {
 		}
 		return m[3]
 	}
+	start := time.Now()
 	digest := push()
+	t.Logf("runs push of %s (3 episodes): %s", group, time.Since(start).Round(time.Millisecond))
 	if again := push(); again != digest {
 		t.Errorf("a second push of the same group: digest %s, was %s", again, digest)
 	}
 
 	// Another machine: its own state folder, ledger and bundle cache.
 	c2 := bundleCLI(t)
+	start = time.Now()
 	pull := c2.run(t.Context(), nil, "runs", "pull", ref, "--plain-http")
+	t.Logf("runs pull into an empty cache and ledger: %s", time.Since(start).Round(time.Millisecond))
 	if pull.code != 0 || strings.TrimSpace(pull.stdout) != group {
 		t.Fatalf("runs pull: exit %d, want %s\n%s%s", pull.code, group, pull.stdout, pull.stderr)
 	}
