@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/task"
 )
 
 // The layout of a group saved as a folder (SaveGroup), which `agentenv runs push` packs as a
@@ -42,8 +43,9 @@ func runFolderMark(id string) string { return "agentenv-run-folder:" + id + "/" 
 // every episode's, and the files of each episode's run folder (runsDir/RUN). Documents are
 // indented JSON, the same for the same group, and name files of a run's folder by a mark of
 // their own in place of runsDir. It returns the files written, sorted. A group still running
-// (or interrupted: resume it first) or merged into another is refused, wrapping
-// agentenv.ErrInvalid; an unknown id wraps agentenv.ErrNotFound.
+// (or interrupted: resume it first), merged into another, or with a trajectory or artifact
+// outside its run's folder below runsDir (a state folder other than the one that ran it) is
+// refused, wrapping agentenv.ErrInvalid; an unknown id wraps agentenv.ErrNotFound.
 func SaveGroup(ctx context.Context, l agentenv.Ledger, id, runsDir, dir string) ([]string, error) {
 	st := Store{Ledger: l}
 	doc, err := l.Runs().Get(ctx, id)
@@ -88,6 +90,9 @@ func SaveGroup(ctx context.Context, l agentenv.Ledger, id, runsDir, dir string) 
 	for _, r := range eps {
 		folder := filepath.Join(runsDir, r.ID)
 		rewrite(&r, folder+string(filepath.Separator), runFolderMark(r.ID))
+		if err := outside(r); err != nil {
+			return nil, fmt.Errorf("save group %s: %w: run folders are in %s here: push from the state folder that ran it: %w", id, err, runsDir, agentenv.ErrInvalid)
+		}
 		data, err := indentJSON(r)
 		if err != nil {
 			return nil, err
@@ -118,6 +123,23 @@ func SaveGroup(ctx context.Context, l agentenv.Ledger, id, runsDir, dir string) 
 	}
 	slices.Sort(files)
 	return files, nil
+}
+
+// outside returns an error naming the first trajectory or artifact of r (whose run folder's
+// paths are marked) that is not in its run folder, which a saved group would not carry.
+func outside(r agentenv.Run) error {
+	mark := runFolderMark(r.ID)
+	for _, s := range r.Steps {
+		if p := s.Outputs["trajectory"]; p != "" && !strings.HasPrefix(p, mark) {
+			return fmt.Errorf("run %s: the trajectory of step %s, %s, is not in its run folder", r.ID, s.ID, p)
+		}
+		for _, a := range task.Artifacts(s) {
+			if !strings.HasPrefix(a.File, mark) {
+				return fmt.Errorf("run %s: artifact %s of step %s, %s, is not in its run folder", r.ID, a.Path, s.ID, a.File)
+			}
+		}
+	}
+	return nil
 }
 
 // Origin is where a restored group came from, recorded on its document.

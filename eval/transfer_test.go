@@ -136,6 +136,10 @@ func TestSaveRestoreGroup(t *testing.T) {
 			t.Errorf("SaveGroup(%s) = %v, want invalid with %q", c.g.ID, err, c.want)
 		}
 	}
+	// From another state folder than the one that ran it: refused, naming what it would lose.
+	if _, err := SaveGroup(ctx, r.ledger, res.Group.ID, t.TempDir(), t.TempDir()); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "is not in its run folder") {
+		t.Errorf("SaveGroup from another runs folder = %v, want invalid naming the artifact", err)
+	}
 	if _, err := SaveGroup(ctx, r.ledger, "group-none", runsDir, t.TempDir()); !errors.Is(err, agentenv.ErrNotFound) {
 		t.Errorf("SaveGroup of an unknown id = %v, want not found", err)
 	}
