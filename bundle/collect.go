@@ -28,10 +28,11 @@ const (
 	KindEnv           Kind = "env"            // an env file: agentenv env deploy
 	KindHarborTask    Kind = "harbor-task"    // a Harbor task folder: agentenv run
 	KindHarborDataset Kind = "harbor-dataset" // a folder of Harbor task folders: agentenv run
+	KindRuns          Kind = "runs"           // a finished run group, its documents and files: agentenv runs pull
 )
 
 // Kinds lists every kind.
-var Kinds = []Kind{KindTask, KindEval, KindEnv, KindHarborTask, KindHarborDataset}
+var Kinds = []Kind{KindTask, KindEval, KindEnv, KindHarborTask, KindHarborDataset, KindRuns}
 
 // Source is what a path packs into: its kind and name, the entry (the file, or for a Harbor
 // kind the folder, that is run) and every file it reads, all absolute and cleaned.

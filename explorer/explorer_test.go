@@ -2,6 +2,7 @@ package explorer_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/explorer"
+	"github.com/agentenv/agentenv/task"
 )
 
 var scriptLines = []string{
@@ -302,6 +304,59 @@ func TestDeploymentWatch(t *testing.T) {
 	for _, id := range []string{"dep-plain", "dep-gone"} {
 		if _, body := r.get(t, "/deployments/"+id); strings.Contains(body, `id="watch"`) {
 			t.Errorf("%s has a live view form", id)
+		}
+	}
+}
+
+// A run's artifacts (a collect_files step's output) are listed on its page and in the API
+// with a download link that serves the stored bytes as an attachment; names the run does not
+// list, or that leave its folder, are refused.
+func TestArtifacts(t *testing.T) {
+	r := newRig(t, explorer.Config{})
+	ids := r.putGroup(t, "notes-task", 1, time.Now(), func(int) *float64 { return ptr(1) })
+	id := ids[0]
+	dir := filepath.Join(r.runsDir, id)
+	if err := os.MkdirAll(filepath.Join(dir, "artifacts", "keep", "out"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	body := "the report\n"
+	stored := filepath.Join(dir, "artifacts", "keep", "out", "report.txt")
+	for p, data := range map[string]string{stored: body, filepath.Join(dir, "unlisted.txt"): "not an artifact", filepath.Join(r.runsDir, "secret.txt"): "another run's"} {
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run, err := r.ledger.Runs().Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _ := json.Marshal([]task.Artifact{{Path: "/work/out/report.txt", Name: "artifacts/keep/out/report.txt", File: stored, Size: int64(len(body)), SHA256: "ab12"}})
+	run.Steps = append(run.Steps, agentenv.StepRecord{ID: "keep", Type: task.TypeCollectFiles, Status: "passed", Outputs: map[string]string{"artifacts": string(list), "files": "1"}})
+	if err := r.ledger.Runs().Put(t.Context(), run); err != nil {
+		t.Fatal(err)
+	}
+	link := "/runs/" + id + "/files/artifacts/keep/out/report.txt"
+	if code, page := r.get(t, "/runs/"+id); code != http.StatusOK || !strings.Contains(page, `href="`+link+`"`) || !strings.Contains(page, "/work/out/report.txt") {
+		t.Errorf("run page = %d, want a download link %s:\n%s", code, link, page)
+	}
+	var v explorer.RunView
+	r.getJSON(t, "/api/v1/runs/"+id, &v)
+	if len(v.Artifacts) != 1 || v.Artifacts[0].URL != link || v.Artifacts[0].Step != "keep" || v.Artifacts[0].Size != int64(len(body)) {
+		t.Errorf("API artifacts = %+v, want one at %s", v.Artifacts, link)
+	}
+	resp, err := http.Get(r.srv.URL + link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(got) != body || !strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment") ||
+		resp.Header.Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("GET %s = %d %v %q, want the file as an attachment", link, resp.StatusCode, resp.Header, got)
+	}
+	for _, bad := range []string{"unlisted.txt", "../secret.txt", "..%2Fsecret.txt", "artifacts/keep/../../unlisted.txt", "artifacts%2Fkeep%2F..%2F..%2F..%2Fsecret.txt", "/etc/passwd"} {
+		if code, b := r.get(t, "/runs/"+id+"/files/"+bad); code == http.StatusOK {
+			t.Errorf("GET files/%s = 200 %q, want refused", bad, b)
 		}
 	}
 }

@@ -37,6 +37,7 @@ func (x *Explorer) routes() *http.ServeMux {
 		mux.Handle("GET /api/v1"+v.api, x.api(v.fn))
 	}
 	mux.HandleFunc("GET /runs/{id}/trajectory/{step}/images/{name}", x.trajectoryImage)
+	mux.HandleFunc("GET /runs/{id}/files/{name...}", x.artifact)
 	mux.Handle("GET /start", x.page("start", func(*http.Request) (any, error) {
 		return struct{ Live []Progress }{x.live.running()}, nil
 	}))

@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -158,12 +160,20 @@ func (s StepView) OutputList() []Output {
 
 // RunView is an episode's page.
 type RunView struct {
-	Run         agentenv.Run `json:"run"`
-	Episode     Episode      `json:"episode"`
-	Group       string       `json:"group"`
-	Steps       []StepView   `json:"steps"`
-	Deployments []string     `json:"deployments,omitempty"`
-	Cancellable bool         `json:"cancellable"`
+	Run         agentenv.Run   `json:"run"`
+	Episode     Episode        `json:"episode"`
+	Group       string         `json:"group"`
+	Steps       []StepView     `json:"steps"`
+	Deployments []string       `json:"deployments,omitempty"`
+	Artifacts   []ArtifactLink `json:"artifacts,omitempty"`
+	Cancellable bool           `json:"cancellable"`
+}
+
+// ArtifactLink is a file a collect_files step kept, with where the explorer serves it.
+type ArtifactLink struct {
+	Step string `json:"step"`
+	task.Artifact
+	URL string `json:"url"`
 }
 
 func (x *Explorer) runView(r *http.Request) (any, error) {
@@ -189,6 +199,9 @@ func (x *Explorer) runView(r *http.Request) (any, error) {
 		if p := s.Outputs["trajectory"]; p != "" {
 			_, err := x.trajectoryPath(p)
 			sv.Trajectory = err == nil
+		}
+		for _, a := range task.Artifacts(s) {
+			v.Artifacts = append(v.Artifacts, ArtifactLink{Step: s.ID, Artifact: a, URL: artifactURL(run.ID, a.Name)})
 		}
 		if d := s.Outputs["deployment_id"]; d != "" {
 			sv.Deployment = d
@@ -289,6 +302,56 @@ func (x *Explorer) trajectoryPath(p string) (string, error) {
 		return "", fmt.Errorf("trajectory %s: not below the runs folder %s: %w", p, base, agentenv.ErrNotFound)
 	}
 	return clean, nil
+}
+
+// artifactURL is where the explorer serves artifact name of run id.
+func artifactURL(id, name string) string {
+	return "/runs/" + url.PathEscape(id) + "/files/" + (&url.URL{Path: name}).EscapedPath()
+}
+
+// artifact serves a file a collect_files step of the run kept, by its stored name: only a
+// name the run document lists, only from the run's own folder below RunsDir, and as a
+// download, never rendered.
+func (x *Explorer) artifact(w http.ResponseWriter, r *http.Request) {
+	fail := func(err error) { writeJSON(w, statusOf(err), map[string]string{"error": err.Error()}) }
+	run, err := x.cfg.Ledger.Runs().Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		fail(err)
+		return
+	}
+	name := r.PathValue("name")
+	if !filepath.IsLocal(filepath.FromSlash(name)) || path.Clean(name) != name || strings.Contains(name, "\\") {
+		fail(httpError{http.StatusBadRequest, fmt.Sprintf("artifact %q: not a name inside the run's folder", name)})
+		return
+	}
+	listed := slices.ContainsFunc(run.Steps, func(s agentenv.StepRecord) bool {
+		return slices.ContainsFunc(task.Artifacts(s), func(a task.Artifact) bool { return a.Name == name })
+	})
+	if !listed {
+		fail(fmt.Errorf("run %s has no artifact %q: %w", run.ID, name, agentenv.ErrNotFound))
+		return
+	}
+	p, err := x.trajectoryPath(filepath.Join(x.cfg.RunsDir, run.ID, filepath.FromSlash(name)))
+	if err != nil {
+		fail(err)
+		return
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		fail(fmt.Errorf("artifact %s: %w: %w", name, err, agentenv.ErrNotFound))
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		fail(fmt.Errorf("artifact %s: not a file: %w", name, agentenv.ErrNotFound))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(name)}))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	http.ServeContent(w, r, "", fi.ModTime(), f)
 }
 
 // trajectoryImage serves one image saved with a step's trajectory (agent.ImagesDir), by its

@@ -60,19 +60,25 @@ func (s *script) Refs() []Ref {
 
 // record returns the ledger record of the sandbox the script runs in.
 func (s *script) record(sc *scope) (string, error) {
-	if s.Sandbox != "" {
-		ref, err := sc.sandbox(s.Sandbox)
+	return sandboxOrComponent(sc, s.Sandbox, s.Env, s.Component)
+}
+
+// sandboxOrComponent returns the ledger record of the sandbox of deploy_sandbox step sandbox,
+// or else of component of deploy_env step env (container mode only).
+func sandboxOrComponent(sc *scope, sandbox, env, component string) (string, error) {
+	if sandbox != "" {
+		ref, err := sc.sandbox(sandbox)
 		return ref.Record, err
 	}
-	env, err := sc.env(s.Env)
+	e, err := sc.env(env)
 	if err != nil {
 		return "", err
 	}
-	if id := componentRecord(env.Records, s.Component); id != "" {
+	if id := componentRecord(e.Records, component); id != "" {
 		return id, nil
 	}
 	return "", fmt.Errorf("env of step %s has no sandbox of its own for component %q (its records: %s; a VM-mode env's components have none)",
-		s.Env, s.Component, strings.Join(env.Records, ", "))
+		env, component, strings.Join(e.Records, ", "))
 }
 
 // componentRecord finds the record of component name among a container-mode deployment's

@@ -146,6 +146,8 @@ func builtinKinds() map[string]kind {
 		TypeWriteFile: {new: func() Step { return &writeFile{} }, timeout: short, outputs: []Output{{"bytes", OutputInt}}},
 		TypeUpload: {new: func() Step { return &upload{} }, timeout: short, outputs: []Output{
 			{"files", OutputInt}, {"bytes", OutputInt}}},
+		TypeCollectFiles: {new: func() Step { return &collectFiles{} }, timeout: short, outputs: []Output{
+			{"artifacts", OutputJSON}, {"files", OutputInt}, {"bytes", OutputInt}}},
 		TypeServeTools: {new: func() Step { return &serveTools{} }, timeout: short, outputs: []Output{
 			{"gateway_url", OutputString}, {"servers", OutputJSON}}},
 		TypeLoadData: {new: func() Step { return &loadData{} }, timeout: short, outputs: []Output{{"parts", OutputInt}}},
