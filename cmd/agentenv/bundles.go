@@ -44,6 +44,24 @@ func (a *app) bundleClient(plainHTTP bool) (*bundle.Client, error) {
 	}, nil
 }
 
+// pull is the one way a command fetches a bundle: ref parsed, pulled through this machine's
+// cache (over plain HTTP where plainHTTP or registry.plain_http says), and, when the registry
+// could not be reached and the cache's copy of the tag is used, that said on stderr.
+func (a *app) pull(ctx context.Context, ref bundle.Ref, plainHTTP bool) (*bundle.Resolved, error) {
+	c, err := a.bundleClient(plainHTTP)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.Pull(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if r.Offline != nil {
+		fmt.Fprintf(a.stderr, "agentenv: %v\nagentenv: using the cached %s (%s)\n", r.Offline, ref, r.Digest)
+	}
+	return r, nil
+}
+
 // fetchBundle makes the bundle ref pinned to digest present in this machine's cache (pulled
 // over plain HTTP where registry.plain_http says) and returns its folder: how a worker, or a
 // resume, reads a group run from a bundle (eval.Runner.Fetch).
@@ -52,11 +70,7 @@ func (a *app) fetchBundle(ctx context.Context, ref, digest string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	c, err := a.bundleClient(false)
-	if err != nil {
-		return "", err
-	}
-	res, err := c.Pull(ctx, r.At(digest))
+	res, err := a.pull(ctx, r.At(digest), false)
 	if err != nil {
 		return "", err
 	}
@@ -76,19 +90,12 @@ func (a *app) localPath(ctx context.Context, arg string, plainHTTP bool, kinds .
 	if err != nil {
 		return "", nil, fmt.Errorf("%s is no file or folder here, and %w", arg, err)
 	}
-	c, err := a.bundleClient(plainHTTP)
-	if err != nil {
-		return "", nil, err
-	}
-	r, err := c.Pull(ctx, ref)
+	r, err := a.pull(ctx, ref, plainHTTP)
 	if errors.Is(err, agentenv.ErrUnavailable) {
 		return "", nil, fmt.Errorf("%w (nor is %s a file or folder here)", err, arg)
 	}
 	if err != nil {
 		return "", nil, err
-	}
-	if r.Offline != nil {
-		fmt.Fprintf(a.stderr, "agentenv: %v\nagentenv: using the cached %s (%s)\n", r.Offline, ref, r.Digest)
 	}
 	if !slices.Contains(kinds, r.Config.Kind) {
 		return "", nil, fmt.Errorf("%s is a bundle of kind %s; this command takes %s: %w", ref, r.Config.Kind, kindList(kinds), agentenv.ErrInvalid)
@@ -185,17 +192,10 @@ way.`,
 			if err != nil {
 				return err
 			}
-			c, err := a.bundleClient(f.plainHTTP)
-			if err != nil {
-				return err
-			}
 			start := time.Now()
-			r, err := c.Pull(cmd.Context(), ref)
+			r, err := a.pull(cmd.Context(), ref, f.plainHTTP)
 			if err != nil {
 				return err
-			}
-			if r.Offline != nil {
-				fmt.Fprintf(a.stderr, "agentenv: %v\nagentenv: using the cached %s\n", r.Offline, ref)
 			}
 			if f.json {
 				return printJSON(a.stdout, struct {

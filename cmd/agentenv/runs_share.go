@@ -98,16 +98,9 @@ refused before anything is written.`,
 			if err != nil {
 				return err
 			}
-			c, err := a.bundleClient(f.plainHTTP)
+			r, err := a.pull(ctx, ref, f.plainHTTP)
 			if err != nil {
 				return err
-			}
-			r, err := c.Pull(ctx, ref)
-			if err != nil {
-				return err
-			}
-			if r.Offline != nil {
-				fmt.Fprintf(a.stderr, "agentenv: %v\nagentenv: using the cached %s\n", r.Offline, ref)
 			}
 			if r.Config.Kind != bundle.KindRuns {
 				return fmt.Errorf("%s is a bundle of kind %s, not a run group (kind %s): 'agentenv pull' or 'run' takes it: %w", ref, r.Config.Kind, bundle.KindRuns, agentenv.ErrInvalid)
