@@ -25,6 +25,7 @@ type fakeWorker struct {
 	mu        sync.Mutex
 	slots     []eval.SlotKey
 	planErr   error
+	failing   int // the attempt number of the slot whose episode activity fails (bad input)
 	cost      float64
 	ran       []eval.SlotKey
 	torn      []eval.SlotKey
@@ -52,6 +53,9 @@ func (f *fakeWorker) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 		f.mu.Lock()
 		f.running--
 		f.mu.Unlock()
+		if in.Slot.Attempt == f.failing {
+			return eval.SlotResult{}, wrap(errors.Join(errors.New("task file changed"), agentenv.ErrInvalid))
+		}
 		one := 1.0
 		return eval.SlotResult{Run: "run-x", Outcome: task.OutcomePassed, Score: &one, CostUSD: f.cost}, nil
 	}, activity.RegisterOptions{Name: slotActivity})
@@ -78,10 +82,11 @@ func slots(n int) []eval.SlotKey {
 	return out
 }
 
-// TestGroupWorkflowRunsEverySlotThenFinishes: every planned slot runs once, then its teardown
-// activity, and the group's end is written once, completed.
+// TestGroupWorkflowRunsEverySlotThenFinishes: every planned slot runs once; the one whose
+// episode activity failed, and only it, gets the teardown activity (an episode that answered has
+// torn down already); the group's end is written once, completed.
 func TestGroupWorkflowRunsEverySlotThenFinishes(t *testing.T) {
-	f := &fakeWorker{slots: slots(7)}
+	f := &fakeWorker{slots: slots(7), failing: 3}
 	env := f.env(t)
 	env.ExecuteWorkflow(groupWorkflow, GroupInput{Group: "group-1", Concurrency: 3})
 	if err := env.GetWorkflowError(); err != nil {
@@ -91,8 +96,11 @@ func TestGroupWorkflowRunsEverySlotThenFinishes(t *testing.T) {
 	if err := env.GetWorkflowResult(&out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Slots != 7 || out.Stopped != "" || len(f.ran) != 7 || len(f.torn) != 7 {
-		t.Errorf("out %+v, ran %d, torn down %d; want 7 each", out, len(f.ran), len(f.torn))
+	if out.Slots != 7 || out.Stopped != "" || len(f.ran) != 7 {
+		t.Errorf("out %+v, ran %d; want 7 each", out, len(f.ran))
+	}
+	if len(f.torn) != 1 || f.torn[0].Attempt != 3 {
+		t.Errorf("teardown activities for %v; want one, for the failed slot (attempt 3)", f.torn)
 	}
 	if len(f.finished) != 1 || f.finished[0] != "" {
 		t.Errorf("finish calls = %q, want one, completed", f.finished)
