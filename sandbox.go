@@ -109,6 +109,11 @@ func MatchLabels(have, want map[string]string) bool {
 type SandboxSpec struct {
 	Name    string            // record id; required
 	Image   string            // image reference; empty for a VM or a network, and with Build
+	// Pinned, when set, is the same image as Image pinned by digest in a registry
+	// (host/repo@sha256:HEX, as a bundle pushed with its images records it). A provider that
+	// can pull runs it from there, pulling it where it is absent, and falls back to Image from
+	// this host when the pull fails, saying so in Sandbox.ImageNote; the others run Image.
+	Pinned string
 	Command []string          // overrides the image's command when set
 	Env     map[string]string // environment of the main process
 	Labels  map[string]string // must include the agentenv.* labels; set by package lifecycle
@@ -262,4 +267,7 @@ type Sandbox struct {
 	// it on the same provider; for a sandbox created with SandboxSpec.Build, the reference of
 	// the image built in its VM (which only that VM has); empty for everything else.
 	Image string
+	// ImageNote says, for a sandbox created with SandboxSpec.Pinned, how its image came to
+	// run: pulled by digest, or why the pull failed and what ran instead. Empty otherwise.
+	ImageNote string
 }

@@ -38,6 +38,10 @@ type Client struct {
 	// ($DOCKER_CONFIG/config.json, else ~/.docker/config.json) and its credential helpers, as
 	// `docker login` leaves them.
 	Credentials credentials.Store
+	// Images, when set, pushes the images a bundle's envs and tasks run ([Source.ImageRefs])
+	// beside it on Push, to host/repo/images/NAME:TAG, and the bundle pins them by digest;
+	// nil: a bundle is pushed without its images.
+	Images ImagePusher
 	// Timeout bounds one push or pull (DefaultTimeout if 0).
 	Timeout time.Duration
 	Log     *slog.Logger
@@ -67,6 +71,15 @@ type Resolved struct {
 	Offline error
 }
 
+// Pins are the images of r's bundle pinned by digest (Config.Pins); nil for a nil r, a path
+// that was no bundle.
+func (r *Resolved) Pins() map[string]string {
+	if r == nil {
+		return nil
+	}
+	return r.Config.Pins()
+}
+
 func (c *Client) log() *slog.Logger {
 	if c.Log == nil {
 		return slog.New(slog.DiscardHandler)
@@ -83,7 +96,8 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 }
 
 // Push packs src, records it in the cache and pushes it to ref's repository under ref's tag
-// ("latest" when it has none). A reference with a digest is refused: a push names a tag.
+// ("latest" when it has none), with c.Images its images first. A reference with a digest is
+// refused: a push names a tag.
 func (c *Client) Push(ctx context.Context, src Source, ref Ref) (Pushed, error) {
 	if ref.Digest != "" {
 		return Pushed{}, fmt.Errorf("push %s: a push names a tag (host/repo:tag), not a digest: the digest is the registry's answer: %w", ref, agentenv.ErrInvalid)
@@ -97,6 +111,19 @@ func (c *Client) Push(ctx context.Context, src Source, ref Ref) (Pushed, error) 
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
+	if c.Images != nil {
+		refs, err := src.ImageRefs()
+		if err != nil {
+			return Pushed{}, err
+		}
+		imgs, err := c.pushImages(ctx, ref, refs)
+		if err != nil {
+			return Pushed{}, err
+		}
+		if err := p.withImages(imgs); err != nil {
+			return Pushed{}, err
+		}
+	}
 	blobs, err := c.Cache.blobs()
 	if err != nil {
 		return Pushed{}, err
