@@ -46,14 +46,12 @@ func Push(ctx context.Context, cli *client.Client, image, target string, login L
 			_, _ = cli.ImageRemove(cctx, r, client.ImageRemoveOptions{})
 		}
 	}()
-	auth := ""
-	if login.User != "" {
-		data, err := json.Marshal(registry.AuthConfig{Username: login.User, Password: login.Password})
-		if err != nil {
-			return "", err
-		}
-		auth = base64.URLEncoding.EncodeToString(data)
+	// The engine wants the header even with no login: "{}".
+	data, err := json.Marshal(registry.AuthConfig{Username: login.User, Password: login.Password})
+	if err != nil {
+		return "", err
 	}
+	auth := base64.URLEncoding.EncodeToString(data)
 	resp, err := cli.ImagePush(ctx, target, client.ImagePushOptions{RegistryAuth: auth})
 	if err != nil {
 		return "", fmt.Errorf("images: push %s to %s: %w", image, target, err)

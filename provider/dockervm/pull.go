@@ -92,7 +92,7 @@ func (p *Provider) image(ctx context.Context, in *client.Client, vm string, oute
 		return "", "", ctx.Err()
 	}
 	note = fmt.Sprintf("pull of %s failed (%v); uploading %s from this host", spec.Pinned, perr, spec.Image)
-	p.log.Info("pull into vm failed; uploading from this host", "record_id", vm, "image", ref, "err", perr)
+	p.log.Debug("pull into vm failed; uploading from this host", "record_id", vm, "image", ref, "err", perr)
 	if err := p.ensureImage(ctx, in, vm, spec.Image); err != nil {
 		return "", "", fmt.Errorf("%s: %w", note, err)
 	}
