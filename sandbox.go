@@ -109,11 +109,6 @@ func MatchLabels(have, want map[string]string) bool {
 type SandboxSpec struct {
 	Name    string            // record id; required
 	Image   string            // image reference; empty for a VM or a network, and with Build
-	// Pinned, when set, is the same image as Image pinned by digest in a registry
-	// (host/repo@sha256:HEX, as a bundle pushed with its images records it). A provider that
-	// can pull runs it from there, pulling it where it is absent, and falls back to Image from
-	// this host when the pull fails, saying so in Sandbox.ImageNote; the others run Image.
-	Pinned string
 	Command []string          // overrides the image's command when set
 	Env     map[string]string // environment of the main process
 	Labels  map[string]string // must include the agentenv.* labels; set by package lifecycle
@@ -130,6 +125,11 @@ type SandboxSpec struct {
 	// build inside the sandbox's VM from a build context on this machine and run there, instead
 	// of Image; the provider returns the built image's reference as Sandbox.Image.
 	Build *Build
+	// Pinned, when set, is the same image as Image pinned by digest in a registry
+	// (host/repo@sha256:HEX, as a bundle pushed with its images records it). A provider that
+	// can pull runs it from there, pulling it where it is absent, and falls back to Image from
+	// this host when the pull fails, saying so in Sandbox.ImageNote; the others run Image.
+	Pinned string
 
 	Network  string       // private network to join: a record id in container mode; in VMHost.RunInVM, a network of the VM's stack
 	Aliases  []string     // names under which other members of Network reach this sandbox

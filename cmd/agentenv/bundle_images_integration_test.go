@@ -149,3 +149,49 @@ func TestBundleImagesPulledInVM(t *testing.T) {
 		pushTook.Round(time.Millisecond), againTook.Round(time.Millisecond), pulled.Round(time.Millisecond), uploaded.Round(time.Millisecond), fellBack.Round(time.Millisecond))
 	c.noLiveRecords(t)
 }
+
+// TestBundleImagesPulledOnDocker: the kv env pushed with its image (agentenv:dev) and deployed
+// from the bundle in container mode on docker: the engine, which lacks the pinned reference
+// (the push removed what it added), pulls it by digest before anything is created, and the
+// components run it, as their progress says. The pulled reference is removed at the end.
+func TestBundleImagesPulledOnDocker(t *testing.T) {
+	t.Parallel()
+	reg := registryserver.Start(t, registryserver.Options{})
+	c := bundleCLI(t)
+	c.buildRuntimeImage()
+	ref := reg.Addr + "/team/kv:v1"
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	push := c.run(ctx, nil, "push", "../../examples/kv/env.yaml", ref, "--with-images", "--plain-http", "--json")
+	var pushed struct{ Images []struct{ Ref, Name, Digest string } }
+	if push.code != 0 || json.Unmarshal([]byte(push.stdout), &pushed) != nil || len(pushed.Images) != 1 || pushed.Images[0].Ref != "agentenv:dev" {
+		t.Fatalf("push --with-images: exit %d, want agentenv:dev pinned\n%s%s", push.code, push.stdout, push.stderr)
+	}
+	pin := pushed.Images[0].Name + "@" + pushed.Images[0].Digest
+	t.Cleanup(func() {
+		_, _ = c.dc.ImageRemove(context.Background(), pin, client.ImageRemoveOptions{})
+	})
+	if _, err := c.dc.ImageInspect(ctx, pin); err == nil {
+		t.Fatalf("the engine has %s after the push, want it pulled by the deploy", pin)
+	}
+	c.freshCache(t)
+	r := c.run(ctx, nil, "env", "deploy", ref, "--plain-http", "--provider", "docker", "--mode", "container")
+	if r.code != 0 {
+		t.Fatalf("env deploy %s on docker: exit %d\n%s%s", ref, r.code, r.stdout, r.stderr)
+	}
+	if m := regexp.MustCompile(`(?m)^deployment\s+(dep-\S+)$`).FindStringSubmatch(r.stdout); m != nil {
+		defer func() {
+			if td := c.run(context.Background(), nil, "env", "teardown", m[1]); td.code != 0 {
+				t.Errorf("teardown %s: exit %d\n%s%s", m[1], td.code, td.stdout, td.stderr)
+			}
+			c.noLiveRecords(t)
+		}()
+	}
+	if _, err := c.dc.ImageInspect(ctx, pin); err != nil {
+		t.Errorf("the engine has no %s after the deploy: %v", pin, err)
+	}
+	events := strings.Join(imageEvents(r.stderr), "\n")
+	if n := strings.Count(events, "pinned "+pin+" (on the engine)"); n != 2 {
+		t.Errorf("%d components ran %s, want kv and the gateway:\n%s", n, pin, r.stderr)
+	}
+}
