@@ -55,6 +55,9 @@ type Pushed struct {
 	Config Config
 	Root   string // the folder the bundle's paths are relative to
 	Size   int64  // of the layer, compressed
+	// ImagesLeft says, with Client.Images, what runs images the bundle does not carry
+	// (Source.ImageRefs), one line each.
+	ImagesLeft []string
 }
 
 // Resolved is a bundle found for a reference, its files unpacked in the cache.
@@ -111,9 +114,10 @@ func (c *Client) Push(ctx context.Context, src Source, ref Ref) (Pushed, error) 
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
+	var left []string
 	if c.Images != nil {
-		refs, err := src.ImageRefs()
-		if err != nil {
+		var refs []string
+		if refs, left, err = src.ImageRefs(); err != nil {
 			return Pushed{}, err
 		}
 		imgs, err := c.pushImages(ctx, ref, refs)
@@ -171,7 +175,7 @@ func (c *Client) Push(ctx context.Context, src Source, ref Ref) (Pushed, error) 
 	c.log().Debug("bundle pushed", "ref", ref.String(), "digest", desc.Digest.String(), "files", len(p.Config.Files), "bytes", p.Size())
 	pinned := ref
 	pinned.Digest = desc.Digest.String()
-	return Pushed{Ref: pinned, Tag: ref.Tag, Digest: desc.Digest.String(), Config: p.Config, Root: p.Root, Size: p.Size()}, nil
+	return Pushed{Ref: pinned, Tag: ref.Tag, Digest: desc.Digest.String(), Config: p.Config, Root: p.Root, Size: p.Size(), ImagesLeft: left}, nil
 }
 
 // Pull returns the bundle ref names with its files unpacked in the cache. A digest reference

@@ -46,11 +46,15 @@ func (c Config) Pins() map[string]string {
 // ImageRefs returns the images src's envs and tasks run, sorted, each once: every component
 // image of each env file among its files (servers, websites, the service DB and its web UI and
 // db-mcp, the browser, the gateway), and the image of each deploy_sandbox step of its task
-// files that names one as it is (not built, not filled in when the step runs). Images of a
-// Harbor task are not listed: its environment is a Dockerfile or compose file built where it
-// runs.
-func (src Source) ImageRefs() ([]string, error) {
+// files that names one as it is (not built, not filled in when the step runs). left says, one
+// line each, what runs images that are not listed: a deploy_sandbox step that builds its
+// image, a Harbor task (its environment is a Dockerfile, compose file or docker_image, built or
+// pulled where it runs).
+func (src Source) ImageRefs() (refs, left []string, err error) {
 	var out []string
+	if src.Kind == KindHarborTask || src.Kind == KindHarborDataset {
+		left = append(left, "the Harbor task's environment is built (or its docker_image pulled) where it runs")
+	}
 	for _, f := range src.Files {
 		data, err := os.ReadFile(f)
 		if err != nil || !strings.HasSuffix(f, ".yaml") && !strings.HasSuffix(f, ".yml") {
@@ -60,11 +64,11 @@ func (src Source) ImageRefs() ([]string, error) {
 		case "env":
 			e, err := spec.Load(f)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			comps, err := e.Components(spec.TopologyOptions{LookupEnv: func(string) (string, bool) { return "", true }})
 			if err != nil {
-				return nil, fmt.Errorf("env %s: %w", f, err)
+				return nil, nil, fmt.Errorf("env %s: %w", f, err)
 			}
 			for _, c := range comps {
 				if c.Image != "" {
@@ -74,13 +78,16 @@ func (src Source) ImageRefs() ([]string, error) {
 		case "steps":
 			t, err := task.Load(f)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			out = append(out, t.Images()...)
+			for _, id := range t.Builds() {
+				left = append(left, fmt.Sprintf("%s: step %s builds its image from a Dockerfile where it runs", f, id))
+			}
 		}
 	}
 	slices.Sort(out)
-	return slices.Compact(out), nil
+	return slices.Compact(out), left, nil
 }
 
 // imageTarget is where image goes in ref's registry: host/repo/images/NAME:TAG, NAME its

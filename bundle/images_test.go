@@ -44,9 +44,9 @@ func TestImageRefsOfNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := src.ImageRefs()
-	if err != nil {
-		t.Fatal(err)
+	got, left, err := src.ImageRefs()
+	if err != nil || len(left) != 0 {
+		t.Fatal(err, left)
 	}
 	want := []string{"agentenv-adminer:local", "agentenv-postgres:local", "agentenv:dev"}
 	if !slices.Equal(got, want) {

@@ -26,3 +26,15 @@ func (t *Task) Images() []string {
 	}
 	return out
 }
+
+// Builds returns the ids of t's deploy_sandbox steps that build their image from a Dockerfile:
+// images a bundle cannot carry, as they are built where the task runs.
+func (t *Task) Builds() []string {
+	var out []string
+	for _, s := range t.Steps {
+		if s.Type == TypeDeploySandbox && field(s.fields, "build") != nil {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}

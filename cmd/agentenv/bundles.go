@@ -174,6 +174,9 @@ the engine's insecure-registries.`,
 			for _, im := range p.Config.Images {
 				fmt.Fprintf(a.stderr, "pushed image %s as %s\n", im.Ref, im.Pinned())
 			}
+			for _, l := range p.ImagesLeft {
+				fmt.Fprintf(a.stderr, "note: not pushed: %s\n", l)
+			}
 			fmt.Fprintf(a.stderr, "pushed %s %s (%d files from %s, %s compressed) in %s\n", p.Config.Kind, p.Config.Entry, len(p.Config.Files), p.Root, bytesText(p.Size), time.Since(start).Round(time.Millisecond))
 			fmt.Fprintln(a.stdout, p.Ref.String())
 			return nil

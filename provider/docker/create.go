@@ -139,7 +139,7 @@ func (p *Provider) pinned(ctx context.Context, spec agentenv.SandboxSpec) (image
 		return spec.Pinned, "pinned " + spec.Pinned + " (on the engine)"
 	}
 	if err := p.pull(ctx, spec.Pinned); err != nil {
-		p.log.Info("pull of a pinned image failed; running the engine's own", "image", spec.Pinned, "fallback", spec.Image, "err", err)
+		p.log.Debug("pull of a pinned image failed; running the engine's own", "image", spec.Pinned, "fallback", spec.Image, "err", err)
 		return spec.Image, fmt.Sprintf("pull of %s failed (%v); running %s from this host", spec.Pinned, err, spec.Image)
 	}
 	return spec.Pinned, "pulled " + spec.Pinned
