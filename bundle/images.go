@@ -30,6 +30,16 @@ type ImagePusher interface {
 // Pinned is the image pinned by digest: Name@Digest, which a provider pulls.
 func (i Image) Pinned() string { return i.Name + "@" + i.Digest }
 
+// check reports an image a bundle's config pins that no provider should be handed: no ref, a
+// name that is not host/repository, a digest that is not sha256:HEX.
+func (i Image) check() error {
+	host, repo, _ := strings.Cut(i.Name, "/")
+	if i.Ref == "" || !IsRef(i.Name) || !hostRE.MatchString(host) || !imageNameRE.MatchString(repo) || !digestRE.MatchString(i.Digest) {
+		return fmt.Errorf("image %q pinned as %q: want a ref and host/repository@sha256:HEX: %w", i.Ref, i.Pinned(), agentenv.ErrInvalid)
+	}
+	return nil
+}
+
 // Pins maps each image of c as its env or task names it to its pinned reference; nil when the
 // bundle carries no images.
 func (c Config) Pins() map[string]string {

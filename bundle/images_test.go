@@ -63,3 +63,22 @@ func TestPins(t *testing.T) {
 		t.Errorf("pin %q", got)
 	}
 }
+
+func TestImageCheck(t *testing.T) {
+	good := Image{Ref: "agentenv:dev", Name: "127.0.0.1:5000/team/notes/images/agentenv", Digest: "sha256:" + hex64("ab")}
+	if err := good.check(); err != nil {
+		t.Errorf("%+v: %v", good, err)
+	}
+	for _, bad := range []Image{
+		{Name: good.Name, Digest: good.Digest},
+		{Ref: "x", Name: "agentenv", Digest: good.Digest},
+		{Ref: "x", Name: "127.0.0.1:5000/Team/x", Digest: good.Digest},
+		{Ref: "x", Name: "127.0.0.1:5000/a b", Digest: good.Digest},
+		{Ref: "x", Name: good.Name, Digest: "sha256:short"},
+		{Ref: "x", Name: good.Name + "@sha256:" + hex64("cd"), Digest: good.Digest},
+	} {
+		if err := bad.check(); !errors.Is(err, agentenv.ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
