@@ -57,6 +57,17 @@ func (c *cli) vmDeploy(t *testing.T, what string) (string, time.Duration) {
 	return r.stderr, took
 }
 
+// loads are the provider's debug lines of the images it loaded into the VM from this host,
+// image and time taken, for the log.
+func loads(stderr string) string {
+	re := regexp.MustCompile(`msg="image loaded into vm".* image=(\S+) took=(\S+)`)
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(stderr, -1) {
+		out = append(out, m[1]+" "+m[2])
+	}
+	return strings.Join(out, ", ")
+}
+
 // imageEvents are the deploy's progress lines of phase image (level=DEBUG logs aside).
 func imageEvents(stderr string) []string {
 	var out []string
@@ -132,6 +143,7 @@ func TestBundleImagesPulledInVM(t *testing.T) {
 
 	out, uploaded := c.vmDeploy(t, "../../examples/notes/env.yaml")
 	uploadedReady := deployTook(t, out)
+	t.Logf("uploaded: %s", loads(out))
 
 	c.freshCache(t)
 	out, pulled := c.vmDeploy(t, ref)
@@ -163,6 +175,7 @@ func TestBundleImagesPulledInVM(t *testing.T) {
 	if !strings.Contains(out, "image loaded into vm") {
 		t.Errorf("the fallback loaded nothing from this host:\n%s", out)
 	}
+	t.Logf("fallback: %s", loads(out))
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	t.Logf("push --with-images of the notes env: %s (again: %s); VM-mode notes deploy on docker_vm, to ready (whole command): images pulled from the registry %s (%s), uploaded from this host %s (%s), pull refused then uploaded %s (%s)",
 		ms(pushTook), ms(againTook), ms(pulledReady), ms(pulled), ms(uploadedReady), ms(uploaded), ms(fellBackReady), ms(fellBack))
