@@ -125,6 +125,11 @@ type SandboxSpec struct {
 	// build inside the sandbox's VM from a build context on this machine and run there, instead
 	// of Image; the provider returns the built image's reference as Sandbox.Image.
 	Build *Build
+	// Pinned, when set, is the same image as Image pinned by digest in a registry
+	// (host/repo@sha256:HEX, as a bundle pushed with its images records it). A provider that
+	// can pull runs it from there, pulling it where it is absent, and falls back to Image from
+	// this host when the pull fails, saying so in Sandbox.ImageNote; the others run Image.
+	Pinned string
 
 	Network  string       // private network to join: a record id in container mode; in VMHost.RunInVM, a network of the VM's stack
 	Aliases  []string     // names under which other members of Network reach this sandbox
@@ -262,4 +267,7 @@ type Sandbox struct {
 	// it on the same provider; for a sandbox created with SandboxSpec.Build, the reference of
 	// the image built in its VM (which only that VM has); empty for everything else.
 	Image string
+	// ImageNote says, for a sandbox created with SandboxSpec.Pinned, how its image came to
+	// run: pulled by digest, or why the pull failed and what ran instead. Empty otherwise.
+	ImageNote string
 }

@@ -397,6 +397,11 @@ func parseConfig(data []byte) (Config, error) {
 			return cfg, fmt.Errorf("bundle config: file %q is not a clean relative path: %w", f.Path, agentenv.ErrInvalid)
 		}
 	}
+	for _, im := range cfg.Images {
+		if err := im.check(); err != nil {
+			return cfg, fmt.Errorf("bundle config: %w", err)
+		}
+	}
 	return cfg, nil
 }
 

@@ -38,6 +38,10 @@ type Client struct {
 	// ($DOCKER_CONFIG/config.json, else ~/.docker/config.json) and its credential helpers, as
 	// `docker login` leaves them.
 	Credentials credentials.Store
+	// Images, when set, pushes the images a bundle's envs and tasks run ([Source.ImageRefs])
+	// beside it on Push, to host/repo/images/NAME:TAG, and the bundle pins them by digest;
+	// nil: a bundle is pushed without its images.
+	Images ImagePusher
 	// Timeout bounds one push or pull (DefaultTimeout if 0).
 	Timeout time.Duration
 	Log     *slog.Logger
@@ -51,6 +55,9 @@ type Pushed struct {
 	Config Config
 	Root   string // the folder the bundle's paths are relative to
 	Size   int64  // of the layer, compressed
+	// ImagesLeft says, with Client.Images, what runs images the bundle does not carry
+	// (Source.ImageRefs), one line each.
+	ImagesLeft []string
 }
 
 // Resolved is a bundle found for a reference, its files unpacked in the cache.
@@ -65,6 +72,15 @@ type Resolved struct {
 	// Offline is, when the registry could not be reached and the cache's copy of the tag was
 	// used, why the registry could not be reached.
 	Offline error
+}
+
+// Pins are the images of r's bundle pinned by digest (Config.Pins); nil for a nil r, a path
+// that was no bundle.
+func (r *Resolved) Pins() map[string]string {
+	if r == nil {
+		return nil
+	}
+	return r.Config.Pins()
 }
 
 func (c *Client) log() *slog.Logger {
@@ -83,7 +99,8 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 }
 
 // Push packs src, records it in the cache and pushes it to ref's repository under ref's tag
-// ("latest" when it has none). A reference with a digest is refused: a push names a tag.
+// ("latest" when it has none), with c.Images its images first. A reference with a digest is
+// refused: a push names a tag.
 func (c *Client) Push(ctx context.Context, src Source, ref Ref) (Pushed, error) {
 	if ref.Digest != "" {
 		return Pushed{}, fmt.Errorf("push %s: a push names a tag (host/repo:tag), not a digest: the digest is the registry's answer: %w", ref, agentenv.ErrInvalid)
@@ -97,6 +114,20 @@ func (c *Client) Push(ctx context.Context, src Source, ref Ref) (Pushed, error) 
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
+	var left []string
+	if c.Images != nil {
+		var refs []string
+		if refs, left, err = src.ImageRefs(); err != nil {
+			return Pushed{}, err
+		}
+		imgs, err := c.pushImages(ctx, ref, refs)
+		if err != nil {
+			return Pushed{}, err
+		}
+		if err := p.withImages(imgs); err != nil {
+			return Pushed{}, err
+		}
+	}
 	blobs, err := c.Cache.blobs()
 	if err != nil {
 		return Pushed{}, err
@@ -144,7 +175,7 @@ func (c *Client) Push(ctx context.Context, src Source, ref Ref) (Pushed, error) 
 	c.log().Debug("bundle pushed", "ref", ref.String(), "digest", desc.Digest.String(), "files", len(p.Config.Files), "bytes", p.Size())
 	pinned := ref
 	pinned.Digest = desc.Digest.String()
-	return Pushed{Ref: pinned, Tag: ref.Tag, Digest: desc.Digest.String(), Config: p.Config, Root: p.Root, Size: p.Size()}, nil
+	return Pushed{Ref: pinned, Tag: ref.Tag, Digest: desc.Digest.String(), Config: p.Config, Root: p.Root, Size: p.Size(), ImagesLeft: left}, nil
 }
 
 // Pull returns the bundle ref names with its files unpacked in the cache. A digest reference

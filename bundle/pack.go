@@ -49,8 +49,8 @@ type Config struct {
 	Entry string `json:"entry"` // slash path relative to the bundle's root; for a Harbor kind, a folder ("." for none)
 	Name  string `json:"name"`
 	Files []File `json:"files"` // sorted by path
-	// Images are the images the bundle pins by digest; empty until bundles carry their
-	// images (issue #30, item 3).
+	// Images are the images the bundle's envs and tasks run, pushed beside it and pinned by
+	// digest (push --with-images), sorted by Ref; empty when pushed without them.
 	Images []Image `json:"images"`
 }
 
@@ -61,10 +61,12 @@ type File struct {
 	Size   int64  `json:"size"`
 }
 
-// Image is an image a bundle pins: its reference and manifest digest.
+// Image is an image a bundle pins: its reference as the env or task names it, the repository
+// it was pushed to, and its manifest digest there.
 type Image struct {
-	Ref    string `json:"ref"`
-	Digest string `json:"digest"`
+	Ref    string `json:"ref"`    // as named: agentenv:dev
+	Name   string `json:"name"`   // pushed to: host/repo/images/agentenv
+	Digest string `json:"digest"` // sha256:HEX, a content digest
 }
 
 // Packed is a bundle's blobs, made by [Pack].
@@ -168,6 +170,16 @@ func Pack(src Source) (*Packed, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// withImages records imgs in p's config, sorted by Ref.
+func (p *Packed) withImages(imgs []Image) error {
+	imgs = slices.Clone(imgs)
+	slices.SortFunc(imgs, func(a, b Image) int { return strings.Compare(a.Ref, b.Ref) })
+	p.Config.Images = imgs
+	var err error
+	p.config, err = json.Marshal(p.Config)
+	return err
 }
 
 // Push writes p's layer, config and manifest to dst (a registry, the cache) and returns the

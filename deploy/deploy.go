@@ -73,13 +73,18 @@ type Options struct {
 	// BridgeBinary is the static agentenv binary copied into stdio servers to run the bridge;
 	// this executable if empty.
 	BridgeBinary string
+	// Pinned maps an image as the env names it to the same image pinned by digest in a
+	// registry (host/repo@sha256:HEX: a bundle pushed with its images): each component of that
+	// image is created with SandboxSpec.Pinned, which providers that can pull run from there,
+	// and how it came is a progress event of phase "image".
+	Pinned map[string]string
 }
 
 // Event is one progress report.
 type Event struct {
 	Component string        `json:"component"`
 	Role      agentenv.Role `json:"role"`
-	Phase     string        `json:"phase"` // created, ready, failed, probe, warning
+	Phase     string        `json:"phase"` // created, ready, failed, probe, warning, image (how a pinned image came: pulled, or uploaded and why)
 	Elapsed   time.Duration `json:"elapsed"`
 	Detail    string        `json:"detail,omitempty"`
 }

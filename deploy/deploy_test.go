@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -456,5 +457,32 @@ func TestInspectAsksEachSandboxOnce(t *testing.T) {
 		if s.Role == agentenv.RoleServiceDB && !strings.HasPrefix(s.Health, "down: ") {
 			t.Errorf("service DB health = %q, want down", s.Health)
 		}
+	}
+}
+
+// TestPinnedImages: a deploy with Options.Pinned hands each component of a pinned image its
+// pinned reference (SandboxSpec.Pinned), and says how it ran in an event of phase image; the
+// components of images not pinned have none.
+func TestPinnedImages(t *testing.T) {
+	for _, mode := range []string{ModeContainer, ModeVM} {
+		t.Run(mode, func(t *testing.T) {
+			r := newRig(t)
+			pin := "127.0.0.1:5000/team/notes/images/agentenv@sha256:" + strings.Repeat("ab", 32)
+			got := map[string]string{}
+			res, err := r.d.Deploy(t.Context(), r.env, Options{Provider: "fake", Mode: mode, Pinned: map[string]string{spec.DefaultImage: pin},
+				Progress: func(e Event) {
+					if e.Phase == "image" {
+						got[e.Component] = e.Detail
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.d.Teardown(context.Background(), res.Doc.ID)
+			want := map[string]string{"notes": "pinned " + pin, "db-mcp": "pinned " + pin, "gateway": "pinned " + pin}
+			if !maps.Equal(got, want) {
+				t.Errorf("image events %v, want %v (agentenv:dev's components only)", got, want)
+			}
+		})
 	}
 }

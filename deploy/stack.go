@@ -90,6 +90,13 @@ func (st *stack) components(ctx context.Context) ([]spec.Component, error) {
 			continue
 		}
 		checked[c.Image] = true
+		if pin := st.opts.Pinned[c.Image]; pin != "" {
+			// Pulled by digest where the provider checks images; else the create falls back
+			// to the image as named, which must then be here.
+			if err := st.d.mgr.EnsureImages(ctx, st.member, pin); err == nil {
+				continue
+			}
+		}
 		if err := st.d.mgr.EnsureImages(ctx, st.member, c.Image); err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %w", c.Role, c.Name, err))
 		}
@@ -275,7 +282,7 @@ func (st *stack) inOrder(ctx context.Context, comps []spec.Component, start star
 
 // up starts one component and waits until it is ready.
 func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) error {
-	sp := agentenv.SandboxSpec{Image: c.Image, Command: c.Command, Env: maps.Clone(c.Env), Ports: []int{c.Port},
+	sp := agentenv.SandboxSpec{Image: c.Image, Pinned: st.opts.Pinned[c.Image], Command: c.Command, Env: maps.Clone(c.Env), Ports: []int{c.Port},
 		Memory: c.Resources.Memory, CPUs: c.Resources.CPUs, Pids: c.Resources.Pids, NonRoot: c.NonRoot, ShmSize: c.ShmSize}
 	if c.Private {
 		sp.Ports = nil // no door on the host: the gateway reaches it on the env's network
@@ -302,6 +309,9 @@ func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) erro
 	if err != nil {
 		st.emit(c, "failed", err.Error())
 		return err
+	}
+	if sb.ImageNote != "" {
+		st.emit(c, "image", sb.ImageNote)
 	}
 	addr := sb.Endpoints[strconv.Itoa(c.Port)]
 	st.mu.Lock()

@@ -5,6 +5,8 @@
 //
 // Images of third-party software (PostgreSQL, adminer, Node-based MCP servers) are built by the
 // shell scripts under images/debian from a locally made Debian base; see images/README.md.
+//
+// [Push] sends any image of the engine to a registry, for a bundle that carries its images.
 package images
 
 import (

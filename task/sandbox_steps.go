@@ -297,10 +297,14 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 			out["image"], out["built"] = ref, strconv.FormatBool(built)
 		}
 	}
+	pinned := ""
+	if s.Build == nil && image == s.Image {
+		pinned = sc.e.r.Pinned[image]
+	}
 	ttl, _ := time.ParseDuration(s.TTL)
 	req := lifecycle.CreateRequest{
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
-		Spec: agentenv.SandboxSpec{Image: image, Build: vmBuild, Command: s.Command, Env: s.Env,
+		Spec: agentenv.SandboxSpec{Image: image, Pinned: pinned, Build: vmBuild, Command: s.Command, Env: s.Env,
 			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20, CapAdd: capNames(s.CapAdd),
 			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports, Join: joins, User: s.User, Mounts: mounts},
 		BuildTimeout: time.Duration(s.BuildTimeoutSec) * time.Second,
@@ -314,6 +318,9 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	if vmBuild != nil {
 		out["image"], out["built"] = sb.Image, "true"
+	}
+	if sb.ImageNote != "" {
+		sc.log.Info("sandbox image", "step", sc.s.ID, "image", image, "how", sb.ImageNote)
 	}
 	out["sandbox_id"], out["record"], out["provider"] = sb.ID, rec.ID, rec.Provider
 	if len(s.Ports) > 0 {

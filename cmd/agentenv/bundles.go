@@ -10,11 +10,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/bundle"
+	"github.com/agentenv/agentenv/images"
+	"github.com/agentenv/agentenv/provider/docker"
 )
 
 // plainHTTPKey lists the registries reached over plain HTTP.
@@ -117,10 +120,18 @@ func plainHTTPFlag(fl *pflag.FlagSet, v *bool) {
 	fl.BoolVar(v, "plain-http", false, "reach a registry reference's registry over plain HTTP, not HTTPS (a local registry; or list it in "+plainHTTPKey+")")
 }
 
+// enginePusher pushes images from the Docker engine of provider.docker.host (images.Push).
+type enginePusher struct{ cli *client.Client }
+
+// PushImage implements bundle.ImagePusher.
+func (e enginePusher) PushImage(ctx context.Context, image, target, user, password string) (string, error) {
+	return images.Push(ctx, e.cli, image, target, images.Login{User: user, Password: password})
+}
+
 func newPushCmd(a *app) *cobra.Command {
-	var f struct{ plainHTTP, json bool }
+	var f struct{ plainHTTP, json, withImages bool }
 	cmd := &cobra.Command{
-		Use:   "push PATH REF [--plain-http] [--json]",
+		Use:   "push PATH REF [--with-images] [--plain-http] [--json]",
 		Short: "Push a task, an eval, an env or a Harbor task folder to an OCI registry as a bundle",
 		Long: `push packs PATH (what 'agentenv run' or 'env deploy' takes: a task file or folder, an eval
 file, an env file, a Harbor task folder or dataset) with every file it reads and nothing else,
@@ -130,8 +141,18 @@ pinned reference, REF@sha256:..., which 'agentenv run' reproduces byte for byte.
 
 Credentials are those 'docker login HOST' leaves: the Docker config file ($DOCKER_CONFIG/config.json,
 else ~/.docker/config.json) and its credential helpers. A file a task names by an absolute path,
-or a symbolic link leading outside the bundle's folder, is refused before anything is pushed.`,
+or a symbolic link leading outside the bundle's folder, is refused before anything is pushed.
+
+With --with-images, the images PATH's envs and tasks run (every component of each env, the
+image of each deploy_sandbox step that names one; not the images a task builds from a
+Dockerfile, which are built where it runs) are pushed first from the local Docker engine to the
+same registry, as REF's host/repo/images/NAME:TAG, and the bundle pins each by digest. A run or
+deploy of the bundle then runs those digests: docker pulls one it lacks, docker_vm's VM pulls
+it from the registry instead of an upload from this host (and uploads when the pull fails,
+saying so). The engine treats a registry on 127.0.0.0/8 as plain HTTP; another needs TLS or
+the engine's insecure-registries.`,
 		Example: `  agentenv push examples/notes-task ghcr.io/team/notes-task:v1
+  agentenv push examples/notes/env.yaml 127.0.0.1:5000/team/notes:v1 --with-images --plain-http
   agentenv push examples/evals/sweep.yaml 127.0.0.1:5000/evals/sweep:v1 --plain-http
   agentenv run ghcr.io/team/notes-task:v1`,
 		Args: cobra.ExactArgs(2),
@@ -148,6 +169,18 @@ or a symbolic link leading outside the bundle's folder, is refused before anythi
 			if err != nil {
 				return err
 			}
+			if f.withImages {
+				host, err := a.cfg.Get("provider.docker.host")
+				if err != nil {
+					return err
+				}
+				dp, err := docker.New(docker.Config{Host: host}, a.log)
+				if err != nil {
+					return err
+				}
+				defer dp.Close()
+				c.Images = enginePusher{dp.Client()}
+			}
 			start := time.Now()
 			p, err := c.Push(cmd.Context(), src, ref)
 			if err != nil {
@@ -155,13 +188,20 @@ or a symbolic link leading outside the bundle's folder, is refused before anythi
 			}
 			if f.json {
 				return printJSON(a.stdout, struct {
-					Ref    string        `json:"ref"`
-					Digest string        `json:"digest"`
-					Kind   bundle.Kind   `json:"kind"`
-					Entry  string        `json:"entry"`
-					Files  []bundle.File `json:"files"`
-					Root   string        `json:"root"`
-				}{p.Ref.String(), p.Digest, p.Config.Kind, p.Config.Entry, p.Config.Files, p.Root})
+					Ref    string         `json:"ref"`
+					Digest string         `json:"digest"`
+					Kind   bundle.Kind    `json:"kind"`
+					Entry  string         `json:"entry"`
+					Files  []bundle.File  `json:"files"`
+					Root   string         `json:"root"`
+					Images []bundle.Image `json:"images"`
+				}{p.Ref.String(), p.Digest, p.Config.Kind, p.Config.Entry, p.Config.Files, p.Root, p.Config.Images})
+			}
+			for _, im := range p.Config.Images {
+				fmt.Fprintf(a.stderr, "pushed image %s as %s\n", im.Ref, im.Pinned())
+			}
+			for _, l := range p.ImagesLeft {
+				fmt.Fprintf(a.stderr, "note: not pushed: %s\n", l)
 			}
 			fmt.Fprintf(a.stderr, "pushed %s %s (%d files from %s, %s compressed) in %s\n", p.Config.Kind, p.Config.Entry, len(p.Config.Files), p.Root, bytesText(p.Size), time.Since(start).Round(time.Millisecond))
 			fmt.Fprintln(a.stdout, p.Ref.String())
@@ -170,6 +210,7 @@ or a symbolic link leading outside the bundle's folder, is refused before anythi
 	}
 	plainHTTPFlag(cmd.Flags(), &f.plainHTTP)
 	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&f.withImages, "with-images", false, "push the images the envs and tasks run (from the local Docker engine) beside the bundle, pinned by digest")
 	return cmd
 }
 

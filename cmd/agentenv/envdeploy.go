@@ -40,7 +40,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			path, _, err := a.localPath(ctx, args[0], f.plainHTTP, bundle.KindEnv)
+			path, from, err := a.localPath(ctx, args[0], f.plainHTTP, bundle.KindEnv)
 			if err != nil {
 				return err
 			}
@@ -80,7 +80,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			res, err := deploy.New(mgr, a.log).Deploy(ctx, env, deploy.Options{
 				Provider: a.providerFlag(f.provider), Mode: f.mode, TTL: f.ttl, Name: f.name,
 				Into: f.into, Budget: f.budget, Progress: progress, PassEnv: a.passEnv(f.passEnv), Store: store,
-				GatewayMaxConns: conns, GatewayMaxSessions: sessions,
+				GatewayMaxConns: conns, GatewayMaxSessions: sessions, Pinned: from.Pins(),
 			})
 			if err != nil {
 				return err

@@ -244,7 +244,7 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 	if single && !f.json {
 		taskEvents = func(e task.Event) { fmt.Fprintln(a.stderr, e) }
 	}
-	er, err := a.evalRunner(ctx, f.provider, f.passEnv, taskEvents)
+	er, err := a.evalRunner(ctx, f.provider, f.passEnv, from.Pins(), taskEvents)
 	if err != nil {
 		return err
 	}
@@ -405,8 +405,9 @@ func (a *app) addImageMap(flags []string) error {
 
 // evalRunner returns the runner of run groups that 'agentenv run' and 'agentenv tasks check'
 // use: episodes deployed through the manager on provider (the configured default if empty),
-// recorded in the state folder, each episode's events to taskEvents (nil: none).
-func (a *app) evalRunner(ctx context.Context, provider string, passEnv []string, taskEvents func(task.Event)) (*eval.Runner, error) {
+// recorded in the state folder, each episode's events to taskEvents (nil: none), the images
+// of pins (a bundle's, pinned by digest) run from their registry where the provider pulls.
+func (a *app) evalRunner(ctx context.Context, provider string, passEnv []string, pins map[string]string, taskEvents func(task.Event)) (*eval.Runner, error) {
 	mgr, err := a.manager(ctx)
 	if err != nil {
 		return nil, err
@@ -420,7 +421,7 @@ func (a *app) evalRunner(ctx context.Context, provider string, passEnv []string,
 	if err != nil {
 		return nil, err
 	}
-	tr, err := a.taskRunner(ctx, mgr, sd, provider, passEnv, taskEvents)
+	tr, err := a.taskRunner(ctx, mgr, sd, provider, passEnv, pins, taskEvents)
 	if err != nil {
 		return nil, err
 	}
@@ -460,7 +461,7 @@ func (a *app) tasks(ctx context.Context) (task.Loader, error) {
 // taskRunner returns the runner that 'agentenv run' (and the explorer's start button) runs
 // tasks with: deploys through mgr on provider (the configured default if empty), records in
 // workdir, progress to progress.
-func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, provider string, passEnv []string, progress func(task.Event)) (*task.Runner, error) {
+func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, provider string, passEnv []string, pins map[string]string, progress func(task.Event)) (*task.Runner, error) {
 	ttl, err := a.cfg.Duration("lifecycle.ttl")
 	if err != nil {
 		return nil, err
@@ -492,10 +493,10 @@ func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, p
 	}
 	return &task.Runner{
 		Manager: mgr, Logger: a.log, Workdir: workdir, Model: a.cfg, Progress: progress, ImageMap: imageMap,
-		Tools: toolgate.Server{},
+		Tools: toolgate.Server{}, Pinned: pins,
 		Deployer: eval.EnvDeployer{Deployer: deploy.New(mgr, a.log), Defaults: deploy.Options{
 			Provider: a.providerFlag(provider), TTL: ttl, PassEnv: a.passEnv(passEnv),
-			GatewayMaxConns: conns, GatewayMaxSessions: sessions, Store: store,
+			GatewayMaxConns: conns, GatewayMaxSessions: sessions, Store: store, Pinned: pins,
 		}},
 	}, nil
 }

@@ -46,7 +46,7 @@ passing. Exit code 0 when every task passes, 1 when any fails, 2 for bad input.`
 			if err := a.addImageMap(f.imageMap); err != nil {
 				return err
 			}
-			er, err := a.evalRunner(ctx, f.provider, nil, nil)
+			er, err := a.evalRunner(ctx, f.provider, nil, nil, nil)
 			if err != nil {
 				return err
 			}

@@ -144,7 +144,7 @@ func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress fun
 			return fmt.Errorf("provider: %w", err)
 		}
 	}
-	tr, err := u.a.taskRunner(ctx, u.mgr, u.workdir, req.Provider, nil, progress)
+	tr, err := u.a.taskRunner(ctx, u.mgr, u.workdir, req.Provider, nil, nil, progress)
 	if err != nil {
 		return err
 	}

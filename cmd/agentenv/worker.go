@@ -118,7 +118,7 @@ Every setting is also a key: runner.temporal, runner.namespace, runner.task_queu
 				return err
 			}
 			defer c.Close()
-			er, err := a.evalRunner(ctx, "", nil, nil)
+			er, err := a.evalRunner(ctx, "", nil, nil, nil)
 			if err != nil {
 				return err
 			}

@@ -2,7 +2,8 @@
 // CNCF distribution registry scripts/registry builds from its Go module
 // (github.com/distribution/distribution/v3). Only tests import it.
 //
-// Each Start runs the cached binary for the calling test on 127.0.0.1, at a free port, with
+// Each Start runs the cached binary for the calling test on 127.0.0.1 (or, with
+// Options.AllInterfaces, every interface), at a free port, with
 // filesystem storage under the test's temp dir and, when asked, basic auth; it stops it when the
 // test ends (a registry starts in well under a second, so tests share none). A missing binary
 // fails the test, naming scripts/registry/build.sh; it never skips.
@@ -66,6 +67,10 @@ type Options struct {
 	// User and Password, when User is set, require HTTP basic auth of every request (an
 	// htpasswd file, bcrypt); Password must then be set too.
 	User, Password string
+	// AllInterfaces listens on every interface at the port, not 127.0.0.1 alone, so that
+	// containers reach the registry at their gateway (a docker_vm VM's engine pulling from
+	// it); Server.Addr is 127.0.0.1:PORT still.
+	AllInterfaces bool
 }
 
 // Server is a registry Start runs.
@@ -113,7 +118,7 @@ func Start(t testing.TB, o Options) *Server {
 		want = http.StatusUnauthorized
 	}
 	for attempt := 1; ; attempt++ {
-		s, err := start(t, bin, dir, root, htpasswd, want)
+		s, err := start(t, bin, dir, root, htpasswd, want, o.AllInterfaces)
 		if err == nil {
 			return s
 		}
@@ -125,14 +130,18 @@ func Start(t testing.TB, o Options) *Server {
 
 // start runs bin once at a free port and waits until GET /v2/ answers want. The server it
 // returns is stopped when t ends, whether or not it came up.
-func start(t testing.TB, bin, dir, root, htpasswd string, want int) (*Server, error) {
+func start(t testing.TB, bin, dir, root, htpasswd string, want int, all bool) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Root: root, log: &testproc.Tail{Max: 8 << 10}}
+	listen := s.Addr
+	if all {
+		listen = net.JoinHostPort("", strconv.Itoa(port))
+	}
 	conf := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(conf, config(s.Addr, root, htpasswd, secret()), 0o600); err != nil {
+	if err := os.WriteFile(conf, config(listen, root, htpasswd, secret()), 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", conf, err)
 	}
 	s.cmd = exec.Command(bin, "serve", conf)

@@ -42,6 +42,8 @@ var loopback = netip.MustParseAddr("127.0.0.1")
 // record before returning. A missing image is pulled once; if that fails the error wraps
 // ErrInvalid and names the image. A spec whose agentenv.record label is not spec.Name is
 // ErrInvalid. A container of the same name that already exists is ErrConflict and is left alone.
+// With spec.Pinned, the pinned image runs (pulled by digest when the engine lacks it), or
+// spec.Image when that pull fails; Sandbox.ImageNote says which.
 func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: label %s=%q, want the record id %q: %w",
@@ -54,6 +56,10 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 // create makes and starts container name from spec; on failure it calls undo on a detached,
 // bounded context if a container may exist.
 func (p *Provider) create(ctx context.Context, name string, spec agentenv.SandboxSpec, undo func(context.Context) error) (sb agentenv.Sandbox, err error) {
+	note := ""
+	if spec.Pinned != "" {
+		spec.Image, note = p.pinned(ctx, spec)
+	}
 	opts, err := containerOptions(p.cfg, name, spec)
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
@@ -119,8 +125,24 @@ func (p *Provider) create(ctx context.Context, name string, spec agentenv.Sandbo
 		return agentenv.Sandbox{}, fmt.Errorf("docker: create %s: %w", name, err)
 	}
 	sb = p.fromInspect(name, res.Container)
+	sb.ImageNote = note
 	log.Debug("sandbox created", "state", sb.State, "endpoints", sb.Endpoints)
 	return sb, nil
+}
+
+// pinned returns the image to run for spec.Pinned, and how it came: the pinned reference when
+// the engine holds it or pulls it now (by digest), else spec.Image as the engine has it, with
+// the pull's failure in the note. It never fails: a missing spec.Image fails the create as
+// any missing image does.
+func (p *Provider) pinned(ctx context.Context, spec agentenv.SandboxSpec) (image, note string) {
+	if _, err := p.cli.ImageInspect(ctx, spec.Pinned); err == nil {
+		return spec.Pinned, "pinned " + spec.Pinned + " (on the engine)"
+	}
+	if err := p.pull(ctx, spec.Pinned); err != nil {
+		p.log.Debug("pull of a pinned image failed; running the engine's own", "image", spec.Pinned, "fallback", spec.Image, "err", err)
+		return spec.Image, fmt.Sprintf("pull of %s failed (%v); running %s from this host", spec.Pinned, err, spec.Image)
+	}
+	return spec.Pinned, "pulled " + spec.Pinned
 }
 
 // createContainer creates the container on a detached, bounded context, pulling a missing image

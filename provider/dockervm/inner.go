@@ -102,7 +102,8 @@ func (c *demuxConn) CloseWrite() error {
 }
 
 // RunInVM implements agentenv.VMHost: it loads spec.Image into vm's engine if it is missing or
-// differs from the host's, then starts a container named spec.Name on the VM's inner network
+// differs from the host's (with spec.Pinned, it has vm's engine pull that instead, and loads
+// spec.Image only when the pull fails: Sandbox.ImageNote says which), then starts a container named spec.Name on the VM's inner network
 // (reachable as spec.Name and spec.Aliases), with the VM's labels plus spec's role, every
 // capability dropped but spec.CapAdd, and each of spec.Ports published on a free slot. The
 // returned Sandbox has ID "VM-NAME", Name spec.Name, and Endpoints on the host. On error the
@@ -149,8 +150,9 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 		return agentenv.Sandbox{}, err
 	}
 	defer in.Close()
+	note := ""
 	if !built {
-		if err := p.ensureImage(ctx, in, vm, spec.Image); err != nil {
+		if spec.Image, note, err = p.image(ctx, in, vm, outer.Container, spec); err != nil {
 			return agentenv.Sandbox{}, err
 		}
 	}
@@ -217,7 +219,7 @@ func (p *Provider) run(ctx context.Context, vm string, spec agentenv.SandboxSpec
 		return agentenv.Sandbox{}, err
 	}
 	sb = agentenv.Sandbox{ID: vm + "-" + spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
-		Labels: labels, Endpoints: map[string]string{}, Created: time.Now()}
+		Labels: labels, Endpoints: map[string]string{}, Created: time.Now(), ImageNote: note}
 	if st := res.Container.State; st != nil && !st.Running {
 		sb.State, sb.ExitCode = agentenv.SandboxExited, st.ExitCode
 	}

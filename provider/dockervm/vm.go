@@ -62,7 +62,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		if vb, err = p.prepareBuild(ctx, spec); err != nil {
 			return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: build: %w", spec.Name, err)
 		}
-	} else if _, err := p.cli.ImageInspect(ctx, spec.Image); err != nil {
+	} else if _, err := p.cli.ImageInspect(ctx, spec.Image); err != nil && spec.Pinned == "" {
 		if cerrdefs.IsNotFound(err) {
 			return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: image %s is not on the host engine: %w", spec.Name, spec.Image, agentenv.ErrInvalid)
 		}
@@ -98,7 +98,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 	if err := ctx.Err(); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create %s: %w", spec.Name, err)
 	}
-	vm.State, vm.ExitCode, vm.Endpoints = in.State, in.ExitCode, in.Endpoints
+	vm.State, vm.ExitCode, vm.Endpoints, vm.ImageNote = in.State, in.ExitCode, in.Endpoints, in.ImageNote
 	if spec.Build != nil {
 		vm.Image = inner.Image
 	}
@@ -149,6 +149,9 @@ func (p *Provider) createVM(ctx context.Context, spec agentenv.SandboxSpec, extr
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create vm %s: %w", id, engine.Kind(p.host, ctxerr.Prefer(ctx, err)))
 	}
 	if err := ctx.Err(); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create vm %s: %w", id, err)
+	}
+	if err := p.writeDaemonConfig(ctx, id); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("docker_vm: create vm %s: %w", id, err)
 	}
 	if _, err := p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {

@@ -195,7 +195,17 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 		p.Kill(sb.ID, code)
 		sb.State, sb.ExitCode = agentenv.SandboxExited, code
 	}
+	sb.ImageNote = pinnedNote(spec)
 	return sb, nil
+}
+
+// pinnedNote is the fake's Sandbox.ImageNote: it pulls nothing, and says it ran a pinned image
+// as a provider that pulls would.
+func pinnedNote(spec agentenv.SandboxSpec) string {
+	if spec.Pinned == "" {
+		return ""
+	}
+	return "pinned " + spec.Pinned
 }
 
 // validName is what a record id must look like, as on the real backends.
@@ -631,7 +641,9 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 	maps.Copy(labels, spec.Labels)
 	labels[labelVM] = vm
 	labels[labelInVMAs] = spec.Name
-	return p.add(host.Name, labels, spec.Ports), nil
+	sb := p.add(host.Name, labels, spec.Ports)
+	sb.ImageNote = pinnedNote(spec)
+	return sb, nil
 }
 
 // RemoveFromVM implements agentenv.VMHost.
