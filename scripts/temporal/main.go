@@ -34,6 +34,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/temporal"
 	"go.temporal.io/server/temporaltest"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -77,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	start := time.Now()
-	srv := temporaltest.NewServer()
+	srv := temporaltest.NewServer(temporaltest.WithBaseServerOptions(temporal.WithDynamicConfigClient(devConfig)))
 	defer stopServer(srv, log)
 	addr := srv.GetFrontendHostPort()
 
@@ -94,6 +96,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	<-ctx.Done()
 	fmt.Fprintf(stderr, "temporal-devserver: stopping\n")
 	return 0
+}
+
+// devConfig is the server's dynamic config: temporaltest's own (search attributes read fresh),
+// and history queues that read as fast as their tasks come. temporaltest runs one history shard,
+// so every workflow's transfer and timer tasks go through one queue of each, whose default read
+// rate (20 a second) made each hop of an episode (child started, activity scheduled, child
+// done) wait its turn: a steady 300 ms per episode on an idle machine.
+var devConfig = dynamicconfig.StaticClient{
+	dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): []dynamicconfig.ConstrainedValue{{Value: true}},
+	dynamicconfig.TransferProcessorMaxPollRPS.Key():             []dynamicconfig.ConstrainedValue{{Value: 10000}},
+	dynamicconfig.TimerProcessorMaxPollRPS.Key():                []dynamicconfig.ConstrainedValue{{Value: 10000}},
 }
 
 func parseNamespaces(s string) ([]string, error) {
