@@ -39,7 +39,7 @@ import (
 // rig is one test's Temporal server, task queue of its own, PostgreSQL ledger schema of its
 // own, and the agentenv binary under test, run as workers and submitters would be.
 type rig struct {
-	t     *testing.T
+	t     testing.TB
 	bin   string
 	addr  string
 	queue string
@@ -48,7 +48,7 @@ type rig struct {
 	led   agentenv.Ledger
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	t.Helper()
 	r := &rig{t: t, bin: testbin.Agentenv(t), addr: temporalserver.Addr(t), dir: t.TempDir(),
 		queue: fmt.Sprintf("agentenv-test-%x", rand.Uint64())}
@@ -157,7 +157,7 @@ func (r *rig) startWorker(name string, slots int) *worker {
 }
 
 // stop stops w as Ctrl-C would and waits (bounded) for it to exit.
-func (w *worker) stop(t *testing.T) {
+func (w *worker) stop(t testing.TB) {
 	t.Helper()
 	_ = w.cmd.Process.Signal(syscall.SIGTERM)
 	select {
