@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -207,14 +208,45 @@ func SessionCap(h http.Handler, max int, open func() int) http.Handler {
 			return
 		}
 		n := pending.Add(1)
-		defer pending.Add(-1)
+		var once sync.Once
+		settle := func() { once.Do(func() { pending.Add(-1) }) }
+		defer settle()
 		if int64(open())+n > int64(max) {
 			writeRefusal(w, max)
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(&opening{ResponseWriter: w, settle: settle}, r)
 	})
 }
+
+// opening is the ResponseWriter of a request that opens a session. Its first write settles
+// the opening: by then the handler has opened the session (which open() counts) or refused it,
+// so it is no longer in progress. Counting it until the handler returned instead counted a
+// session twice while its answer was already with the client, whose next initialize was then
+// refused short of the cap.
+type opening struct {
+	http.ResponseWriter
+	settle func()
+}
+
+func (w *opening) WriteHeader(code int) {
+	w.settle()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *opening) Write(p []byte) (int, error) {
+	w.settle()
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush flushes the response, as the event stream of a session's answer needs.
+func (w *opening) Flush() {
+	w.settle()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap gives http.ResponseController the writer underneath (deadlines, hijacking).
+func (w *opening) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // maxPeek bounds the body SessionCap reads to find a request's method; the MCP SDK refuses
 // bodies past the same bound.

@@ -192,3 +192,31 @@ func TestSessionCap(t *testing.T) {
 		t.Fatalf("handler served %d requests, want 5", served.Load())
 	}
 }
+
+// TestSessionCapCountsAnAnsweredOpeningOnce: an initialize whose answer the client has, while
+// its handler has not returned yet, counts once (as the open session it made), so the next
+// initialize up to the cap is let in. Counted twice, it was refused short of the cap.
+func TestSessionCapCountsAnAnsweredOpeningOnce(t *testing.T) {
+	var open atomic.Int64
+	release := make(chan struct{})
+	h := SessionCap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		open.Add(1)
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+		<-release // the handler's own end comes after the client has its answer
+	}), 2, func() int { return int(open.Load()) })
+	addr := serve(t, h, Limits{})
+	defer close(release)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`
+	for i := range 2 {
+		resp, err := http.Post("http://"+addr+"/mcp", "application/json", strings.NewReader(init))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close() // the headers are here; the handler still runs
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("initialize %d of a cap of 2, the one before answered: status %d", i+1, resp.StatusCode)
+		}
+	}
+}
