@@ -32,17 +32,17 @@ type CheckResult struct {
 }
 
 // Check is Harbor's sanity check of a dataset for its authors: every selected task of dir runs
-// once with the oracle and once with nop, in one run group of r at concurrency episodes at
-// once, and each task gets a row saying whether the oracle scored 1 and nop below 1, and if
-// not, why. A task that does not load is an error before anything runs. Each task's warnings
+// once with the oracle and once with nop, in one run group of r run with opts (at
+// opts.Concurrency episodes at once; opts.Bundle names the bundle dir came from), and each task
+// gets a row saying whether the oracle scored 1 and nop below 1, and if not, why. A task that does not load is an error before anything runs. Each task's warnings
 // (Task.Warnings, naming its task.toml and line) go to warn once, before anything runs; warn
 // may be nil.
-func Check(ctx context.Context, r *eval.Runner, dir string, sel Selection, concurrency int, over eval.Overrides, warn func(string)) (CheckResult, error) {
+func Check(ctx context.Context, r *eval.Runner, dir string, sel Selection, opts eval.Options, over eval.Overrides, warn func(string)) (CheckResult, error) {
 	dirs, err := Dataset(dir, sel.Include, sel.Exclude)
 	if err != nil {
 		return CheckResult{}, err
 	}
-	f := &eval.File{Name: "check " + filepath.Base(filepath.Clean(dir)), Concurrency: max(concurrency, 1), Path: dir}
+	f := &eval.File{Name: "check " + filepath.Base(filepath.Clean(dir)), Concurrency: max(opts.Concurrency, 1), Path: dir}
 	var errs []error
 	for _, d := range dirs {
 		for _, agent := range []string{AgentOracle, AgentNop} {
@@ -62,7 +62,7 @@ func Check(ctx context.Context, r *eval.Runner, dir string, sel Selection, concu
 	if len(errs) > 0 {
 		return CheckResult{}, errors.Join(errs...)
 	}
-	res, err := r.Run(ctx, f, eval.Options{})
+	res, err := r.Run(ctx, f, opts)
 	out := CheckResult{Group: res.Group.ID}
 	// What this run's task runners said has each episode's steps; the ledger's read-back does not.
 	sums := res.Live

@@ -246,6 +246,19 @@ func TestBundleHarborTask(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "1 of 1 tasks pass") {
 		t.Fatalf("tasks check %s: exit %d\n%s%s", ref, r.code, r.stdout, r.stderr)
 	}
+	// The check's group records the bundle it checked, as a run's does.
+	group := regexp.MustCompile(`group (group-[0-9a-f]+)`).FindStringSubmatch(r.stdout)
+	if group == nil {
+		t.Fatalf("tasks check names no group:\n%s", r.stdout)
+	}
+	var g struct {
+		Bundle       string `json:"bundle"`
+		BundleDigest string `json:"bundle_digest"`
+	}
+	gr := c.run(ctx, nil, "runs", "get", group[1], "--json")
+	if err := json.Unmarshal([]byte(gr.stdout), &g); err != nil || g.Bundle != ref || g.BundleDigest != digest {
+		t.Errorf("the check's group records bundle %q at %q (%v); want %s at %s", g.Bundle, g.BundleDigest, err, ref, digest)
+	}
 	r = c.run(ctx, nil, "run", reg.Addr+"/harbor/hello-file@"+digest, "--plain-http")
 	if r.code != 0 || !strings.Contains(r.stdout, "passed: 1 passed") {
 		t.Fatalf("run %s by digest: exit %d\n%s%s", ref, r.code, r.stdout, r.stderr)

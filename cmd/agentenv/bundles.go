@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/bundle"
+	"github.com/agentenv/agentenv/eval"
 	"github.com/agentenv/agentenv/images"
 	"github.com/agentenv/agentenv/provider/docker"
 )
@@ -63,6 +64,14 @@ func (a *app) pull(ctx context.Context, ref bundle.Ref, plainHTTP bool) (*bundle
 		fmt.Fprintf(a.stderr, "agentenv: %v\nagentenv: using the cached %s (%s)\n", r.Offline, ref, r.Digest)
 	}
 	return r, nil
+}
+
+// fromBundle sets the options of a group run from the bundle from (nil: from local files) so
+// that the group and its episodes record it, and a worker or a resume can fetch it again.
+func fromBundle(opts *eval.Options, from *bundle.Resolved) {
+	if from != nil {
+		opts.Bundle, opts.BundleDigest, opts.BundleTree = from.Ref.String(), from.Digest, from.Tree
+	}
 }
 
 // fetchBundle makes the bundle ref pinned to digest present in this machine's cache (pulled

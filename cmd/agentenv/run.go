@@ -268,9 +268,7 @@ func (a *app) runGroup(ctx context.Context, f runFlags, ef *eval.File, single bo
 		}
 	}
 	opts := eval.Options{Concurrency: f.concurrency, MaxCostUSD: f.maxCost, Keep: f.keep, Retries: f.retries, Detach: f.detach}
-	if from != nil {
-		opts.Bundle, opts.BundleDigest, opts.BundleTree = from.Ref.String(), from.Digest, from.Tree
-	}
+	fromBundle(&opts, from)
 	if f.shard != "" {
 		if opts.Shard, err = eval.ParseShard(f.shard); err != nil {
 			return usageError{"--shard: " + err.Error()}

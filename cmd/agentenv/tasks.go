@@ -36,7 +36,7 @@ passing. Exit code 0 when every task passes, 1 when any fails, 2 for bad input.`
 			if f.concurrency < 0 {
 				return usageError{fmt.Sprintf("--concurrency %d: want 1 or more", f.concurrency)}
 			}
-			dir, _, err := a.localPath(ctx, args[0], f.plainHTTP, bundle.KindHarborTask, bundle.KindHarborDataset)
+			dir, from, err := a.localPath(ctx, args[0], f.plainHTTP, bundle.KindHarborTask, bundle.KindHarborDataset)
 			if err != nil {
 				return err
 			}
@@ -50,8 +50,10 @@ passing. Exit code 0 when every task passes, 1 when any fails, 2 for bad input.`
 			if err != nil {
 				return err
 			}
+			opts := eval.Options{Concurrency: f.concurrency}
+			fromBundle(&opts, from)
 			res, err := harbor.Check(ctx, er, dir, harbor.Selection{Include: f.include, Exclude: f.exclude},
-				f.concurrency, eval.Overrides{Provider: a.providerFlag(f.provider)},
+				opts, eval.Overrides{Provider: a.providerFlag(f.provider)},
 				func(w string) { fmt.Fprintln(a.stderr, "warning:", w) })
 			if len(res.Rows) == 0 && err != nil {
 				return err
