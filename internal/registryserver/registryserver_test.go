@@ -1,33 +1,19 @@
 package registryserver
 
 import (
-	"fmt"
 	"maps"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/agentenv/agentenv/internal/testproc"
 	"gopkg.in/yaml.v3"
 )
 
-// fatalTB records the message of the first Fatalf and ends the goroutine, as testing does.
-type fatalTB struct {
-	testing.TB
-	msg string
-}
-
-func (f *fatalTB) Helper() {}
-
-func (f *fatalTB) Fatalf(format string, args ...any) {
-	f.msg = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-// startOn runs Start on a fatalTB and returns what it returned or the message it failed with.
+// startOn runs Start on a testproc.Recorder and returns what it returned or the message it failed with.
 func startOn(t *testing.T, o Options) (*Server, string) {
-	tb := &fatalTB{TB: t}
+	tb := &testproc.Recorder{TB: t}
 	var got *Server
 	done := make(chan struct{})
 	go func() {
@@ -35,7 +21,7 @@ func startOn(t *testing.T, o Options) (*Server, string) {
 		got = Start(tb, o)
 	}()
 	<-done
-	return got, tb.msg
+	return got, tb.Stopped
 }
 
 func TestBinary_paths(t *testing.T) {

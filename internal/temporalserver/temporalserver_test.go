@@ -1,29 +1,16 @@
 package temporalserver
 
 import (
-	"fmt"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/agentenv/agentenv/internal/testproc"
 )
 
-// fatalTB records the message of the first Fatalf and ends the goroutine, as testing does.
-type fatalTB struct {
-	testing.TB
-	msg string
-}
-
-func (f *fatalTB) Helper() {}
-
-func (f *fatalTB) Fatalf(format string, args ...any) {
-	f.msg = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-// addr runs Addr on a fatalTB and returns what it returned or the message it failed with.
+// addr runs Addr on a testproc.Recorder and returns what it returned or the message it failed with.
 func addr(t *testing.T) (string, string) {
-	tb := &fatalTB{TB: t}
+	tb := &testproc.Recorder{TB: t}
 	var got string
 	done := make(chan struct{})
 	go func() {
@@ -31,7 +18,7 @@ func addr(t *testing.T) (string, string) {
 		got = Addr(tb)
 	}()
 	<-done
-	return got, tb.msg
+	return got, tb.Stopped
 }
 
 func TestAddr_fromEnv(t *testing.T) {

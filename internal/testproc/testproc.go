@@ -6,7 +6,9 @@ package testproc
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,4 +55,27 @@ func Stop(t testing.TB, what string, cmd *exec.Cmd, exited <-chan struct{}, d ti
 		_ = cmd.Process.Kill()
 		<-exited
 	}
+}
+
+// Recorder is a testing.TB for checking how a kit fails: it keeps the first Fatalf's message
+// and ends the goroutine, as testing does, and keeps every Errorf's, instead of failing the
+// test it wraps.
+type Recorder struct {
+	testing.TB
+	Stopped string
+	Errs    []string
+}
+
+// Helper does nothing: the recorded messages carry no line.
+func (r *Recorder) Helper() {}
+
+// Fatalf records the message and ends the calling goroutine.
+func (r *Recorder) Fatalf(format string, args ...any) {
+	r.Stopped = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// Errorf records the message.
+func (r *Recorder) Errorf(format string, args ...any) {
+	r.Errs = append(r.Errs, fmt.Sprintf(format, args...))
 }

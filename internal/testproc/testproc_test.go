@@ -17,17 +17,6 @@ func TestTailKeepsTheLastBytes(t *testing.T) {
 	}
 }
 
-// recorder is a testing.TB that keeps Errorf's messages instead of failing.
-type recorder struct {
-	testing.TB
-	errs []string
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-func (r *recorder) Helper() {}
-
 func start(t *testing.T, script string) (*exec.Cmd, chan struct{}) {
 	cmd := exec.Command("sh", "-c", script)
 	if err := cmd.Start(); err != nil {
@@ -41,17 +30,17 @@ func start(t *testing.T, script string) (*exec.Cmd, chan struct{}) {
 
 func TestStopTermsThenKills(t *testing.T) {
 	cmd, exited := start(t, "exec sleep 60")
-	r := &recorder{TB: t}
+	r := &Recorder{TB: t}
 	Stop(r, "sleeper", cmd, exited, 5*time.Second)
-	if len(r.errs) != 0 {
-		t.Errorf("a process that ends on SIGTERM: %v", r.errs)
+	if len(r.Errs) != 0 {
+		t.Errorf("a process that ends on SIGTERM: %v", r.Errs)
 	}
 
 	cmd, exited = start(t, `trap "" TERM; while :; do sleep 0.1; done`)
-	r = &recorder{TB: t}
+	r = &Recorder{TB: t}
 	Stop(r, "stubborn", cmd, exited, 300*time.Millisecond)
-	if len(r.errs) != 1 || !strings.Contains(r.errs[0], "stubborn") {
-		t.Errorf("a process that ignores SIGTERM: errors %v, want one naming it", r.errs)
+	if len(r.Errs) != 1 || !strings.Contains(r.Errs[0], "stubborn") {
+		t.Errorf("a process that ignores SIGTERM: errors %v, want one naming it", r.Errs)
 	}
 	select {
 	case <-exited:
