@@ -1,8 +1,10 @@
 package agentenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"regexp"
 	"strings"
@@ -130,6 +132,9 @@ type SandboxSpec struct {
 	// can pull runs it from there, pulling it where it is absent, and falls back to Image from
 	// this host when the pull fails, saying so in Sandbox.ImageNote; the others run Image.
 	Pinned string
+	// PullAuth, when set, is the login to Pinned's registry that pulls it (a private
+	// registry); nil pulls anonymously.
+	PullAuth *RegistryAuth
 
 	Network  string       // private network to join: a record id in container mode; in VMHost.RunInVM, a network of the VM's stack
 	Aliases  []string     // names under which other members of Network reach this sandbox
@@ -271,3 +276,32 @@ type Sandbox struct {
 	// run: pulled by digest, or why the pull failed and what ran instead. Empty otherwise.
 	ImageNote string
 }
+
+// RegistryAuth is a login to an image registry as `docker login` leaves it in the Docker config
+// file: a user name and password, or an identity token. It is a secret, passed to a provider
+// for one pull and never written to the ledger: it prints and logs as "[redacted]".
+type RegistryAuth struct {
+	Username, Password string
+	IdentityToken      string // a refresh token some registries give instead of a password
+}
+
+// Logins finds the login that pulls an image reference from its registry, nil for an anonymous
+// pull: where `docker login` left one. It is how a deployment fills SandboxSpec.PullAuth.
+type Logins func(ctx context.Context, ref string) *RegistryAuth
+
+// For is l's login for ref; nil for a nil l or an empty ref.
+func (l Logins) For(ctx context.Context, ref string) *RegistryAuth {
+	if l == nil || ref == "" {
+		return nil
+	}
+	return l(ctx, ref)
+}
+
+// String hides a's secrets from every %v and %s.
+func (a RegistryAuth) String() string { return "[redacted]" }
+
+// LogValue hides a's secrets from log/slog.
+func (a RegistryAuth) LogValue() slog.Value { return slog.StringValue("[redacted]") }
+
+// GoString hides a's secrets from %#v.
+func (a RegistryAuth) GoString() string { return "agentenv.RegistryAuth{[redacted]}" }

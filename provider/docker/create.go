@@ -21,6 +21,7 @@ import (
 	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/engine"
+	"github.com/agentenv/agentenv/internal/registrylogin"
 )
 
 // Bounds of the steps that run on a detached context, so that a cancelled caller never leaves
@@ -138,7 +139,7 @@ func (p *Provider) pinned(ctx context.Context, spec agentenv.SandboxSpec) (image
 	if _, err := p.cli.ImageInspect(ctx, spec.Pinned); err == nil {
 		return spec.Pinned, "pinned " + spec.Pinned + " (on the engine)"
 	}
-	if err := p.pull(ctx, spec.Pinned); err != nil {
+	if err := p.pull(ctx, spec.Pinned, spec.PullAuth); err != nil {
 		p.log.Debug("pull of a pinned image failed; running the engine's own", "image", spec.Pinned, "fallback", spec.Image, "err", err)
 		return spec.Image, fmt.Sprintf("pull of %s failed (%v); running %s from this host", spec.Pinned, err, spec.Image)
 	}
@@ -175,7 +176,7 @@ func (p *Provider) createContainer(ctx context.Context, opts client.ContainerCre
 		if pulled {
 			return false, fmt.Errorf("image %s: %w: %w", image, agentenv.ErrInvalid, err)
 		}
-		if perr := p.pull(ctx, image); perr != nil {
+		if perr := p.pull(ctx, image, nil); perr != nil {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
@@ -185,14 +186,15 @@ func (p *Provider) createContainer(ctx context.Context, opts client.ContainerCre
 	}
 }
 
-// pull pulls image and waits for the pull to finish. An image of ImageRepo is one CreateImage
+// pull pulls image, logging in with auth (nil: anonymously), and waits for the pull to finish.
+// An image of ImageRepo is one CreateImage
 // built here, never a registry's: it is not asked for.
-func (p *Provider) pull(ctx context.Context, image string) error {
+func (p *Provider) pull(ctx context.Context, image string, auth *agentenv.RegistryAuth) error {
 	if strings.HasPrefix(image, ImageRepo+":") {
 		return fmt.Errorf("an image agentenv builds on this engine (CreateImage), not pulled; it was removed or never built")
 	}
 	p.log.Info("pull image", "image", image)
-	resp, err := p.cli.ImagePull(ctx, image, client.ImagePullOptions{})
+	resp, err := p.cli.ImagePull(ctx, image, client.ImagePullOptions{RegistryAuth: registrylogin.Header(image, auth)})
 	if err != nil {
 		return err
 	}
@@ -392,7 +394,7 @@ func (p *Provider) EnsureImage(ctx context.Context, image string) error {
 	if !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("docker: image %s: %w", image, engine.Kind(p.host, err))
 	}
-	if perr := p.pull(ctx, image); perr != nil {
+	if perr := p.pull(ctx, image, nil); perr != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("docker: image %s: %w", image, ctx.Err())
 		}

@@ -16,11 +16,9 @@ import (
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
+	"github.com/agentenv/agentenv/internal/registrylogin"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
-
-// pullBound bounds one pull of a pinned image by a VM's engine; past it the image is uploaded
-// from this host instead.
-const pullBound = 10 * time.Minute
 
 // daemonConfigPath is where the inner engine reads its configuration at start.
 const daemonConfigPath = "/etc/docker/daemon.json"
@@ -79,7 +77,7 @@ func (p *Provider) image(ctx context.Context, in *client.Client, vm string, oute
 	}
 	ref := inVM(spec.Pinned, gateway(outer))
 	start := time.Now()
-	perr := p.pull(ctx, in, vm, ref)
+	perr := p.pull(ctx, in, vm, ref, spec.PullAuth)
 	if perr == nil {
 		note = "pulled " + spec.Pinned + " in the vm"
 		if ref != spec.Pinned {
@@ -99,16 +97,16 @@ func (p *Provider) image(ctx context.Context, in *client.Client, vm string, oute
 	return spec.Image, note, nil
 }
 
-// pull has vm's engine pull ref unless it holds it already, within pullBound. Pulls of one
-// image into one VM are serialized.
-func (p *Provider) pull(ctx context.Context, in *client.Client, vm, ref string) error {
+// pull has vm's engine pull ref unless it holds it already, within vmdocker.PullBound, logging in with
+// auth (nil: anonymously). Pulls of one image into one VM are serialized.
+func (p *Provider) pull(ctx context.Context, in *client.Client, vm, ref string, auth *agentenv.RegistryAuth) error {
 	defer p.locks.Lock(vm + "\x00" + ref)()
 	if _, err := in.ImageInspect(ctx, ref); err == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, pullBound)
+	ctx, cancel := context.WithTimeout(ctx, vmdocker.PullBound)
 	defer cancel()
-	resp, err := in.ImagePull(ctx, ref, client.ImagePullOptions{})
+	resp, err := in.ImagePull(ctx, ref, client.ImagePullOptions{RegistryAuth: registrylogin.Header(ref, auth)})
 	if err != nil {
 		return ctxerr.Prefer(ctx, err)
 	}
