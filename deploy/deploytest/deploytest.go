@@ -148,7 +148,11 @@ func Deploy(t testing.TB, d *deploy.Deployer, env *spec.Env, opts deploy.Options
 	t.Helper()
 	var mu sync.Mutex
 	var lines []string
+	caller := opts.Progress
 	opts.Progress = func(e deploy.Event) {
+		if caller != nil {
+			caller(e)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		lines = append(lines, e.String())

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,7 +169,34 @@ func VMModeOfNotes(t *testing.T, kit VMKit) {
 	}
 
 	id := fmt.Sprintf("dep-t%s%x", kit.Short, time.Now().UnixNano()&0xffffff)
-	res, events := Deploy(t, d, env, deploy.Options{Provider: kit.Name, Name: id, Budget: vmBudget})
+	// agentenv's own image pinned where no VM reaches, with a login: the VM's engine tries the
+	// pull (the login written into the VM and removed), and each component of it runs the
+	// image as named, which the template holds, as its progress says.
+	pin := "127.0.0.1:9/agentenv/unreachable@sha256:" + strings.Repeat("0", 64)
+	var mu sync.Mutex
+	var imageNotes []string
+	res, events := Deploy(t, d, env, deploy.Options{Provider: kit.Name, Name: id, Budget: vmBudget,
+		Pinned: map[string]string{runtime: pin},
+		Logins: func(context.Context, string) *agentenv.RegistryAuth {
+			return &agentenv.RegistryAuth{Username: "u", Password: "p"}
+		},
+		Progress: func(e deploy.Event) {
+			if e.Phase == "image" {
+				mu.Lock()
+				defer mu.Unlock()
+				imageNotes = append(imageNotes, e.Component+": "+e.Detail)
+			}
+		}})
+	mu.Lock()
+	for _, n := range imageNotes {
+		if !strings.Contains(n, "pull of "+pin+" failed (") || !strings.HasSuffix(n, "); uploading "+runtime+" from this host") {
+			t.Errorf("image note %q: want the pull of %s failed and %s run instead", n, pin, runtime)
+		}
+	}
+	if len(imageNotes) != 3 {
+		t.Errorf("image notes %q: want one for each component of %s (notes, db-mcp, the gateway)", imageNotes, runtime)
+	}
+	mu.Unlock()
 	if res.Doc.Mode != deploy.ModeVM || len(res.Records) != 1 {
 		t.Errorf("mode %s, records %v; want vm with one VM record", res.Doc.Mode, res.Records)
 	}

@@ -55,13 +55,24 @@ type Images struct {
 }
 
 // Start runs run in the VM behind sh, archive (Prepare's) first uploaded for the script to
-// copy in and removed when it ends. An image the VM lacks is uploaded once from imgs.DockerHost
-// and the script run again; what the script reports is checked with RunError and read with
-// ParseRun. It does not remove a container that failed to start: the caller does. logger may
-// be nil.
+// copy in and removed when it ends. A pinned image (run.Spec.Pinned) is pulled by the VM's
+// engine first, within PullBound, logging in with run.Spec.PullAuth; when that pull fails,
+// run.Spec.Image runs instead, and Started.ImageNote says which. An image the VM lacks is
+// uploaded once from imgs.DockerHost and the script run again; what the script reports is
+// checked with RunError and read with ParseRun. It does not remove a container that failed to
+// start: the caller does. logger may be nil.
 func Start(ctx context.Context, sh Shell, run Run, archive []byte, imgs Images, logger *slog.Logger) (Started, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	note := ""
+	if run.Spec.Pinned != "" {
+		image, how, err := PullPinned(ctx, sh, run.Spec)
+		if err != nil {
+			return Started{}, err
+		}
+		logger.Debug("pinned image", "image", run.Spec.Pinned, "how", how)
+		run.Spec.Image, note = image, how
 	}
 	var res agentenv.ExecResult
 	var err error
@@ -82,7 +93,9 @@ func Start(ctx context.Context, sh Shell, run Run, archive []byte, imgs Images, 
 	if err != nil {
 		return Started{}, err
 	}
-	return ParseRun(string(res.Stdout), run)
+	st, err := ParseRun(string(res.Stdout), run)
+	st.ImageNote = note
+	return st, err
 }
 
 // runScript runs run's RunScript through sh, first uploading archive (nil for none) into the VM
@@ -128,7 +141,8 @@ func uploadImage(ctx context.Context, sh Shell, image string, imgs Images, logge
 // Sandbox is the container st started from spec as provider's sandbox, with labels, each of
 // spec's ports reached at url of its VM port.
 func Sandbox(st Started, spec agentenv.SandboxSpec, provider string, labels map[string]string, url func(vmPort int) string) agentenv.Sandbox {
-	sb := agentenv.Sandbox{ID: spec.Name, Name: spec.Name, Provider: provider, State: agentenv.SandboxRunning, Labels: labels}
+	sb := agentenv.Sandbox{ID: spec.Name, Name: spec.Name, Provider: provider, State: agentenv.SandboxRunning, Labels: labels,
+		ImageNote: st.ImageNote}
 	if !st.Running {
 		sb.State, sb.ExitCode = agentenv.SandboxExited, st.ExitCode
 	}

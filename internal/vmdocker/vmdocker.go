@@ -12,9 +12,9 @@
 //
 // Every container it starts joins the stack's network (Network, or the spec's own Network) under its name and aliases,
 // runs with every capability dropped but the spec's CapAdd, with no-new-privileges, and with the
-// spec's memory and CPU limits. An image the VM's engine does not have is never pulled: the
-// script exits with ExitNoImage, and the provider supplies it with Upload from this host's
-// engine.
+// spec's memory and CPU limits. An image the VM's engine does not have is never pulled by the
+// script: it exits with ExitNoImage, and the provider supplies it with Upload from this host's
+// engine. Only a pinned image (SandboxSpec.Pinned) is pulled, by Start, before the script.
 package vmdocker
 
 import (
@@ -143,6 +143,8 @@ type Started struct {
 	Running  bool
 	ExitCode int         // when not Running
 	Ports    map[int]int // the VM port of each port
+	// ImageNote says, for a pinned image, how it came to run (Start's, not the script's).
+	ImageNote string
 }
 
 // ParseRun reads RunScript's output for r: the container's state, and the VM port of each of

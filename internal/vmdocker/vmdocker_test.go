@@ -16,11 +16,15 @@ import (
 
 // fakeDocker is a docker CLI for the scripts to call: it records each call's arguments (one
 // call a line, arguments NUL-separated) in $CALLS and answers as a VM's engine would, steered
-// by $HAVE_IMAGE, $IN_USE and $EXITED.
+// by $HAVE_IMAGE, $IN_USE, $EXITED and $PULL_FAILS. A pull copies the Docker config it was
+// given to $CALLS.config, and what it pulled is there to inspect.
 const fakeDocker = `#!/bin/sh
 for a in "$@"; do printf '%s\0' "$a"; done >>"$CALLS"; echo >>"$CALLS"
 case "$1 $2" in
-"image inspect") [ -n "$HAVE_IMAGE" ] ;;
+"image inspect") [ -n "$HAVE_IMAGE" ] || grep -qxF "$3" "$CALLS.pulled" 2>/dev/null ;;
+"pull -q") [ -z "$DOCKER_CONFIG" ] || cp "$DOCKER_CONFIG/config.json" "$CALLS.config"
+	[ -z "$PULL_FAILS" ] || { echo "pull access denied for $3" >&2; exit 1; }
+	echo "$3" >>"$CALLS.pulled" ;;
 "container inspect") [ -n "$IN_USE" ] ;;
 "network inspect") exit 1 ;;
 "port "*) echo "0.0.0.0:3$(echo "$3" | cut -d/ -f1)" ;;

@@ -56,6 +56,7 @@ import (
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
+	"github.com/agentenv/agentenv/internal/shellquote"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
@@ -359,8 +360,17 @@ func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 		return agentenv.Sandbox{}, err
 	}
 	defer sb.Detach()
-	if err := p.ensureImage(ctx, sb, vm, spec.Image); err != nil {
-		return agentenv.Sandbox{}, err
+	note := ""
+	if spec.Pinned != "" {
+		// Pulled by the VM's engine; spec.Image instead when the pull fails.
+		if spec.Image, note, err = vmdocker.PullPinned(ctx, vmShell{p, sb}, spec); err != nil {
+			return agentenv.Sandbox{}, err
+		}
+	}
+	if spec.Image != spec.Pinned {
+		if err := p.ensureImage(ctx, sb, vm, spec.Image); err != nil {
+			return agentenv.Sandbox{}, err
+		}
 	}
 	labels := maps.Clone(info.tags)
 	maps.Copy(labels, spec.Labels)
@@ -414,7 +424,7 @@ func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 		return agentenv.Sandbox{}, err
 	}
 	out := agentenv.Sandbox{ID: spec.Name, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
-		Labels: labels, Endpoints: map[string]string{}, Created: time.Now()}
+		Labels: labels, Endpoints: map[string]string{}, Created: time.Now(), ImageNote: note}
 	if !st.Running {
 		out.State, out.ExitCode = agentenv.SandboxExited, st.ExitCode
 	}
@@ -516,6 +526,24 @@ func (p *Provider) ensureImage(ctx context.Context, sb *modal.Sandbox, vm, image
 	}
 	p.log.Debug("image uploaded into the vm", "vm", vm, "image", image, "took", time.Since(start))
 	return nil
+}
+
+// vmShell is a VM sandbox's root shell, for what vmdocker does over one.
+type vmShell struct {
+	p  *Provider
+	sb *modal.Sandbox
+}
+
+func (s vmShell) Run(ctx context.Context, script string) (agentenv.ExecResult, error) {
+	return s.p.exec(ctx, s.sb, script, nil, s.p.cfg.LoadTimeout)
+}
+
+func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
+	res, err := s.p.exec(ctx, s.sb, "cat >"+shellquote.Join([]string{file}), r, execTimeout)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("write %s exited %d: %s", file, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	return err
 }
 
 // imageHint says, in a missing image's error, where modal_vm gets its images.

@@ -90,7 +90,7 @@ func (p *Provider) createBare(ctx context.Context, spec agentenv.SandboxSpec) (_
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: run it in vm %s: %w", spec.Name, vm.ID, ctxerr.Prefer(ctx, err))
 	}
-	vm.State, vm.ExitCode, vm.Endpoints = in.State, in.ExitCode, in.Endpoints
+	vm.State, vm.ExitCode, vm.Endpoints, vm.ImageNote = in.State, in.ExitCode, in.Endpoints, in.ImageNote
 	p.log.Debug("sandbox created in a vm", "record_id", spec.Name, "sandbox_id", vm.ID, "state", vm.State)
 	return vm, nil
 }
