@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -31,6 +32,10 @@ type Resource[T, L runtime.Object] interface {
 	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 	// Delete starts the deletion of the object named name.
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	// Patch changes the object named name by data, a patch of type pt, and returns it as the
+	// API server stored it. Subresources (client-go's typed clients take them) are not patched
+	// here: naming one is an error.
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 }
 
 // API is the part of the Kubernetes API the provider speaks: six kinds of the core group and
@@ -176,6 +181,17 @@ func (r restResource[T, L]) Create(ctx context.Context, obj T, opts metav1.Creat
 // Delete starts the deletion of the object named name.
 func (r restResource[T, L]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	return r.request(r.c.Delete()).Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// Patch changes the object named name by data, a patch of type pt, and returns it as the API
+// server stored it.
+func (r restResource[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	out := r.newObject()
+	if len(subresources) > 0 {
+		return out, fmt.Errorf("patch %s %s: subresources %v: not patched here", r.resource, name, subresources)
+	}
+	err := r.request(r.c.Patch(pt)).Name(name).VersionedParams(&opts, r.params).Body(data).Do(ctx).Into(out)
+	return out, err
 }
 
 // timeout is the request timeout opts asks for, or 0 for none.

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
@@ -28,7 +30,10 @@ const (
 //
 // The Pod is created on a detached, bounded context, so Create always knows whether it exists;
 // if ctx ends or any later step fails, Create deletes everything labelled with the record before
-// returning. A Pod whose image cannot be pulled is ErrInvalid. A spec whose agentenv.record label
+// returning. A Pod whose image cannot be pulled is ErrInvalid; with spec.Pinned, the Pod runs the
+// pinned image (logging in with spec.PullAuth, through an image pull Secret of the record), and
+// when the node cannot pull it the Pod is patched to spec.Image, Sandbox.ImageNote saying so. A
+// spec whose agentenv.record label
 // is not spec.Name, or whose name is not a DNS label, is ErrInvalid. A Pod of the same name that
 // already exists is ErrConflict and is left alone. At most Config.Concurrency creates run at
 // once; the others wait for a slot (or for ctx).
@@ -92,20 +97,23 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: watch pods: %w", spec.Name, err)
 	}
 	defer unsubscribe()
-	if secret := secretFor(pod, spec.Env); secret != nil {
-		// Made before the Pod, which reads it as it starts; labelled with the record, so the
-		// cleanup above removes it if the Pod is never made.
+	for _, secret := range []*corev1.Secret{secretFor(pod, spec.Env), pullSecretFor(pod, spec)} {
+		if secret == nil {
+			continue
+		}
+		// Made before the Pod, which reads them as it starts; labelled with the record, so the
+		// cleanup above removes them if the Pod is never made.
 		cctx, cancel := cleanup.Detached(ctx, createBound)
 		_, err := api.Secrets(ns).Create(cctx, secret, metav1.CreateOptions{})
 		cancel()
 		if err != nil {
-			made = !apierrors.IsAlreadyExists(err) && !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) &&
-				!apierrors.IsNotFound(err) && !apierrors.IsBadRequest(err)
+			made = made || (!apierrors.IsAlreadyExists(err) && !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) &&
+				!apierrors.IsNotFound(err) && !apierrors.IsBadRequest(err))
 			switch {
 			case apierrors.IsNotFound(err) && spec.Network != "":
 				err = fmt.Errorf("network %q: %w: %w", spec.Network, agentenv.ErrInvalid, err)
 			case apierrors.IsAlreadyExists(err):
-				err = fmt.Errorf("secret %s/%s exists: %w: %w", ns, spec.Name, agentenv.ErrConflict, err)
+				err = fmt.Errorf("secret %s/%s exists: %w: %w", ns, secret.Name, agentenv.ErrConflict, err)
 			}
 			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: secret: %w", spec.Name, p.kind(err))
 		}
@@ -143,10 +151,23 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 		madeSvcs = append(madeSvcs, *got)
 	}
 	running, err := p.waitStarted(ctx, api, created, events)
+	note := ""
+	if spec.Pinned != "" {
+		note = "pulled " + spec.Pinned
+		if pe := (*pullError)(nil); errors.As(err, &pe) && spec.Image != spec.Pinned {
+			note = fmt.Sprintf("pull of %s failed (%s); running %s", spec.Pinned, pe.why, spec.Image)
+			log.Info("pinned image not pulled; running the image as named", "pinned", spec.Pinned, "image", spec.Image, "why", pe.why)
+			running, err = p.runImage(ctx, api, created, spec.Image, events)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", note, err)
+			}
+		}
+	}
 	if err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: %w", spec.Name, err)
 	}
 	sb = p.sandbox(running)
+	sb.ImageNote = note
 	if sb.State == agentenv.SandboxRunning {
 		if sb.Endpoints, err = p.endpoints(ctx, api, running, madeSvcs); err != nil {
 			return agentenv.Sandbox{}, fmt.Errorf("kubernetes: create %s: %w", spec.Name, err)
@@ -154,6 +175,22 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (sb ag
 	}
 	log.Debug("sandbox created", "state", sb.State, "endpoints", sb.Endpoints)
 	return sb, nil
+}
+
+// runImage patches pod's container to image, on a detached, bounded context, and waits for it
+// to start as waitStarted does.
+func (p *Provider) runImage(ctx context.Context, api API, pod *corev1.Pod, image string, events <-chan *corev1.Pod) (*corev1.Pod, error) {
+	patch, err := json.Marshal([]map[string]string{{"op": "replace", "path": "/spec/containers/0/image", "value": image}})
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := cleanup.Detached(ctx, createBound)
+	patched, err := api.Pods(pod.Namespace).Patch(cctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("patch the pod to %s: %w", image, p.kind(ctxerr.Prefer(ctx, err)))
+	}
+	return p.waitStarted(ctx, api, patched, events)
 }
 
 // CreateNetwork makes the Namespace of a deployment, named spec.Name and carrying spec.Labels

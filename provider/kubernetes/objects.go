@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/registrylogin"
 )
 
 // ContainerName is the name of the one container of every sandbox Pod.
@@ -58,9 +59,14 @@ func (p *Provider) podFor(ns string, spec agentenv.SandboxSpec, now time.Time) (
 	if err != nil {
 		return nil, err
 	}
+	image := spec.Image
+	if spec.Pinned != "" {
+		// Pulled by digest; Create puts spec.Image back if the node cannot pull it.
+		image = spec.Pinned
+	}
 	c := corev1.Container{
 		Name:       ContainerName,
-		Image:      spec.Image,
+		Image:      image,
 		Args:       slices.Clone(spec.Command),
 		WorkingDir: spec.WorkDir,
 		SecurityContext: &corev1.SecurityContext{
@@ -102,6 +108,10 @@ func (p *Provider) podFor(ns string, spec agentenv.SandboxSpec, now time.Time) (
 		pod.RunAsNonRoot = new(true)
 	}
 	grace := int64(p.cfg.StopGrace.Round(time.Second) / time.Second)
+	var pullSecrets []corev1.LocalObjectReference
+	if spec.Pinned != "" && spec.PullAuth != nil {
+		pullSecrets = []corev1.LocalObjectReference{{Name: pullSecretName(spec.Name)}}
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: ns, Labels: lbl, Annotations: ann},
 		Spec: corev1.PodSpec{
@@ -114,8 +124,30 @@ func (p *Provider) podFor(ns string, spec agentenv.SandboxSpec, now time.Time) (
 			ServiceAccountName:            ServiceAccountName,
 			AutomountServiceAccountToken:  new(false),
 			EnableServiceLinks:            new(false),
+			ImagePullSecrets:              pullSecrets,
 		},
 	}, nil
+}
+
+// pullSecretName is the name of the image pull Secret of the Pod of record id.
+func pullSecretName(id string) string { return id + "-pull" }
+
+// pullSecretFor returns the image pull Secret of pod (type kubernetes.io/dockerconfigjson) that
+// logs in to the registry of spec.Pinned with spec.PullAuth; nil without both. It carries the
+// Pod's labels, so that Terminate by record id finds it, as the environment's Secret does.
+func pullSecretFor(pod *corev1.Pod, spec agentenv.SandboxSpec) *corev1.Secret {
+	if spec.Pinned == "" || spec.PullAuth == nil {
+		return nil
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pullSecretName(pod.Name), Namespace: pod.Namespace,
+			Labels: maps.Clone(pod.Labels), Annotations: maps.Clone(pod.Annotations),
+		},
+		Type:      corev1.SecretTypeDockerConfigJson,
+		Immutable: new(true),
+		Data:      map[string][]byte{corev1.DockerConfigJsonKey: registrylogin.DockerConfig(spec.Pinned, *spec.PullAuth)},
+	}
 }
 
 // secretFor returns the Secret holding the environment of pod, whose container reads each
@@ -294,15 +326,31 @@ func state(pod *corev1.Pod) (agentenv.SandboxState, int) {
 }
 
 // waitingProblem returns why a pending Pod will not start on its own (an image that cannot be
-// pulled, a bad command), or "".
-func waitingProblem(pod *corev1.Pod) string {
+// pulled, a bad command), or "", and whether it is its image's pull. A status of another image
+// than the container's (one the Pod was patched away from) is not read.
+func waitingProblem(pod *corev1.Pod) (why string, pull bool) {
 	for _, cs := range pod.Status.ContainerStatuses {
+		i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == cs.Name })
+		if i >= 0 && cs.Image != "" && cs.Image != pod.Spec.Containers[i].Image {
+			continue
+		}
 		if w := cs.State.Waiting; w != nil {
 			switch w.Reason {
-			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
-				return w.Reason + ": " + w.Message
+			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName":
+				return w.Reason + ": " + w.Message, true
+			case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+				return w.Reason + ": " + w.Message, false
 			}
 		}
 	}
-	return ""
+	return "", false
 }
+
+// pullError is waitStarted's error for a Pod whose image the node cannot pull.
+type pullError struct {
+	why string // the node's reason and message
+	err error
+}
+
+func (e *pullError) Error() string { return e.err.Error() }
+func (e *pullError) Unwrap() error { return e.err }

@@ -19,9 +19,10 @@ func Permissions() []Permission {
 	return []Permission{
 		{Group: "", Resource: "namespaces", Verbs: []string{"create", "delete", "list"}},
 		{Group: "", Resource: "nodes", Verbs: []string{"get"}}, // the gateway's node address, for a NodePort Service
-		{Group: "", Resource: "pods", Verbs: []string{"create", "delete", "get", "list", "watch"}},
+		// patch: a Pod whose pinned image cannot be pulled runs the image as named instead.
+		{Group: "", Resource: "pods", Verbs: []string{"create", "delete", "get", "list", "patch", "watch"}},
 		{Group: "", Resource: "pods/portforward", Verbs: []string{"create"}},          // endpoints on 127.0.0.1
-		{Group: "", Resource: "secrets", Verbs: []string{"create", "delete", "list"}}, // a sandbox's environment
+		{Group: "", Resource: "secrets", Verbs: []string{"create", "delete", "list"}}, // a sandbox's environment, its pull login
 		{Group: "", Resource: "serviceaccounts", Verbs: []string{"create", "delete"}},
 		{Group: "", Resource: "services", Verbs: []string{"create", "delete", "list"}},
 		{Group: "networking.k8s.io", Resource: "networkpolicies", Verbs: []string{"create", "delete", "list"}},

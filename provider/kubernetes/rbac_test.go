@@ -23,7 +23,7 @@ func TestPermissionsCoverTheCalls(t *testing.T) {
 	for m := range reflect.TypeFor[API]().Methods() {
 		kinds[m.Name] = strings.ToLower(m.Name)
 	}
-	verbs := map[string]string{"Get": "get", "List": "list", "Watch": "watch", "Create": "create", "Delete": "delete"}
+	verbs := map[string]string{"Get": "get", "List": "list", "Watch": "watch", "Create": "create", "Delete": "delete", "Patch": "patch"}
 	methods := map[string]string{"Get": "get", "Post": "create", "Put": "update", "Patch": "patch", "Delete": "delete"}
 
 	made := map[string]bool{} // "resource verb"

@@ -167,8 +167,12 @@ func (p *Provider) waitStarted(ctx context.Context, api API, pod *corev1.Pod, ev
 		if st, _ := state(pod); st != agentenv.SandboxCreating {
 			return pod, nil
 		}
-		if why := waitingProblem(pod); why != "" {
-			return nil, fmt.Errorf("image %s: %s: %w", pod.Spec.Containers[0].Image, why, agentenv.ErrInvalid)
+		if why, pull := waitingProblem(pod); why != "" {
+			err := fmt.Errorf("image %s: %s: %w", pod.Spec.Containers[0].Image, why, agentenv.ErrInvalid)
+			if pull {
+				err = &pullError{why: why, err: err}
+			}
+			return nil, err
 		}
 		select {
 		case <-ctx.Done():

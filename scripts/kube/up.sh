@@ -14,7 +14,9 @@
 # watch cache: etcd 3.4 sends no progress notifications, so a cached watch of a quiet resource
 # waits for a revision it never sees ("Too large resource version") and kwok lags by seconds. kwok moves Pods to Running, runs
 # Pods whose first argument is "agentenv-kwok-exit" to Failed with the exit code in the second
-# argument, and answers port-forwards to any Pod port with an HTTP 200 "ok".
+# argument, keeps Pods whose image is registry.agentenv.invalid/unpullable@sha256:0...0 Pending in
+# ErrImagePull (an image the node cannot pull) until their image changes, and answers
+# port-forwards to any Pod port with an HTTP 200 "ok".
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
@@ -157,6 +159,40 @@ spec:
             startedAt: {{ $now | Quote }}
       {{ end }}
       phase: Failed
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: agentenv-unpullable
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  # Chosen over pod-ready, which matches the same Pods, for as long as the image is this one.
+  weight: 1
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.spec.containers.[0].image'
+      operator: 'In'
+      values:
+      - 'registry.agentenv.invalid/unpullable@sha256:0000000000000000000000000000000000000000000000000000000000000000'
+  next:
+    statusTemplate: |
+      phase: Pending
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          waiting:
+            reason: ErrImagePull
+            message: "failed to pull and unpack image: unauthorized"
+      {{ end }}
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: ClusterPortForward
