@@ -285,7 +285,8 @@ func (m *Manager) run(ctx context.Context, pc *pendingCreate, b *backend, rec ag
 }
 
 // callCreate calls the provider's Create, CreateNetwork, CreateVM, CreateImage (of build, if
-// set) or CreateVolume, by kind.
+// set) or CreateVolume, by kind. A sandbox of a pinned image whose provider says nothing of it
+// gets an ImageNote saying that it ran the image as named.
 func callCreate(ctx context.Context, b *backend, kind agentenv.Kind, spec agentenv.SandboxSpec, build *agentenv.Build) (agentenv.Sandbox, error) {
 	switch kind {
 	case agentenv.KindNetwork:
@@ -309,7 +310,13 @@ func callCreate(ctx context.Context, b *backend, kind agentenv.Kind, spec agente
 		}
 		return b.a.Volumer.CreateVolume(ctx, agentenv.VolumeSpec{Name: spec.Name, Labels: spec.Labels})
 	}
-	return b.p.Create(ctx, spec)
+	sb, err := b.p.Create(ctx, spec)
+	if err == nil && spec.Pinned != "" && sb.ImageNote == "" {
+		// A provider that pulls nothing by digest (a cloud running images of its own store)
+		// ran the image as named: say so, as a pull that failed is said.
+		sb.ImageNote = fmt.Sprintf("%s pulls no image by digest: ran %s as named, not %s", b.p.Name(), spec.Image, spec.Pinned)
+	}
+	return sb, err
 }
 
 // settle records the outcome of a create its caller waited for.

@@ -164,3 +164,43 @@ func TestGCWatchesAnImageBuildInFlight(t *testing.T) {
 	}
 	r.assertClean(t, "after gc past the create timeout")
 }
+
+// quiet is a provider that says nothing of how a sandbox's image came (a cloud that runs images
+// of its own store, pulling nothing by digest).
+type quiet struct{ agentenv.Provider }
+
+func (p quiet) Create(ctx context.Context, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	sb, err := p.Provider.Create(ctx, spec)
+	sb.ImageNote = ""
+	return sb, err
+}
+
+// A sandbox of a pinned image on a provider that says nothing of it is said to run the image as
+// named; one that says how it came keeps its own word.
+func TestPinnedImageIsAlwaysAccountedFor(t *testing.T) {
+	pin := "registry.example/app@sha256:" + "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12"
+	for _, c := range []struct {
+		p    agentenv.Provider
+		want string
+	}{
+		{quiet{fake.New("fake")}, "fake pulls no image by digest: ran app:1 as named, not " + pin},
+		{fake.New("fake"), "pinned " + pin},
+	} {
+		led, err := bolt.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.bolt"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := lifecycle.New(lifecycle.Config{Ledger: led, Owner: alive, Providers: map[string]agentenv.Provider{"fake": c.p}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, sb, err := m.Create(t.Context(), lifecycle.CreateRequest{Provider: "fake", Spec: agentenv.SandboxSpec{Image: "app:1", Pinned: pin}})
+		if err != nil || sb.ImageNote != c.want {
+			t.Errorf("Create of a pinned image: note %q, %v; want %q", sb.ImageNote, err, c.want)
+		}
+		if _, err := m.Teardown(t.Context(), []agentenv.Record{rec}); err != nil {
+			t.Error(err)
+		}
+		led.Close()
+	}
+}

@@ -24,7 +24,9 @@ const terminatedCode = 137
 // known. The request runs on a detached context bounded by CreateTimeout, so Create always
 // learns what Modal made: if ctx ends meanwhile, or anything after the request fails, the
 // sandbox is terminated before Create returns. A request refused for rate or capacity
-// (RESOURCE_EXHAUSTED) is ErrUnavailable; an image Modal cannot build is ErrInvalid. A name
+// (RESOURCE_EXHAUSTED) is ErrUnavailable; an image Modal cannot build is ErrInvalid. With
+// spec.Pinned, Modal builds the pinned image from its registry, and spec.Image when it cannot
+// (Sandbox.ImageNote says which). A name
 // already in use is taken to be this create's own: the SDK retries a request whose answer was
 // lost, and the record id it names is never reused, so the one sandbox tagged with it is adopted.
 //
@@ -79,12 +81,19 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 		log = log.With("regions", params.Regions, "i6pn", true)
 	}
 	log.Debug("create sandbox", "timeout", params.Timeout)
-	sb, err := p.launch(ctx, client, app, spec.Name, client.Images.FromRegistry(spec.Image, nil), params)
+	image, note := client.Images.FromRegistry(spec.Image, nil), ""
+	if spec.Pinned != "" {
+		if image, note, err = p.pinned(ctx, client, app, spec); err != nil {
+			return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %w", spec.Name, err)
+		}
+		log.Debug("pinned image", "pinned", spec.Pinned, "how", note)
+	}
+	sb, err := p.launch(ctx, client, app, spec.Name, image, params)
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
 	out := agentenv.Sandbox{ID: sb.SandboxID, Name: spec.Name, Provider: p.cfg.Name, State: agentenv.SandboxRunning,
-		Labels: maps.Clone(spec.Labels), Created: time.Now()}
+		Labels: maps.Clone(spec.Labels), Created: time.Now(), ImageNote: note}
 	defer sb.Detach()
 	out.Endpoints, err = p.endpoints(ctx, sb, p.cfg.TunnelWait)
 	if err == nil && spec.Network != "" {
@@ -103,6 +112,32 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	}
 	log.Debug("sandbox created", "sandbox_id", sb.SandboxID)
 	return out, nil
+}
+
+// pinned returns the image of spec.Pinned, built by Modal from its registry (logging in with
+// spec.PullAuth through an ephemeral Secret) within CreateTimeout, and how it came; when Modal
+// cannot build it, spec.Image's image instead, the note saying why. Only ctx's end is an error.
+func (p *Provider) pinned(ctx context.Context, client *modal.Client, app *modal.App, spec agentenv.SandboxSpec) (*modal.Image, string, error) {
+	bctx, cancel := context.WithTimeout(ctx, p.cfg.CreateTimeout)
+	defer cancel()
+	image, err := func() (*modal.Image, error) {
+		var params *modal.ImageFromRegistryParams
+		if a := spec.PullAuth; a != nil {
+			secret, err := client.Secrets.FromMap(bctx, map[string]string{"REGISTRY_USERNAME": a.Username, "REGISTRY_PASSWORD": a.Password}, nil)
+			if err != nil {
+				return nil, fmt.Errorf("registry login secret: %w", kind(err))
+			}
+			params = &modal.ImageFromRegistryParams{Secret: secret}
+		}
+		return client.Images.FromRegistry(spec.Pinned, params).Build(bctx, app, nil)
+	}()
+	if err == nil {
+		return image, "pulled " + spec.Pinned, nil
+	}
+	if ctx.Err() != nil {
+		return nil, "", ctx.Err()
+	}
+	return client.Images.FromRegistry(spec.Image, nil), fmt.Sprintf("pull of %s failed (%v); running %s", spec.Pinned, err, spec.Image), nil
 }
 
 // admit makes the SDK client and app, then waits for the rate limiter and a create slot, as
