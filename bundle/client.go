@@ -293,13 +293,9 @@ func (c *Client) repository(ref Ref) (*remote.Repository, error) {
 		return nil, fmt.Errorf("%s: %w: %w", ref, err, agentenv.ErrInvalid)
 	}
 	repo.PlainHTTP = c.PlainHTTP != nil && c.PlainHTTP(ref.Host)
-	store := c.Credentials
-	if store == nil {
-		ds, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("registry credentials (the Docker config file, $DOCKER_CONFIG/config.json or ~/.docker/config.json): %w: %w", err, agentenv.ErrInvalid)
-		}
-		store = ds
+	store, err := c.credentials()
+	if err != nil {
+		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -312,6 +308,18 @@ func (c *Client) repository(ref Ref) (*remote.Repository, error) {
 		Header:     http.Header{"User-Agent": {"agentenv"}},
 	}
 	return repo, nil
+}
+
+// credentials is c's store of registry logins: Credentials, else the Docker config's.
+func (c *Client) credentials() (credentials.Store, error) {
+	if c.Credentials != nil {
+		return c.Credentials, nil
+	}
+	ds, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("registry credentials (the Docker config file, $DOCKER_CONFIG/config.json or ~/.docker/config.json): %w: %w", err, agentenv.ErrInvalid)
+	}
+	return ds, nil
 }
 
 // explain turns a registry's error into one that says what to do: log in, name another tag,

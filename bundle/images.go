@@ -8,9 +8,10 @@ import (
 	"slices"
 	"strings"
 
-	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/registrylogin"
 	"github.com/agentenv/agentenv/spec"
 	"github.com/agentenv/agentenv/task"
 )
@@ -149,15 +150,30 @@ func (c *Client) pushImages(ctx context.Context, ref Ref, refs []string) ([]Imag
 	return out, nil
 }
 
+// Login implements agentenv.Logins: the Docker config's login to the registry of ref, a pinned
+// image, for a provider's pull of it; nil when there is none or it cannot be read (logged), and
+// the pull goes anonymously.
+func (c *Client) Login(ctx context.Context, ref string) *agentenv.RegistryAuth {
+	store, err := c.credentials()
+	var cred auth.Credential
+	if err == nil {
+		cred, err = store.Get(ctx, registrylogin.Host(ref))
+	}
+	if err != nil {
+		c.log().Warn("no registry login for a pull; pulling anonymously", "image", ref, "err", err)
+		return nil
+	}
+	if cred == auth.EmptyCredential || cred.Username == "" && cred.Password == "" && cred.RefreshToken == "" {
+		return nil
+	}
+	return &agentenv.RegistryAuth{Username: cred.Username, Password: cred.Password, IdentityToken: cred.RefreshToken}
+}
+
 // login is the Docker config's user and password for host, "" for none.
 func (c *Client) login(ctx context.Context, host string) (string, string, error) {
-	store := c.Credentials
-	if store == nil {
-		ds, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
-		if err != nil {
-			return "", "", fmt.Errorf("registry credentials (the Docker config file, $DOCKER_CONFIG/config.json or ~/.docker/config.json): %w: %w", err, agentenv.ErrInvalid)
-		}
-		store = ds
+	store, err := c.credentials()
+	if err != nil {
+		return "", "", err
 	}
 	cred, err := store.Get(ctx, host)
 	if err != nil {

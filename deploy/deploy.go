@@ -78,6 +78,9 @@ type Options struct {
 	// image is created with SandboxSpec.Pinned, which providers that can pull run from there,
 	// and how it came is a progress event of phase "image".
 	Pinned map[string]string
+	// Logins gives the login that pulls a pinned image (SandboxSpec.PullAuth); nil pulls
+	// anonymously.
+	Logins agentenv.Logins
 }
 
 // Event is one progress report.

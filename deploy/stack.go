@@ -284,6 +284,9 @@ func (st *stack) inOrder(ctx context.Context, comps []spec.Component, start star
 func (st *stack) up(ctx context.Context, c spec.Component, start startFunc) error {
 	sp := agentenv.SandboxSpec{Image: c.Image, Pinned: st.opts.Pinned[c.Image], Command: c.Command, Env: maps.Clone(c.Env), Ports: []int{c.Port},
 		Memory: c.Resources.Memory, CPUs: c.Resources.CPUs, Pids: c.Resources.Pids, NonRoot: c.NonRoot, ShmSize: c.ShmSize}
+	if sp.Pinned != "" {
+		sp.PullAuth = st.opts.Logins.For(ctx, sp.Pinned)
+	}
 	if c.Private {
 		sp.Ports = nil // no door on the host: the gateway reaches it on the env's network
 	}

@@ -50,6 +50,9 @@ type Runner struct {
 	// registry (a bundle pushed with its images): the sandbox is created with it as
 	// SandboxSpec.Pinned, which providers that can pull run from there.
 	Pinned map[string]string
+	// Logins gives the login that pulls a pinned image (SandboxSpec.PullAuth); nil pulls
+	// anonymously.
+	Logins agentenv.Logins
 }
 
 // RunOptions tune one Run call.

@@ -306,7 +306,8 @@ func (s *deploySandbox) Run(ctx context.Context, sc *scope) (Result, error) {
 		Provider: members[0], Run: sc.e.id, Role: agentenv.TaskRole(sc.s.ID), TTL: ttl,
 		Spec: agentenv.SandboxSpec{Image: image, Pinned: pinned, Build: vmBuild, Command: s.Command, Env: s.Env,
 			CPUs: s.CPUs, Memory: int64(s.MemoryMB) << 20, CapAdd: capNames(s.CapAdd),
-			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports, Join: joins, User: s.User, Mounts: mounts},
+			Network: network, Aliases: s.Aliases, WorkDir: s.WorkDir, Ports: s.Ports, Join: joins, User: s.User, Mounts: mounts,
+			PullAuth: sc.e.r.Logins.For(ctx, pinned)},
 		BuildTimeout: time.Duration(s.BuildTimeoutSec) * time.Second,
 	}
 	rec, sb, err := sc.createSandbox(ctx, members, req)

@@ -229,3 +229,45 @@ func TestBundleImagesPulledOnDocker(t *testing.T) {
 		t.Errorf("%d components ran %s, want kv and the gateway:\n%s", n, pin, r.stderr)
 	}
 }
+
+// TestBundleImagesPulledInVMWithLogin: the kv env pushed with its image to a registry that
+// wants a login (the one `docker login` left, which the push used too) and deployed from the
+// bundle in VM mode on docker_vm: the VM's engine pulls the image with that login, for kv and
+// the gateway alike, and uploads nothing. With a wrong login in the Docker config, the pull is
+// refused and the image is uploaded from this host instead, as the progress says.
+func TestBundleImagesPulledInVMWithLogin(t *testing.T) {
+	t.Parallel()
+	reg := registryserver.Start(t, registryserver.Options{User: "agent", Password: "s3cret", AllInterfaces: true})
+	c := bundleCLI(t)
+	c.buildRuntimeImage()
+	c.login(t, reg.Addr, "agent", "s3cret")
+	ref := reg.Addr + "/team/kv:v1"
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	push := c.run(ctx, nil, "push", "../../examples/kv/env.yaml", ref, "--with-images", "--plain-http", "--json")
+	var pushed struct {
+		Images []struct{ Ref, Name, Digest string }
+	}
+	if push.code != 0 || json.Unmarshal([]byte(push.stdout), &pushed) != nil || len(pushed.Images) != 1 {
+		t.Fatalf("push --with-images: exit %d, want agentenv:dev pinned\n%s%s", push.code, push.stdout, push.stderr)
+	}
+	pin := pushed.Images[0].Name + "@" + pushed.Images[0].Digest
+
+	out, _ := c.vmDeploy(t, ref)
+	events := strings.Join(imageEvents(out), "\n")
+	if n := strings.Count(events, "pulled "+pin+" in the vm"); n != 2 || strings.Contains(out, "image loaded into vm") {
+		t.Errorf("%d components pulled %s with the login, want kv and the gateway, and nothing uploaded:\n%s", n, pin, out)
+	}
+	if strings.Contains(out, "s3cret") {
+		t.Errorf("the deploy's output holds the registry password:\n%s", out)
+	}
+
+	c.login(t, reg.Addr, "agent", "wrong")
+	out, _ = c.vmDeploy(t, ref)
+	events = strings.Join(imageEvents(out), "\n")
+	refused := regexp.MustCompile(regexp.QuoteMeta("pull of "+pin+" failed (") + `.*` + regexp.QuoteMeta("); uploading agentenv:dev from this host"))
+	if n := len(refused.FindAllString(events, -1)); n != 2 || !strings.Contains(out, "image loaded into vm") {
+		t.Errorf("%d components said the refused pull, want 2, and the image uploaded:\n%s", n, out)
+	}
+	c.noLiveRecords(t)
+}

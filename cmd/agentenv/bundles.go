@@ -48,6 +48,19 @@ func (a *app) bundleClient(plainHTTP bool) (*bundle.Client, error) {
 	}, nil
 }
 
+// logins is how a deployment of a bundle's pinned images (pins) logs in to their registry: the
+// logins `docker login` left (bundle.Client.Login); nil without pins.
+func (a *app) logins(pins map[string]string) (agentenv.Logins, error) {
+	if len(pins) == 0 {
+		return nil, nil
+	}
+	c, err := a.bundleClient(false)
+	if err != nil {
+		return nil, err
+	}
+	return c.Login, nil
+}
+
 // pull is the one way a command fetches a bundle: ref parsed, pulled through this machine's
 // cache (over plain HTTP where plainHTTP or registry.plain_http says), and, when the registry
 // could not be reached and the cache's copy of the tag is used, that said on stderr.

@@ -77,10 +77,14 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			if err != nil {
 				return err
 			}
+			logins, err := a.logins(from.Pins())
+			if err != nil {
+				return err
+			}
 			res, err := deploy.New(mgr, a.log).Deploy(ctx, env, deploy.Options{
 				Provider: a.providerFlag(f.provider), Mode: f.mode, TTL: f.ttl, Name: f.name,
 				Into: f.into, Budget: f.budget, Progress: progress, PassEnv: a.passEnv(f.passEnv), Store: store,
-				GatewayMaxConns: conns, GatewayMaxSessions: sessions, Pinned: from.Pins(),
+				GatewayMaxConns: conns, GatewayMaxSessions: sessions, Pinned: from.Pins(), Logins: logins,
 			})
 			if err != nil {
 				return err

@@ -468,6 +468,10 @@ func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, p
 	if err != nil {
 		return nil, err
 	}
+	logins, err := a.logins(pins)
+	if err != nil {
+		return nil, err
+	}
 	store, err := a.store(ctx)
 	if err != nil {
 		return nil, err
@@ -491,10 +495,10 @@ func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, p
 	}
 	return &task.Runner{
 		Manager: mgr, Logger: a.log, Workdir: workdir, Model: a.cfg, Progress: progress, ImageMap: imageMap,
-		Tools: toolgate.Server{}, Pinned: pins,
+		Tools: toolgate.Server{}, Pinned: pins, Logins: logins,
 		Deployer: eval.EnvDeployer{Deployer: deploy.New(mgr, a.log), Defaults: deploy.Options{
 			Provider: a.providerFlag(provider), TTL: ttl, PassEnv: a.passEnv(passEnv),
-			GatewayMaxConns: conns, GatewayMaxSessions: sessions, Store: store, Pinned: pins,
+			GatewayMaxConns: conns, GatewayMaxSessions: sessions, Store: store, Pinned: pins, Logins: logins,
 		}},
 	}, nil
 }
