@@ -169,10 +169,11 @@ With --with-images, the images PATH's envs and tasks run (every component of eac
 image of each deploy_sandbox step that names one; not the images a task builds from a
 Dockerfile, which are built where it runs) are pushed first from the local Docker engine to the
 same registry, as REF's host/repo/images/NAME:TAG, and the bundle pins each by digest. A run or
-deploy of the bundle then runs those digests: docker pulls one it lacks, docker_vm's VM pulls
-it from the registry instead of an upload from this host (and uploads when the pull fails,
-saying so). The engine treats a registry on 127.0.0.0/8 as plain HTTP; another needs TLS or
-the engine's insecure-registries.`,
+deploy of the bundle then runs those digests, pulled with the same login: docker pulls one it
+lacks; the VM engines of docker_vm and of the cloud providers' VM modes pull it instead of an
+upload from this host (and upload when the pull fails, saying so); kubernetes runs it (and the
+image as named when the node cannot pull it); modal builds it. The engine treats a registry on
+127.0.0.0/8 as plain HTTP; another needs TLS or the engine's insecure-registries.`,
 		Example: `  agentenv push examples/notes-task ghcr.io/team/notes-task:v1
   agentenv push examples/notes/env.yaml 127.0.0.1:5000/team/notes:v1 --with-images --plain-http
   agentenv push examples/evals/sweep.yaml 127.0.0.1:5000/evals/sweep:v1 --plain-http
