@@ -33,6 +33,7 @@ func (d EnvDeployer) Deploy(ctx context.Context, envFile string, o task.DeployOp
 	if o.TTL != 0 {
 		opts.TTL = o.TTL
 	}
+	opts.Pinned, opts.Logins = o.Pinned, o.Logins
 	res, err := d.Deployer.Deploy(ctx, env, opts)
 	if err != nil {
 		return task.DeployedEnv{}, err

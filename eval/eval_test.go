@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -484,7 +486,8 @@ func TestHoldKept(t *testing.T) {
 
 // TestResumeReadsABundleGroupThroughFetch: a group run from a bundle's folder resumes on a
 // machine where that folder is gone, reading the same files from the folder Fetch gives (the
-// bundle pulled again); without Fetch, the missing folder is the error.
+// bundle pulled again), its episodes given the bundle's pinned images; without Fetch, the
+// missing folder is the error.
 func TestResumeReadsABundleGroupThroughFetch(t *testing.T) {
 	r := newRig(t)
 	hello, err := os.ReadFile(helloTask)
@@ -496,7 +499,7 @@ func TestResumeReadsABundleGroupThroughFetch(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(dir, "tasks"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		os.WriteFile(filepath.Join(dir, "tasks", "hello.yaml"), hello, 0o644)
+		os.WriteFile(filepath.Join(dir, "tasks", "hello.yaml"), bytes.Replace(hello, []byte("    provider: process\n"), []byte("    provider: process\n    image: host\n"), 1), 0o644)
 		os.WriteFile(filepath.Join(dir, "e.yaml"), []byte("name: b\ntasks:\n  - task: tasks/hello.yaml\n    k: 2\n"), 0o644)
 		return dir
 	}
@@ -524,16 +527,40 @@ func TestResumeReadsABundleGroupThroughFetch(t *testing.T) {
 	}
 	second := tree("worker")
 	var asked []string
-	r.runner.Fetch = func(_ context.Context, ref, digest string) (string, error) {
+	pin := "registry.example/host@sha256:" + strings.Repeat("ab", 32)
+	r.runner.Fetch = func(_ context.Context, ref, digest string) (Fetched, error) {
 		asked = append(asked, ref+"@"+digest)
-		return second, nil
+		return Fetched{Tree: second, Pinned: map[string]string{"host": pin}}, nil
 	}
+	var logs syncBuffer
+	r.runner.Tasks.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	again, err := r.runner.Resume(t.Context(), res.Group.ID, Options{})
 	if err != nil || again.Overall.Passed != 2 {
 		t.Fatalf("Resume through Fetch = %v, %+v", err, again.Overall)
+	}
+	if !strings.Contains(logs.String(), "ran host as named, not "+pin) {
+		t.Errorf("the resumed episode's sandbox was not given the bundle's pin %s:\n%s", pin, logs.String())
 	}
 	if len(asked) == 0 || asked[0] != ref+"@"+digest {
 		t.Errorf("Fetch was asked %v, want %s@%s", asked, ref, digest)
 	}
 	r.assertClean(t)
+}
+
+// syncBuffer is a bytes.Buffer that episodes running side by side can log to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

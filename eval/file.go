@@ -54,6 +54,9 @@ type File struct {
 	Tasks       []Entry
 	Path        string // as given
 	Digest      string // "sha256:" and the hex digest of the file's bytes ("" for a single task)
+	// Pinned are the images of the bundle the file was read from, pinned by digest (see
+	// Runner.Fetch); its episodes run them (task.Runner.Pinned) over the runner's own.
+	Pinned map[string]string
 }
 
 // Entry is one task of an eval.

@@ -237,7 +237,7 @@ func (r *Runner) RunSlot(ctx context.Context, id string, k SlotKey) (SlotResult,
 	opts := e.options([]task.Slot{{Instance: k.Instance, Attempt: k.Attempt}})
 	opts.Retries, opts.Prior = g.Retries, prior
 	opts.Attrs = g.episodeAttrs(k.Task)
-	sum, err := r.runnerFor(e, nil).Run(ctx, e.Task, opts)
+	sum, err := r.runnerFor(f, e, nil).Run(ctx, e.Task, opts)
 	if len(sum.Episodes) != 1 {
 		return SlotResult{}, fmt.Errorf("group %s: %s: %w", id, k, err)
 	}

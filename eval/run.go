@@ -36,8 +36,15 @@ type Runner struct {
 	// to its digest (Group.Bundle, Group.BundleDigest) it returns the folder holding the
 	// bundle's files here. A group run from a bundle is then read from that folder, so that a
 	// worker on another machine than the submitter's, or a resume after the cache was
-	// emptied, runs the same bytes. Without it the group's files are read where they were.
-	Fetch func(ctx context.Context, ref, digest string) (tree string, err error)
+	// emptied, runs the same bytes, with the bundle's images pinned (Fetched.Pinned). Without
+	// it the group's files are read where they were.
+	Fetch func(ctx context.Context, ref, digest string) (Fetched, error)
+}
+
+// Fetched is a bundle made present on this machine by Runner.Fetch.
+type Fetched struct {
+	Tree   string            // the folder holding its files
+	Pinned map[string]string // its images pinned by digest (task.Runner.Pinned); nil for none
 }
 
 // Options tune one Run or Resume.
@@ -79,10 +86,13 @@ func (r *Runner) logger() *slog.Logger {
 	return r.Logger
 }
 
-// runnerFor returns the task runner of entry e: Tasks with e's model overrides and the
-// group's progress.
-func (r *Runner) runnerFor(e Entry, progress func(task.Event)) *task.Runner {
+// runnerFor returns the task runner of entry e of f: Tasks with e's model overrides, f's
+// pinned images and the group's progress.
+func (r *Runner) runnerFor(f *File, e Entry, progress func(task.Event)) *task.Runner {
 	tr := *r.Tasks
+	if f.Pinned != nil {
+		tr.Pinned = f.Pinned
+	}
 	if len(e.Overrides.Model) > 0 {
 		tr.Model = modelSource{base: r.Tasks.Model, over: e.Overrides.Model}
 	}
@@ -104,7 +114,7 @@ func (r *Runner) check(f *File) ([]GroupTask, error) {
 	var errs []error
 	out := make([]GroupTask, len(f.Tasks))
 	for i, e := range f.Tasks {
-		n, err := r.runnerFor(e, nil).Check(e.Task, e.options(nil))
+		n, err := r.runnerFor(f, e, nil).Check(e.Task, e.options(nil))
 		if err != nil {
 			if e.Line > 0 {
 				err = fmt.Errorf("%s:%d: tasks[%d]: %w", f.Path, e.Line, i, err)
@@ -232,13 +242,24 @@ func (r *Runner) Resume(ctx context.Context, id string, opts Options) (Result, e
 
 // reload loads the file group g ran and checks it is the same.
 func (r *Runner) reload(ctx context.Context, g Group) (*File, error) {
+	var pinned map[string]string
 	if g.Bundle != "" && g.BundleTree != "" && r.Fetch != nil {
-		tree, err := r.Fetch(ctx, g.Bundle, g.BundleDigest)
+		got, err := r.Fetch(ctx, g.Bundle, g.BundleDigest)
 		if err != nil {
 			return nil, fmt.Errorf("the group's bundle %s: %w", g.Bundle, err)
 		}
-		g = g.movedTo(tree)
+		g, pinned = g.movedTo(got.Tree), got.Pinned
 	}
+	f, err := r.reloadFile(g)
+	if err != nil {
+		return nil, err
+	}
+	f.Pinned = pinned
+	return f, nil
+}
+
+// reloadFile loads the file group g ran, read where g says, and checks it is the same.
+func (r *Runner) reloadFile(g Group) (*File, error) {
 	if g.Digest != "" {
 		f, err := Load(g.File)
 		if err != nil {
@@ -308,7 +329,7 @@ func (r *Runner) run(ctx context.Context, f *File, g Group, slots [][]task.Slot,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			live[ti], runErrs[ti] = r.runnerFor(e, tr.event).Run(ctx, e.Task, opts)
+			live[ti], runErrs[ti] = r.runnerFor(f, e, tr.event).Run(ctx, e.Task, opts)
 		}()
 	}
 	wg.Wait()

@@ -30,6 +30,10 @@ type DeployOptions struct {
 	Provider string        // provider or comma chain; the deployer's default if empty
 	Run      string        // run id every sandbox of the deployment is labelled with
 	TTL      time.Duration // lifetime until gc may remove it; the deployer's default if zero
+	// Pinned and Logins are the Runner's: the env's images pinned by digest, and the login
+	// that pulls them (deploy.Options' of the same names).
+	Pinned map[string]string
+	Logins agentenv.Logins
 }
 
 // DeployedEnv is a deployed env as a task sees it. Token, Tokens and DatabaseURL are secrets:
@@ -91,7 +95,7 @@ func (s *deployEnv) Run(ctx context.Context, sc *scope) (Result, error) {
 	if prov == "" {
 		prov = sc.e.opts.Provider
 	}
-	env, err := dep.Deploy(ctx, sc.path(s.File), DeployOptions{Provider: prov, Run: sc.e.id, TTL: ttl})
+	env, err := dep.Deploy(ctx, sc.path(s.File), DeployOptions{Provider: prov, Run: sc.e.id, TTL: ttl, Pinned: sc.e.r.Pinned, Logins: sc.e.r.Logins})
 	if env.ID != "" {
 		// Tracked even on error, so the episode's teardown finds it.
 		sc.secret(env.Token)

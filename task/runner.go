@@ -46,9 +46,10 @@ type Runner struct {
 	// image to run: the images.map setting and the --image-map flags, so that tasks need no
 	// registry.
 	ImageMap map[string]string
-	// Pinned maps an image a deploy_sandbox step names to the same image pinned by digest in a
-	// registry (a bundle pushed with its images): the sandbox is created with it as
-	// SandboxSpec.Pinned, which providers that can pull run from there.
+	// Pinned maps an image a deploy_sandbox step or a deploy_env step's env names to the same
+	// image pinned by digest in a registry (a bundle pushed with its images): the sandbox or
+	// component is created with it as SandboxSpec.Pinned, which providers that can pull run
+	// from there.
 	Pinned map[string]string
 	// Logins gives the login that pulls a pinned image (SandboxSpec.PullAuth); nil pulls
 	// anonymously.

@@ -48,12 +48,9 @@ func (a *app) bundleClient(plainHTTP bool) (*bundle.Client, error) {
 	}, nil
 }
 
-// logins is how a deployment of a bundle's pinned images (pins) logs in to their registry: the
-// logins `docker login` left (bundle.Client.Login); nil without pins.
-func (a *app) logins(pins map[string]string) (agentenv.Logins, error) {
-	if len(pins) == 0 {
-		return nil, nil
-	}
+// logins is how a deployment of a bundle's pinned images logs in to their registry: the logins
+// `docker login` left (bundle.Client.Login). A worker needs it for bundles it has yet to fetch.
+func (a *app) logins() (agentenv.Logins, error) {
 	c, err := a.bundleClient(false)
 	if err != nil {
 		return nil, err
@@ -90,16 +87,16 @@ func fromBundle(opts *eval.Options, from *bundle.Resolved) {
 // fetchBundle makes the bundle ref pinned to digest present in this machine's cache (pulled
 // over plain HTTP where registry.plain_http says) and returns its folder: how a worker, or a
 // resume, reads a group run from a bundle (eval.Runner.Fetch).
-func (a *app) fetchBundle(ctx context.Context, ref, digest string) (string, error) {
+func (a *app) fetchBundle(ctx context.Context, ref, digest string) (eval.Fetched, error) {
 	r, err := bundle.ParseRef(ref)
 	if err != nil {
-		return "", err
+		return eval.Fetched{}, err
 	}
 	res, err := a.pull(ctx, r.At(digest), false)
 	if err != nil {
-		return "", err
+		return eval.Fetched{}, err
 	}
-	return res.Tree, nil
+	return eval.Fetched{Tree: res.Tree, Pinned: res.Pins()}, nil
 }
 
 // localPath is the one resolver of a command's TASK, EVAL, ENV or DIR argument: an existing

@@ -77,7 +77,7 @@ down with 'agentenv env teardown ID'. A failure or Ctrl-C tears down everything 
 			if err != nil {
 				return err
 			}
-			logins, err := a.logins(from.Pins())
+			logins, err := a.logins()
 			if err != nil {
 				return err
 			}

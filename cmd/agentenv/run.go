@@ -468,7 +468,7 @@ func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, p
 	if err != nil {
 		return nil, err
 	}
-	logins, err := a.logins(pins)
+	logins, err := a.logins()
 	if err != nil {
 		return nil, err
 	}
@@ -498,7 +498,7 @@ func (a *app) taskRunner(ctx context.Context, mgr *lifecycle.Manager, workdir, p
 		Tools: toolgate.Server{}, Pinned: pins, Logins: logins,
 		Deployer: eval.EnvDeployer{Deployer: deploy.New(mgr, a.log), Defaults: deploy.Options{
 			Provider: a.providerFlag(provider), TTL: ttl, PassEnv: a.passEnv(passEnv),
-			GatewayMaxConns: conns, GatewayMaxSessions: sessions, Store: store, Pinned: pins, Logins: logins,
+			GatewayMaxConns: conns, GatewayMaxSessions: sessions, Store: store,
 		}},
 	}, nil
 }
