@@ -173,20 +173,23 @@ func VMModeOfNotes(t *testing.T, kit VMKit) {
 	// pull (the login written into the VM and removed), and each component of it runs the
 	// image as named, which the template holds, as its progress says.
 	pin := "127.0.0.1:9/agentenv/unreachable@sha256:" + strings.Repeat("0", 64)
-	var mu sync.Mutex
-	var imageNotes []string
-	res, events := Deploy(t, d, env, deploy.Options{Provider: kit.Name, Name: id, Budget: vmBudget,
+	pinned := deploy.Options{Provider: kit.Name, Budget: vmBudget,
 		Pinned: map[string]string{runtime: pin},
 		Logins: func(context.Context, string) *agentenv.RegistryAuth {
 			return &agentenv.RegistryAuth{Username: "u", Password: "p"}
-		},
-		Progress: func(e deploy.Event) {
-			if e.Phase == "image" {
-				mu.Lock()
-				defer mu.Unlock()
-				imageNotes = append(imageNotes, e.Component+": "+e.Detail)
-			}
-		}})
+		}}
+	var mu sync.Mutex
+	var imageNotes []string
+	opts := pinned
+	opts.Name = id
+	opts.Progress = func(e deploy.Event) {
+		if e.Phase == "image" {
+			mu.Lock()
+			defer mu.Unlock()
+			imageNotes = append(imageNotes, e.Component+": "+e.Detail)
+		}
+	}
+	res, events := Deploy(t, d, env, opts)
 	mu.Lock()
 	for _, n := range imageNotes {
 		if !strings.Contains(n, "pull of "+pin+" failed (") || !strings.HasSuffix(n, "); uploading "+runtime+" from this host") {
@@ -239,12 +242,13 @@ func VMModeOfNotes(t *testing.T, kit VMKit) {
 	t.Logf("deploy, call and teardown took %s", time.Since(start))
 
 	// Cancelled at the k-th progress event, for every k of VMEvents (or every k at all): each
-	// leaves nothing.
+	// leaves nothing. They pin the image as the first did, so that they report the same events
+	// (the failed pulls among them) and a cancel can land during a pull.
 	at := VMEvents(events)
 	if kit.EveryEvent {
 		at = everyEvent(events)
 	}
-	CancelAtEvents(t, d, env, deploy.Options{Provider: kit.Name, Budget: vmBudget}, events, at,
+	CancelAtEvents(t, d, env, pinned, events, at,
 		func(t *testing.T, k int) string { return fmt.Sprintf("%sc%02d", id, k) }, checkGone)
 	if left := c.Emulator.Running(); len(left) != 0 {
 		t.Errorf("the emulator runs %v after the cancelled deploys", left)
