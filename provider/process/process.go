@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -314,47 +315,93 @@ func (p *Provider) Exec(ctx context.Context, id string, argv []string) (agentenv
 	return res, nil
 }
 
-// WriteFile implements agentenv.Files; path is relative to the work folder.
+// WriteFile implements agentenv.Files; path is relative to the work folder. It writes only a
+// regular file inside the folder: a symbolic link that leads out of it, or a named pipe or a
+// device at path, is refused (ErrInvalid) and nothing outside the folder is touched.
 func (p *Provider) WriteFile(ctx context.Context, id, path string, data []byte) error {
-	full, err := p.within(id, path)
+	root, rel, err := p.within(id, path)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+	defer root.Close()
+	if dir := filepath.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("process: write %s in %s: %w", path, id, err)
+		}
+	}
+	f, err := openRegular(root, rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
 		return fmt.Errorf("process: write %s in %s: %w", path, id, err)
 	}
-	if err := os.WriteFile(full, data, 0o600); err != nil {
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("process: write %s in %s: %w", path, id, err)
 	}
 	return nil
 }
 
-// ReadFile implements agentenv.Files; path is relative to the work folder.
+// ReadFile implements agentenv.Files; path is relative to the work folder. It reads only a
+// regular file inside the folder: a symbolic link that leads out of it is refused, and so is a
+// named pipe or a device, whose read could wait for ever (ErrInvalid).
 func (p *Provider) ReadFile(ctx context.Context, id, path string) ([]byte, error) {
-	full, err := p.within(id, path)
+	root, rel, err := p.within(id, path)
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(full)
+	defer root.Close()
+	f, err := openRegular(root, rel, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("process: read %s in %s: %w", path, id, agentenv.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("process: read %s in %s: %w", path, id, err)
 	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("process: read %s in %s: %w", path, id, err)
+	}
 	return b, nil
 }
 
-// within resolves path inside the work folder of id, refusing paths that leave it.
-func (p *Provider) within(id, path string) (string, error) {
+// openRegular opens rel under root with flag, never waiting on the open (O_NONBLOCK: a named
+// pipe with no writer would hold it), and returns it only if it is a regular file.
+func openRegular(root *os.Root, rel string, flag int) (*os.File, error) {
+	f, err := root.OpenFile(rel, flag|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("not a regular file (%s): %w", fi.Mode().Type(), agentenv.ErrInvalid)
+	}
+	return f, nil
+}
+
+// within opens the work folder of id as an os.Root, which no symbolic link leads out of, and
+// cleans path inside it, refusing paths that leave it lexically and the provider's own files.
+// The caller closes the root.
+func (p *Provider) within(id, path string) (*os.Root, string, error) {
 	if _, err := os.Stat(filepath.Join(p.Dir(id), metaFile)); err != nil {
-		return "", fmt.Errorf("process: sandbox %s: %w", id, agentenv.ErrNotFound)
+		return nil, "", fmt.Errorf("process: sandbox %s: %w", id, agentenv.ErrNotFound)
 	}
 	rel := filepath.Clean(strings.TrimPrefix(path, "/"))
 	if rel == "." || rel == metaFile || rel == exitFile || strings.HasPrefix(rel, "..") {
-		return "", fmt.Errorf("process: path %q is outside the work folder of %s: %w", path, id, agentenv.ErrInvalid)
+		return nil, "", fmt.Errorf("process: path %q is outside the work folder of %s: %w", path, id, agentenv.ErrInvalid)
 	}
-	return filepath.Join(p.Dir(id), rel), nil
+	root, err := os.OpenRoot(p.Dir(id))
+	if err != nil {
+		return nil, "", fmt.Errorf("process: sandbox %s: %w", id, err)
+	}
+	return root, rel, nil
 }
 
 func (p *Provider) sandbox(m meta) agentenv.Sandbox {
