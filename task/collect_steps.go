@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -25,6 +26,10 @@ const (
 	DefaultCollectBytes = 16 << 20
 	MaxCollectBytes     = 1 << 30
 )
+
+// MaxCollectFiles is the most files a collect_files step copies: a folder that holds more fails
+// the step rather than filling the run's folder with what nobody will read.
+const MaxCollectFiles = 10000
 
 // ArtifactsDir is the folder of a run's folder that holds its collected files, one folder per
 // collect_files step, beside its trajectory files.
@@ -56,9 +61,12 @@ func Artifacts(s agentenv.StepRecord) []Artifact {
 
 // collectFiles copies named files out of a sandbox (a deploy_sandbox step's, or a component of
 // a deploy_env step's env in container mode) into the run's folder, through the lifecycle
-// manager's file reading, and lists them in its outputs. A missing file, or files past
-// max_bytes (summed), fail the step as the agent's error, since what the sandbox holds is the
-// agent's work; nothing is ever cut short.
+// manager's file reading, and lists them in its outputs. A path that ends in "/" names a
+// folder: the regular files under it, as `find DIR -type f` run in the sandbox lists them
+// (symbolic links are not followed), are collected each as a file named by its own path. A
+// missing file or folder, more than MaxCollectFiles files, or files past max_bytes (summed),
+// fail the step as the agent's error, since what the sandbox holds is the agent's work;
+// nothing is ever cut short.
 type collectFiles struct {
 	Sandbox   string   `yaml:"sandbox"`   // the deploy_sandbox step
 	Env       string   `yaml:"env"`       // or the deploy_env step
@@ -77,7 +85,7 @@ func (s *collectFiles) Check() error {
 	case s.Sandbox != "" && s.Component != "":
 		return errors.New("component: only with env")
 	case len(s.Paths) == 0:
-		return errors.New("paths: name at least one file to collect")
+		return errors.New("paths: name at least one file or folder (ending in /) to collect")
 	case s.MaxBytes < 0 || s.MaxBytes > MaxCollectBytes:
 		return fmt.Errorf("max_bytes: want 1 to %d (1 GiB), or 0 for the default %d (16 MiB)", int64(MaxCollectBytes), DefaultCollectBytes)
 	}
@@ -95,11 +103,12 @@ func (s *collectFiles) Check() error {
 	return nil
 }
 
-// artifactName is the name under the step's folder that sandbox path p is stored as: p
-// cleaned, relative. A path with a ".." element, an empty one or the root is refused.
+// artifactName is the name under the step's folder that sandbox path p (a file, or a folder
+// ending in "/") is stored as: p cleaned, relative. A path with a ".." element, an empty one or
+// the root is refused.
 func artifactName(p string) (string, error) {
-	if p == "" || strings.ContainsRune(p, 0) {
-		return "", errors.New("want a file's path in the sandbox")
+	if p == "" || strings.ContainsRune(p, 0) || strings.ContainsRune(p, '\n') {
+		return "", errors.New("want a file's path in the sandbox, or a folder's ending in /")
 	}
 	for _, el := range strings.Split(p, "/") {
 		if el == ".." {
@@ -108,10 +117,13 @@ func artifactName(p string) (string, error) {
 	}
 	name := strings.TrimPrefix(path.Clean("/"+p), "/")
 	if name == "" {
-		return "", fmt.Errorf("%q is a folder: name the files to collect", p)
+		return "", fmt.Errorf("%q is the sandbox's root: name a file, or a folder below it ending in /", p)
 	}
 	return name, nil
 }
+
+// isFolder says whether a path of paths names a folder.
+func isFolder(p string) bool { return strings.HasSuffix(p, "/") }
 
 func (s *collectFiles) Refs() []Ref {
 	if s.Env != "" {
@@ -129,6 +141,10 @@ func (s *collectFiles) Run(ctx context.Context, sc *scope) (Result, error) {
 	if limit == 0 {
 		limit = DefaultCollectBytes
 	}
+	paths, err := s.files(ctx, sc, record)
+	if err != nil {
+		return Result{}, err
+	}
 	// Every file is read, and the bound checked, before any is stored: a step that fails
 	// leaves no part of its files behind.
 	type file struct {
@@ -137,23 +153,19 @@ func (s *collectFiles) Run(ctx context.Context, sc *scope) (Result, error) {
 	}
 	var files []file
 	var total int64
-	for i, p := range s.Paths {
-		name, err := artifactName(p)
-		if err != nil {
-			return Result{}, fmt.Errorf("paths[%d]: %w", i, err)
-		}
-		data, err := sc.e.r.Manager.ReadFile(ctx, record, p)
+	for _, f := range paths {
+		data, err := sc.e.r.Manager.ReadFile(ctx, record, f.path)
 		switch {
 		case errors.Is(err, agentenv.ErrNotFound):
-			return Result{}, withKind(agentenv.StepErrorAgent, fmt.Errorf("paths[%d]: %s: no such file in the sandbox: %w", i, p, err))
+			return Result{}, withKind(agentenv.StepErrorAgent, fmt.Errorf("%s: %s: no such file in the sandbox: %w", f.field, f.path, err))
 		case err != nil:
-			return Result{}, fmt.Errorf("paths[%d]: read %s: %w", i, p, err)
+			return Result{}, fmt.Errorf("%s: read %s: %w", f.field, f.path, err)
 		}
 		if total += int64(len(data)); total > limit {
-			return Result{}, withKind(agentenv.StepErrorAgent, fmt.Errorf("paths[%d]: %s (%d bytes) brings the step's files to %d bytes, past max_bytes %d: nothing stored, nothing cut short",
-				i, p, len(data), total, limit))
+			return Result{}, withKind(agentenv.StepErrorAgent, fmt.Errorf("%s: %s (%d bytes) brings the step's files to %d bytes, past max_bytes %d: nothing stored, nothing cut short",
+				f.field, f.path, len(data), total, limit))
 		}
-		files = append(files, file{p, path.Join(ArtifactsDir, sc.s.ID, name), data})
+		files = append(files, file{f.path, path.Join(ArtifactsDir, sc.s.ID, f.name), data})
 	}
 	dir, err := sc.runDir()
 	if err != nil {
@@ -176,4 +188,86 @@ func (s *collectFiles) Run(ctx context.Context, sc *scope) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Outputs: map[string]string{"artifacts": string(list), "files": strconv.Itoa(len(arts)), "bytes": strconv.FormatInt(total, 10)}}, nil
+}
+
+// collected is one file a collect_files step reads: its path in the sandbox, its name under
+// the step's folder, and the field of the step that named it (paths[I]).
+type collected struct{ path, name, field string }
+
+// files lists the files the step collects, in the order of paths, each folder's files sorted
+// by name; a file named twice (by itself and in a folder) is read once.
+func (s *collectFiles) files(ctx context.Context, sc *scope, record string) ([]collected, error) {
+	var out []collected
+	seen := map[string]bool{}
+	add := func(c collected) error {
+		if seen[c.name] {
+			return nil
+		}
+		if len(out) == MaxCollectFiles {
+			return withKind(agentenv.StepErrorAgent, fmt.Errorf("%s: more than %d files to collect: name fewer folders or files", c.field, MaxCollectFiles))
+		}
+		seen[c.name] = true
+		out = append(out, c)
+		return nil
+	}
+	for i, p := range s.Paths {
+		field := fmt.Sprintf("paths[%d]", i)
+		name, err := artifactName(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		if !isFolder(p) {
+			if err := add(collected{p, name, field}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		listed, err := listFolder(ctx, sc, record, p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		for _, f := range listed {
+			fname, err := artifactName(f)
+			if err != nil || !strings.HasPrefix(fname+"/", name+"/") {
+				return nil, withKind(agentenv.StepErrorAgent, fmt.Errorf("%s: the sandbox listed %q in %s, which is not a file below it", field, f, p))
+			}
+			if err := add(collected{f, fname, field}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// listFolder returns the regular files under folder dir of the sandbox, sorted, as find run
+// in the sandbox lists them (it does not follow symbolic links). A folder that is not there is
+// the agent's error; a sandbox that cannot run commands is the step's.
+func listFolder(ctx context.Context, sc *scope, record, dir string) ([]string, error) {
+	res, err := sc.e.r.Manager.Exec(ctx, record, []string{"find", dir, "-type", "f", "-print0"})
+	if err != nil {
+		return nil, fmt.Errorf("list folder %s: %w", dir, err)
+	}
+	if res.ExitCode != 0 {
+		return nil, withKind(agentenv.StepErrorAgent, fmt.Errorf("list folder %s: find exited %d: %s", dir, res.ExitCode, firstLine(res.Stderr)))
+	}
+	var files []string
+	for _, f := range strings.Split(string(res.Stdout), "\x00") {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	if len(files) > MaxCollectFiles {
+		return nil, withKind(agentenv.StepErrorAgent, fmt.Errorf("folder %s holds %d files, more than %d: name fewer folders or files", dir, len(files), MaxCollectFiles))
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// firstLine is the first line of b, trimmed, or "no output".
+func firstLine(b []byte) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	if line == "" {
+		return "no output"
+	}
+	return line
 }

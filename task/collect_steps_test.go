@@ -96,7 +96,8 @@ steps:
 		{"{id: c, type: collect_files, sandbox: sb}", "paths"},
 		{"{id: c, type: collect_files, sandbox: sb, paths: []}", "paths: name at least one file"},
 		{"{id: c, type: collect_files, sandbox: sb, paths: [../etc/passwd]}", `paths[0]: "../etc/passwd" leaves its folder`},
-		{"{id: c, type: collect_files, sandbox: sb, paths: [/]}", `paths[0]: "/" is a folder`},
+		{"{id: c, type: collect_files, sandbox: sb, paths: [/]}", `paths[0]: "/" is the sandbox's root`},
+		{"{id: c, type: collect_files, sandbox: sb, paths: [out, out/]}", `paths[1]: "out/" is paths[0] again`},
 		{"{id: c, type: collect_files, sandbox: sb, paths: [a.txt, ./a.txt]}", `paths[1]: "./a.txt" is paths[0] again`},
 		{"{id: c, type: collect_files, sandbox: sb, paths: [a], max_bytes: -1}", "max_bytes: want 1 to"},
 		{"{id: c, type: collect_files, sandbox: sb, paths: [a], max_bytes: 2000000000}", "max_bytes: want 1 to"},
@@ -110,6 +111,53 @@ steps:
 			t.Errorf("Parse(%s) = %v, want an error at bad.yaml:4 with %q", c.src, err, c.want)
 		}
 	}
+}
+
+// TestCollectFolders: a path ending in / collects every regular file below that folder, each
+// named by its own path, sorted, without following a symbolic link out of it, and a file named
+// by itself too is stored once; a folder that is not there fails the step as the agent's error.
+func TestCollectFolders(t *testing.T) {
+	r := newRig(t, nil)
+	outside := filepath.Join(t.TempDir(), "host.txt")
+	if err := os.WriteFile(outside, []byte("host"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tk := mustParse(t, "t.yaml", `name: collect
+steps:
+- {id: sb, type: deploy_sandbox, provider: process}
+- {id: a, type: write_file, sandbox: sb, path: out/b.txt, content: "bee"}
+- {id: b, type: write_file, sandbox: sb, path: out/sub/a.txt, content: "ay"}
+- {id: c, type: write_file, sandbox: sb, path: other.txt, content: "other"}
+- {id: ln, type: exec, sandbox: sb, command: [ln, -s, `+outside+`, out/link.txt], depends_on: [a]}
+- {id: keep, type: collect_files, sandbox: sb, paths: [out/sub/a.txt, out/], depends_on: [a, b, c, ln]}
+- {id: none, type: collect_files, sandbox: sb, paths: [nowhere/], fail_task_on_error: false, depends_on: [keep]}
+`)
+	sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	ep := sum.Episodes[0]
+	st := stepOf(ep, "keep")
+	if st.Status != agentenv.StepPassed {
+		t.Fatalf("keep: %s %s", st.Status, st.Error)
+	}
+	var got []string
+	for _, a := range task.Artifacts(st) {
+		data, err := os.ReadFile(a.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, a.Path+"="+a.Name+"="+string(data))
+	}
+	want := []string{"out/sub/a.txt=artifacts/keep/out/sub/a.txt=ay", "out/b.txt=artifacts/keep/out/b.txt=bee"}
+	if strings.Join(got, " ") != strings.Join(want, " ") || st.Outputs["files"] != "2" {
+		t.Errorf("collected %q (outputs %v), want %q", got, st.Outputs, want)
+	}
+	none := stepOf(ep, "none")
+	if none.Status != agentenv.StepFailed || none.ErrorKind != agentenv.StepErrorAgent || !strings.Contains(none.Error, "paths[0]: list folder nowhere/: find exited 1") {
+		t.Errorf("none: %s (%s) %q, want failed as the agent's error naming the folder", none.Status, none.ErrorKind, none.Error)
+	}
+	r.assertClean(t)
 }
 
 func indexOfStep(r agentenv.Run, id string) int {

@@ -54,12 +54,13 @@
 // its default role token), its trajectory is kept as a deployed env's, and it is closed at the
 // episode's end whatever ends it.
 //
-// A collect_files step copies named files (paths: [...]) out of a deploy_sandbox step's
-// sandbox, or an env component's (env, component), through the lifecycle manager into the
-// run's folder (artifacts/STEP/PATH, beside its trajectories), and lists each in its output
-// artifacts ([Artifact]: path, stored name, file, size, sha256); the files are bounded by
-// max_bytes summed (16 MiB by default): past it, or for a missing file, the step fails as the
-// agent's error naming the path, and stores nothing.
+// A collect_files step copies named files (paths: [...]; a path ending in / is a folder, whose
+// regular files `find` run in the sandbox lists) out of a deploy_sandbox step's sandbox, or an
+// env component's (env, component), through the lifecycle manager into the run's folder
+// (artifacts/STEP/PATH, beside its trajectories), and lists each in its output artifacts
+// ([Artifact]: path, stored name, file, size, sha256); the files are bounded by max_bytes
+// summed (16 MiB by default) and MaxCollectFiles: past them, or for a missing file or folder,
+// the step fails as the agent's error naming the path, and stores nothing.
 //
 // Verifiers score in [0,1] with rows of what they checked; an errored verifier, and every
 // verifier after a failed agent, scores 0. The task's score combines the verifiers no

@@ -23,14 +23,16 @@ import (
 	"github.com/agentenv/agentenv/lifecycle"
 )
 
-// collectTaskYAML writes a report in a docker sandbox, keeps it with collect_files, checks it.
+// collectTaskYAML writes a report in a docker sandbox of the Debian image (whose find lists a
+// folder), keeps it with collect_files, keeps a folder of logs too (every file below it), and
+// checks the report.
 const collectTaskYAML = `name: collect
 steps:
   - id: box
     type: deploy_sandbox
     provider: docker
-    image: IMAGE
-    command: [sleep]
+    image: agentenv-debian:bookworm
+    command: [sleep, "3600"]
   - id: put
     type: write_file
     sandbox: box
@@ -40,6 +42,15 @@ steps:
     type: collect_files
     sandbox: box
     paths: [/tmp/out/report.txt]
+  - id: logs
+    type: exec
+    sandbox: box
+    command: [sh, -c, "mkdir -p /tmp/logs/deep && echo one > /tmp/logs/a.log && echo two > /tmp/logs/deep/b.log"]
+  - id: keep_logs
+    type: collect_files
+    sandbox: box
+    paths: [/tmp/logs/]
+    depends_on: [logs]
   - id: check
     type: file_contains
     sandbox: box
@@ -187,7 +198,7 @@ func TestRunsPushPull(t *testing.T) {
 		write(f, string(b))
 	}
 	notes := filepath.Join(dir, "notes-task")
-	write("collect.yaml", strings.Replace(collectTaskYAML, "IMAGE", c.image, 1))
+	write("collect.yaml", collectTaskYAML)
 	evalFile := write("shared.yaml", "name: shared\ntasks:\n  - task: "+notes+"\n    k: 1\n  - task: collect.yaml\n    k: 2\n")
 
 	ran := c.run(t.Context(), nil, "run", evalFile)
@@ -210,8 +221,14 @@ func TestRunsPushPull(t *testing.T) {
 	}
 	var rv explorer.RunView
 	code, body := httpGet(t, x1.URL+"/api/v1/runs/"+collectRun)
-	if err := json.Unmarshal([]byte(body), &rv); code != http.StatusOK || err != nil || len(rv.Artifacts) != 1 {
-		t.Fatalf("GET /api/v1/runs/%s = %d, %v, artifacts %+v\n%s", collectRun, code, err, rv.Artifacts, body)
+	if err := json.Unmarshal([]byte(body), &rv); code != http.StatusOK || err != nil || len(rv.Artifacts) != 3 {
+		t.Fatalf("GET /api/v1/runs/%s = %d, %v, artifacts %+v, want the report and the folder's two logs\n%s", collectRun, code, err, rv.Artifacts, body)
+	}
+	for i, want := range []struct{ path, data string }{{"/tmp/logs/a.log", "one\n"}, {"/tmp/logs/deep/b.log", "two\n"}} {
+		a := rv.Artifacts[1+i]
+		if code, got := httpGet(t, x1.URL+a.URL); a.Path != want.path || code != http.StatusOK || got != want.data {
+			t.Errorf("artifact %+v = %d %q, want %s holding %q", a, code, got, want.path, want.data)
+		}
 	}
 	if a := rv.Artifacts[0]; a.Path != "/tmp/out/report.txt" || a.Size != int64(len("the report\n")) || len(a.SHA256) != 64 {
 		t.Errorf("artifact %+v, want /tmp/out/report.txt of 11 bytes", a)
@@ -279,7 +296,7 @@ func TestRunsPushPull(t *testing.T) {
 			t.Errorf("the pulled group's page does not show episode %s", l.Run)
 		}
 	}
-	if err := json.Unmarshal([]byte(mustGet(t, x2.URL+"/api/v1/runs/"+collectRun)), &rv); err != nil || len(rv.Artifacts) != 1 {
+	if err := json.Unmarshal([]byte(mustGet(t, x2.URL+"/api/v1/runs/"+collectRun)), &rv); err != nil || len(rv.Artifacts) != 3 {
 		t.Fatalf("pulled run's artifacts: %v, %+v", err, rv.Artifacts)
 	}
 	if code, got := httpGet(t, x2.URL+rv.Artifacts[0].URL); code != http.StatusOK || got != "the report\n" {
