@@ -3,6 +3,7 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -200,6 +201,24 @@ func TestMergeEqualsUnsharded(t *testing.T) {
 	}
 	if _, _, err := Merge(ctx, r.ledger, srcs[:2]); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "merged into group "+m.ID) {
 		t.Errorf("Merge of two merged shards = %v, want invalid", err)
+	}
+
+	// The merged group, saved (as runs push does) and restored into a third ledger (as runs
+	// pull does), has the unsharded summary there too.
+	saved := t.TempDir()
+	if _, err := SaveGroup(ctx, r.ledger, m.ID, filepath.Join(r.dir, "work", "runs"), saved); err != nil {
+		t.Fatalf("SaveGroup of the merged group = %v", err)
+	}
+	third := newRig(t)
+	rg, _, err := RestoreGroup(ctx, third.ledger, saved, filepath.Join(third.dir, "state", "runs"), Origin{Digest: "sha256:abc"})
+	if err != nil || rg.ID != m.ID {
+		t.Fatalf("RestoreGroup of the merged group = %s, %v", rg.ID, err)
+	}
+	restored, err := Collect(ctx, third.ledger, rg)
+	if err != nil || restored.NotRun != 0 || len(restored.Lines) != len(whole.Lines) ||
+		!reflect.DeepEqual(summaryOf(restored.Overall), summaryOf(whole.Overall)) {
+		t.Errorf("restored merged group: %v, %d not run, %d lines, %+v; want %+v", err, restored.NotRun, len(restored.Lines),
+			summaryOf(restored.Overall), summaryOf(whole.Overall))
 	}
 	r.assertClean(t)
 	other.assertClean(t)
