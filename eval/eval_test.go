@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/agent"
+	"github.com/agentenv/agentenv/internal/testproc"
 	"github.com/agentenv/agentenv/ledger/bolt"
 	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/provider/process"
@@ -532,7 +532,7 @@ func TestResumeReadsABundleGroupThroughFetch(t *testing.T) {
 		asked = append(asked, ref+"@"+digest)
 		return Fetched{Tree: second, Pinned: map[string]string{"host": pin}}, nil
 	}
-	var logs syncBuffer
+	var logs testproc.Buffer
 	r.runner.Tasks.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	again, err := r.runner.Resume(t.Context(), res.Group.ID, Options{})
 	if err != nil || again.Overall.Passed != 2 {
@@ -545,22 +545,4 @@ func TestResumeReadsABundleGroupThroughFetch(t *testing.T) {
 		t.Errorf("Fetch was asked %v, want %s@%s", asked, ref, digest)
 	}
 	r.assertClean(t)
-}
-
-// syncBuffer is a bytes.Buffer that episodes running side by side can log to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package stdiobridge_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,32 +20,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentenv/agentenv/envproto"
+	"github.com/agentenv/agentenv/internal/testproc"
 	"github.com/agentenv/agentenv/stdiobridge"
 )
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes, for capturing logs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // bridge is a running stdiobridge.Run in a test.
 type bridge struct {
 	url     string // base URL
 	pidFile string
-	logs    *lockedBuffer
+	logs    *testproc.Buffer
 	cancel  context.CancelFunc
 	done    chan error
 }
@@ -55,7 +37,7 @@ type bridge struct {
 // The bridge is stopped at the end of the test.
 func startBridge(tb testing.TB, mode string, stopTimeout time.Duration) *bridge {
 	tb.Helper()
-	b := &bridge{pidFile: filepath.Join(tb.TempDir(), "pid"), logs: &lockedBuffer{}, done: make(chan error, 1)}
+	b := &bridge{pidFile: filepath.Join(tb.TempDir(), "pid"), logs: &testproc.Buffer{}, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	ready := make(chan string, 1)

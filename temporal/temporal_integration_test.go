@@ -19,7 +19,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"github.com/agentenv/agentenv/internal/registryserver"
 	"github.com/agentenv/agentenv/internal/temporalserver"
 	"github.com/agentenv/agentenv/internal/testbin"
+	"github.com/agentenv/agentenv/internal/testproc"
 	"github.com/agentenv/agentenv/ledger"
 	"github.com/agentenv/agentenv/ledger/postgres/pgtest"
 	"github.com/agentenv/agentenv/provider/docker/dockertest"
@@ -130,7 +130,7 @@ func (r *rig) run(ctx context.Context, args ...string) result {
 type worker struct {
 	name string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *testproc.Buffer
 	done chan error
 }
 
@@ -138,7 +138,7 @@ type worker struct {
 // test ends if still running.
 func (r *rig) startWorker(name string, slots int) *worker {
 	r.t.Helper()
-	w := &worker{name: name, log: &syncBuffer{}, done: make(chan error, 1)}
+	w := &worker{name: name, log: &testproc.Buffer{}, done: make(chan error, 1)}
 	w.cmd = r.cmd(context.Background(), filepath.Join(r.dir, "machine"), "worker", "--slots", strconv.Itoa(slots))
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	if err := w.cmd.Start(); err != nil {
@@ -192,24 +192,6 @@ func (r *rig) killBusy(ctx context.Context, workers []*worker, start time.Time) 
 		time.Sleep(100 * time.Millisecond)
 	}
 	return nil
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's writes and a test's reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // writeEval writes an eval of the given tasks (path or built-in name, k) at concurrency conc.
@@ -489,7 +471,7 @@ func TestTemporalQueueLateWorkerRestartAndCancel(t *testing.T) {
 	// Ctrl-C on the submitter: the group is cancelled, its episodes torn down.
 	evalFile = r.writeEval("cancelled", 2, map[string]int{slow: 6})
 	sub := r.cmd(t.Context(), "", "run", evalFile, "--runner", "temporal")
-	var out syncBuffer
+	var out testproc.Buffer
 	sub.Stdout, sub.Stderr = &out, &out
 	if err := sub.Start(); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/testproc"
 	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
@@ -113,7 +114,7 @@ func (c *cli) noRunLeftovers(out string) {
 func (c *cli) interrupted(tk, line string, after time.Duration) {
 	c.t.Helper()
 	cmd := c.cmd(c.t.Context(), nil, "run", tk)
-	var out, errb syncBuffer
+	var out, errb testproc.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -147,24 +148,6 @@ func (c *cli) interrupted(tk, line string, after time.Duration) {
 		}
 	}
 	c.noRunLeftovers(id + "\n")
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestSIGINTDuringDeployAgent: Ctrl-C while deploy_agent waits for a card: exit 130, nothing left.
@@ -261,7 +244,7 @@ steps:
 
 // hostJSAgent runs the JS agent on this host, with env added to its environment, until the
 // test ends: its port on 127.0.0.1, and what it prints.
-func hostJSAgent(t *testing.T, env ...string) (int, *syncBuffer) {
+func hostJSAgent(t *testing.T, env ...string) (int, *testproc.Buffer) {
 	t.Helper()
 	jsAgentModules(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -274,7 +257,7 @@ func hostJSAgent(t *testing.T, env ...string) (int, *syncBuffer) {
 	node := exec.CommandContext(ctx, "node", "agent.mjs")
 	node.Dir = jsAgentDir
 	node.Env = append(append(os.Environ(), fmt.Sprintf("PORT=%d", port)), env...)
-	out := &syncBuffer{}
+	out := &testproc.Buffer{}
 	node.Stdout, node.Stderr = out, out
 	if err := node.Start(); err != nil {
 		t.Fatal(err)

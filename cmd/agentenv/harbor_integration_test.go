@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/agent/model/modeltest"
+	"github.com/agentenv/agentenv/internal/testproc"
 	"github.com/agentenv/agentenv/provider/docker/dockertest"
 )
 
@@ -308,7 +309,7 @@ func TestHarborModelAgent(t *testing.T) {
 func (c *cli) signalRun(dir, line string, after time.Duration, sig syscall.Signal) (int, string) {
 	c.t.Helper()
 	cmd := c.cmd(c.t.Context(), nil, "run", dir)
-	var out, errb syncBuffer
+	var out, errb testproc.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/agentenv/agentenv/internal/testproc"
 )
 
 // buildRuntimeImage runs `agentenv images build` with the binary under test, as a user would
@@ -135,7 +137,7 @@ steps:
 - {id: wait, type: command_succeeds, sandbox: sandbox, command: [sleep, "120"]}
 `)
 	cmd := c.cmd(t.Context(), []string{"AGENTENV_FAULTS=process/terminate:*:hang"}, "run", tk, "--k", "2", "--concurrency", "2")
-	var out, errb syncBuffer
+	var out, errb testproc.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

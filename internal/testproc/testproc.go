@@ -1,7 +1,7 @@
 // Package testproc is a test kit for the kits that run a real server's binary for a test
 // (internal/temporalserver, internal/registryserver): the tail of the server's output, kept
 // for the error that says why it did not start, and its stop, SIGTERM then SIGKILL after a
-// bound. Only tests and test kits import it.
+// bound; and a Buffer for any test that reads what processes or goroutines still write. Only tests and test kits import it.
 package testproc
 
 import (
@@ -41,6 +41,27 @@ func (w *Tail) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return strings.TrimSpace(w.buf.String())
+}
+
+// Buffer keeps everything written to it. It is safe for the writes of a process (or of
+// episodes running side by side) and a test's reads at once.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write keeps p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns all that was written, as it was written.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Stop ends the started cmd, whose Wait closes exited: SIGTERM, then SIGKILL if it has not

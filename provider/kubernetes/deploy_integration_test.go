@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/agentenv/agentenv/deploy"
 	"github.com/agentenv/agentenv/internal/fault"
 	"github.com/agentenv/agentenv/internal/testbin"
+	"github.com/agentenv/agentenv/internal/testproc"
 	"github.com/agentenv/agentenv/provider/kubernetes"
 	"github.com/agentenv/agentenv/spec"
 )
@@ -213,7 +213,7 @@ gateway:
 	ledger := "--ledger=" + filepath.Join(dir, "ledger.db")
 	cmd := exec.Command(bin, "env", "deploy", envFile, "--provider", "kubernetes", "--name", id, ledger)
 	cmd.Env = env
-	out := &lockedBuffer{}
+	out := &testproc.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -246,23 +246,4 @@ gateway:
 	if left, err := leftovers(t.Context(), cs, labels); err != nil || len(left) > 0 {
 		t.Errorf("after gc: left %v, %v\ngc said:\n%s", left, err, gcOut)
 	}
-}
-
-// lockedBuffer is an io.Writer safe for a subprocess's stdout and stderr at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b = append(l.b, p...)
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
 }
