@@ -133,7 +133,7 @@ func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 // host is VM vm, labelled labels, as vmdocker drives it.
 func (p *Provider) host(vm string, labels map[string]string) vmdocker.Host {
 	return vmdocker.Host{Shell: vmShell{p, vm}, Labels: labels, Cleanup: p.cfg.RequestTimeout, Log: p.log.With("vm", vm),
-		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()},
+		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: vmdocker.UploadHint("vercel", "vm image", p.cfg.VMImage)},
 		Publish: func(ctx context.Context, published map[int]int) (func(int) string, error) {
 			routes, err := p.route(ctx, vm, published)
 			return func(vmPort int) string { return routes[vmPort] }, err
@@ -208,11 +208,6 @@ func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
 		return err
 	}
 	return sh.Put(ctx, file, r)
-}
-
-// imageHint says, in a missing image's error, where vercel gets its images.
-func (p *Provider) imageHint() string {
-	return fmt.Sprintf("vercel uploads images from this host's Docker engine ($DOCKER_HOST), or build the vm image (%s) with the env's images", p.cfg.VMImage)
 }
 
 // RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
