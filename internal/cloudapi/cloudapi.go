@@ -1,5 +1,6 @@
-// Package cloudapi is the client side of a cloud sandbox API reached over HTTP with JSON (E2B,
-// Tensorlake), the parts every such provider writes the same way:
+// Package cloudapi is the client side of a cloud sandbox API (E2B, Tensorlake and Vercel over
+// HTTP with JSON; Tenki over Connect; modal's and smol_vm's settings), the parts every such
+// provider writes the same way:
 //
 //   - [Client]: one request with the API key (JSON in, JSON out, or a body streamed either way),
 //     a non-2xx answer decoded into an [apierr.Error] (map it with [apierr.Kind]), and the
@@ -10,6 +11,10 @@
 //     create), on a detached bounded context, found again by its record label when its id is
 //     unknown.
 //   - [Pages]: a bounded walk over a paged listing.
+//   - [Await]: the poll, bounded by the create's deadline, until a new sandbox runs.
+//   - [CheckRecord], [RecordName]: the name every cloud sandbox (and container in a VM) has;
+//     [Labels]: a spec's labels with its expiry, for the cloud's metadata; [JoinPorts] and
+//     [Endpoints]: a sandbox's ports kept in a label, for a cloud that keeps none of its own.
 //   - [Config]: the settings every cloud shares (credential hint, backstop, rate, creates in
 //     flight, request bounds, HTTP client), embedded in each cloud provider's Config and filled
 //     by [Config.Defaults]; [Default] is the one rule for a Config's numbers (zero means the

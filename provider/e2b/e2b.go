@@ -157,9 +157,6 @@ func (p *Provider) Capabilities() agentenv.Capabilities {
 // Endpoint returns the base URL of port of sandbox id, as E2B exposes it.
 func (p *Provider) Endpoint(id string, port int) string { return p.cfg.SandboxURL(id, port) }
 
-// recordName is what a record id must look like here (it is also used in container names).
-var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
 // templateName is what a template id or alias looks like (team/name:tag included).
 var templateName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:-]{0,127}$`)
 

@@ -8,6 +8,7 @@ import (
 	"maps"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
@@ -35,7 +36,7 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 // the VM through envd's filesystem API, and copied into the container before it starts. On error
 // it removes the container it made.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if !recordName.MatchString(spec.Name) || spec.Image == "" {
+	if !cloudapi.RecordName.MatchString(spec.Name) || spec.Image == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
 	}
 	h, err := p.host(ctx, vm)
@@ -82,7 +83,7 @@ func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
 // RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
 // gone counts as removed.
 func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
-	if !recordName.MatchString(name) {
+	if !cloudapi.RecordName.MatchString(name) {
 		return fmt.Errorf("e2b: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
 	}
 	h, err := p.host(ctx, vm)
@@ -103,7 +104,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 // VM first through envd's filesystem API, and removed afterwards. A container that does not
 // exist is ErrNotFound; a VM that is gone, ErrGone.
 func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
-	if !recordName.MatchString(name) || len(argv) == 0 {
+	if !cloudapi.RecordName.MatchString(name) || len(argv) == 0 {
 		return agentenv.ExecResult{}, fmt.Errorf("e2b: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
 	}
 	h, err := p.host(ctx, vm)

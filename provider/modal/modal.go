@@ -47,7 +47,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -339,9 +338,6 @@ func kind(err error) error {
 	}
 	return err
 }
-
-// name is what a record id must look like to be a Modal sandbox name.
-var name = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // timeout is the backstop lifetime of spec.
 func (p *Provider) timeout(spec agentenv.SandboxSpec) time.Duration {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 )
 
@@ -43,7 +44,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if p.cfg.VM {
 		return p.createBare(ctx, spec)
 	}
-	if !name.MatchString(spec.Name) {
+	if !cloudapi.RecordName.MatchString(spec.Name) {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create: sandbox name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
 	}
 	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {

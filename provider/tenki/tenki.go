@@ -219,9 +219,6 @@ func (p *Provider) Abilities() agentenv.Abilities {
 	return agentenv.Abilities{Execer: p, Files: p, VMHost: p, VMExecer: p, Locator: p}
 }
 
-// recordName is what a record id must look like to be a session name (and a container name).
-var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
 // imageRef is what a Tenki registry reference looks like ("workspace/name:tag", a digest).
 var imageRef = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/shellquote"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 	"github.com/agentenv/agentenv/provider/tenki/internal/wire"
@@ -29,7 +30,7 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if err := p.check(vm); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("tenki: create vm %s: %w", spec.Name, err)
 	}
-	meta := p.metadata(spec)
+	meta := cloudapi.Labels(spec)
 	meta[metaMode] = modeVM
 	sess, err := p.create(ctx, spec.Name, p.request(vm, p.cfg.VMImage, meta, true))
 	if err != nil {
@@ -84,7 +85,7 @@ func (p *Provider) vmSession(ctx context.Context, vm string) (*wire.Session, map
 // packed in a tar, uploaded into the VM and copied into the container before it starts. On
 // error it removes the container it made.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if !recordName.MatchString(spec.Name) || spec.Image == "" {
+	if !cloudapi.RecordName.MatchString(spec.Name) || spec.Image == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("tenki: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
 	}
 	_, labels, err := p.vmSession(ctx, vm)
@@ -152,7 +153,7 @@ func (p *Provider) imageHint() string {
 // RemoveFromVM implements agentenv.VMHost with vmdocker.Remove (`docker rm -f`); a container,
 // or a VM, that is gone counts as removed.
 func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
-	if !recordName.MatchString(name) {
+	if !cloudapi.RecordName.MatchString(name) {
 		return fmt.Errorf("tenki: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
 	}
 	_, _, err := p.vmSession(ctx, vm)
@@ -172,7 +173,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 // own stdin (vmdocker.ExecIn writes it to a file first, for clouds whose exec takes none). A
 // container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
 func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
-	if !recordName.MatchString(name) || len(argv) == 0 {
+	if !cloudapi.RecordName.MatchString(name) || len(argv) == 0 {
 		return agentenv.ExecResult{}, fmt.Errorf("tenki: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
 	}
 	if _, _, err := p.vmSession(ctx, vm); err != nil {

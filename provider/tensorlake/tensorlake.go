@@ -185,9 +185,6 @@ func (p *Provider) Location() string { return "Tensorlake at " + p.cfg.APIURL }
 // Endpoint returns the base URL of port of sandbox id, as Tensorlake exposes it.
 func (p *Provider) Endpoint(id string, port int) string { return p.cfg.PortURL(id, port) }
 
-// recordName is what a record id must look like to be a sandbox name (and a container name).
-var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
 // imageName is what a Tensorlake image name looks like (registered names, registry references).
 var imageName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
@@ -37,7 +38,7 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if p.cfg.VMImage == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create vm %s: no VM image: set %s to a Tensorlake sandbox image with dockerd and the docker CLI: %w", spec.Name, p.cfg.VMImageHint, agentenv.ErrInvalid)
 	}
-	labels := p.labelsOf(spec)
+	labels := cloudapi.Labels(spec)
 	labels[labelMode] = modeVM
 	ep, err := entrypoint(labels, []string{"/bin/sh", "-c", vmEntrypoint}, nil)
 	if err != nil {
@@ -87,7 +88,7 @@ func (p *Provider) vmInfo(ctx context.Context, vm string) (sandboxInfo, map[stri
 // uploaded into the VM and copied into the container before it starts. On error it removes the
 // container it made.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if !recordName.MatchString(spec.Name) || spec.Image == "" {
+	if !cloudapi.RecordName.MatchString(spec.Name) || spec.Image == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
 	}
 	_, labels, err := p.vmInfo(ctx, vm)
@@ -149,7 +150,7 @@ func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
 // RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
 // gone counts as removed.
 func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
-	if !recordName.MatchString(name) {
+	if !cloudapi.RecordName.MatchString(name) {
 		return fmt.Errorf("tensorlake: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
 	}
 	_, _, err := p.vmInfo(ctx, vm)
@@ -169,7 +170,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 // (vmdocker.ExecIn). The process API takes no stdin, so stdin is written to a file in the VM
 // first (one streamed PUT) and removed afterwards. A container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
 func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
-	if !recordName.MatchString(name) || len(argv) == 0 {
+	if !cloudapi.RecordName.MatchString(name) || len(argv) == 0 {
 		return agentenv.ExecResult{}, fmt.Errorf("tensorlake: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
 	}
 	_, _, err := p.vmInfo(ctx, vm)

@@ -233,9 +233,6 @@ func orUnset(s string) string {
 	return s
 }
 
-// recordName is what a record id must look like to be a sandbox name (and a container name).
-var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
 // imageName is what an image reference looks like: a managed image ("universal", "node:24"), a
 // repository of the team's registry ("my-repo:v1", "team/project/repo@sha256:...") or a fully
 // qualified one.

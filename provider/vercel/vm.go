@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
@@ -117,7 +118,7 @@ func (p *Provider) vm(ctx context.Context, name string) (described, map[string]s
 // from this host's Docker engine (Config.DockerHost) through the files API, and one missing from
 // both is ErrInvalid naming it (nothing is pulled). On error it removes the container it made.
 func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if !recordName.MatchString(spec.Name) || spec.Image == "" {
+	if !cloudapi.RecordName.MatchString(spec.Name) || spec.Image == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
 	}
 	_, labels, err := p.vm(ctx, vm)
@@ -213,7 +214,7 @@ func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
 // RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
 // gone counts as removed.
 func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
-	if !recordName.MatchString(name) {
+	if !cloudapi.RecordName.MatchString(name) {
 		return fmt.Errorf("vercel: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
 	}
 	if err := vmdocker.Remove(ctx, vmShell{p, vm}, name); err != nil {
@@ -226,7 +227,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 // (vmdocker.ExecIn): the command API takes no stdin, so stdin is written to a file in the VM
 // first. A container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
 func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
-	if !recordName.MatchString(name) || len(argv) == 0 {
+	if !cloudapi.RecordName.MatchString(name) || len(argv) == 0 {
 		return agentenv.ExecResult{}, fmt.Errorf("vercel: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
 	}
 	res, err := vmdocker.ExecIn(ctx, p.host(vm, nil), name, argv, env, stdin)
