@@ -35,6 +35,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cloudapi"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // Defaults for the zero values of Config. Rate and concurrency are E2B's published Hobby-tier
@@ -87,11 +88,14 @@ type Provider struct {
 	gate     *cloudapi.Gate
 	backstop cloudapi.Backstop
 	rel      cloudapi.Releaser
+
+	vmdocker.VMs // RunInVM, RemoveFromVM and ExecInVM, over host
 }
 
 var (
 	_ agentenv.Provider = (*Provider)(nil)
 	_ agentenv.VMHost   = (*Provider)(nil)
+	_ agentenv.VMExecer = (*Provider)(nil)
 	_ agentenv.Locator  = (*Provider)(nil)
 )
 
@@ -143,6 +147,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
 	}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.VMs = vmdocker.VMs{Prefix: "e2b", Provider: cfg.Name, Valid: cloudapi.RecordName.MatchString, Find: p.host}
 	return p, nil
 }
 

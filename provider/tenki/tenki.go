@@ -48,6 +48,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/keylock"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 	"github.com/agentenv/agentenv/provider/tenki/internal/wire"
 )
 
@@ -117,6 +118,8 @@ type Provider struct {
 	mu     sync.Mutex
 	planes map[string]plane // data plane of each session seen, until its credential expires
 	vms    keylock.Set      // VM mode: one lock per VM, held while its ports are exposed
+
+	vmdocker.VMs // RunInVM and RemoveFromVM, over host
 }
 
 var (
@@ -168,6 +171,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		planes:   map[string]plane{},
 	}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.VMs = vmdocker.VMs{Prefix: "tenki", Provider: cfg.Name, Valid: cloudapi.RecordName.MatchString, Find: p.host}
 	opts := []connect.ClientOption{connect.WithCodec(wire.Codec{}), connect.WithInterceptors(authInterceptor(cfg.Token))}
 	u := cfg.APIURL
 	p.createSession = connect.NewClient[wire.CreateSessionRequest, wire.CreateSessionResponse](hc, u+wire.CreateSession, opts...)

@@ -49,6 +49,7 @@ import (
 	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/keylock"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // Defaults for the zero values of Config.
@@ -109,6 +110,8 @@ type Provider struct {
 	rel      cloudapi.Releaser
 
 	vms keylock.Set // VM mode: one lock per VM, held while its exposed ports change
+
+	vmdocker.VMs // RunInVM, RemoveFromVM and ExecInVM, over host
 }
 
 var (
@@ -166,6 +169,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
 	}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.VMs = vmdocker.VMs{Prefix: "tensorlake", Provider: cfg.Name, Valid: cloudapi.RecordName.MatchString, Find: p.host}
 	return p, nil
 }
 

@@ -78,37 +78,24 @@ func (p *Provider) vmInfo(ctx context.Context, vm string) (sandboxInfo, map[stri
 	return si, labels, nil
 }
 
-// RunInVM implements agentenv.VMHost with vmdocker.RunIn: it starts spec as a container of vm's stack with
-// `docker create` and `docker start` through the process API, on the stack's network under
-// spec.Name and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine
-// picks, which is then added to the sandbox's exposed ports (PATCH /sandboxes/{id}, under a
-// lock per VM) and reached at Tensorlake's URL of that port. An image the VM lacks is uploaded
-// from this host's Docker engine (Config.DockerHost) through the files API, and one missing
-// from both is ErrInvalid naming it (nothing is pulled). spec.Files are packed in a tar,
-// uploaded into the VM and copied into the container before it starts. On error it removes the
-// container it made.
-func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if !cloudapi.RecordName.MatchString(spec.Name) || spec.Image == "" {
-		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
-	}
+// host is VM vm as vmdocker drives it for the embedded vmdocker.VMs (RunInVM, RemoveFromVM,
+// ExecInVM): its shell through the sandbox API's process and files APIs, its labels, and its
+// ports. A container's ports are published on VM ports the VM's engine picks, which are then
+// added to the sandbox's exposed ports (expose, under a lock per VM) and reached at Tensorlake's
+// URL of each. An image the VM lacks is uploaded from this host's Docker engine
+// (Config.DockerHost) through the files API, and one missing from both is ErrInvalid naming it
+// (nothing is pulled); spec.Files and a command's stdin (the process API takes none) go up the
+// same way, in one streamed PUT each. A VM that has ended is ErrGone (vmInfo).
+func (p *Provider) host(ctx context.Context, vm string) (vmdocker.Host, error) {
 	_, labels, err := p.vmInfo(ctx, vm)
-	if err == nil {
-		var sb agentenv.Sandbox
-		if sb, err = vmdocker.RunIn(ctx, p.host(vm, labels), p.cfg.Name, spec); err == nil {
-			return sb, nil
-		}
+	if err != nil {
+		return vmdocker.Host{}, err
 	}
-	return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: %w", spec.Name, vm, err)
-}
-
-// host is VM vm, labelled labels, as vmdocker drives it: the VM ports its containers publish are
-// exposed (expose) and reached at Tensorlake's URL of each.
-func (p *Provider) host(vm string, labels map[string]string) vmdocker.Host {
 	return vmdocker.Host{Shell: vmShell{p, vm}, Labels: labels, Cleanup: p.cfg.RequestTimeout, Log: p.log.With("vm", vm),
 		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: vmdocker.UploadHint("tensorlake", "vm image", p.cfg.VMImage)},
 		Publish: func(ctx context.Context, published map[int]int) (func(int) string, error) {
 			return func(vmPort int) string { return p.cfg.PortURL(vm, vmPort) }, p.expose(ctx, vm, published)
-		}}
+		}}, nil
 }
 
 // expose adds the VM ports of published to vm's exposed ports, reachable without Tensorlake
@@ -145,41 +132,4 @@ func (s vmShell) Run(ctx context.Context, script string) (agentenv.ExecResult, e
 
 func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
 	return s.p.put(ctx, s.vm, file, r)
-}
-
-// RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
-// gone counts as removed.
-func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
-	if !cloudapi.RecordName.MatchString(name) {
-		return fmt.Errorf("tensorlake: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
-	}
-	_, _, err := p.vmInfo(ctx, vm)
-	if errors.Is(err, agentenv.ErrGone) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("tensorlake: remove %s from %s: %w", name, vm, err)
-	}
-	if err := vmdocker.Remove(ctx, vmShell{p, vm}, name); err != nil {
-		return fmt.Errorf("tensorlake: remove %s from %s: %w", name, vm, err)
-	}
-	return nil
-}
-
-// ExecInVM implements agentenv.VMExecer with `docker exec` through the process API
-// (vmdocker.ExecIn). The process API takes no stdin, so stdin is written to a file in the VM
-// first (one streamed PUT) and removed afterwards. A container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
-func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
-	if !cloudapi.RecordName.MatchString(name) || len(argv) == 0 {
-		return agentenv.ExecResult{}, fmt.Errorf("tensorlake: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
-	}
-	_, _, err := p.vmInfo(ctx, vm)
-	var res agentenv.ExecResult
-	if err == nil {
-		res, err = vmdocker.ExecIn(ctx, p.host(vm, nil), name, argv, env, stdin)
-	}
-	if err != nil {
-		return res, fmt.Errorf("tensorlake: exec in %s of %s: %w", vm, name, err)
-	}
-	return res, nil
 }

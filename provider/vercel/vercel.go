@@ -51,6 +51,7 @@ import (
 	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/keylock"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // Defaults for the zero values of Config.
@@ -118,6 +119,8 @@ type Provider struct {
 	missing  string // what credential is missing, "" when none
 
 	vms keylock.Set // VM mode: one lock per VM, held while its ports change
+
+	vmdocker.VMs // RunInVM, RemoveFromVM and ExecInVM, over host
 }
 
 var (
@@ -167,6 +170,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}
 	p.files = &files
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.VMs = vmdocker.VMs{Prefix: "vercel", Provider: cfg.Name, Valid: cloudapi.RecordName.MatchString, Find: p.host}
 	return p, nil
 }
 
