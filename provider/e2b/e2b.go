@@ -85,7 +85,7 @@ type Provider struct {
 	log      *slog.Logger
 	http     *http.Client // envd, reached without the API key
 	client   *cloudapi.Client
-	gate     *cloudapi.Gate
+	creates  cloudapi.Creates
 	backstop cloudapi.Backstop
 	rel      cloudapi.Releaser
 
@@ -143,10 +143,10 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
 		client: &cloudapi.Client{Name: "e2b", Key: cfg.APIKey, KeyHint: cfg.CredentialHint,
 			Auth: cloudapi.Header("X-API-Key"), HTTP: hc},
-		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
 	}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.creates = cloudapi.Creates{Prefix: "e2b", Gate: cloudapi.NewGate(cfg.Rate, cfg.Concurrency), Check: p.client.CheckKey, Timeout: cfg.CreateTimeout}
 	p.VMs = vmdocker.VMs{Prefix: "e2b", Provider: cfg.Name, Valid: cloudapi.RecordName.MatchString, Find: p.host}
 	return p, nil
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 )
@@ -94,17 +93,11 @@ func (p *Provider) check(spec agentenv.SandboxSpec, template string) error {
 }
 
 func (p *Provider) create(ctx context.Context, spec agentenv.SandboxSpec, template string, command []string) (agentenv.Sandbox, error) {
-	if err := ctx.Err(); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: %w", spec.Name, err)
-	}
-	if err := p.client.CheckKey(); err != nil {
+	cctx, end, err := p.creates.Begin(ctx, spec.Name)
+	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
-	leave, err := p.gate.Enter(ctx)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: %w", spec.Name, err)
-	}
-	defer leave()
+	defer end()
 	meta := cloudapi.Labels(spec)
 	if len(spec.Ports) > 0 {
 		meta[labelPorts] = cloudapi.JoinPorts(spec.Ports)
@@ -114,9 +107,7 @@ func (p *Provider) create(ctx context.Context, spec agentenv.SandboxSpec, templa
 	log.Debug("create sandbox", "timeout_s", body.Timeout)
 
 	var created createdSandbox
-	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
 	_, err = p.call(cctx, http.MethodPost, "/sandboxes", body, &created)
-	cancel()
 	if err != nil {
 		status := apierr.Status(err)
 		refused := status >= 400 && status < 500

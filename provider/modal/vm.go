@@ -165,7 +165,7 @@ func (p *Provider) createVM(ctx context.Context, spec agentenv.SandboxSpec, imag
 		err = ctx.Err()
 	}
 	if err != nil {
-		p.release(ctx, sb.SandboxID, spec.Name)
+		p.rel.Release(ctx, sb.SandboxID, spec.Name)
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create vm %s: %w", spec.Name, err)
 	}
 	labels := maps.Clone(spec.Labels)

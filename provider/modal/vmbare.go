@@ -81,7 +81,7 @@ func (p *Provider) createBare(ctx context.Context, spec agentenv.SandboxSpec) (_
 	}
 	defer func() {
 		if err != nil {
-			p.release(ctx, vm.ID, spec.Name)
+			p.rel.Release(ctx, vm.ID, spec.Name)
 		}
 	}()
 	in, err := p.runInVM(ctx, vm.ID, main, slots)

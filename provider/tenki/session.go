@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/shellquote"
@@ -163,17 +162,11 @@ func (p *Provider) check(spec agentenv.SandboxSpec) error {
 // create sends req, waits for the session to run and returns it; see Create for what it
 // guarantees.
 func (p *Provider) create(ctx context.Context, record string, req wire.CreateSessionRequest) (*wire.Session, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("tenki: create %s: %w", record, err)
-	}
-	if err := p.key.CheckKey(); err != nil {
+	cctx, end, err := p.creates.Begin(ctx, record)
+	if err != nil {
 		return nil, err
 	}
-	leave, err := p.gate.Enter(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("tenki: create %s: %w", record, err)
-	}
-	defer leave()
+	defer end()
 	image := ""
 	if req.RegistryRef != nil {
 		image = *req.RegistryRef
@@ -181,8 +174,6 @@ func (p *Provider) create(ctx context.Context, record string, req wire.CreateSes
 	log := p.log.With("record_id", record, "image", image)
 	log.Debug("create session", "max_duration", time.Duration(*req.MaxDuration))
 
-	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
-	defer cancel()
 	created, err := call(cctx, p, p.createSession, &req)
 	if err == nil && (created.Session == nil || created.Session.ID == "") {
 		err = errors.New("create answered no session")

@@ -103,7 +103,7 @@ type Provider struct {
 	log      *slog.Logger
 	http     *http.Client
 	key      *cloudapi.Client // the token and what to set without one; calls go through Connect
-	gate     *cloudapi.Gate
+	creates  cloudapi.Creates
 	backstop cloudapi.Backstop
 	rel      cloudapi.Releaser
 
@@ -166,11 +166,11 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	p := &Provider{
 		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
 		key:      &cloudapi.Client{Name: "tenki", Key: cfg.Token, KeyHint: cfg.CredentialHint, Auth: cloudapi.Bearer, HTTP: hc},
-		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
 		planes:   map[string]plane{},
 	}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.creates = cloudapi.Creates{Prefix: "tenki", Gate: cloudapi.NewGate(cfg.Rate, cfg.Concurrency), Check: p.key.CheckKey, Timeout: cfg.CreateTimeout}
 	p.VMs = vmdocker.VMs{Prefix: "tenki", Provider: cfg.Name, Valid: cloudapi.RecordName.MatchString, Find: p.host}
 	opts := []connect.ClientOption{connect.WithCodec(wire.Codec{}), connect.WithInterceptors(authInterceptor(cfg.Token))}
 	u := cfg.APIURL

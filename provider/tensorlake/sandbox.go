@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/shellquote"
@@ -237,22 +236,14 @@ func (p *Provider) check(spec agentenv.SandboxSpec) error {
 // the wait, once created) is returned as it is, exited, as a container whose command exits at
 // once would be; else it is an error.
 func (p *Provider) create(ctx context.Context, record string, req createRequest, exitedOK bool) (sandboxInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return sandboxInfo{}, fmt.Errorf("tensorlake: create %s: %w", record, err)
-	}
-	if err := p.client.CheckKey(); err != nil {
+	cctx, end, err := p.creates.Begin(ctx, record)
+	if err != nil {
 		return sandboxInfo{}, err
 	}
-	leave, err := p.gate.Enter(ctx)
-	if err != nil {
-		return sandboxInfo{}, fmt.Errorf("tensorlake: create %s: %w", record, err)
-	}
-	defer leave()
+	defer end()
 	log := p.log.With("record_id", record, "image", req.Image)
 	log.Debug("create sandbox", "timeout_s", req.TimeoutSecs)
 
-	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
-	defer cancel()
 	var created createResponse
 	err = p.call(cctx, http.MethodPost, p.cfg.APIURL+"/sandboxes", req, &created)
 	if err == nil && created.SandboxID == "" {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 )
@@ -229,22 +228,14 @@ func (p *Provider) check(spec agentenv.SandboxSpec) error {
 // returns the sandbox; see Create for what it guarantees.
 func (p *Provider) create(ctx context.Context, req createRequest, then func(context.Context, described) error) (agentenv.Sandbox, error) {
 	record := req.Name
-	if err := ctx.Err(); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: %w", record, err)
-	}
-	if err := p.checkCredentials(); err != nil {
+	cctx, end, err := p.creates.Begin(ctx, record)
+	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
-	leave, err := p.gate.Enter(ctx)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: %w", record, err)
-	}
-	defer leave()
+	defer end()
 	log := p.log.With("record_id", record, "image", req.Image)
 	log.Debug("create sandbox", "timeout_ms", req.Timeout, "vcpus", req.Resources.VCPUs)
 
-	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
-	defer cancel()
 	var d described
 	err = p.call(cctx, http.MethodPost, "/v3/sandboxes", nil, req, &d)
 	if err == nil && d.Sandbox.Name != record {

@@ -113,7 +113,7 @@ type Provider struct {
 	log      *slog.Logger
 	api      *cloudapi.Client // the token as a bearer token
 	files    *cloudapi.Client // the same, and the x-cwd header of fs/write: "/"
-	gate     *cloudapi.Gate
+	creates  cloudapi.Creates
 	backstop cloudapi.Backstop
 	rel      cloudapi.Releaser
 	missing  string // what credential is missing, "" when none
@@ -158,7 +158,6 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	hc := cfg.HTTPClient
 	p := &Provider{
 		cfg: cfg, log: logger.With("provider", cfg.Name),
-		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
 	}
 	p.resolveCredentials()
@@ -170,6 +169,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}
 	p.files = &files
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.creates = cloudapi.Creates{Prefix: "vercel", Gate: cloudapi.NewGate(cfg.Rate, cfg.Concurrency), Check: p.checkCredentials, Timeout: cfg.CreateTimeout}
 	p.VMs = vmdocker.VMs{Prefix: "vercel", Provider: cfg.Name, Valid: cloudapi.RecordName.MatchString, Find: p.host}
 	return p, nil
 }
