@@ -66,3 +66,18 @@ func Endpoints(joined string, url func(port int) string) map[string]string {
 	}
 	return out
 }
+
+// ImageName is what an image a cloud takes by name looks like: a managed name ("universal",
+// "node:24"), a registry reference, a digest.
+var ImageName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
+
+// CheckImages fails with ErrInvalid naming the first of images that is neither empty (the
+// cloud's default) nor an [ImageName].
+func CheckImages(images ...string) error {
+	for _, img := range images {
+		if img != "" && !ImageName.MatchString(img) {
+			return fmt.Errorf("image %q: want an image name: %w", img, agentenv.ErrInvalid)
+		}
+	}
+	return nil
+}

@@ -90,3 +90,12 @@ func TestAwaitPollsUntilDoneFailsOrTheDeadline(t *testing.T) {
 		t.Errorf("Await took %s past a 120ms deadline", took)
 	}
 }
+
+func TestCheckImages(t *testing.T) {
+	if err := CheckImages("", "universal", "node:24", "ghcr.io/acme/vm@sha256:abc"); err != nil {
+		t.Errorf("CheckImages of good names = %v", err)
+	}
+	if err := CheckImages("ok", "bad image"); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), `"bad image"`) {
+		t.Errorf("CheckImages of a bad name = %v, want ErrInvalid naming it", err)
+	}
+}

@@ -1,6 +1,7 @@
 package tenki
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,12 +52,9 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err := p.check(spec); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("tenki: create %s: %w", spec.Name, err)
 	}
-	image := spec.Image
-	if image == "" {
-		image = p.cfg.Image
-	}
-	if image != "" && !imageRef.MatchString(image) {
-		return agentenv.Sandbox{}, fmt.Errorf("tenki: create %s: image %q: want a Tenki registry reference: %w", spec.Name, image, agentenv.ErrInvalid)
+	image := cmp.Or(spec.Image, p.cfg.Image)
+	if err := cloudapi.CheckImages(image); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("tenki: create %s: %w", spec.Name, err)
 	}
 	meta := cloudapi.Labels(spec)
 	if len(spec.Ports) > 0 {

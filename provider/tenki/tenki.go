@@ -39,7 +39,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -154,10 +153,8 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}), cloudapi.Default("DockerWait", &cfg.DockerWait, DefaultDockerWait)); err != nil {
 		return nil, fmt.Errorf("tenki: %w", err)
 	}
-	for _, img := range []string{cfg.Image, cfg.VMImage} {
-		if img != "" && !imageRef.MatchString(img) {
-			return nil, fmt.Errorf("tenki: image %q: want a Tenki registry reference: %w", img, agentenv.ErrInvalid)
-		}
+	if err := cloudapi.CheckImages(cfg.Image, cfg.VMImage); err != nil {
+		return nil, fmt.Errorf("tenki: %w", err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -222,9 +219,6 @@ func (p *Provider) Location() string { return "Tenki at " + p.cfg.APIURL }
 func (p *Provider) Abilities() agentenv.Abilities {
 	return agentenv.Abilities{Execer: p, Files: p, VMHost: p, VMExecer: p, Locator: p}
 }
-
-// imageRef is what a Tenki registry reference looks like ("workspace/name:tag", a digest).
-var imageRef = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
 
 // call makes one unary control-plane call; a failure is mapped with kind.
 func call[Req, Res any](ctx context.Context, p *Provider, c *connect.Client[Req, Res], in *Req) (*Res, error) {

@@ -1,6 +1,7 @@
 package tensorlake
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,12 +123,9 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if len(spec.Command) == 0 {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create %s: want a command (the entrypoint carries the labels, so the image's own is not run): %w", spec.Name, agentenv.ErrInvalid)
 	}
-	image := spec.Image
-	if image == "" {
-		image = p.cfg.Image
-	}
-	if image != "" && !imageName.MatchString(image) {
-		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create %s: image %q: want an image name: %w", spec.Name, image, agentenv.ErrInvalid)
+	image := cmp.Or(spec.Image, p.cfg.Image)
+	if err := cloudapi.CheckImages(image); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create %s: %w", spec.Name, err)
 	}
 	labels := cloudapi.Labels(spec)
 	if len(spec.Ports) > 0 {

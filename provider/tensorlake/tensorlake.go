@@ -41,7 +41,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -152,10 +151,8 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}), cloudapi.Default("DockerWait", &cfg.DockerWait, DefaultDockerWait)); err != nil {
 		return nil, fmt.Errorf("tensorlake: %w", err)
 	}
-	for _, img := range []string{cfg.Image, cfg.VMImage} {
-		if img != "" && !imageName.MatchString(img) {
-			return nil, fmt.Errorf("tensorlake: image %q: want an image name: %w", img, agentenv.ErrInvalid)
-		}
+	if err := cloudapi.CheckImages(cfg.Image, cfg.VMImage); err != nil {
+		return nil, fmt.Errorf("tensorlake: %w", err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -188,9 +185,6 @@ func (p *Provider) Location() string { return "Tensorlake at " + p.cfg.APIURL }
 
 // Endpoint returns the base URL of port of sandbox id, as Tensorlake exposes it.
 func (p *Provider) Endpoint(id string, port int) string { return p.cfg.PortURL(id, port) }
-
-// imageName is what a Tensorlake image name looks like (registered names, registry references).
-var imageName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
 
 // kind maps an HTTP outcome to an agentenv error kind (see apierr.Kind).
 func kind(err error) error { return apierr.Kind(err) }

@@ -1,6 +1,7 @@
 package vercel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,12 +110,9 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err := p.check(spec); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: %w", spec.Name, err)
 	}
-	image := spec.Image
-	if image == "" {
-		image = p.cfg.Image
-	}
-	if image != "" && !imageName.MatchString(image) {
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: image %q: want an image name: %w", spec.Name, image, agentenv.ErrInvalid)
+	image := cmp.Or(spec.Image, p.cfg.Image)
+	if err := cloudapi.CheckImages(image); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: %w", spec.Name, err)
 	}
 	labels := labelsOf(spec)
 	if len(spec.Command) > 0 {

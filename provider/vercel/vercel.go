@@ -43,7 +43,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -147,10 +146,8 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}), cloudapi.Default("DockerWait", &cfg.DockerWait, DefaultDockerWait)); err != nil {
 		return nil, fmt.Errorf("vercel: %w", err)
 	}
-	for _, img := range []string{cfg.Image, cfg.VMImage} {
-		if img != "" && !imageName.MatchString(img) {
-			return nil, fmt.Errorf("vercel: image %q: want an image name: %w", img, agentenv.ErrInvalid)
-		}
+	if err := cloudapi.CheckImages(cfg.Image, cfg.VMImage); err != nil {
+		return nil, fmt.Errorf("vercel: %w", err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -236,11 +233,6 @@ func orUnset(s string) string {
 	}
 	return s
 }
-
-// imageName is what an image reference looks like: a managed image ("universal", "node:24"), a
-// repository of the team's registry ("my-repo:v1", "team/project/repo@sha256:...") or a fully
-// qualified one.
-var imageName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
 
 // checkCredentials fails when a credential is missing: a configuration error (ErrInvalid:
 // nothing is made) that also makes the provider unavailable, so that a chain moves on.
