@@ -1,15 +1,22 @@
-// Package cloudapi is the client side of a cloud sandbox API reached over HTTP with JSON (E2B,
-// Tensorlake), the parts every such provider writes the same way:
+// Package cloudapi is the client side of a cloud sandbox API (E2B, Tensorlake and Vercel over
+// HTTP with JSON; Tenki over Connect; modal's and smol_vm's settings), the parts every such
+// provider writes the same way:
 //
 //   - [Client]: one request with the API key (JSON in, JSON out, or a body streamed either way),
 //     a non-2xx answer decoded into an [apierr.Error] (map it with [apierr.Kind]), and the
 //     "no API key" error that makes a chain move on before anything is created.
-//   - [Gate]: the rate limit and the cap on creates in flight, entered before each create.
+//   - [Gate]: the rate limit and the cap on creates in flight, entered before each create;
+//     [Creates]: the start of every create (ctx, the credential, the gate, and the create's own
+//     detached context bounded by CreateTimeout).
 //   - [Backstop]: the lifetime sent with a create so that a sandbox nobody tears down still ends.
 //   - [Releaser]: the undo of a create that will not be used (a failed, cancelled or lost
 //     create), on a detached bounded context, found again by its record label when its id is
 //     unknown.
 //   - [Pages]: a bounded walk over a paged listing.
+//   - [Await]: the poll, bounded by the create's deadline, until a new sandbox runs.
+//   - [CheckRecord], [RecordName]: the name every cloud sandbox (and container in a VM) has;
+//     [Labels]: a spec's labels with its expiry, for the cloud's metadata; [JoinPorts] and
+//     [Endpoints]: a sandbox's ports kept in a label, for a cloud that keeps none of its own.
 //   - [Config]: the settings every cloud shares (credential hint, backstop, rate, creates in
 //     flight, request bounds, HTTP client), embedded in each cloud provider's Config and filled
 //     by [Config.Defaults]; [Default] is the one rule for a Config's numbers (zero means the
@@ -18,22 +25,25 @@
 //     stream in JSON (E2B's envd speaks it); a Connect unary call is a plain [Client.JSON] POST
 //     whose error body {"code", "message"} the default [Message] decodes.
 //
-// A new cloud provider embeds a Config in its own, and keeps one Client, one Gate, one Backstop
-// and one Releaser in its Provider, made in New from its Config:
+// A new cloud provider embeds a Config in its own, and keeps one Client, one Creates, one
+// Backstop and one Releaser in its Provider, made in New from its Config:
 //
 //	if err := cfg.Defaults(cloudapi.Config{Timeout: DefaultTimeout, ...}); err != nil {
 //		return nil, fmt.Errorf("acme: %w", err)
 //	}
 //	p.api = &cloudapi.Client{Name: "acme", Key: cfg.APIKey, KeyHint: cfg.CredentialHint,
 //		Auth: cloudapi.Bearer, HTTP: cfg.HTTPClient}
-//	p.gate = cloudapi.NewGate(cfg.Rate, cfg.Concurrency)
 //	p.backstop = cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout}
 //	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+//	p.creates = cloudapi.Creates{Prefix: "acme", Gate: cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
+//		Check: p.api.CheckKey, Timeout: cfg.CreateTimeout}
 //
-// Its Create then checks the key, enters the gate, sends the backstop's seconds with the labels
-// in the create request, sends it on a [cleanup.Detached] context, and on an answer that may
-// have been lost calls rel.Record (on one it will not use, rel.Release); its List walks Pages
-// and filters with [agentenv.MatchLabels]; its Terminate treats [apierr.Status] 404 as gone.
+// Its Create then checks the spec ([CheckRecord]), calls creates.Begin, sends the backstop's
+// seconds with the labels ([Labels]) in the create request on Begin's context, and on an answer
+// that may have been lost calls rel.Record (on one it will not use, rel.Release); it waits with
+// [Await] until the sandbox runs; its List walks Pages and filters with [agentenv.MatchLabels];
+// its Terminate treats [apierr.Status] 404 as gone. A VM-mode provider embeds
+// internal/vmdocker's VMs for RunInVM, RemoveFromVM and ExecInVM.
 // What differs between clouds (paths, bodies, how labels are stored) stays in the provider.
 package cloudapi
 

@@ -44,6 +44,39 @@ func (g *Gate) Enter(ctx context.Context) (leave func(), err error) {
 	}
 }
 
+// Creates is how a cloud provider starts each create, made once in New.
+type Creates struct {
+	Prefix string // the provider's package name, which starts the errors ("e2b")
+	Gate   *Gate
+	// Check fails when the credential is missing (see [Client.CheckKey]); nil for a cloud with
+	// none.
+	Check   func() error
+	Timeout time.Duration // Config.CreateTimeout: the bound on the request and the wait after it
+}
+
+// Begin starts a create of record: it fails if ctx has ended or Check does, then enters the
+// Gate. It returns the create's own context, detached from ctx ([cleanup.Detached]) and bounded
+// by Timeout, on which the request and the wait until the sandbox runs go, so that the create
+// learns what the cloud made even when ctx ends; and end, which cancels that context and leaves
+// the gate, to be called once the create is over. An error of ctx or of the gate is "PREFIX:
+// create RECORD: ..."; Check's is returned as it is (it names what to set).
+func (c Creates) Begin(ctx context.Context, record string) (cctx context.Context, end func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("%s: create %s: %w", c.Prefix, record, err)
+	}
+	if c.Check != nil {
+		if err := c.Check(); err != nil {
+			return nil, nil, err
+		}
+	}
+	leave, err := c.Gate.Enter(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: create %s: %w", c.Prefix, record, err)
+	}
+	cctx, cancel := cleanup.Detached(ctx, c.Timeout)
+	return cctx, func() { cancel(); leave() }, nil
+}
+
 // Backstop is the lifetime a cloud sandbox is created with, so that one nobody tears down
 // still ends.
 type Backstop struct {

@@ -29,17 +29,22 @@ type Host struct {
 	URL func(vmPort int) string
 	// Slots, when not nil, chooses the VM port of each of a container's ports (see Run.Slots),
 	// for a VM whose ports are published at its create (smol_vm); nil lets the VM's engine pick.
-	// The caller serializes RunIn on one VM while slots are chosen and taken.
+	// Lock serializes RunIn on one VM while slots are chosen and taken.
 	Slots func(ctx context.Context, ports []int) (map[int]int, error)
+	// Lock, when not nil, locks the VM for a whole RunIn and returns the unlock (a VM with Slots).
+	Lock func() (unlock func())
 	// Cleanup bounds the removal of a container that failed to start, and of a stdin file.
 	Cleanup time.Duration
 	Log     *slog.Logger
 }
 
 // RunIn starts spec as a container of the VM's stack (Prepare, then Start), publishes its ports
-// (Publish) and returns it as provider's sandbox; on any error it removes the container (on a
+// (Publish) and returns it as provider's sandbox, holding h.Lock if set; on any error it removes the container (on a
 // cleanup context bounded by h.Cleanup) and returns the error.
 func RunIn(ctx context.Context, h Host, provider string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
+	if h.Lock != nil {
+		defer h.Lock()()
+	}
 	archive, err := Prepare(spec)
 	if err != nil {
 		return agentenv.Sandbox{}, err

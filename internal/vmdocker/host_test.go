@@ -84,3 +84,23 @@ func TestAwaitEngineWaitsBoundedAndStopsOnAGoneVM(t *testing.T) {
 		t.Errorf("AwaitEngine of an engine that never answers = %v, want the deadline", err)
 	}
 }
+
+func TestRunInHoldsTheVMsLockForTheWholeRun(t *testing.T) {
+	sh := &scriptShell{out: agentenv.ExecResult{Stdout: []byte("cid\nstate true 0\n")}}
+	var events []string
+	h := vmdocker.Host{Shell: sh,
+		Slots: func(_ context.Context, ports []int) (map[int]int, error) {
+			events = append(events, "slots")
+			return map[int]int{ports[0]: 20001}, nil
+		},
+		Lock: func() func() {
+			events = append(events, "lock")
+			return func() { events = append(events, fmt.Sprintf("unlock after %d scripts", len(sh.scripts))) }
+		}}
+	if _, err := vmdocker.RunIn(t.Context(), h, "acme", agentenv.SandboxSpec{Name: "db", Image: "img", Ports: []int{5432}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"lock", "slots", "unlock after 1 scripts"}; fmt.Sprint(events) != fmt.Sprint(want) {
+		t.Errorf("events %q, want %q", events, want)
+	}
+}

@@ -54,6 +54,13 @@ type Images struct {
 	Hint string
 }
 
+// UploadHint is the Hint of a provider that uploads images from this host and whose VMs boot
+// from a configurable image: "PROVIDER uploads images from this host's Docker engine
+// ($DOCKER_HOST), or build the WHAT (NAME) with the env's images".
+func UploadHint(provider, what, name string) string {
+	return fmt.Sprintf("%s uploads images from this host's Docker engine ($DOCKER_HOST), or build the %s (%s) with the env's images", provider, what, name)
+}
+
 // Start runs run in the VM behind sh, archive (Prepare's) first uploaded for the script to
 // copy in and removed when it ends. A pinned image (run.Spec.Pinned) is pulled by the VM's
 // engine first, within PullBound, logging in with run.Spec.PullAuth; when that pull fails,

@@ -80,3 +80,11 @@ func TestRemoveCountsGoneAsRemoved(t *testing.T) {
 		}
 	}
 }
+
+func TestUploadHintNamesTheProviderAndItsImage(t *testing.T) {
+	got := vmdocker.UploadHint("acme", "vm image", "acme/docker:1")
+	want := "acme uploads images from this host's Docker engine ($DOCKER_HOST), or build the vm image (acme/docker:1) with the env's images"
+	if got != want {
+		t.Errorf("UploadHint = %q, want %q", got, want)
+	}
+}

@@ -18,7 +18,6 @@
 package vmdocker
 
 import (
-	"encoding/base64"
 	"fmt"
 	"maps"
 	"regexp"
@@ -273,22 +272,6 @@ func ExecScript(name string, argv []string, env map[string]string, stdinFile str
 // running, exited, ...).
 func StateScript(name string) string {
 	return "docker inspect -f '{{.State.Status}} {{.State.ExitCode}}' " + quote(name)
-}
-
-// AppendScripts returns scripts that, run in order, append data to file in the VM, each at most
-// about chunk bytes long: for an exec whose request carries a script but no stdin. Data goes as
-// base64, chunk is rounded down to a multiple of 4 so that each piece decodes alone, and no
-// script is returned for empty data.
-func AppendScripts(file string, data []byte, chunk int) []string {
-	chunk = max(chunk/4*4, 4)
-	enc := base64.StdEncoding.EncodeToString(data)
-	var out []string
-	for len(enc) > 0 {
-		n := min(chunk, len(enc))
-		out = append(out, "printf %s '"+enc[:n]+"' | base64 -d >> "+quote(file))
-		enc = enc[n:]
-	}
-	return out
 }
 
 // FormatSlots writes a PORT:SLOT map as "PORT:SLOT,..." in port order, for a label or tag that

@@ -192,30 +192,6 @@ func TestRunError(t *testing.T) {
 	}
 }
 
-func TestAppendScriptsRebuildTheData(t *testing.T) {
-	data := []byte(strings.Repeat("stdin with 'quotes' and bytes \x00\xff\n", 50))
-	file := filepath.Join(t.TempDir(), "in")
-	scripts := vmdocker.AppendScripts(file, data, 203)
-	if len(scripts) < 5 {
-		t.Fatalf("%d scripts for %d bytes in chunks of ~200, want more", len(scripts), len(data))
-	}
-	for _, s := range scripts {
-		if len(s) > 203+100 {
-			t.Errorf("a script of %d bytes, want about the chunk", len(s))
-		}
-		if code, _, _ := run(t, s, ""); code != 0 {
-			t.Fatalf("append script exited %d", code)
-		}
-	}
-	got, _ := os.ReadFile(file)
-	if string(got) != string(data) {
-		t.Errorf("the file holds %d bytes, want the %d written", len(got), len(data))
-	}
-	if vmdocker.AppendScripts(file, nil, 100) != nil {
-		t.Error("scripts for empty data")
-	}
-}
-
 func TestExecScript(t *testing.T) {
 	code, _, calls := run(t, vmdocker.ExecScript("db", []string{"psql", "-c", "select 'x'"}, map[string]string{"PGPASSWORD": "p w"}, ""), "")
 	want := []string{"exec", "-e", "PGPASSWORD=p w", "db", "psql", "-c", "select 'x'"}

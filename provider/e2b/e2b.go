@@ -35,6 +35,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cloudapi"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // Defaults for the zero values of Config. Rate and concurrency are E2B's published Hobby-tier
@@ -84,14 +85,17 @@ type Provider struct {
 	log      *slog.Logger
 	http     *http.Client // envd, reached without the API key
 	client   *cloudapi.Client
-	gate     *cloudapi.Gate
+	creates  cloudapi.Creates
 	backstop cloudapi.Backstop
 	rel      cloudapi.Releaser
+
+	vmdocker.VMs // RunInVM, RemoveFromVM and ExecInVM, over host
 }
 
 var (
 	_ agentenv.Provider = (*Provider)(nil)
 	_ agentenv.VMHost   = (*Provider)(nil)
+	_ agentenv.VMExecer = (*Provider)(nil)
 	_ agentenv.Locator  = (*Provider)(nil)
 )
 
@@ -139,10 +143,11 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
 		client: &cloudapi.Client{Name: "e2b", Key: cfg.APIKey, KeyHint: cfg.CredentialHint,
 			Auth: cloudapi.Header("X-API-Key"), HTTP: hc},
-		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
 	}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.creates = cloudapi.Creates{Prefix: "e2b", Gate: cloudapi.NewGate(cfg.Rate, cfg.Concurrency), Check: p.client.CheckKey, Timeout: cfg.CreateTimeout}
+	p.VMs = vmdocker.VMs{Prefix: "e2b", Provider: cfg.Name, Valid: cloudapi.RecordName.MatchString, Find: p.host}
 	return p, nil
 }
 
@@ -156,9 +161,6 @@ func (p *Provider) Capabilities() agentenv.Capabilities {
 
 // Endpoint returns the base URL of port of sandbox id, as E2B exposes it.
 func (p *Provider) Endpoint(id string, port int) string { return p.cfg.SandboxURL(id, port) }
-
-// recordName is what a record id must look like here (it is also used in container names).
-var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // templateName is what a template id or alias looks like (team/name:tag included).
 var templateName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:-]{0,127}$`)

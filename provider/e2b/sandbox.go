@@ -7,13 +7,10 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 )
@@ -78,11 +75,8 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 
 // check validates spec before anything is sent.
 func (p *Provider) check(spec agentenv.SandboxSpec, template string) error {
-	if !recordName.MatchString(spec.Name) {
-		return fmt.Errorf("sandbox name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
-	}
-	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
-		return fmt.Errorf("label %s=%q, want the record id: %w", agentenv.LabelRecord, got, agentenv.ErrInvalid)
+	if err := cloudapi.CheckRecord(spec); err != nil {
+		return err
 	}
 	if !templateName.MatchString(template) {
 		return fmt.Errorf("template %q: want a template id or alias: %w", template, agentenv.ErrInvalid)
@@ -99,36 +93,21 @@ func (p *Provider) check(spec agentenv.SandboxSpec, template string) error {
 }
 
 func (p *Provider) create(ctx context.Context, spec agentenv.SandboxSpec, template string, command []string) (agentenv.Sandbox, error) {
-	if err := ctx.Err(); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: %w", spec.Name, err)
-	}
-	if err := p.client.CheckKey(); err != nil {
+	cctx, end, err := p.creates.Begin(ctx, spec.Name)
+	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
-	leave, err := p.gate.Enter(ctx)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: create %s: %w", spec.Name, err)
-	}
-	defer leave()
-	meta := maps.Clone(spec.Labels)
-	if _, ok := meta[agentenv.LabelExpires]; !ok && !spec.Expires.IsZero() {
-		meta[agentenv.LabelExpires] = spec.Expires.UTC().Format(time.RFC3339)
-	}
+	defer end()
+	meta := cloudapi.Labels(spec)
 	if len(spec.Ports) > 0 {
-		ports := make([]string, len(spec.Ports))
-		for i, port := range spec.Ports {
-			ports[i] = strconv.Itoa(port)
-		}
-		meta[labelPorts] = strings.Join(ports, ",")
+		meta[labelPorts] = cloudapi.JoinPorts(spec.Ports)
 	}
 	body := newSandbox{TemplateID: template, Timeout: int(p.backstop.Seconds(spec)), Secure: true, Metadata: meta, EnvVars: spec.Env}
 	log := p.log.With("record_id", spec.Name, "template", template)
 	log.Debug("create sandbox", "timeout_s", body.Timeout)
 
 	var created createdSandbox
-	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
 	_, err = p.call(cctx, http.MethodPost, "/sandboxes", body, &created)
-	cancel()
 	if err != nil {
 		status := apierr.Status(err)
 		refused := status >= 400 && status < 500
@@ -166,17 +145,10 @@ func (p *Provider) sandbox(ls listedSandbox) agentenv.Sandbox {
 	sb := agentenv.Sandbox{
 		ID: ls.SandboxID, Name: ls.Metadata[agentenv.LabelRecord], Provider: p.cfg.Name,
 		State: agentenv.SandboxRunning, Labels: maps.Clone(ls.Metadata), Created: ls.StartedAt,
+		Endpoints: cloudapi.Endpoints(ls.Metadata[labelPorts], func(port int) string { return p.cfg.SandboxURL(ls.SandboxID, port) }),
 	}
 	if ls.State == "paused" {
 		sb.State, sb.ExitCode = agentenv.SandboxExited, -1
-	}
-	for port := range strings.SplitSeq(ls.Metadata[labelPorts], ",") {
-		if n, err := strconv.Atoi(port); err == nil {
-			if sb.Endpoints == nil {
-				sb.Endpoints = map[string]string{}
-			}
-			sb.Endpoints[port] = p.cfg.SandboxURL(ls.SandboxID, n)
-		}
 	}
 	return sb
 }

@@ -2,13 +2,11 @@ package e2b
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
@@ -23,43 +21,27 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	return p.create(ctx, vm, p.cfg.VMTemplate, nil)
 }
 
-// RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with
-// `docker create` and `docker start` through the process API (as root), on the stack's network
-// under spec.Name and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine picks (two
-// components of a stack may well listen on the same port), read back with `docker port`, and
-// reached at E2B's URL of that VM port (Config.SandboxURL). A template for agentenv is built
-// with the env's images; an image the VM lacks is uploaded from this host's Docker engine
-// (Config.DockerHost) through envd, as modal_vm does, and one missing from both is ErrInvalid
-// naming it (nothing is pulled). spec.Files are packed in a tar, uploaded into the
-// VM through envd's filesystem API, and copied into the container before it starts. On error
-// it removes the container it made.
-func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if !recordName.MatchString(spec.Name) || spec.Image == "" {
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
-	}
-	archive, err := vmdocker.Prepare(spec)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: %w", spec.Name, vm, err)
-	}
+// host is VM vm as vmdocker drives it for the embedded vmdocker.VMs (RunInVM, RemoveFromVM,
+// ExecInVM): its root shell through envd's process API (as root) with its access token, its
+// labels (the ports' mark aside), and its ports. A container's ports are published on VM ports
+// the VM's engine picks (two components of a stack may well listen on the same port), reached at
+// E2B's URL of that VM port (Config.SandboxURL). A template for agentenv is built with the env's
+// images; an image the VM lacks is uploaded from this host's Docker engine (Config.DockerHost)
+// through envd's filesystem API, as modal_vm does, and one missing from both is ErrInvalid
+// naming it (nothing is pulled); spec.Files and a command's stdin go up the same way (envd's
+// Start has no stdin). A VM E2B no longer runs is ErrGone.
+func (p *Provider) host(ctx context.Context, vm string) (vmdocker.Host, error) {
 	d, err := p.detail(ctx, vm)
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: %w", spec.Name, vm, err)
+		return vmdocker.Host{}, err
 	}
 	labels := maps.Clone(d.Metadata)
 	delete(labels, labelPorts)
-	maps.Copy(labels, spec.Labels)
-	run := vmdocker.Run{Spec: spec, Labels: labels}
-	st, err := vmdocker.Start(ctx, vmShell{p, vm, d.EnvdAccessToken}, run, archive,
-		vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()}, p.log.With("vm", vm))
-	if err != nil {
-		cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-		defer cancel()
-		if rerr := p.RemoveFromVM(cctx, vm, spec.Name); rerr != nil {
-			p.log.Warn("remove a container that failed to start; it goes with the vm", "vm", vm, "container", spec.Name, "err", rerr)
-		}
-		return agentenv.Sandbox{}, fmt.Errorf("e2b: run %s in %s: %w", spec.Name, vm, err)
-	}
-	return vmdocker.Sandbox(st, spec, p.cfg.Name, labels, func(vmPort int) string { return p.cfg.SandboxURL(vm, vmPort) }), nil
+	return vmdocker.Host{Shell: vmShell{p, vm, d.EnvdAccessToken}, Labels: labels, Cleanup: p.cfg.RequestTimeout,
+		Log:    p.log.With("vm", vm),
+		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: vmdocker.UploadHint("e2b", "vm template", p.cfg.VMTemplate)},
+		URL:    func(vmPort int) string { return p.cfg.SandboxURL(vm, vmPort) },
+	}, nil
 }
 
 // vmShell is vm's root shell through envd (its process and filesystem APIs).
@@ -74,28 +56,4 @@ func (s vmShell) Run(ctx context.Context, script string) (agentenv.ExecResult, e
 
 func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
 	return s.p.upload(ctx, s.vm, s.token, file, "root", r)
-}
-
-// imageHint says, in a missing image's error, where e2b gets its images.
-func (p *Provider) imageHint() string {
-	return fmt.Sprintf("e2b uploads images from this host's Docker engine ($DOCKER_HOST), or build the vm template (%s) with the env's images", p.cfg.VMTemplate)
-}
-
-// RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
-// gone counts as removed.
-func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
-	if !recordName.MatchString(name) {
-		return fmt.Errorf("e2b: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
-	}
-	d, err := p.detail(ctx, vm)
-	if errors.Is(err, agentenv.ErrGone) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("e2b: remove %s from %s: %w", name, vm, err)
-	}
-	if err := vmdocker.Remove(ctx, vmShell{p, vm, d.EnvdAccessToken}, name); err != nil {
-		return fmt.Errorf("e2b: remove %s from %s: %w", name, vm, err)
-	}
-	return nil
 }

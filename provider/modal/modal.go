@@ -47,7 +47,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -55,12 +54,10 @@ import (
 
 	dockerclient "github.com/moby/moby/client"
 	modal "github.com/modal-labs/modal-client/go"
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/keylock"
 )
@@ -147,11 +144,11 @@ type Config struct {
 
 // Provider creates, finds and terminates Modal sandboxes. It is safe for concurrent use.
 type Provider struct {
-	cfg     Config
-	log     *slog.Logger
-	limiter *rate.Limiter
-	slots   chan struct{}
-	locks   keylock.Set // VM mode: per-VM and per-image locks, by key
+	cfg   Config
+	log   *slog.Logger
+	gate  *cloudapi.Gate // creates per second and in flight
+	rel   cloudapi.Releaser
+	locks keylock.Set // VM mode: per-VM and per-image locks, by key
 
 	mu     sync.Mutex
 	client *modal.Client
@@ -226,13 +223,14 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{
+	p := &Provider{
 		cfg: cfg, log: logger.With("provider", cfg.Name),
-		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(cfg.Rate))),
-		slots:   make(chan struct{}, cfg.Concurrency),
-		nets:    map[string]agentenv.Sandbox{},
-		vms:     map[string]vmInfo{},
-	}, nil
+		gate: cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
+		nets: map[string]agentenv.Sandbox{},
+		vms:  map[string]vmInfo{},
+	}
+	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: releaseTimeout}
+	return p, nil
 }
 
 // NewVM returns a VM-mode Provider (New with Config.VM set), named "modal_vm" by default.
@@ -340,9 +338,6 @@ func kind(err error) error {
 	return err
 }
 
-// name is what a record id must look like to be a Modal sandbox name.
-var name = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
 // timeout is the backstop lifetime of spec.
 func (p *Provider) timeout(spec agentenv.SandboxSpec) time.Duration {
 	t := spec.Timeout
@@ -355,16 +350,8 @@ func (p *Provider) timeout(spec agentenv.SandboxSpec) time.Duration {
 	return min(t.Round(time.Second)+time.Second, MaxTimeout)
 }
 
-// release terminates sandbox id after a create that will not be used, on a detached bounded
-// context; a failure is logged naming the sandbox (gc finds it by name and tags).
-func (p *Provider) release(ctx context.Context, id, record string) {
-	cctx, cancel := cleanup.Context(ctx, time.Minute)
-	defer cancel()
-	if err := p.Terminate(cctx, id); err != nil {
-		p.log.Warn("sandbox was not terminated after a failed or cancelled create; it runs until its timeout unless gc removes it",
-			"sandbox_id", id, "record_id", record, "err", err)
-	}
-}
+// releaseTimeout bounds the undo of a create that will not be used (p.rel).
+const releaseTimeout = time.Minute
 
 // Location implements agentenv.Locator: the app, environment and region where this provider's
 // sandboxes are, for a user who has to look for one in Modal's dashboard.

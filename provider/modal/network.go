@@ -15,6 +15,7 @@ import (
 	modal "github.com/modal-labs/modal-client/go"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 )
 
 // sandboxPrefix starts every Modal sandbox id (Modal's object ids are a type prefix, a dash
@@ -54,7 +55,7 @@ func (p *Provider) CreateNetwork(ctx context.Context, spec agentenv.NetworkSpec)
 	if p.cfg.VM {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create network %s: %s is VM mode, which has no private networks: %w", spec.Name, p.cfg.Name, agentenv.ErrInvalid)
 	}
-	if !name.MatchString(spec.Name) {
+	if !cloudapi.RecordName.MatchString(spec.Name) {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create network: name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
 	}
 	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {

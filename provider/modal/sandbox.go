@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
-	"github.com/agentenv/agentenv/internal/ctxerr"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 )
 
 // terminatedCode is the exit code the SDK reports for a sandbox that was terminated.
@@ -43,7 +43,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if p.cfg.VM {
 		return p.createBare(ctx, spec)
 	}
-	if !name.MatchString(spec.Name) {
+	if !cloudapi.RecordName.MatchString(spec.Name) {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create: sandbox name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
 	}
 	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
@@ -107,7 +107,7 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 		err = ctx.Err()
 	}
 	if err != nil {
-		p.release(ctx, sb.SandboxID, spec.Name)
+		p.rel.Release(ctx, sb.SandboxID, spec.Name)
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create %s: %w", spec.Name, err)
 	}
 	log.Debug("sandbox created", "sandbox_id", sb.SandboxID)
@@ -147,15 +147,11 @@ func (p *Provider) admit(ctx context.Context, record string) (client *modal.Clie
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := p.limiter.Wait(ctx); err != nil {
-		return nil, nil, nil, fmt.Errorf("modal: create %s: rate limit: %w", record, ctxerr.Prefer(ctx, err))
+	leave, err := p.gate.Enter(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("modal: create %s: %w", record, err)
 	}
-	select {
-	case p.slots <- struct{}{}:
-		return client, app, func() { <-p.slots }, nil
-	case <-ctx.Done():
-		return nil, nil, nil, fmt.Errorf("modal: create %s: waiting for a create slot: %w", record, ctx.Err())
-	}
+	return client, app, leave, nil
 }
 
 // launch sends the create request on a detached context bounded by CreateTimeout, so that it
@@ -180,12 +176,12 @@ func (p *Provider) launch(ctx context.Context, client *modal.Client, app *modal.
 		}
 		if !errors.Is(err, agentenv.ErrInvalid) {
 			// The response may be lost though the sandbox exists: find it by name and end it.
-			p.releaseRecord(ctx, record)
+			p.rel.Record(ctx, record)
 		}
 		return nil, fmt.Errorf("modal: create %s: %w", record, err)
 	}
 	if err := ctx.Err(); err != nil {
-		p.release(ctx, sb.SandboxID, record)
+		p.rel.Release(ctx, sb.SandboxID, record)
 		return nil, fmt.Errorf("modal: create %s: %w", record, err)
 	}
 	return sb, nil
@@ -214,21 +210,6 @@ func (p *Provider) adopt(ctx context.Context, client *modal.Client, app *modal.A
 		return nil, err
 	}
 	return found[0], nil
-}
-
-// releaseRecord terminates whatever runs under record name, after a create whose outcome is
-// unknown.
-func (p *Provider) releaseRecord(ctx context.Context, record string) {
-	cctx, cancel := cleanup.Context(ctx, time.Minute)
-	defer cancel()
-	sbs, err := p.List(cctx, map[string]string{agentenv.LabelRecord: record})
-	if err != nil {
-		p.log.Warn("list after a failed create; gc will find the sandbox by name", "record_id", record, "err", err)
-		return
-	}
-	for _, sb := range sbs {
-		p.release(ctx, sb.ID, record)
-	}
 }
 
 // endpoints reads sb's tunnels: host:port of a tunnel with an unencrypted (TCP) host, else the

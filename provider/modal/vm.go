@@ -41,7 +41,6 @@ import (
 	"io"
 	"maps"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,6 +52,7 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/engine"
 	"github.com/agentenv/agentenv/internal/filetar"
@@ -77,9 +77,6 @@ const (
 	removeTimeout = time.Minute     // removal of a container that failed to start
 	stdinChunk    = 1 << 20         // bytes per stdin write
 )
-
-// containerName is what a component's name must look like to be a Docker container name.
-var containerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // vmInfo is what RunInVM needs of a VM: its tags and its slots' endpoints, by slot port.
 type vmInfo struct {
@@ -116,7 +113,7 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if err := p.needVM("create vm " + spec.Name); err != nil {
 		return agentenv.Sandbox{}, err
 	}
-	if !name.MatchString(spec.Name) {
+	if !cloudapi.RecordName.MatchString(spec.Name) {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create vm: name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
 	}
 	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
@@ -168,7 +165,7 @@ func (p *Provider) createVM(ctx context.Context, spec agentenv.SandboxSpec, imag
 		err = ctx.Err()
 	}
 	if err != nil {
-		p.release(ctx, sb.SandboxID, spec.Name)
+		p.rel.Release(ctx, sb.SandboxID, spec.Name)
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create vm %s: %w", spec.Name, err)
 	}
 	labels := maps.Clone(spec.Labels)
@@ -440,7 +437,7 @@ func (p *Provider) runInVM(ctx context.Context, vm string, spec agentenv.Sandbox
 
 // checkRun vets a RunInVM spec before anything is done.
 func checkRun(spec agentenv.SandboxSpec) error {
-	if !containerName.MatchString(spec.Name) || spec.Image == "" {
+	if !cloudapi.RecordName.MatchString(spec.Name) || spec.Image == "" {
 		return fmt.Errorf("want a container name ([a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}) and an image, have %q and %q: %w", spec.Name, spec.Image, agentenv.ErrInvalid)
 	}
 	for _, port := range spec.Ports {
@@ -570,7 +567,7 @@ func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
 	if err := p.needVM("remove from vm"); err != nil {
 		return err
 	}
-	if !containerName.MatchString(name) {
+	if !cloudapi.RecordName.MatchString(name) {
 		return fmt.Errorf("modal: remove %q from vm %s: want a container name: %w", name, vm, agentenv.ErrInvalid)
 	}
 	client, _, err := p.connect(ctx)

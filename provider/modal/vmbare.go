@@ -14,6 +14,7 @@ import (
 	modal "github.com/modal-labs/modal-client/go"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 )
@@ -46,7 +47,7 @@ func metaOf(tags map[string]string) vmMeta {
 // exit code, if main exited at once. On any error or cancellation after the VM was made, the
 // VM is terminated (detached, bounded) before createBare returns.
 func (p *Provider) createBare(ctx context.Context, spec agentenv.SandboxSpec) (_ agentenv.Sandbox, err error) {
-	if !name.MatchString(spec.Name) {
+	if !cloudapi.RecordName.MatchString(spec.Name) {
 		return agentenv.Sandbox{}, fmt.Errorf("modal: create: sandbox name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
 	}
 	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
@@ -80,7 +81,7 @@ func (p *Provider) createBare(ctx context.Context, spec agentenv.SandboxSpec) (_
 	}
 	defer func() {
 		if err != nil {
-			p.release(ctx, vm.ID, spec.Name)
+			p.rel.Release(ctx, vm.ID, spec.Name)
 		}
 	}()
 	in, err := p.runInVM(ctx, vm.ID, main, slots)

@@ -58,6 +58,7 @@ import (
 	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/keylock"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // Defaults for the zero values of Config.
@@ -127,6 +128,8 @@ type Provider struct {
 	vms    keylock.Set // VM mode: one lock per VM, held while its port slots are chosen
 	mu     sync.Mutex
 	picked map[int]bool // host ports handed to creates whose start has not bound them yet
+
+	vmdocker.VMs // RunInVM, RemoveFromVM and ExecInVM, over host
 }
 
 var (
@@ -203,6 +206,7 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		api:    &cloudapi.Client{Name: cfg.Name, HTTP: hc},
 		picked: map[int]bool{}}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.VMs = vmdocker.VMs{Prefix: "smol_vm", Provider: cfg.Name, Valid: validName, Find: p.host}
 	return p, nil
 }
 

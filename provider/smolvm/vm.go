@@ -142,45 +142,33 @@ func (p *Provider) slots(mi machineInfo) (map[int]int, []int) {
 	return hostOf, pool
 }
 
-// RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with
-// `docker create` and `docker start` through smolvm's exec (vmdocker.RunIn), on the stack's
-// network under spec.Name and spec.Aliases. Each of spec.Ports is published on a free slot of
-// the VM (a guest port smolvm published at create), chosen and taken under a lock per VM, and
+// host is VM vm as vmdocker drives it for the embedded vmdocker.VMs (RunInVM, RemoveFromVM,
+// ExecInVM): its root shell through smolvm's exec and files routes, its labels, and its ports.
+// Each of a container's ports is published on a free slot of the VM (a guest port smolvm
+// published at create), chosen and taken under a lock per VM (the whole RunIn holds it), and
 // reached at that slot's host port. An image the VM lacks is uploaded from this host's Docker
 // engine (Config.DockerHost) through the files route, and one missing from both is ErrInvalid
-// naming it (nothing is pulled). spec.Files are packed in a tar, uploaded into the VM and
-// copied into the container before it starts. On error it removes the container it made.
-func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if !validName(spec.Name) || spec.Image == "" {
-		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
-	}
-	mi, vmLabels, err := p.vmInfo(ctx, vm)
+// naming it (nothing is pulled); spec.Files go up the same way. A VM that is gone is ErrGone, a
+// machine CreateVM did not make ErrInvalid (vmInfo).
+func (p *Provider) host(ctx context.Context, vm string) (vmdocker.Host, error) {
+	mi, labels, err := p.vmInfo(ctx, vm)
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: run %s in %s: %w", spec.Name, vm, err)
+		return vmdocker.Host{}, err
 	}
 	hostOf, pool := p.slots(mi)
-	h := p.host(vm, vmLabels)
-	h.URL = func(slot int) string { return net.JoinHostPort(p.cfg.PortHost, strconv.Itoa(hostOf[slot])) }
-	h.Slots = func(ctx context.Context, ports []int) (map[int]int, error) {
-		res, err := h.Shell.Run(ctx, vmdocker.UsedPortsScript)
-		if err != nil {
-			return nil, fmt.Errorf("list the stack's ports: %w", err)
-		}
-		return vmdocker.PickSlots(pool, vmdocker.ParseUsedPorts(string(res.Stdout)), ports)
-	}
-	// Slots are chosen and taken (by the container's start) under the VM's lock.
-	defer p.vms.Lock(vm)()
-	sb, err := vmdocker.RunIn(ctx, h, p.cfg.Name, spec)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("smol_vm: run %s in %s: %w", spec.Name, vm, err)
-	}
-	return sb, nil
-}
-
-// host is VM vm, labelled labels, as vmdocker drives it.
-func (p *Provider) host(vm string, labels map[string]string) vmdocker.Host {
-	return vmdocker.Host{Shell: vmShell{p, vm}, Labels: labels, Cleanup: p.cfg.RequestTimeout, Log: p.log.With("vm", vm),
-		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: imageHint}}
+	sh := vmShell{p, vm}
+	return vmdocker.Host{Shell: sh, Labels: labels, Cleanup: p.cfg.RequestTimeout, Log: p.log.With("vm", vm),
+		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: imageHint},
+		URL:    func(slot int) string { return net.JoinHostPort(p.cfg.PortHost, strconv.Itoa(hostOf[slot])) },
+		Slots: func(ctx context.Context, ports []int) (map[int]int, error) {
+			res, err := sh.Run(ctx, vmdocker.UsedPortsScript)
+			if err != nil {
+				return nil, fmt.Errorf("list the stack's ports: %w", err)
+			}
+			return vmdocker.PickSlots(pool, vmdocker.ParseUsedPorts(string(res.Stdout)), ports)
+		},
+		Lock: func() func() { return p.vms.Lock(vm) },
+	}, nil
 }
 
 // imageHint says, in a missing image's error, where smol_vm gets its images.
@@ -204,40 +192,4 @@ func (s vmShell) Run(ctx context.Context, script string) (agentenv.ExecResult, e
 // Put streams r to file in the VM; smolvm's answer must count every byte.
 func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
 	return s.p.put(ctx, s.vm, file, r)
-}
-
-// RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
-// gone counts as removed.
-func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
-	if !validName(name) {
-		return fmt.Errorf("smol_vm: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
-	}
-	if _, _, err := p.vmInfo(ctx, vm); errors.Is(err, agentenv.ErrGone) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("smol_vm: remove %s from %s: %w", name, vm, err)
-	}
-	err := vmdocker.Remove(ctx, vmShell{p, vm}, name)
-	if err != nil {
-		return fmt.Errorf("smol_vm: remove %s from %s: %w", name, vm, err)
-	}
-	return nil
-}
-
-// ExecInVM implements agentenv.VMExecer with `docker exec` through smolvm's exec
-// (vmdocker.ExecIn); stdin is written to a file in the VM first (byte-exact, which smolvm's
-// text stdin field is not) and removed afterwards. A container that does not exist is
-// ErrNotFound; a VM that is gone, ErrGone.
-func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
-	if !validName(name) || len(argv) == 0 {
-		return agentenv.ExecResult{}, fmt.Errorf("smol_vm: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
-	}
-	if _, _, err := p.vmInfo(ctx, vm); err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("smol_vm: exec in %s of %s: %w", vm, name, err)
-	}
-	res, err := vmdocker.ExecIn(ctx, p.host(vm, nil), name, argv, env, stdin)
-	if err != nil {
-		return res, fmt.Errorf("smol_vm: exec in %s of %s: %w", vm, name, err)
-	}
-	return res, nil
 }

@@ -1,6 +1,7 @@
 package tenki
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/shellquote"
@@ -52,20 +52,13 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err := p.check(spec); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("tenki: create %s: %w", spec.Name, err)
 	}
-	image := spec.Image
-	if image == "" {
-		image = p.cfg.Image
+	image := cmp.Or(spec.Image, p.cfg.Image)
+	if err := cloudapi.CheckImages(image); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("tenki: create %s: %w", spec.Name, err)
 	}
-	if image != "" && !imageRef.MatchString(image) {
-		return agentenv.Sandbox{}, fmt.Errorf("tenki: create %s: image %q: want a Tenki registry reference: %w", spec.Name, image, agentenv.ErrInvalid)
-	}
-	meta := p.metadata(spec)
+	meta := cloudapi.Labels(spec)
 	if len(spec.Ports) > 0 {
-		ports := make([]string, len(spec.Ports))
-		for i, port := range spec.Ports {
-			ports[i] = strconv.Itoa(port)
-		}
-		meta[metaPorts] = strings.Join(ports, ",")
+		meta[metaPorts] = cloudapi.JoinPorts(spec.Ports)
 	}
 	sess, err := p.create(ctx, spec.Name, p.request(spec, image, meta, len(spec.Ports) > 0))
 	if err != nil {
@@ -143,25 +136,10 @@ func (p *Provider) request(spec agentenv.SandboxSpec, image string, meta map[str
 	return req
 }
 
-// metadata returns spec's labels with the expiry, a fresh map.
-func (p *Provider) metadata(spec agentenv.SandboxSpec) map[string]string {
-	meta := maps.Clone(spec.Labels)
-	if meta == nil {
-		meta = map[string]string{}
-	}
-	if _, ok := meta[agentenv.LabelExpires]; !ok && !spec.Expires.IsZero() {
-		meta[agentenv.LabelExpires] = spec.Expires.UTC().Format(time.RFC3339)
-	}
-	return meta
-}
-
 // check validates spec before anything is sent.
 func (p *Provider) check(spec agentenv.SandboxSpec) error {
-	if !recordName.MatchString(spec.Name) {
-		return fmt.Errorf("sandbox name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
-	}
-	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
-		return fmt.Errorf("label %s=%q, want the record id: %w", agentenv.LabelRecord, got, agentenv.ErrInvalid)
+	if err := cloudapi.CheckRecord(spec); err != nil {
+		return err
 	}
 	if spec.Network != "" || len(spec.Aliases) > 0 {
 		return fmt.Errorf("networks and aliases are not supported here (Tenki has no private network between sessions): %w", agentenv.ErrInvalid)
@@ -182,17 +160,11 @@ func (p *Provider) check(spec agentenv.SandboxSpec) error {
 // create sends req, waits for the session to run and returns it; see Create for what it
 // guarantees.
 func (p *Provider) create(ctx context.Context, record string, req wire.CreateSessionRequest) (*wire.Session, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("tenki: create %s: %w", record, err)
-	}
-	if err := p.key.CheckKey(); err != nil {
+	cctx, end, err := p.creates.Begin(ctx, record)
+	if err != nil {
 		return nil, err
 	}
-	leave, err := p.gate.Enter(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("tenki: create %s: %w", record, err)
-	}
-	defer leave()
+	defer end()
 	image := ""
 	if req.RegistryRef != nil {
 		image = *req.RegistryRef
@@ -200,8 +172,6 @@ func (p *Provider) create(ctx context.Context, record string, req wire.CreateSes
 	log := p.log.With("record_id", record, "image", image)
 	log.Debug("create session", "max_duration", time.Duration(*req.MaxDuration))
 
-	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
-	defer cancel()
 	created, err := call(cctx, p, p.createSession, &req)
 	if err == nil && (created.Session == nil || created.Session.ID == "") {
 		err = errors.New("create answered no session")
@@ -235,25 +205,16 @@ func (p *Provider) create(ctx context.Context, record string, req wire.CreateSes
 // awaitRunning polls GetSession until the session runs, as the SDKs do when a held create
 // answered before that; a session that ends first is an error naming its reason.
 func (p *Provider) awaitRunning(ctx context.Context, id string) (*wire.Session, error) {
-	wait := 50 * time.Millisecond
-	for {
+	return cloudapi.Await(ctx, "session "+id, func(ctx context.Context) (*wire.Session, string, bool, error) {
 		sess, err := p.session(ctx, id)
-		if err != nil {
-			return nil, err
-		}
 		switch {
-		case sess.State == wire.StateRunning:
-			return sess, nil
+		case err != nil:
+			return nil, "", false, err
 		case stopped(sess.State):
-			return nil, fmt.Errorf("session %s %s during startup (%s): %w", id, sess.State, sess.TerminalError, agentenv.ErrGone)
+			return nil, "", true, fmt.Errorf("session %s %s during startup (%s): %w", id, sess.State, sess.TerminalError, agentenv.ErrGone)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for session %s to run (%s): %w", id, sess.State, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-	}
+		return sess, string(sess.State), sess.State == wire.StateRunning, nil
+	})
 }
 
 // session returns GetSession's answer; an unknown session is ErrNotFound.

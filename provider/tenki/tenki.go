@@ -39,7 +39,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +47,7 @@ import (
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/keylock"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 	"github.com/agentenv/agentenv/provider/tenki/internal/wire"
 )
 
@@ -102,7 +102,7 @@ type Provider struct {
 	log      *slog.Logger
 	http     *http.Client
 	key      *cloudapi.Client // the token and what to set without one; calls go through Connect
-	gate     *cloudapi.Gate
+	creates  cloudapi.Creates
 	backstop cloudapi.Backstop
 	rel      cloudapi.Releaser
 
@@ -117,6 +117,8 @@ type Provider struct {
 	mu     sync.Mutex
 	planes map[string]plane // data plane of each session seen, until its credential expires
 	vms    keylock.Set      // VM mode: one lock per VM, held while its ports are exposed
+
+	vmdocker.VMs // RunInVM and RemoveFromVM, over host
 }
 
 var (
@@ -151,10 +153,8 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}), cloudapi.Default("DockerWait", &cfg.DockerWait, DefaultDockerWait)); err != nil {
 		return nil, fmt.Errorf("tenki: %w", err)
 	}
-	for _, img := range []string{cfg.Image, cfg.VMImage} {
-		if img != "" && !imageRef.MatchString(img) {
-			return nil, fmt.Errorf("tenki: image %q: want a Tenki registry reference: %w", img, agentenv.ErrInvalid)
-		}
+	if err := cloudapi.CheckImages(cfg.Image, cfg.VMImage); err != nil {
+		return nil, fmt.Errorf("tenki: %w", err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -163,11 +163,12 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	p := &Provider{
 		cfg: cfg, log: logger.With("provider", cfg.Name), http: hc,
 		key:      &cloudapi.Client{Name: "tenki", Key: cfg.Token, KeyHint: cfg.CredentialHint, Auth: cloudapi.Bearer, HTTP: hc},
-		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
 		planes:   map[string]plane{},
 	}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.creates = cloudapi.Creates{Prefix: "tenki", Gate: cloudapi.NewGate(cfg.Rate, cfg.Concurrency), Check: p.key.CheckKey, Timeout: cfg.CreateTimeout}
+	p.VMs = vmdocker.VMs{Prefix: "tenki", Provider: cfg.Name, Valid: cloudapi.RecordName.MatchString, Find: p.host}
 	opts := []connect.ClientOption{connect.WithCodec(wire.Codec{}), connect.WithInterceptors(authInterceptor(cfg.Token))}
 	u := cfg.APIURL
 	p.createSession = connect.NewClient[wire.CreateSessionRequest, wire.CreateSessionResponse](hc, u+wire.CreateSession, opts...)
@@ -218,12 +219,6 @@ func (p *Provider) Location() string { return "Tenki at " + p.cfg.APIURL }
 func (p *Provider) Abilities() agentenv.Abilities {
 	return agentenv.Abilities{Execer: p, Files: p, VMHost: p, VMExecer: p, Locator: p}
 }
-
-// recordName is what a record id must look like to be a session name (and a container name).
-var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
-// imageRef is what a Tenki registry reference looks like ("workspace/name:tag", a digest).
-var imageRef = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
 
 // call makes one unary control-plane call; a failure is mapped with kind.
 func call[Req, Res any](ctx context.Context, p *Provider, c *connect.Client[Req, Res], in *Req) (*Res, error) {

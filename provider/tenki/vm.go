@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/shellquote"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 	"github.com/agentenv/agentenv/provider/tenki/internal/wire"
@@ -29,7 +30,7 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if err := p.check(vm); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("tenki: create vm %s: %w", spec.Name, err)
 	}
-	meta := p.metadata(spec)
+	meta := cloudapi.Labels(spec)
 	meta[metaMode] = modeVM
 	sess, err := p.create(ctx, spec.Name, p.request(vm, p.cfg.VMImage, meta, true))
 	if err != nil {
@@ -75,37 +76,24 @@ func (p *Provider) vmSession(ctx context.Context, vm string) (*wire.Session, map
 	return s, p.sandbox(s).Labels, nil
 }
 
-// RunInVM implements agentenv.VMHost with vmdocker.RunIn: it starts spec as a container of vm's
-// stack with `docker create` and `docker start` through Run, on the stack's network under
-// spec.Name and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine picks,
-// which is then exposed (ExposePort, under a lock per VM) and reached at its preview URL. An
-// image the VM lacks is uploaded from this host's Docker engine (Config.DockerHost) through Run's
-// stdin, and one missing from both is ErrInvalid naming it (nothing is pulled). spec.Files are
-// packed in a tar, uploaded into the VM and copied into the container before it starts. On
-// error it removes the container it made.
-func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if !recordName.MatchString(spec.Name) || spec.Image == "" {
-		return agentenv.Sandbox{}, fmt.Errorf("tenki: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
-	}
+// host is VM vm as vmdocker drives it for the embedded vmdocker.VMs (RunInVM, RemoveFromVM): its
+// root shell through the data plane's Run, its labels, and its ports. A container's ports are
+// published on VM ports the VM's engine picks, which are then exposed (ExposePort, under a lock
+// per VM) and reached at their preview URLs. An image the VM lacks is uploaded from this host's
+// Docker engine (Config.DockerHost) through Run's stdin, and one missing from both is ErrInvalid
+// naming it (nothing is pulled); spec.Files go up the same way. A VM that has stopped is ErrGone
+// (vmSession).
+func (p *Provider) host(ctx context.Context, vm string) (vmdocker.Host, error) {
 	_, labels, err := p.vmSession(ctx, vm)
-	if err == nil {
-		var sb agentenv.Sandbox
-		if sb, err = vmdocker.RunIn(ctx, p.host(vm, labels), p.cfg.Name, spec); err == nil {
-			return sb, nil
-		}
+	if err != nil {
+		return vmdocker.Host{}, err
 	}
-	return agentenv.Sandbox{}, fmt.Errorf("tenki: run %s in %s: %w", spec.Name, vm, err)
-}
-
-// host is VM vm, labelled labels, as vmdocker drives it: its published ports are exposed as
-// preview URLs.
-func (p *Provider) host(vm string, labels map[string]string) vmdocker.Host {
 	return vmdocker.Host{Shell: vmShell{p, vm}, Labels: labels, Cleanup: p.cfg.RequestTimeout, Log: p.log.With("vm", vm),
-		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()},
+		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: imageHint},
 		Publish: func(ctx context.Context, published map[int]int) (func(int) string, error) {
 			urls, err := p.exposeVM(ctx, vm, published)
 			return func(vmPort int) string { return urls[vmPort] }, err
-		}}
+		}}, nil
 }
 
 // exposeVM exposes the VM ports of published (container port -> VM port) and returns the
@@ -145,34 +133,14 @@ func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
 }
 
 // imageHint says, in a missing image's error, where tenki gets its images.
-func (p *Provider) imageHint() string {
-	return "tenki uploads images from this host's Docker engine ($DOCKER_HOST), or build a Tenki image (provider.tenki.vm_image) with the env's images"
-}
-
-// RemoveFromVM implements agentenv.VMHost with vmdocker.Remove (`docker rm -f`); a container,
-// or a VM, that is gone counts as removed.
-func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
-	if !recordName.MatchString(name) {
-		return fmt.Errorf("tenki: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
-	}
-	_, _, err := p.vmSession(ctx, vm)
-	if errors.Is(err, agentenv.ErrGone) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("tenki: remove %s from %s: %w", name, vm, err)
-	}
-	if err := vmdocker.Remove(ctx, vmShell{p, vm}, name); err != nil {
-		return fmt.Errorf("tenki: remove %s from %s: %w", name, vm, err)
-	}
-	return nil
-}
+const imageHint = "tenki uploads images from this host's Docker engine ($DOCKER_HOST), or build a Tenki image (provider.tenki.vm_image) with the env's images"
 
 // ExecInVM implements agentenv.VMExecer with `docker exec` through Run, stdin streamed on Run's
-// own stdin (vmdocker.ExecIn writes it to a file first, for clouds whose exec takes none). A
+// own stdin: it shadows the embedded vmdocker.VMs' (whose ExecIn writes stdin to a file first,
+// for clouds whose exec takes none). A
 // container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
 func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
-	if !recordName.MatchString(name) || len(argv) == 0 {
+	if !cloudapi.RecordName.MatchString(name) || len(argv) == 0 {
 		return agentenv.ExecResult{}, fmt.Errorf("tenki: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
 	}
 	if _, _, err := p.vmSession(ctx, vm); err != nil {

@@ -1,22 +1,20 @@
 package tensorlake
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 	"github.com/agentenv/agentenv/internal/shellquote"
@@ -125,20 +123,13 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if len(spec.Command) == 0 {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create %s: want a command (the entrypoint carries the labels, so the image's own is not run): %w", spec.Name, agentenv.ErrInvalid)
 	}
-	image := spec.Image
-	if image == "" {
-		image = p.cfg.Image
+	image := cmp.Or(spec.Image, p.cfg.Image)
+	if err := cloudapi.CheckImages(image); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create %s: %w", spec.Name, err)
 	}
-	if image != "" && !imageName.MatchString(image) {
-		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create %s: image %q: want an image name: %w", spec.Name, image, agentenv.ErrInvalid)
-	}
-	labels := p.labelsOf(spec)
+	labels := cloudapi.Labels(spec)
 	if len(spec.Ports) > 0 {
-		ports := make([]string, len(spec.Ports))
-		for i, port := range spec.Ports {
-			ports[i] = strconv.Itoa(port)
-		}
-		labels[labelPort] = strings.Join(ports, ",")
+		labels[labelPort] = cloudapi.JoinPorts(spec.Ports)
 	}
 	ep, err := entrypoint(labels, wrapper(len(spec.Env) > 0, spec.WorkDir), spec.Command)
 	if err != nil {
@@ -202,18 +193,6 @@ func envScript(env map[string]string) []byte {
 	return []byte(b.String())
 }
 
-// labelsOf returns spec's labels with the expiry, a fresh map.
-func (p *Provider) labelsOf(spec agentenv.SandboxSpec) map[string]string {
-	labels := maps.Clone(spec.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	if _, ok := labels[agentenv.LabelExpires]; !ok && !spec.Expires.IsZero() {
-		labels[agentenv.LabelExpires] = spec.Expires.UTC().Format(time.RFC3339)
-	}
-	return labels
-}
-
 // resources is the create request's resources for spec, Tensorlake's SDK defaults where unset.
 func (p *Provider) resources(spec agentenv.SandboxSpec) createResources {
 	r := createResources{CPUs: spec.CPUs, MemoryMB: spec.Memory >> 20}
@@ -231,11 +210,8 @@ var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // check validates spec before anything is sent.
 func (p *Provider) check(spec agentenv.SandboxSpec) error {
-	if !recordName.MatchString(spec.Name) {
-		return fmt.Errorf("sandbox name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
-	}
-	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
-		return fmt.Errorf("label %s=%q, want the record id: %w", agentenv.LabelRecord, got, agentenv.ErrInvalid)
+	if err := cloudapi.CheckRecord(spec); err != nil {
+		return err
 	}
 	if spec.Network != "" || len(spec.Files) > 0 || len(spec.Aliases) > 0 {
 		return fmt.Errorf("networks, aliases and files are not supported here (Tensorlake has no private networks, and a file written after the create would race the command): %w", agentenv.ErrInvalid)
@@ -258,22 +234,14 @@ func (p *Provider) check(spec agentenv.SandboxSpec) error {
 // the wait, once created) is returned as it is, exited, as a container whose command exits at
 // once would be; else it is an error.
 func (p *Provider) create(ctx context.Context, record string, req createRequest, exitedOK bool) (sandboxInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return sandboxInfo{}, fmt.Errorf("tensorlake: create %s: %w", record, err)
-	}
-	if err := p.client.CheckKey(); err != nil {
+	cctx, end, err := p.creates.Begin(ctx, record)
+	if err != nil {
 		return sandboxInfo{}, err
 	}
-	leave, err := p.gate.Enter(ctx)
-	if err != nil {
-		return sandboxInfo{}, fmt.Errorf("tensorlake: create %s: %w", record, err)
-	}
-	defer leave()
+	defer end()
 	log := p.log.With("record_id", record, "image", req.Image)
 	log.Debug("create sandbox", "timeout_s", req.TimeoutSecs)
 
-	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
-	defer cancel()
 	var created createResponse
 	err = p.call(cctx, http.MethodPost, p.cfg.APIURL+"/sandboxes", req, &created)
 	if err == nil && created.SandboxID == "" {
@@ -311,25 +279,16 @@ func (p *Provider) create(ctx context.Context, record string, req createRequest,
 // awaitRunning polls GET /sandboxes/{id} until the sandbox runs, as the SDKs do after a create
 // answered "pending"; a sandbox that ends first is an error naming its reason.
 func (p *Provider) awaitRunning(ctx context.Context, id string) (sandboxInfo, error) {
-	wait := 50 * time.Millisecond
-	for {
+	return cloudapi.Await(ctx, "sandbox "+id, func(ctx context.Context) (sandboxInfo, string, bool, error) {
 		si, err := p.info(ctx, id)
-		if err != nil {
-			return sandboxInfo{}, err
+		switch {
+		case err != nil:
+			return sandboxInfo{}, "", false, err
+		case finished(si.Status):
+			return si, si.Status, true, fmt.Errorf("sandbox %s %s during startup (%s %s): %w", id, si.Status, si.Outcome, si.TerminationReason, agentenv.ErrGone)
 		}
-		switch si.Status {
-		case statusRunning:
-			return si, nil
-		case statusTerminated, statusTimeout:
-			return si, fmt.Errorf("sandbox %s %s during startup (%s %s): %w", id, si.Status, si.Outcome, si.TerminationReason, agentenv.ErrGone)
-		}
-		select {
-		case <-ctx.Done():
-			return sandboxInfo{}, fmt.Errorf("waiting for sandbox %s to run (%s): %w", id, si.Status, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-	}
+		return si, si.Status, si.Status == statusRunning, nil
+	})
 }
 
 // info returns GET /sandboxes/{id}; 404 (SandboxNotFoundError) is ErrNotFound.
@@ -357,14 +316,7 @@ func (p *Provider) sandbox(si sandboxInfo) agentenv.Sandbox {
 	if finished(si.Status) || si.Status == statusSuspended || si.Status == statusSuspending {
 		sb.State, sb.ExitCode = agentenv.SandboxExited, -1
 	}
-	for port := range strings.SplitSeq(labels[labelPort], ",") {
-		if n, err := strconv.Atoi(port); err == nil {
-			if sb.Endpoints == nil {
-				sb.Endpoints = map[string]string{}
-			}
-			sb.Endpoints[port] = p.cfg.PortURL(si.ID, n)
-		}
-	}
+	sb.Endpoints = cloudapi.Endpoints(labels[labelPort], func(port int) string { return p.cfg.PortURL(si.ID, port) })
 	delete(sb.Labels, labelPort)
 	delete(sb.Labels, labelMode)
 	return sb

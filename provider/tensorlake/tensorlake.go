@@ -41,7 +41,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -49,6 +48,7 @@ import (
 	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/keylock"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // Defaults for the zero values of Config.
@@ -104,11 +104,13 @@ type Provider struct {
 	cfg      Config
 	log      *slog.Logger
 	client   *cloudapi.Client
-	gate     *cloudapi.Gate
+	creates  cloudapi.Creates
 	backstop cloudapi.Backstop
 	rel      cloudapi.Releaser
 
 	vms keylock.Set // VM mode: one lock per VM, held while its exposed ports change
+
+	vmdocker.VMs // RunInVM, RemoveFromVM and ExecInVM, over host
 }
 
 var (
@@ -149,10 +151,8 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}), cloudapi.Default("DockerWait", &cfg.DockerWait, DefaultDockerWait)); err != nil {
 		return nil, fmt.Errorf("tensorlake: %w", err)
 	}
-	for _, img := range []string{cfg.Image, cfg.VMImage} {
-		if img != "" && !imageName.MatchString(img) {
-			return nil, fmt.Errorf("tensorlake: image %q: want an image name: %w", img, agentenv.ErrInvalid)
-		}
+	if err := cloudapi.CheckImages(cfg.Image, cfg.VMImage); err != nil {
+		return nil, fmt.Errorf("tensorlake: %w", err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -162,10 +162,11 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 		cfg: cfg, log: logger.With("provider", cfg.Name),
 		client: &cloudapi.Client{Name: "tensorlake", Key: cfg.APIKey, KeyHint: cfg.CredentialHint,
 			Auth: cloudapi.Bearer, HTTP: hc},
-		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
 	}
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.creates = cloudapi.Creates{Prefix: "tensorlake", Gate: cloudapi.NewGate(cfg.Rate, cfg.Concurrency), Check: p.client.CheckKey, Timeout: cfg.CreateTimeout}
+	p.VMs = vmdocker.VMs{Prefix: "tensorlake", Provider: cfg.Name, Valid: cloudapi.RecordName.MatchString, Find: p.host}
 	return p, nil
 }
 
@@ -184,12 +185,6 @@ func (p *Provider) Location() string { return "Tensorlake at " + p.cfg.APIURL }
 
 // Endpoint returns the base URL of port of sandbox id, as Tensorlake exposes it.
 func (p *Provider) Endpoint(id string, port int) string { return p.cfg.PortURL(id, port) }
-
-// recordName is what a record id must look like to be a sandbox name (and a container name).
-var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
-// imageName is what a Tensorlake image name looks like (registered names, registry references).
-var imageName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
 
 // kind maps an HTTP outcome to an agentenv error kind (see apierr.Kind).
 func kind(err error) error { return apierr.Kind(err) }

@@ -2,19 +2,15 @@ package tensorlake
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/agentenv/agentenv"
-	"github.com/agentenv/agentenv/internal/cleanup"
+	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
@@ -42,7 +38,7 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if p.cfg.VMImage == "" {
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create vm %s: no VM image: set %s to a Tensorlake sandbox image with dockerd and the docker CLI: %w", spec.Name, p.cfg.VMImageHint, agentenv.ErrInvalid)
 	}
-	labels := p.labelsOf(spec)
+	labels := cloudapi.Labels(spec)
 	labels[labelMode] = modeVM
 	ep, err := entrypoint(labels, []string{"/bin/sh", "-c", vmEntrypoint}, nil)
 	if err != nil {
@@ -54,31 +50,11 @@ func (p *Provider) CreateVM(ctx context.Context, spec agentenv.SandboxSpec) (age
 	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
-	if err := p.awaitDocker(ctx, si.ID); err != nil {
+	if err := vmdocker.AwaitEngine(ctx, vmShell{p, si.ID}, p.cfg.DockerWait); err != nil {
 		p.rel.Release(ctx, si.ID, spec.Name)
 		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: create vm %s: %w", spec.Name, err)
 	}
 	return p.sandbox(si), nil
-}
-
-// awaitDocker waits until `docker info` answers in vm, bounded by DockerWait.
-func (p *Provider) awaitDocker(ctx context.Context, vm string) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.DockerWait)
-	defer cancel()
-	for {
-		res, err := p.run(ctx, vm, []string{"/bin/sh", "-c", "docker info >/dev/null"})
-		if err == nil && res.ExitCode == 0 {
-			return nil
-		}
-		if err != nil && (errors.Is(err, agentenv.ErrGone) || errors.Is(err, agentenv.ErrUnavailable)) {
-			return fmt.Errorf("docker engine: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("docker engine did not answer within %s (%v): %w", p.cfg.DockerWait, err, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }
 
 // vmInfo returns the VM's info and its labels; a VM that has ended is ErrGone.
@@ -102,44 +78,24 @@ func (p *Provider) vmInfo(ctx context.Context, vm string) (sandboxInfo, map[stri
 	return si, labels, nil
 }
 
-// RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with
-// `docker create` and `docker start` through the process API, on the stack's network under
-// spec.Name and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine
-// picks, which is then added to the sandbox's exposed ports (PATCH /sandboxes/{id}, under a
-// lock per VM) and reached at Tensorlake's URL of that port. An image the VM lacks is uploaded
-// from this host's Docker engine (Config.DockerHost) through the files API, and one missing
-// from both is ErrInvalid naming it (nothing is pulled). spec.Files are packed in a tar,
-// uploaded into the VM and copied into the container before it starts. On error it removes the
-// container it made.
-func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if !recordName.MatchString(spec.Name) || spec.Image == "" {
-		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
-	}
-	archive, err := vmdocker.Prepare(spec)
+// host is VM vm as vmdocker drives it for the embedded vmdocker.VMs (RunInVM, RemoveFromVM,
+// ExecInVM): its shell through the sandbox API's process and files APIs, its labels, and its
+// ports. A container's ports are published on VM ports the VM's engine picks, which are then
+// added to the sandbox's exposed ports (expose, under a lock per VM) and reached at Tensorlake's
+// URL of each. An image the VM lacks is uploaded from this host's Docker engine
+// (Config.DockerHost) through the files API, and one missing from both is ErrInvalid naming it
+// (nothing is pulled); spec.Files and a command's stdin (the process API takes none) go up the
+// same way, in one streamed PUT each. A VM that has ended is ErrGone (vmInfo).
+func (p *Provider) host(ctx context.Context, vm string) (vmdocker.Host, error) {
+	_, labels, err := p.vmInfo(ctx, vm)
 	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: %w", spec.Name, vm, err)
+		return vmdocker.Host{}, err
 	}
-	_, vmLabels, err := p.vmInfo(ctx, vm)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: %w", spec.Name, vm, err)
-	}
-	labels := maps.Clone(vmLabels)
-	maps.Copy(labels, spec.Labels)
-	run := vmdocker.Run{Spec: spec, Labels: labels}
-	st, err := vmdocker.Start(ctx, vmShell{p, vm}, run, archive,
-		vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()}, p.log.With("vm", vm))
-	if err == nil && len(spec.Ports) > 0 {
-		err = p.expose(ctx, vm, st.Ports)
-	}
-	if err != nil {
-		cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-		defer cancel()
-		if rerr := p.RemoveFromVM(cctx, vm, spec.Name); rerr != nil {
-			p.log.Warn("remove a container that failed to start; it goes with the vm", "vm", vm, "container", spec.Name, "err", rerr)
-		}
-		return agentenv.Sandbox{}, fmt.Errorf("tensorlake: run %s in %s: %w", spec.Name, vm, err)
-	}
-	return vmdocker.Sandbox(st, spec, p.cfg.Name, labels, func(vmPort int) string { return p.cfg.PortURL(vm, vmPort) }), nil
+	return vmdocker.Host{Shell: vmShell{p, vm}, Labels: labels, Cleanup: p.cfg.RequestTimeout, Log: p.log.With("vm", vm),
+		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: vmdocker.UploadHint("tensorlake", "vm image", p.cfg.VMImage)},
+		Publish: func(ctx context.Context, published map[int]int) (func(int) string, error) {
+			return func(vmPort int) string { return p.cfg.PortURL(vm, vmPort) }, p.expose(ctx, vm, published)
+		}}, nil
 }
 
 // expose adds the VM ports of published to vm's exposed ports, reachable without Tensorlake
@@ -176,62 +132,4 @@ func (s vmShell) Run(ctx context.Context, script string) (agentenv.ExecResult, e
 
 func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
 	return s.p.put(ctx, s.vm, file, r)
-}
-
-// imageHint says, in a missing image's error, where tensorlake gets its images.
-func (p *Provider) imageHint() string {
-	return fmt.Sprintf("tensorlake uploads images from this host's Docker engine ($DOCKER_HOST), or build the vm image (%s) with the env's images", p.cfg.VMImage)
-}
-
-// RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
-// gone counts as removed.
-func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
-	if !recordName.MatchString(name) {
-		return fmt.Errorf("tensorlake: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
-	}
-	_, _, err := p.vmInfo(ctx, vm)
-	if errors.Is(err, agentenv.ErrGone) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("tensorlake: remove %s from %s: %w", name, vm, err)
-	}
-	if err := vmdocker.Remove(ctx, vmShell{p, vm}, name); err != nil {
-		return fmt.Errorf("tensorlake: remove %s from %s: %w", name, vm, err)
-	}
-	return nil
-}
-
-// ExecInVM implements agentenv.VMExecer with `docker exec` through the process API. The process
-// API takes no stdin, so stdin is written to a file in the VM first (one streamed PUT) and
-// removed afterwards. A container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
-func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
-	if !recordName.MatchString(name) || len(argv) == 0 {
-		return agentenv.ExecResult{}, fmt.Errorf("tensorlake: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
-	}
-	if _, _, err := p.vmInfo(ctx, vm); err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("tensorlake: exec in %s of %s: %w", vm, name, err)
-	}
-	file := ""
-	if stdin != nil {
-		file = "/tmp/agentenv-stdin-" + rand.Text()
-		if err := p.put(ctx, vm, file, strings.NewReader(string(stdin))); err != nil {
-			return agentenv.ExecResult{}, fmt.Errorf("tensorlake: exec in %s of %s: stdin: %w", vm, name, err)
-		}
-		defer func() {
-			cctx, cancel := cleanup.Context(ctx, p.cfg.RequestTimeout)
-			defer cancel()
-			if _, err := p.run(cctx, vm, []string{"rm", "-f", file}); err != nil && !errors.Is(err, agentenv.ErrGone) {
-				p.log.Warn("remove a command's stdin file in the vm; it goes with the vm", "vm", vm, "file", file, "err", err)
-			}
-		}()
-	}
-	res, err := p.run(ctx, vm, []string{"/bin/sh", "-c", vmdocker.ExecScript(name, argv, env, file)})
-	if err != nil {
-		return agentenv.ExecResult{}, fmt.Errorf("tensorlake: exec in %s of %s: %w", vm, name, err)
-	}
-	if res.ExitCode != 0 && vmdocker.NoSuchContainer(res.Stderr) {
-		return res, fmt.Errorf("tensorlake: exec in %s: no container %s: %w", vm, name, agentenv.ErrNotFound)
-	}
-	return res, nil
 }

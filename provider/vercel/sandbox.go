@@ -1,6 +1,7 @@
 package vercel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/agentenv/agentenv"
 	"github.com/agentenv/agentenv/internal/apierr"
-	"github.com/agentenv/agentenv/internal/cleanup"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/ctxerr"
 )
@@ -110,12 +110,9 @@ func (p *Provider) Create(ctx context.Context, spec agentenv.SandboxSpec) (agent
 	if err := p.check(spec); err != nil {
 		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: %w", spec.Name, err)
 	}
-	image := spec.Image
-	if image == "" {
-		image = p.cfg.Image
-	}
-	if image != "" && !imageName.MatchString(image) {
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: image %q: want an image name: %w", spec.Name, image, agentenv.ErrInvalid)
+	image := cmp.Or(spec.Image, p.cfg.Image)
+	if err := cloudapi.CheckImages(image); err != nil {
+		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: %w", spec.Name, err)
 	}
 	labels := labelsOf(spec)
 	if len(spec.Command) > 0 {
@@ -203,11 +200,8 @@ func (p *Provider) resources(spec agentenv.SandboxSpec) (resources, error) {
 
 // check validates spec before anything is sent.
 func (p *Provider) check(spec agentenv.SandboxSpec) error {
-	if !recordName.MatchString(spec.Name) {
-		return fmt.Errorf("sandbox name %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}: %w", spec.Name, agentenv.ErrInvalid)
-	}
-	if got := spec.Labels[agentenv.LabelRecord]; got != spec.Name {
-		return fmt.Errorf("label %s=%q, want the record id: %w", agentenv.LabelRecord, got, agentenv.ErrInvalid)
+	if err := cloudapi.CheckRecord(spec); err != nil {
+		return err
 	}
 	if spec.Network != "" || len(spec.Aliases) > 0 {
 		return fmt.Errorf("networks and aliases are not supported (Vercel has no private network between sandboxes): %w", agentenv.ErrInvalid)
@@ -232,22 +226,14 @@ func (p *Provider) check(spec agentenv.SandboxSpec) error {
 // returns the sandbox; see Create for what it guarantees.
 func (p *Provider) create(ctx context.Context, req createRequest, then func(context.Context, described) error) (agentenv.Sandbox, error) {
 	record := req.Name
-	if err := ctx.Err(); err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: %w", record, err)
-	}
-	if err := p.checkCredentials(); err != nil {
+	cctx, end, err := p.creates.Begin(ctx, record)
+	if err != nil {
 		return agentenv.Sandbox{}, err
 	}
-	leave, err := p.gate.Enter(ctx)
-	if err != nil {
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: create %s: %w", record, err)
-	}
-	defer leave()
+	defer end()
 	log := p.log.With("record_id", record, "image", req.Image)
 	log.Debug("create sandbox", "timeout_ms", req.Timeout, "vcpus", req.Resources.VCPUs)
 
-	cctx, cancel := cleanup.Detached(ctx, p.cfg.CreateTimeout)
-	defer cancel()
 	var d described
 	err = p.call(cctx, http.MethodPost, "/v3/sandboxes", nil, req, &d)
 	if err == nil && d.Sandbox.Name != record {
@@ -299,25 +285,16 @@ func (p *Provider) release(ctx context.Context, record string) { p.rel.Release(c
 // awaitRunning polls GET /v2/sandboxes/{name} until the sandbox's session runs; a session that
 // ends first is an error naming its status.
 func (p *Provider) awaitRunning(ctx context.Context, name string) (described, error) {
-	wait := 50 * time.Millisecond
-	for {
+	return cloudapi.Await(ctx, "sandbox "+name, func(ctx context.Context) (described, string, bool, error) {
 		d, err := p.describe(ctx, name)
-		if err != nil {
-			return described{}, err
-		}
 		switch {
-		case d.Session.Status == statusRunning:
-			return d, nil
+		case err != nil:
+			return described{}, "", false, err
 		case over(d.Session.Status):
-			return d, fmt.Errorf("sandbox %s %s during startup: %w", name, d.Session.Status, agentenv.ErrGone)
+			return d, d.Session.Status, true, fmt.Errorf("sandbox %s %s during startup: %w", name, d.Session.Status, agentenv.ErrGone)
 		}
-		select {
-		case <-ctx.Done():
-			return described{}, fmt.Errorf("waiting for sandbox %s to run (%s): %w", name, d.Session.Status, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-	}
+		return d, d.Session.Status, d.Session.Status == statusRunning, nil
+	})
 }
 
 // describe returns GET /v2/sandboxes/{name} (never resuming a stopped sandbox); 404 is
@@ -454,7 +431,7 @@ const describeConcurrency = 8
 func (p *Provider) List(ctx context.Context, labels map[string]string) ([]agentenv.Sandbox, error) {
 	var infos []sandboxInfo
 	if record, ok := labels[agentenv.LabelRecord]; ok {
-		if !recordName.MatchString(record) {
+		if !cloudapi.RecordName.MatchString(record) {
 			return nil, nil
 		}
 		d, err := p.describe(ctx, record)

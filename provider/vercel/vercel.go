@@ -43,7 +43,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -51,6 +50,7 @@ import (
 	"github.com/agentenv/agentenv/internal/apierr"
 	"github.com/agentenv/agentenv/internal/cloudapi"
 	"github.com/agentenv/agentenv/internal/keylock"
+	"github.com/agentenv/agentenv/internal/vmdocker"
 )
 
 // Defaults for the zero values of Config.
@@ -112,12 +112,14 @@ type Provider struct {
 	log      *slog.Logger
 	api      *cloudapi.Client // the token as a bearer token
 	files    *cloudapi.Client // the same, and the x-cwd header of fs/write: "/"
-	gate     *cloudapi.Gate
+	creates  cloudapi.Creates
 	backstop cloudapi.Backstop
 	rel      cloudapi.Releaser
 	missing  string // what credential is missing, "" when none
 
 	vms keylock.Set // VM mode: one lock per VM, held while its ports change
+
+	vmdocker.VMs // RunInVM, RemoveFromVM and ExecInVM, over host
 }
 
 var (
@@ -144,10 +146,8 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}), cloudapi.Default("DockerWait", &cfg.DockerWait, DefaultDockerWait)); err != nil {
 		return nil, fmt.Errorf("vercel: %w", err)
 	}
-	for _, img := range []string{cfg.Image, cfg.VMImage} {
-		if img != "" && !imageName.MatchString(img) {
-			return nil, fmt.Errorf("vercel: image %q: want an image name: %w", img, agentenv.ErrInvalid)
-		}
+	if err := cloudapi.CheckImages(cfg.Image, cfg.VMImage); err != nil {
+		return nil, fmt.Errorf("vercel: %w", err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -155,7 +155,6 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	hc := cfg.HTTPClient
 	p := &Provider{
 		cfg: cfg, log: logger.With("provider", cfg.Name),
-		gate:     cloudapi.NewGate(cfg.Rate, cfg.Concurrency),
 		backstop: cloudapi.Backstop{Default: cfg.Timeout, Margin: cfg.Margin, Max: cfg.MaxTimeout},
 	}
 	p.resolveCredentials()
@@ -167,6 +166,8 @@ func New(cfg Config, logger *slog.Logger) (*Provider, error) {
 	}
 	p.files = &files
 	p.rel = cloudapi.Releaser{Provider: p, Log: p.log, Timeout: cfg.RequestTimeout}
+	p.creates = cloudapi.Creates{Prefix: "vercel", Gate: cloudapi.NewGate(cfg.Rate, cfg.Concurrency), Check: p.checkCredentials, Timeout: cfg.CreateTimeout}
+	p.VMs = vmdocker.VMs{Prefix: "vercel", Provider: cfg.Name, Valid: cloudapi.RecordName.MatchString, Find: p.host}
 	return p, nil
 }
 
@@ -232,14 +233,6 @@ func orUnset(s string) string {
 	}
 	return s
 }
-
-// recordName is what a record id must look like to be a sandbox name (and a container name).
-var recordName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
-// imageName is what an image reference looks like: a managed image ("universal", "node:24"), a
-// repository of the team's registry ("my-repo:v1", "team/project/repo@sha256:...") or a fully
-// qualified one.
-var imageName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./:@-]{0,254}$`)
 
 // checkCredentials fails when a credential is missing: a configuration error (ErrInvalid:
 // nothing is made) that also makes the provider unavailable, so that a chain moves on.

@@ -109,35 +109,26 @@ func (p *Provider) vm(ctx context.Context, name string) (described, map[string]s
 	return d, labels, nil
 }
 
-// RunInVM implements agentenv.VMHost: it starts spec as a container of vm's stack with `docker
-// create` and `docker start` through the command API (vmdocker.RunIn), on the stack's network
-// under spec.Name and spec.Aliases. Each of spec.Ports is published on a VM port the VM's engine
-// picks, which is then added to the sandbox's routes (PATCH /v2/sandboxes/{name}, under a lock
-// per VM; at most 15 per VM) and reached at its route's URL. An image the VM lacks is uploaded
-// from this host's Docker engine (Config.DockerHost) through the files API, and one missing from
-// both is ErrInvalid naming it (nothing is pulled). On error it removes the container it made.
-func (p *Provider) RunInVM(ctx context.Context, vm string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
-	if !recordName.MatchString(spec.Name) || spec.Image == "" {
-		return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: want a container name and an image: %w", spec.Name, vm, agentenv.ErrInvalid)
-	}
+// host is VM vm as vmdocker drives it for the embedded vmdocker.VMs (RunInVM, RemoveFromVM,
+// ExecInVM): its root shell through the command API of its current session, its labels, and its
+// ports. A container's ports are published on VM ports the VM's engine picks, which are then
+// added to the sandbox's routes (route: PATCH /v2/sandboxes/{name}, under a lock per VM; at most
+// 15 per VM) and reached at their routes' URLs. An image the VM lacks is uploaded from this
+// host's Docker engine (Config.DockerHost) through the files API, and one missing from both is
+// ErrInvalid naming it (nothing is pulled); spec.Files and a command's stdin (the command API
+// takes none) go up the same way. A VM that is gone is ErrGone, a sandbox not made by CreateVM
+// ErrInvalid (vm).
+func (p *Provider) host(ctx context.Context, vm string) (vmdocker.Host, error) {
 	_, labels, err := p.vm(ctx, vm)
-	if err == nil {
-		var sb agentenv.Sandbox
-		if sb, err = vmdocker.RunIn(ctx, p.host(vm, labels), p.cfg.Name, spec); err == nil {
-			return sb, nil
-		}
+	if err != nil {
+		return vmdocker.Host{}, err
 	}
-	return agentenv.Sandbox{}, fmt.Errorf("vercel: run %s in %s: %w", spec.Name, vm, err)
-}
-
-// host is VM vm, labelled labels, as vmdocker drives it.
-func (p *Provider) host(vm string, labels map[string]string) vmdocker.Host {
 	return vmdocker.Host{Shell: vmShell{p, vm}, Labels: labels, Cleanup: p.cfg.RequestTimeout, Log: p.log.With("vm", vm),
-		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: p.imageHint()},
+		Images: vmdocker.Images{DockerHost: p.cfg.DockerHost, Hint: vmdocker.UploadHint("vercel", "vm image", p.cfg.VMImage)},
 		Publish: func(ctx context.Context, published map[int]int) (func(int) string, error) {
 			routes, err := p.route(ctx, vm, published)
 			return func(vmPort int) string { return routes[vmPort] }, err
-		}}
+		}}, nil
 }
 
 // route adds the VM ports of published to vm's routes, keeping those it has, and returns the URL
@@ -208,35 +199,4 @@ func (s vmShell) Put(ctx context.Context, file string, r io.Reader) error {
 		return err
 	}
 	return sh.Put(ctx, file, r)
-}
-
-// imageHint says, in a missing image's error, where vercel gets its images.
-func (p *Provider) imageHint() string {
-	return fmt.Sprintf("vercel uploads images from this host's Docker engine ($DOCKER_HOST), or build the vm image (%s) with the env's images", p.cfg.VMImage)
-}
-
-// RemoveFromVM implements agentenv.VMHost with `docker rm -f`; a container, or a VM, that is
-// gone counts as removed.
-func (p *Provider) RemoveFromVM(ctx context.Context, vm, name string) error {
-	if !recordName.MatchString(name) {
-		return fmt.Errorf("vercel: remove %q from %s: %w", name, vm, agentenv.ErrInvalid)
-	}
-	if err := vmdocker.Remove(ctx, vmShell{p, vm}, name); err != nil {
-		return fmt.Errorf("vercel: remove %s from %s: %w", name, vm, err)
-	}
-	return nil
-}
-
-// ExecInVM implements agentenv.VMExecer with `docker exec` through the command API
-// (vmdocker.ExecIn): the command API takes no stdin, so stdin is written to a file in the VM
-// first. A container that does not exist is ErrNotFound; a VM that is gone, ErrGone.
-func (p *Provider) ExecInVM(ctx context.Context, vm, name string, argv []string, env map[string]string, stdin []byte) (agentenv.ExecResult, error) {
-	if !recordName.MatchString(name) || len(argv) == 0 {
-		return agentenv.ExecResult{}, fmt.Errorf("vercel: exec in %s of %s: want a container name and a command: %w", vm, name, agentenv.ErrInvalid)
-	}
-	res, err := vmdocker.ExecIn(ctx, p.host(vm, nil), name, argv, env, stdin)
-	if err != nil {
-		return res, fmt.Errorf("vercel: exec in %s of %s: %w", vm, name, err)
-	}
-	return res, nil
 }
