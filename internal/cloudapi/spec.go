@@ -1,13 +1,12 @@
 package cloudapi
 
 import (
+	"fmt"
 	"maps"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
-
-	"fmt"
 
 	"github.com/agentenv/agentenv"
 )

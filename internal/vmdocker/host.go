@@ -39,8 +39,8 @@ type Host struct {
 }
 
 // RunIn starts spec as a container of the VM's stack (Prepare, then Start), publishes its ports
-// (Publish) and returns it as provider's sandbox, holding h.Lock if set; on any error it removes the container (on a
-// cleanup context bounded by h.Cleanup) and returns the error.
+// (Publish) and returns it as provider's sandbox, holding h.Lock if set; on any error it removes
+// the container (on a cleanup context bounded by h.Cleanup) and returns the error.
 func RunIn(ctx context.Context, h Host, provider string, spec agentenv.SandboxSpec) (agentenv.Sandbox, error) {
 	if h.Lock != nil {
 		defer h.Lock()()
