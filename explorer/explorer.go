@@ -30,10 +30,13 @@ type RunRequest struct {
 
 // Runner runs tasks for the start button.
 type Runner interface {
-	// Run runs the task req names until its episodes end or ctx is cancelled, passing each
-	// progress event to progress, and tears down what the episodes made before it returns. It
-	// returns an error wrapping agentenv.ErrInvalid for bad input, before any episode starts.
-	Run(ctx context.Context, req RunRequest, progress func(task.Event)) error
+	// Run runs the task req names as a group until its episodes end or ctx is cancelled,
+	// passing each progress event to progress, and tears down what the episodes made before it
+	// returns the group's id. A runner that hands the group to workers elsewhere (Temporal)
+	// returns its id once they have it, with no progress event: the group then outlives the
+	// explorer. It returns an error wrapping agentenv.ErrInvalid for bad input, before any
+	// episode starts.
+	Run(ctx context.Context, req RunRequest, progress func(task.Event)) (group string, err error)
 }
 
 // Deployer tears deployments down for the teardown button.

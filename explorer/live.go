@@ -97,7 +97,8 @@ func (l *live) running() []Progress {
 	return out
 }
 
-// start runs req in the background and returns its group id once episode 1 began.
+// start runs req in the background and returns its group id once episode 1 began, or once
+// the runner has handed the group to workers elsewhere.
 func (l *live) start(req RunRequest) (string, error) {
 	r := l.x.cfg.Runner
 	if r == nil {
@@ -108,12 +109,16 @@ func (l *live) start(req RunRequest) (string, error) {
 	}
 	ctx, cancel := context.WithCancel(l.x.baseCtx)
 	ln := &launch{p: Progress{Task: req.Task, Since: time.Now()}, cancel: cancel, first: make(chan string, 1)}
-	errc := make(chan error, 1)
+	type ended struct {
+		group string
+		err   error
+	}
+	endc := make(chan ended, 1)
 	l.x.wg.Add(1)
 	go func() {
 		defer l.x.wg.Done()
 		defer cancel()
-		err := r.Run(ctx, req, func(ev task.Event) { l.observe(ln, ev) })
+		group, err := r.Run(ctx, req, func(ev task.Event) { l.observe(ln, ev) })
 		l.mu.Lock()
 		ln.p.Done, ln.p.ETA = true, 0
 		if err != nil {
@@ -123,19 +128,23 @@ func (l *live) start(req RunRequest) (string, error) {
 		p := ln.p
 		l.mu.Unlock()
 		l.publish("launch", p)
-		errc <- err
+		endc <- ended{group, err}
 	}()
 	t := time.NewTimer(startWait)
 	defer t.Stop()
 	select {
 	case id := <-ln.first:
 		return l.recorded(ln, id, t.C)
-	case err := <-errc:
+	case e := <-endc:
 		select {
 		case id := <-ln.first:
 			return id, nil
 		default:
 		}
+		if e.err == nil && e.group != "" {
+			return e.group, nil // handed to workers, which run it after this returns
+		}
+		err := e.err
 		if err == nil {
 			err = errors.New("the run ended before its first episode began")
 		}

@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -586,4 +588,107 @@ func TestTemporalBadInput(t *testing.T) {
 	if groups, err := (eval.Store{Ledger: r.led}).List(t.Context(), 0); err != nil || len(groups) != 0 {
 		t.Errorf("refused runs wrote groups: %v %v", groups, err)
 	}
+}
+
+// TestTemporalUIStartOutlivesTheUI: with runner.backend temporal, the explorer's start button
+// (its POST /api/v1/runs, as the page sends it) hands the group to the workers. The `ui`
+// process is then killed (SIGKILL) before any worker runs: a worker started afterwards runs the
+// group to its end, which `runs ls --group` shows, with nothing left live.
+func TestTemporalUIStartOutlivesTheUI(t *testing.T) {
+	r := newRig(t)
+	ui := r.cmd(context.Background(), "", "ui", "--listen", "127.0.0.1:0")
+	ui.Env = append(ui.Env, "AGENTENV_RUNNER_BACKEND=temporal")
+	out, err := ui.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uiLog testproc.Buffer
+	ui.Stderr = &uiLog
+	if err := ui.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	base := make(chan string, 1)
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "explorer: "); ok {
+				select {
+				case base <- strings.TrimSuffix(u, "/"):
+				default:
+				}
+			}
+		}
+		_ = ui.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = ui.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("ui log:\n%s", uiLog.String())
+		}
+	})
+	var url string
+	select {
+	case url = <-base:
+	case <-time.After(30 * time.Second):
+		t.Fatal("agentenv ui printed no URL within 30 s")
+	}
+
+	var session struct {
+		CSRF       string `json:"csrf"`
+		CSRFHeader string `json:"csrf_header"`
+	}
+	resp, err := http.Get(url + "/api/v1/session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&session)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("GET /api/v1/session: %v", err)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/api/v1/runs", strings.NewReader(`{"task": "hello", "k": 3}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set(session.CSRFHeader, session.CSRF)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var started struct{ Group, URL string }
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &started) != nil || !strings.HasPrefix(started.Group, "group-") {
+		t.Fatalf("POST /api/v1/runs = %s %s, want the group it handed to the workers", resp.Status, body)
+	}
+	page, err := http.Get(url + started.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if page.StatusCode != http.StatusOK || !strings.Contains(string(html), started.Group) {
+		t.Errorf("GET %s = %s, want the group's page", started.URL, page.Status)
+	}
+
+	// No worker has run anything yet; the explorer goes away as a lost machine would.
+	if err := ui.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if g := r.group(started.Group); g.Status != "running" || g.Totals.Passed != 0 {
+		t.Fatalf("group %s before any worker: status %s, %+v; want running, none passed", started.Group, g.Status, g.Totals)
+	}
+	r.startWorker("after-ui", 2)
+	if g := r.waitGroup(started.Group, 3*time.Minute); g.Status != "completed" || g.Totals.Passed != 3 {
+		t.Errorf("group %s after the ui was killed and a worker started: status %s, %+v; want completed, 3 passed", started.Group, g.Status, g.Totals)
+	}
+	ls := r.run(t.Context(), "runs", "ls", "--group")
+	if ls.code != 0 || !strings.Contains(ls.stdout, started.Group) {
+		t.Errorf("runs ls --group: exit %d, want %s listed\n%s%s", ls.code, started.Group, ls.stdout, ls.stderr)
+	}
+	r.checkOneResultPerSlot(started.Group, 3)
+	r.checkNothingLive()
 }

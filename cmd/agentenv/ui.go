@@ -134,25 +134,25 @@ type uiRunner struct {
 	remote  eval.Remote // runner.backend temporal: groups are handed to its workers, detached
 }
 
-func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress func(task.Event)) error {
+func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress func(task.Event)) (string, error) {
 	t, err := u.a.loadTask(ctx, req.Task)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if req.Provider != "" {
 		if _, err := u.mgr.ParseChain(req.Provider); err != nil {
-			return fmt.Errorf("provider: %w", err)
+			return "", fmt.Errorf("provider: %w", err)
 		}
 	}
 	tr, err := u.a.taskRunner(ctx, u.mgr, u.workdir, req.Provider, nil, nil, progress)
 	if err != nil {
-		return err
+		return "", err
 	}
 	er := &eval.Runner{Tasks: tr, Logger: u.a.log, LoadTask: func(name string) (*task.Task, error) { return u.a.loadTask(ctx, name) }, Remote: u.remote,
 		Fetch: u.a.fetchBundle}
 	ef := eval.ForTask(t, req.K, req.Concurrency, req.Seeds, eval.Overrides{Provider: req.Provider})
-	_, err = er.Run(ctx, ef, eval.Options{Concurrency: req.Concurrency, Detach: u.remote != nil})
-	return err
+	res, err := er.Run(ctx, ef, eval.Options{Concurrency: req.Concurrency, Detach: u.remote != nil})
+	return res.Group.ID, err
 }
 
 // uiInventory answers the explorer's ledger and health questions with the code of 'sandbox ls'
