@@ -27,6 +27,9 @@ type Remote interface {
 	// Wait blocks until group id has ended. When ctx is done first, it cancels the group, waits
 	// (bounded) until its episodes are torn down, and returns ctx's error.
 	Wait(ctx context.Context, id string) error
+	// Cancel cancels group id and blocks until its workers have torn its episodes down and
+	// written its end, or ctx ends; a group that has already ended is left as it is.
+	Cancel(ctx context.Context, id string) error
 }
 
 // followInterval is how often a submitter reads its group's progress from the ledger.

@@ -2,11 +2,14 @@ package eval
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentenv/agentenv"
+	"github.com/agentenv/agentenv/lifecycle"
 	"github.com/agentenv/agentenv/task"
 )
 
@@ -15,9 +18,10 @@ import (
 // a fake for these unit tests: the real remote, on a Temporal server, is tested in package
 // temporal's integration tier.
 type loopback struct {
-	worker *Runner
-	mu     sync.Mutex
-	done   map[string]chan error
+	worker    *Runner
+	mu        sync.Mutex
+	done      map[string]chan error
+	cancelled []string // the groups Cancel was asked for
 }
 
 func (l *loopback) Name() string { return "loopback" }
@@ -57,6 +61,21 @@ func (l *loopback) Wait(ctx context.Context, id string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Cancel records id and marks the group cancelled, as a Temporal group's workflow does once
+// its episodes are down (these workers run none on their own: see TestCancel).
+func (l *loopback) Cancel(ctx context.Context, id string) error {
+	l.mu.Lock()
+	l.cancelled = append(l.cancelled, id)
+	l.mu.Unlock()
+	st := Store{Ledger: l.worker.ledger()}
+	g, err := st.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	g.Status = agentenv.RunCancelled
+	return st.Put(ctx, g)
 }
 
 // TestRemoteRunsAGroupAsLocal: a group handed to a Remote runs every slot through the worker
@@ -159,4 +178,60 @@ func TestRunSlotReplacesALostEpisode(t *testing.T) {
 		t.Errorf("Collect = %+v (replaced %d), %v", col.Overall, col.Replaced, err)
 	}
 	r.assertClean(t)
+}
+
+// TestCancel: a group on a Remote's workers is cancelled through that Remote and returned as
+// they left it; an ended group is left as it is; a group run by a process (alive or not), on
+// another remote or with none configured, and an unknown group are refused without a cancel.
+func TestCancel(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	st := Store{Ledger: r.runner.ledger()}
+	put := func(g Group) string {
+		t.Helper()
+		g.Name, g.Created = "x", time.Now().UTC()
+		if err := st.Put(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		return g.ID
+	}
+	me, err := lifecycle.CurrentOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	onRemote := put(Group{ID: "group-remote", Status: agentenv.RunRunning, Runner: "loopback"})
+	ended := put(Group{ID: "group-ended", Status: agentenv.RunCompleted, Runner: "loopback"})
+	alive := put(Group{ID: "group-alive", Status: agentenv.RunRunning, Owner: me})
+	dead := put(Group{ID: "group-dead", Status: agentenv.RunRunning, Owner: agentenv.Owner{Host: me.Host, PID: 1 << 30, Start: 1}})
+	elsewhere := put(Group{ID: "group-elsewhere", Status: agentenv.RunRunning, Runner: "temporal"})
+
+	worker := *r.runner
+	rem := &loopback{worker: &worker, done: map[string]chan error{}}
+	sub := *r.runner
+	sub.Remote = rem
+	if g, was, err := sub.Cancel(ctx, onRemote); err != nil || was || g.Status != agentenv.RunCancelled {
+		t.Errorf("Cancel(%s) = %s, ended %v, %v; want it cancelled by its remote", onRemote, g.Status, was, err)
+	}
+	if g, was, err := sub.Cancel(ctx, ended); err != nil || !was || g.Status != agentenv.RunCompleted {
+		t.Errorf("Cancel(%s) = %s, ended %v, %v; want it left completed", ended, g.Status, was, err)
+	}
+	for _, c := range []struct {
+		runner *Runner
+		id     string
+		kind   error
+		want   string
+	}{
+		{&sub, alive, agentenv.ErrConflict, "Ctrl-C"},
+		{&sub, dead, agentenv.ErrConflict, "agentenv gc"},
+		{&sub, elsewhere, agentenv.ErrInvalid, "runs on temporal workers, not loopback"},
+		{r.runner, elsewhere, agentenv.ErrInvalid, "give --runner temporal"},
+		{&sub, "group-nope", agentenv.ErrInvalid, "no group group-nope"},
+	} {
+		if _, _, err := c.runner.Cancel(ctx, c.id); !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Cancel(%s) = %v, want %v saying %q", c.id, err, c.kind, c.want)
+		}
+	}
+	if len(rem.cancelled) != 1 || rem.cancelled[0] != onRemote {
+		t.Errorf("the remote was asked to cancel %v, want only %s", rem.cancelled, onRemote)
+	}
 }

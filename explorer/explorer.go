@@ -37,6 +37,10 @@ type Runner interface {
 	// explorer. It returns an error wrapping agentenv.ErrInvalid for bad input, before any
 	// episode starts.
 	Run(ctx context.Context, req RunRequest, progress func(task.Event)) (group string, err error)
+	// Cancel cancels group, which runs on workers elsewhere (Temporal), and returns once they
+	// have torn its episodes down; a group it cannot reach is an error saying where to cancel
+	// it (agentenv.ErrConflict for a group run by another process).
+	Cancel(ctx context.Context, group string) error
 }
 
 // Deployer tears deployments down for the teardown button.
@@ -172,6 +176,8 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, agentenv.ErrInvalid):
 		return http.StatusBadRequest
+	case errors.Is(err, agentenv.ErrConflict):
+		return http.StatusConflict
 	}
 	return http.StatusInternalServerError
 }

@@ -29,6 +29,7 @@ const (
 	attrKind      = "kind"
 	kindGroup     = "group"
 	attrResumedBy = "resumed_by"
+	attrRunner    = "runner" // on a group handed to workers: which ("temporal")
 	// A shard's group merged into another (agentenv runs merge): its episodes carry the
 	// merged group's id in attrs.group and the shard's in attrs.shard_group.
 	attrMergedInto = "merged_into"
@@ -73,12 +74,17 @@ func (x *Explorer) exactGroup(ctx context.Context, doc agentenv.Run, now time.Ti
 	}
 	if len(runs) == 0 {
 		g := Group{ID: doc.ID, Task: doc.Task, TaskDigest: doc.TaskDigest, File: doc.Attrs["file"], Created: doc.Created,
-			Ended: doc.Ended, Running: doc.Status == agentenv.RunRunning, Counts: map[string]int{}, Stats: statsOf(nil, now)}
+			Ended: doc.Ended, Running: doc.Status == agentenv.RunRunning, Counts: map[string]int{}, Stats: statsOf(nil, now),
+			Workers: doc.Attrs[attrRunner]}
 		return g, nil
 	}
 	g := x.groupFrom(runs, now, withRuns)
 	g.ID, g.Task, g.TaskDigest, g.File, g.Created = doc.ID, doc.Task, doc.TaskDigest, doc.Attrs["file"], doc.Created
 	g.Live = x.live.progress(doc.ID)
+	if g.Workers = doc.Attrs[attrRunner]; g.Workers != "" && doc.Status == agentenv.RunRunning {
+		// Workers take its slots in turn: it runs between its episodes too.
+		g.Running, g.Ended = true, time.Time{}
+	}
 	return g, nil
 }
 
@@ -190,8 +196,9 @@ type Group struct {
 	Instances  int            `json:"instances"` // seeds rows
 	Counts     map[string]int `json:"counts"`    // by outcome
 	Stats      Stats          `json:"stats"`
-	Live       *Progress      `json:"live,omitempty"` // when this explorer started it
-	Runs       []Episode      `json:"runs,omitempty"` // on the group's own page
+	Live       *Progress      `json:"live,omitempty"`    // when this explorer started it
+	Workers    string         `json:"workers,omitempty"` // who runs it, for a group handed to workers ("temporal")
+	Runs       []Episode      `json:"runs,omitempty"`    // on the group's own page
 }
 
 // groupFrom builds a group from its member runs (episode 1 first).

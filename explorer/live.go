@@ -220,16 +220,20 @@ func (l *live) observe(ln *launch, ev task.Event) {
 	l.publish("launch", p)
 }
 
-// cancel cancels the group the explorer started; its episodes tear down what they made.
-func (l *live) cancel(group string) error {
+// cancel cancels group: one the explorer started, whose episodes then tear down what they
+// made, or one on workers elsewhere, through the Runner, once they have.
+func (l *live) cancel(ctx context.Context, group string) error {
 	l.mu.Lock()
 	ln := l.launches[group]
 	l.mu.Unlock()
-	if ln == nil {
-		return httpError{http.StatusConflict, "group " + group + " was not started by this explorer: cancel it where it runs (Ctrl-C)"}
+	if ln != nil {
+		ln.cancel()
+		return nil
 	}
-	ln.cancel()
-	return nil
+	if r := l.x.cfg.Runner; r != nil {
+		return r.Cancel(ctx, group)
+	}
+	return httpError{http.StatusConflict, "group " + group + " was not started by this explorer: cancel it where it runs (Ctrl-C)"}
 }
 
 // publish sends an event to every subscriber; a subscriber that is behind misses it (the page

@@ -48,7 +48,11 @@ func (x *Explorer) routes() *http.ServeMux {
 	mux.HandleFunc("GET /api/v1/events", x.live.serve)
 	mux.Handle("POST /api/v1/runs", x.api(x.startRun))
 	mux.Handle("POST /api/v1/groups/{id}/cancel", x.api(func(r *http.Request) (any, error) {
-		if err := x.live.cancel(r.PathValue("id")); err != nil {
+		// A cancel on workers returns once they tore its episodes down: bounded, and carried
+		// through if the page goes away.
+		ctx, cancel := cleanup.Context(r.Context(), actionTimeout)
+		defer cancel()
+		if err := x.live.cancel(ctx, r.PathValue("id")); err != nil {
 			return nil, err
 		}
 		return map[string]any{"group": r.PathValue("id"), "cancelled": true}, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -78,4 +79,30 @@ func (r *Remote) Wait(ctx context.Context, id string) error {
 		return errors.Join(ctx.Err(), fmt.Errorf("group %s: its episodes did not end within %s of the cancel", id, cancelWait))
 	}
 	return ctx.Err()
+}
+
+// Cancel implements eval.Remote: it asks Temporal to cancel group id's workflow, whose workers
+// then tear its episodes down and write its end, and waits (at most cancelWait) for that end.
+// A workflow that has ended, however, is left as it is.
+func (r *Remote) Cancel(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, cancelWait)
+	defer cancel()
+	err := r.client.CancelWorkflow(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil // it ended before the cancel
+	}
+	if err != nil {
+		return fmt.Errorf("cancel group %s on %s: %w", id, r.cfg.Address, err)
+	}
+	err = r.client.GetWorkflow(ctx, id, "").Get(ctx, nil)
+	var ended *temporal.WorkflowExecutionError
+	var canceled *temporal.CanceledError
+	switch {
+	case err == nil, errors.As(err, &ended), errors.As(err, &canceled):
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("group %s: its episodes did not end within %s of the cancel: %w", id, cancelWait, ctx.Err())
+	}
+	return fmt.Errorf("group %s: waiting for its end: %w", id, err)
 }

@@ -590,57 +590,66 @@ func TestTemporalBadInput(t *testing.T) {
 	}
 }
 
-// TestTemporalUIStartOutlivesTheUI: with runner.backend temporal, the explorer's start button
-// (its POST /api/v1/runs, as the page sends it) hands the group to the workers. The `ui`
-// process is then killed (SIGKILL) before any worker runs: a worker started afterwards runs the
-// group to its end, which `runs ls --group` shows, with nothing left live.
-func TestTemporalUIStartOutlivesTheUI(t *testing.T) {
-	r := newRig(t)
-	ui := r.cmd(context.Background(), "", "ui", "--listen", "127.0.0.1:0")
-	ui.Env = append(ui.Env, "AGENTENV_RUNNER_BACKEND=temporal")
-	out, err := ui.StdoutPipe()
+// ui is one `agentenv ui` process of a rig, with runner.backend temporal.
+type ui struct {
+	url    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// startUI starts `agentenv ui` on a free loopback port with runner.backend temporal; it is
+// killed when the test ends if still running.
+func (r *rig) startUI() *ui {
+	r.t.Helper()
+	u := &ui{cmd: r.cmd(context.Background(), "", "ui", "--listen", "127.0.0.1:0"), exited: make(chan struct{})}
+	u.cmd.Env = append(u.cmd.Env, "AGENTENV_RUNNER_BACKEND=temporal")
+	out, err := u.cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
-	var uiLog testproc.Buffer
-	ui.Stderr = &uiLog
-	if err := ui.Start(); err != nil {
-		t.Fatal(err)
+	var log testproc.Buffer
+	u.cmd.Stderr = &log
+	if err := u.cmd.Start(); err != nil {
+		r.t.Fatal(err)
 	}
-	exited := make(chan struct{})
 	base := make(chan string, 1)
 	go func() {
-		defer close(exited)
+		defer close(u.exited)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if u, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "explorer: "); ok {
+			if l, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "explorer: "); ok {
 				select {
-				case base <- strings.TrimSuffix(u, "/"):
+				case base <- strings.TrimSuffix(l, "/"):
 				default:
 				}
 			}
 		}
-		_ = ui.Wait()
+		_ = u.cmd.Wait()
 	}()
-	t.Cleanup(func() {
-		_ = ui.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("ui log:\n%s", uiLog.String())
+	r.t.Cleanup(func() {
+		_ = u.cmd.Process.Kill()
+		<-u.exited
+		if r.t.Failed() {
+			r.t.Logf("ui log:\n%s", log.String())
 		}
 	})
-	var url string
 	select {
-	case url = <-base:
+	case u.url = <-base:
 	case <-time.After(30 * time.Second):
-		t.Fatal("agentenv ui printed no URL within 30 s")
+		r.t.Fatal("agentenv ui printed no URL within 30 s")
 	}
+	return u
+}
 
+// post sends body to the explorer's API at path as its pages do (same origin, with the
+// session's CSRF token) and returns the status and the answer.
+func (u *ui) post(t testing.TB, path, body string) (int, []byte) {
+	t.Helper()
 	var session struct {
 		CSRF       string `json:"csrf"`
 		CSRFHeader string `json:"csrf_header"`
 	}
-	resp, err := http.Get(url + "/api/v1/session")
+	resp, err := http.Get(u.url + "/api/v1/session")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -649,7 +658,7 @@ func TestTemporalUIStartOutlivesTheUI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GET /api/v1/session: %v", err)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/api/v1/runs", strings.NewReader(`{"task": "hello", "k": 3}`))
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, u.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	req.Header.Set(session.CSRFHeader, session.CSRF)
@@ -657,38 +666,125 @@ func TestTemporalUIStartOutlivesTheUI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// start starts task (k episodes) from the explorer and returns the group it answers.
+func (u *ui) start(t testing.TB, task string, k int) string {
+	t.Helper()
+	code, body := u.post(t, "/api/v1/runs", fmt.Sprintf(`{"task": %q, "k": %d}`, task, k))
 	var started struct{ Group, URL string }
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &started) != nil || !strings.HasPrefix(started.Group, "group-") {
-		t.Fatalf("POST /api/v1/runs = %s %s, want the group it handed to the workers", resp.Status, body)
+	if code != http.StatusOK || json.Unmarshal(body, &started) != nil || !strings.HasPrefix(started.Group, "group-") {
+		t.Fatalf("POST /api/v1/runs = %d %s, want the group it handed to the workers", code, body)
 	}
-	page, err := http.Get(url + started.URL)
+	return started.Group
+}
+
+// page returns the explorer's page of group id.
+func (u *ui) page(t testing.TB, id string) string {
+	t.Helper()
+	resp, err := http.Get(u.url + "/groups/" + id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	html, _ := io.ReadAll(page.Body)
-	page.Body.Close()
-	if page.StatusCode != http.StatusOK || !strings.Contains(string(html), started.Group) {
-		t.Errorf("GET %s = %s, want the group's page", started.URL, page.Status)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /groups/%s = %s", id, resp.Status)
+	}
+	return string(b)
+}
+
+// TestTemporalUIStartOutlivesTheUI: with runner.backend temporal, the explorer's start button
+// (its POST /api/v1/runs, as the page sends it) hands the group to the workers. The `ui`
+// process is then killed (SIGKILL) before any worker runs: a worker started afterwards runs the
+// group to its end, which `runs ls --group` shows, with nothing left live.
+func TestTemporalUIStartOutlivesTheUI(t *testing.T) {
+	r := newRig(t)
+	u := r.startUI()
+	group := u.start(t, "hello", 3)
+	if page := u.page(t, group); !strings.Contains(page, "Runs on temporal workers") || !strings.Contains(page, "/api/v1/groups/"+group+"/cancel") {
+		t.Errorf("the page of group %s says no workers run it, or offers no cancel:\n%s", group, page)
 	}
 
 	// No worker has run anything yet; the explorer goes away as a lost machine would.
-	if err := ui.Process.Kill(); err != nil {
+	if err := u.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-exited
-	if g := r.group(started.Group); g.Status != "running" || g.Totals.Passed != 0 {
-		t.Fatalf("group %s before any worker: status %s, %+v; want running, none passed", started.Group, g.Status, g.Totals)
+	<-u.exited
+	if g := r.group(group); g.Status != "running" || g.Totals.Passed != 0 {
+		t.Fatalf("group %s before any worker: status %s, %+v; want running, none passed", group, g.Status, g.Totals)
 	}
 	r.startWorker("after-ui", 2)
-	if g := r.waitGroup(started.Group, 3*time.Minute); g.Status != "completed" || g.Totals.Passed != 3 {
-		t.Errorf("group %s after the ui was killed and a worker started: status %s, %+v; want completed, 3 passed", started.Group, g.Status, g.Totals)
+	if g := r.waitGroup(group, 3*time.Minute); g.Status != "completed" || g.Totals.Passed != 3 {
+		t.Errorf("group %s after the ui was killed and a worker started: status %s, %+v; want completed, 3 passed", group, g.Status, g.Totals)
 	}
 	ls := r.run(t.Context(), "runs", "ls", "--group")
-	if ls.code != 0 || !strings.Contains(ls.stdout, started.Group) {
-		t.Errorf("runs ls --group: exit %d, want %s listed\n%s%s", ls.code, started.Group, ls.stdout, ls.stderr)
+	if ls.code != 0 || !strings.Contains(ls.stdout, group) {
+		t.Errorf("runs ls --group: exit %d, want %s listed\n%s%s", ls.code, group, ls.stdout, ls.stderr)
 	}
-	r.checkOneResultPerSlot(started.Group, 3)
+	r.checkOneResultPerSlot(group, 3)
 	r.checkNothingLive()
+}
+
+// TestTemporalCancel: a group on the workers is cancelled from the explorer's cancel button
+// (a group it started), and with `runs cancel` (a group submitted with --detach): each returns
+// once the workers have torn its episodes down and written it cancelled, with nothing live. A
+// second cancel finds the group ended and leaves it; an unknown group is bad input.
+func TestTemporalCancel(t *testing.T) {
+	r := newRig(t)
+	slow := r.slowTask(60)
+	r.startWorker("w", 2)
+	// waitEpisode waits until an episode of group id holds a sandbox.
+	waitEpisode := func(id string) {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			recs, err := r.led.List(t.Context(), agentenv.Filter{States: agentenv.NotGone()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range r.group(id).Episodes {
+				if e.Run != "" && slices.ContainsFunc(recs, func(rec agentenv.Record) bool { return rec.Run == e.Run }) {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no episode of group %s holds a sandbox after 2 minutes", id)
+			}
+		}
+	}
+
+	u := r.startUI()
+	fromUI := u.start(t, slow, 4)
+	waitEpisode(fromUI)
+	if code, body := u.post(t, "/api/v1/groups/"+fromUI+"/cancel", ""); code != http.StatusOK {
+		t.Errorf("cancel from the explorer = %d %s", code, body)
+	}
+	if g := r.group(fromUI); g.Status != "cancelled" {
+		t.Errorf("group %s after the explorer's cancel returned: %s, %+v; want cancelled", fromUI, g.Status, g.Totals)
+	}
+	r.checkNothingLive()
+
+	res := r.run(t.Context(), "run", slow, "--k", "4", "--runner", "temporal", "--detach")
+	detached := regexp.MustCompile(`group-[0-9a-f]+`).FindString(res.stdout)
+	if res.code != 0 || detached == "" {
+		t.Fatalf("run --detach: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	waitEpisode(detached)
+	if res := r.run(t.Context(), "runs", "cancel", detached, "--runner", "temporal"); res.code != 0 || !strings.Contains(res.stdout, detached+" cancelled") {
+		t.Errorf("runs cancel %s: exit %d\n%s%s", detached, res.code, res.stdout, res.stderr)
+	}
+	if g := r.group(detached); g.Status != "cancelled" {
+		t.Errorf("group %s after runs cancel returned: %s, %+v; want cancelled", detached, g.Status, g.Totals)
+	}
+	r.checkNothingLive()
+
+	if res := r.run(t.Context(), "runs", "cancel", detached, "--runner", "temporal"); res.code != 0 || !strings.Contains(res.stdout, "had ended (cancelled)") {
+		t.Errorf("runs cancel of a cancelled group: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := r.run(t.Context(), "runs", "cancel", "group-000000000000", "--runner", "temporal"); res.code != 2 || !strings.Contains(res.stderr, "no group group-000000000000") {
+		t.Errorf("runs cancel of an unknown group: exit %d, want 2\n%s%s", res.code, res.stdout, res.stderr)
+	}
 }

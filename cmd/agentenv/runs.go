@@ -139,7 +139,7 @@ func newRunsCmd(a *app) *cobra.Command {
 		},
 	}
 	get.Flags().BoolVar(&f.json, "json", false, "print JSON")
-	cmd.AddCommand(ls, get, newRunsExportCmd(a), newRunsMergeCmd(a), newRunsPushCmd(a), newRunsPullCmd(a))
+	cmd.AddCommand(ls, get, newRunsExportCmd(a), newRunsMergeCmd(a), newRunsPushCmd(a), newRunsPullCmd(a), newRunsCancelCmd(a))
 	return cmd
 }
 

@@ -155,6 +155,12 @@ func (u uiRunner) Run(ctx context.Context, req explorer.RunRequest, progress fun
 	return res.Group.ID, err
 }
 
+// Cancel cancels a group handed to workers, as 'agentenv runs cancel' does.
+func (u uiRunner) Cancel(ctx context.Context, group string) error {
+	_, _, err := (&eval.Runner{Ledger: u.mgr.Ledger(), Remote: u.remote, Logger: u.a.log}).Cancel(ctx, group)
+	return err
+}
+
 // uiInventory answers the explorer's ledger and health questions with the code of 'sandbox ls'
 // and 'env get'.
 type uiInventory struct {
