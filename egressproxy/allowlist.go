@@ -9,8 +9,9 @@ import (
 // Allowlist is the set of hosts the proxy lets through: exact names, "*.suffix" wildcards that
 // match the suffix's subdomains only (never the suffix itself), and IP addresses or prefixes,
 // which alone let an IP literal through. Names compare case-insensitively, a trailing dot
-// ignored. The zero Allowlist allows nothing.
+// ignored. The zero Allowlist allows nothing; AnyHost allows every host.
 type Allowlist struct {
+	any      bool // every host: a "public" phase behind the proxy
 	names    map[string]bool
 	suffixes []string // ".example.org" for "*.example.org"
 	prefixes []netip.Prefix
@@ -28,6 +29,10 @@ func ParseAllowlist(entries []string) (Allowlist, error) {
 	}
 	return a, nil
 }
+
+// AnyHost is the Allowlist that lets every host through: a task's "public" phase, when another
+// phase of it needs the proxy.
+func AnyHost() Allowlist { return Allowlist{any: true} }
 
 // CheckHost reports whether entry is one ParseAllowlist reads: an error saying what is wrong
 // with it, quoting it, or nil.
@@ -70,6 +75,9 @@ func (a Allowlist) Allows(host string) (bool, string) {
 	h := normal(host)
 	if h == "" {
 		return false, "no host"
+	}
+	if a.any {
+		return true, "any host in this phase"
 	}
 	if isAddr(h) {
 		ip, _ := netip.ParseAddr(strings.Trim(h, "[]"))

@@ -14,6 +14,10 @@
 // mapping): what honours HTTP_PROXY/HTTPS_PROXY goes through it, and nothing else gets out.
 // It is bounded: each dial by DialTimeout, each tunnel and keep-alive connection by IdleTimeout
 // of silence, the connections open at once by MaxConns (past it, Accept waits).
+//
+// A task whose phases differ in network mode (Harbor's [agent] and [verifier] network_mode)
+// switches the proxy's Policy between them: WritePolicy writes it to the proxy's PolicyFile and
+// returns once the proxy has applied it, closing what it no longer allows (policy.go).
 package egressproxy
 
 import (
@@ -51,8 +55,13 @@ const (
 
 // Config configures a Proxy.
 type Config struct {
-	Listen      string        // address to listen on (DefaultListen)
-	Allow       []string      // the allowlist's entries (see ParseAllowlist); none allows nothing
+	Listen string   // address to listen on (DefaultListen)
+	Allow  []string // the allowlist's entries (see ParseAllowlist); none allows nothing
+	Any    bool     // every host instead of Allow (a "public" phase; see Policy)
+	// PolicyFile, when set, is where WritePolicy puts the policy of each later phase of the
+	// task; Serve applies it within PolicyPoll of its writing, closing the tunnels it no longer
+	// allows, and acknowledges it.
+	PolicyFile  string
 	DialTimeout time.Duration // bound on each dial to a host (DefaultDialTimeout)
 	IdleTimeout time.Duration // a tunnel or connection silent this long is closed (DefaultIdleTimeout)
 	MaxConns    int           // client connections open at once (DefaultMaxConns)
@@ -60,14 +69,17 @@ type Config struct {
 
 // Proxy is the egress proxy: an http.Handler, and Run serves it.
 type Proxy struct {
-	cfg   Config
-	allow Allowlist
-	log   *slog.Logger
-	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
-	fwd   *httputil.ReverseProxy
+	cfg  Config
+	log  *slog.Logger
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	fwd  *httputil.ReverseProxy
 
 	mu      sync.Mutex
-	tunnels map[net.Conn]struct{} // hijacked client connections, closed when Run ends
+	allow   Allowlist // the phase's: Config's, then each Policy applied
+	applied []byte    // the policy file as last applied
+	// open are the tunnels (hijacked client connections) and forwarded requests under way,
+	// with their hosts: closed when Run ends, or when a policy no longer allows their host.
+	open map[io.Closer]string
 }
 
 // New returns a proxy of cfg, its defaults filled in; an allowlist entry it cannot read is an
@@ -79,6 +91,9 @@ func New(cfg Config, log *slog.Logger) (*Proxy, error) {
 	allow, err := ParseAllowlist(cfg.Allow)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Any {
+		allow = AnyHost()
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
@@ -93,7 +108,7 @@ func New(cfg Config, log *slog.Logger) (*Proxy, error) {
 		cfg.MaxConns = DefaultMaxConns
 	}
 	d := &net.Dialer{Timeout: cfg.DialTimeout}
-	p := &Proxy{cfg: cfg, allow: allow, log: log, dial: d.DialContext, tunnels: map[net.Conn]struct{}{}}
+	p := &Proxy{cfg: cfg, allow: allow, log: log, dial: d.DialContext, open: map[io.Closer]string{}}
 	tr := &http.Transport{
 		Proxy:                 nil, // never another proxy: the proxy's own environment is not the task's
 		DialContext:           func(ctx context.Context, n, a string) (net.Conn, error) { return p.dial(ctx, n, a) },
@@ -136,9 +151,14 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
-	p.log.Info("egress proxy listening", "addr", ln.Addr().String(), "allow", p.cfg.Allow)
+	p.log.Info("egress proxy listening", "addr", ln.Addr().String(), "allow", p.cfg.Allow, "any", p.cfg.Any, "policy_file", p.cfg.PolicyFile)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(netutil.LimitListener(ln, p.cfg.MaxConns)) }()
+	if p.cfg.PolicyFile != "" {
+		pctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go p.watch(pctx)
+	}
 	select {
 	case err := <-done:
 		return fmt.Errorf("egress proxy: %w", err)
@@ -147,7 +167,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := cleanup.Detached(ctx, shutdownWait)
 	defer cancel()
 	err := srv.Shutdown(sctx)
-	p.closeTunnels()
+	p.closeAll()
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("egress proxy: shut down: %w", err)
 	}
@@ -174,12 +194,31 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusForbidden, fmt.Sprintf("host %s is not in the task's allowed_hosts", r.URL.Hostname()))
 		return
 	}
-	p.fwd.ServeHTTP(w, r)
+	ctx, cancel := context.WithCancel(r.Context())
+	f := forward(cancel)
+	if !p.track(&f, r.URL.Hostname()) {
+		cancel()
+		refuse(w, http.StatusForbidden, fmt.Sprintf("host %s is not allowed in this phase", r.URL.Hostname()))
+		return
+	}
+	defer p.untrack(&f)
+	p.fwd.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// forward is a forwarded request under way; closing it cancels it.
+type forward context.CancelFunc
+
+func (f *forward) Close() error {
+	(*f)()
+	return nil
 }
 
 // decide says whether host may be reached and logs the decision.
 func (p *Proxy) decide(method, host, target string) bool {
-	ok, why := p.allow.Allows(host)
+	p.mu.Lock()
+	allow := p.allow
+	p.mu.Unlock()
+	ok, why := allow.Allows(host)
 	if ok {
 		p.log.Info("egress allowed", "method", method, "target", target, "reason", why)
 	} else {
@@ -218,7 +257,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		p.log.Warn("egress hijack failed", "target", r.Host, "err", err)
 		return
 	}
-	if !p.track(client) {
+	if !p.track(client, host) {
 		client.Close()
 		up.Close()
 		return
@@ -254,32 +293,35 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	p.log.Info("egress tunnel closed", "target", r.Host, "sent", sent, "received", received, "duration", time.Since(start).Round(time.Millisecond))
 }
 
-// track records a hijacked connection so that Serve's end closes it; false once it has ended.
-func (p *Proxy) track(c net.Conn) bool {
+// track records c, a tunnel or a forwarded request to host, so that Serve's end, or a policy
+// that no longer allows host, closes it; false once Serve has ended, or when host is no longer
+// allowed (a policy applied since the request was decided).
+func (p *Proxy) track(c io.Closer, host string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.tunnels == nil {
+	if ok, _ := p.allow.Allows(host); p.open == nil || !ok {
 		return false
 	}
-	p.tunnels[c] = struct{}{}
+	p.open[c] = host
 	return true
 }
 
-func (p *Proxy) untrack(c net.Conn) {
+// untrack forgets c and closes it.
+func (p *Proxy) untrack(c io.Closer) {
 	p.mu.Lock()
-	delete(p.tunnels, c)
+	delete(p.open, c)
 	p.mu.Unlock()
 	c.Close()
 }
 
-// closeTunnels closes every tunnel and refuses new ones.
-func (p *Proxy) closeTunnels() {
+// closeAll closes every tunnel and forwarded request, and refuses new ones.
+func (p *Proxy) closeAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for c := range p.tunnels {
+	for c := range p.open {
 		c.Close()
 	}
-	p.tunnels = nil
+	p.open = nil
 }
 
 // refuse answers the request with code and a one-line reason.

@@ -74,7 +74,7 @@ func newServeCmd(a *app) *cobra.Command {
 		cmd.AddCommand(c)
 	}
 	cmd.AddCommand(newServeAgentCmd(a))
-	cmd.AddCommand(newServeEgressCmd(a))
+	cmd.AddCommand(newServeEgressCmd(a), newServeEgressPolicyCmd())
 	if schema == "" {
 		schema = os.Getenv("DATABASE_SCHEMA")
 	}
