@@ -51,7 +51,15 @@
 // http and https methods), and nothing else gets out: a raw socket, ssh, git://, UDP and DNS
 // fail for want of a route, and names resolve only through the proxy. Node's built-in http and
 // fetch ignore the variables (unless NODE_USE_ENV_PROXY=1), as does any client whose own proxy
-// setting overrides them. [agent] and [verifier] network modes are read, not applied per phase.
+// setting overrides them.
+//
+// [agent] and [verifier] network modes (a step's too) hold for their phase. When a phase's
+// differs from [environment]'s (phased), the task runs behind the proxy whatever its own mode,
+// the proxy starting with [environment]'s policy ("public": every host, through it) and reading
+// each phase's from PolicyFile; an exec step in the proxy's sandbox (network_agent,
+// network_verify; `agentenv serve egress-policy`) writes it before each agent phase and each
+// verifier and ends once the proxy has applied it, its tunnels and forwarded requests to hosts
+// the phase does not allow closed.
 // The proxy is a step like any other, so the lifecycle manager records, labels, tears down and
 // collects it; a provider that cannot join a sandbox to two networks fails the egress step.
 package harbor

@@ -31,7 +31,11 @@ var ProxyURL = fmt.Sprintf("http://%s:%d", ProxyAlias, ProxyPort)
 // HTTP_PROXY, HTTPS_PROXY (both spellings) naming it and NO_PROXY naming the task's own
 // sandboxes, unless the task sets them itself. A service of the task already named ProxyAlias
 // is refused.
-func egress(t *Task, steps []step, hosts []string) ([]step, error) {
+//
+// With byPhase (the task's phases differ in network mode, see phased), the proxy starts with
+// base's policy, a "public" one letting every host through, and takes each phase's from
+// PolicyFile.
+func egress(t *Task, steps []step, base netPolicy, byPhase bool) ([]step, error) {
 	local := []string{"localhost", "127.0.0.1", "::1"}
 	for _, s := range steps {
 		if s["type"] != task.TypeDeploySandbox || s["network"] != networkStep {
@@ -66,9 +70,9 @@ func egress(t *Task, steps []step, hosts []string) ([]step, error) {
 		deps, _ := s["depends_on"].([]string)
 		s["depends_on"] = append(slices.Clone(deps), egressStep)
 	}
-	command := []string{"/agentenv", "serve", "egress-proxy", "--listen", fmt.Sprintf(":%d", ProxyPort)}
-	if len(hosts) > 0 {
-		command = append(command, "--allow", strings.Join(hosts, ","))
+	command := append([]string{"/agentenv", "serve", "egress-proxy", "--listen", fmt.Sprintf(":%d", ProxyPort)}, base.flags()...)
+	if byPhase {
+		command = append(command, "--policy-file", PolicyFile)
 	}
 	proxy := []step{
 		{"id": egressNetworkStep, "type": task.TypeDeployNetwork, "depends_on": []string{}},

@@ -145,6 +145,12 @@ func TestLoadCorpus(t *testing.T) {
 					t.Errorf("network %q, allowed hosts %q", task.Environment.NetworkMode, task.Environment.AllowedHosts)
 				}
 			}},
+		"phase-network": {name: "agentenv/phase-network", schema: "1.4", agent: 2 * time.Minute, verifier: 2 * time.Minute, build: DefaultBuildTimeout, dockerfile: df, cpus: 1, mem: 2048, storage: 10240, internet: true,
+			check: func(t *testing.T, task *Task) {
+				if task.Agent.NetworkMode != NetworkAllowlist || !reflect.DeepEqual(task.Agent.AllowedHosts, []string{"*.agent.test"}) || task.Verifier.NetworkMode != NetworkNone || !phased(task) {
+					t.Errorf("agent %+v, verifier network %q, phased %v", task.Agent, task.Verifier.NetworkMode, phased(task))
+				}
+			}},
 		"no-internet": {name: "agentenv/no-internet", schema: "1.1", agent: DefaultAgentTimeout, verifier: DefaultVerifierTimeout, build: DefaultBuildTimeout, dockerfile: df, cpus: 1, mem: 2048, storage: 10240, internet: false},
 		"legacy-v1": {name: "legacy-v1", schema: "1.0", agent: 2 * time.Minute, verifier: 2 * time.Minute, build: 10 * time.Minute, dockerfile: df, cpus: 1, mem: 1024, storage: 2048, internet: true,
 			warnings: []string{

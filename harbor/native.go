@@ -104,46 +104,10 @@ const sandboxStep = "container"
 // refuses a task that changed.
 func Native(t *Task, o Options) (*task.Task, error) {
 	o = o.normal()
-	if !slices.Contains(Agents(), o.Agent) {
-		return nil, fmt.Errorf("agent %q: want one of %s: %w", o.Agent, strings.Join(Agents(), ", "), agentenv.ErrInvalid)
-	}
-	if (o.Agent == AgentCommand) != (o.Command != "") {
-		return nil, fmt.Errorf("agent %s and command %q: a command is the command agent's, and it needs one: %w", o.Agent, o.Command, agentenv.ErrInvalid)
-	}
-	if (o.Agent == AgentA2A) != (o.URL != "") {
-		return nil, fmt.Errorf("agent %s and url %q: a URL is the a2a agent's, and it needs one: %w", o.Agent, o.URL, agentenv.ErrInvalid)
-	}
-	if t.Environment.GPUs > 0 {
-		return nil, fmt.Errorf("%s: [environment] gpus = %d: no provider of agentenv gives sandboxes GPUs yet: %w", filepath.Join(t.Dir, "task.toml"), t.Environment.GPUs, agentenv.ErrInvalid)
-	}
-	doc := nativeDoc{Name: t.Name, Description: fmt.Sprintf("Harbor task %s, agent %s", t.Dir, o.Agent), Score: string(task.WeightedAverage)}
-	if t.Environment.Compose != "" {
-		env, err := composeSteps(t)
-		if err != nil {
-			return nil, err
-		}
-		doc.Steps = append(doc.Steps, env...)
-	} else {
-		doc.Steps = append(doc.Steps, containerStep(t))
-	}
-	if !t.Environment.AllowInternet || t.Environment.NetworkMode == NetworkAllowlist {
-		doc.Steps = isolate(doc.Steps)
-	}
-	if t.Environment.NetworkMode == NetworkAllowlist {
-		var err error
-		if doc.Steps, err = egress(t, doc.Steps, t.Environment.AllowedHosts); err != nil {
-			return nil, err
-		}
-	}
-	after := sandboxStep
-	if tools, err := toolsStep(t, o, doc.Steps); err != nil {
+	doc, err := native(t, o)
+	if err != nil {
 		return nil, err
-	} else if tools != nil {
-		doc.Steps = append(doc.Steps, tools)
-		after = toolsStepID
 	}
-
-	doc.Steps = append(doc.Steps, phaseSteps(t, o, after)...)
 	data, err := yaml.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("harbor task %s: %w", t.Dir, err)
@@ -162,6 +126,52 @@ func Native(t *Task, o Options) (*task.Task, error) {
 	return nt, nil
 }
 
+// native is t as the document of an agentenv task, for o (its defaults filled in).
+func native(t *Task, o Options) (nativeDoc, error) {
+	if !slices.Contains(Agents(), o.Agent) {
+		return nativeDoc{}, fmt.Errorf("agent %q: want one of %s: %w", o.Agent, strings.Join(Agents(), ", "), agentenv.ErrInvalid)
+	}
+	if (o.Agent == AgentCommand) != (o.Command != "") {
+		return nativeDoc{}, fmt.Errorf("agent %s and command %q: a command is the command agent's, and it needs one: %w", o.Agent, o.Command, agentenv.ErrInvalid)
+	}
+	if (o.Agent == AgentA2A) != (o.URL != "") {
+		return nativeDoc{}, fmt.Errorf("agent %s and url %q: a URL is the a2a agent's, and it needs one: %w", o.Agent, o.URL, agentenv.ErrInvalid)
+	}
+	if t.Environment.GPUs > 0 {
+		return nativeDoc{}, fmt.Errorf("%s: [environment] gpus = %d: no provider of agentenv gives sandboxes GPUs yet: %w", filepath.Join(t.Dir, "task.toml"), t.Environment.GPUs, agentenv.ErrInvalid)
+	}
+	doc := nativeDoc{Name: t.Name, Description: fmt.Sprintf("Harbor task %s, agent %s", t.Dir, o.Agent), Score: string(task.WeightedAverage)}
+	if t.Environment.Compose != "" {
+		env, err := composeSteps(t)
+		if err != nil {
+			return nativeDoc{}, err
+		}
+		doc.Steps = append(doc.Steps, env...)
+	} else {
+		doc.Steps = append(doc.Steps, containerStep(t))
+	}
+	base, byPhase := envPolicy(t), phased(t)
+	if base.mode != NetworkPublic || byPhase {
+		doc.Steps = isolate(doc.Steps)
+	}
+	if base.mode == NetworkAllowlist || byPhase {
+		var err error
+		if doc.Steps, err = egress(t, doc.Steps, base, byPhase); err != nil {
+			return nativeDoc{}, err
+		}
+	}
+	after := sandboxStep
+	if tools, err := toolsStep(t, o, doc.Steps); err != nil {
+		return nativeDoc{}, err
+	} else if tools != nil {
+		doc.Steps = append(doc.Steps, tools)
+		after = toolsStepID
+	}
+
+	doc.Steps = append(doc.Steps, phaseSteps(t, o, after)...)
+	return doc, nil
+}
+
 // phaseSteps are the steps of t's phases after the step after: the task's own instruction and
 // tests, or each of its [[steps]] in turn, each phase's agent steps then its verifier, each
 // after the one before. Every phase's tests run; with the "final" strategy all but the last
@@ -169,14 +179,17 @@ func Native(t *Task, o Options) (*task.Task, error) {
 // after it.
 func phaseSteps(t *Task, o Options, after string) []step {
 	var out []step
-	phases := []Step{{Instruction: t.Instruction, Agent: t.Agent, Verifier: t.Verifier, Dir: t.Dir}}
-	if len(t.Steps) > 0 {
-		phases = t.Steps
-	}
+	phases := phaseList(t)
+	base, byPhase := envPolicy(t), phased(t)
 	for i, ph := range phases {
 		sfx := ""
 		if len(phases) > 1 {
 			sfx = fmt.Sprintf("_%d", i+1)
+		}
+		if byPhase && o.Agent != AgentNop {
+			// The agent phase's network policy, in force before the agent starts.
+			out = append(out, policyStep("network_agent"+sfx, after, overPolicy(base, ph.Agent.NetworkMode, ph.Agent.AllowedHosts)))
+			after = "network_agent" + sfx
 		}
 		agentSteps := agentSteps(t, ph, sfx, after, o)
 		out = append(out, agentSteps...)
@@ -184,6 +197,10 @@ func phaseSteps(t *Task, o Options, after string) []step {
 			after = agentSteps[len(agentSteps)-1]["id"].(string)
 		}
 		v := ph.Verifier
+		if byPhase {
+			out = append(out, policyStep("network_verify"+sfx, after, overPolicy(base, v.NetworkMode, v.AllowedHosts)))
+			after = "network_verify" + sfx
+		}
 		verify := step{
 			"id": "verify" + sfx, "type": task.TypeReward, "depends_on": []string{after},
 			"sandbox": sandboxStep, "timeout": seconds(v.Timeout + 10*time.Second),

@@ -331,7 +331,7 @@ func TestNativeAllowlist(t *testing.T) {
 			t.Errorf("container depends on %v, want the egress proxy among them", s.DependsOn)
 		}
 	}
-	steps, err := egress(tk, isolate([]step{containerStep(tk)}), tk.Environment.AllowedHosts)
+	steps, err := egress(tk, isolate([]step{containerStep(tk)}), envPolicy(tk), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,5 +362,73 @@ func TestNativeAllowlist(t *testing.T) {
 	put("environment/docker-compose.yaml", "services:\n  main:\n    build: .\n  egress-proxy:\n    image: x\n")
 	if _, err := LoadNative(dir, Options{Agent: AgentNop}); !errors.Is(err, agentenv.ErrInvalid) || !strings.Contains(err.Error(), "a service is named egress-proxy") {
 		t.Errorf("LoadNative with a service named egress-proxy: %v, want it refused", err)
+	}
+}
+
+// A task whose [agent] or [verifier] network mode differs from its [environment]'s runs behind
+// the egress proxy in every phase, the proxy starting with the environment's policy ("public":
+// --any) and reading each phase's from PolicyFile, written by an exec step in its sandbox just
+// before the agent (none for nop) and just before the verifier. A task whose phases all keep the
+// environment's mode gets neither the proxy nor the steps.
+func TestNativePhaseNetworks(t *testing.T) {
+	dir := t.TempDir()
+	put := func(name, text string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("instruction.md", "do it")
+	put("environment/Dockerfile", "FROM x")
+	put("solution/solve.sh", "true")
+	put("task.toml", "[agent]\nnetwork_mode = \"no-network\"\n[verifier]\nallowed_hosts = [\"v.test\", \"*.v.test\"]\n")
+	steps := func(o Options) map[string][]string {
+		t.Helper()
+		tk, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Native(tk, o); err != nil { // the steps as agentenv reads them
+			t.Fatal(err)
+		}
+		doc, err := native(tk, o.normal())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]string{}
+		for _, s := range doc.Steps {
+			deps, _ := s["depends_on"].([]string)
+			cmd, _ := s["command"].([]string)
+			out[s["id"].(string)] = append([]string{strings.Join(deps, ","), "|"}, cmd...)
+		}
+		return out
+	}
+	got := steps(Options{Agent: AgentOracle})
+	want := map[string]string{
+		egressStep:       "network,egress_network | /agentenv serve egress-proxy --listen :3128 --any --policy-file " + PolicyFile,
+		"network_agent":  sandboxStep + " | /agentenv serve egress-policy --file " + PolicyFile,
+		"agent":          "network_agent |",
+		"network_verify": "agent | /agentenv serve egress-policy --file " + PolicyFile + " --allow v.test,*.v.test",
+		"verify":         "network_verify |",
+	}
+	for id, w := range want {
+		if g := strings.Join(got[id], " "); g != w {
+			t.Errorf("step %s: %q, want %q", id, g, w)
+		}
+	}
+	if _, ok := got[networkStep]; !ok {
+		t.Errorf("no isolated network step: %v", got)
+	}
+	if got := steps(Options{Agent: AgentNop}); got["network_agent"] != nil || strings.Join(got["network_verify"], " ") != sandboxStep+" | /agentenv serve egress-policy --file "+PolicyFile+" --allow v.test,*.v.test" {
+		t.Errorf("nop: network_agent %q, network_verify %q; want only the verifier's switch, after the sandbox", got["network_agent"], got["network_verify"])
+	}
+
+	put("task.toml", "[environment]\nnetwork_mode = \"no-network\"\n[agent]\nnetwork_mode = \"no-network\"\n")
+	if got := steps(Options{Agent: AgentOracle}); got[egressStep] != nil || got["network_agent"] != nil || got["network_verify"] != nil {
+		t.Errorf("phases that keep the environment's mode: steps %v, want no proxy and no switch", got)
 	}
 }

@@ -228,8 +228,8 @@ func TestTasksCheckCorpus(t *testing.T) {
 	if build := failing["build-error"]; !seen["build-error"] {
 		t.Errorf("no row for build-error (%s)", build)
 	}
-	if len(res.Rows) != 22 || !seen["compose-postgres"] || !seen["compose-init"] || !seen["compose-volume"] || !seen["allowlist"] || !seen["multi-step-gate"] || !seen["mcp-http"] {
-		t.Errorf("%d rows (compose-postgres %v, compose-init %v, compose-volume %v, mcp-http %v), want the corpus's 22 tasks", len(res.Rows), seen["compose-postgres"], seen["compose-init"], seen["compose-volume"], seen["mcp-http"])
+	if len(res.Rows) != 23 || !seen["compose-postgres"] || !seen["compose-init"] || !seen["compose-volume"] || !seen["allowlist"] || !seen["multi-step-gate"] || !seen["mcp-http"] || !seen["phase-network"] {
+		t.Errorf("%d rows (compose-postgres %v, compose-init %v, compose-volume %v, mcp-http %v, phase-network %v), want the corpus's 23 tasks", len(res.Rows), seen["compose-postgres"], seen["compose-init"], seen["compose-volume"], seen["mcp-http"], seen["phase-network"])
 	}
 	if !strings.Contains(r.stdout, "build-error/environment/Dockerfile") && !strings.Contains(r.stdout, "non-zero code") {
 		t.Errorf("build-error's problem names neither the Dockerfile nor the failing step:\n%s", r.stdout)
@@ -603,6 +603,43 @@ func TestHarborOnDockerVM(t *testing.T) {
 func TestHarborAllowlist(t *testing.T) {
 	t.Parallel()
 	c := newHarborCLI(t)
+	out, errb, joined := c.runBesideServer(t, "../../harbor/testdata/corpus/allowlist", "hello.allowed.test")
+	rr := c.getRun(firstField(out, "run-"))
+	proxy, _ := rr.step(t, "egress")
+	runtime, _ := dockertest.RuntimeImage(t)
+	if proxy["record"] != joined || proxy["image"] != runtime {
+		t.Errorf("egress step outputs %v: want record %s, image %s (images.runtime)", proxy, joined, runtime)
+	}
+	if strings.Contains(errb, "cannot allow hosts") {
+		t.Errorf("the run still warns that hosts are not allowed by name:\n%s", errb)
+	}
+}
+
+// TestHarborPhaseNetwork: the phase-network corpus task (an environment "public", the agent's
+// phase an allowlist of *.agent.test, the verifier's no network) with its solution, beside a
+// server named hello.agent.test. In the agent's phase the solution reaches the server through
+// the proxy and holds a tunnel to it open in the background, and other hosts are refused; in
+// the verifier's phase test.sh finds every host refused and that tunnel closed. Scored 1, with
+// each phase's switch a step of the run, done before its phase.
+func TestHarborPhaseNetwork(t *testing.T) {
+	t.Parallel()
+	c := newHarborCLI(t)
+	out, _, _ := c.runBesideServer(t, "../../harbor/testdata/corpus/phase-network", "hello.agent.test")
+	rr := c.getRun(firstField(out, "run-"))
+	for _, id := range []string{"network_agent", "network_verify"} {
+		if out, errText := rr.step(t, id); errText != "" || out["exit_code"] != "0" {
+			t.Errorf("step %s: exit %s, error %q; want it done", id, out["exit_code"], errText)
+		}
+	}
+}
+
+// runBesideServer runs the Harbor task dir with its solution while a testserver container
+// named alias (on port 8080, answering "ok") stands on a network of the test's, which the
+// run's egress proxy joins once it runs, as an outside host on its route out would be; the
+// task sees AGENTENV_TEST_EGRESS_SERVER=ALIAS:8080. It fails the test unless the run exits 0
+// with score 1, and returns its stdout (--json), its stderr and the proxy's record.
+func (c *cli) runBesideServer(t *testing.T, dir, alias string) (stdout, stderr, proxy string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	labels := map[string]string{"agentenv-test": c.tag}
@@ -619,7 +656,7 @@ func TestHarborAllowlist(t *testing.T) {
 		Name:             netName + "-server",
 		Config:           &container.Config{Image: c.image, Cmd: []string{"serve", ":8080"}, Labels: labels},
 		HostConfig:       &container.HostConfig{NetworkMode: container.NetworkMode(netName)},
-		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {Aliases: []string{"hello.allowed.test"}}}},
+		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {Aliases: []string{alias}}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -628,7 +665,7 @@ func TestHarborAllowlist(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := c.cmd(ctx, []string{"AGENTENV_TEST_EGRESS_SERVER=hello.allowed.test:8080"}, "run", "../../harbor/testdata/corpus/allowlist", "--json")
+	cmd := c.cmd(ctx, []string{"AGENTENV_TEST_EGRESS_SERVER=" + alias + ":8080"}, "run", dir, "--json")
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
@@ -638,7 +675,6 @@ func TestHarborAllowlist(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	// Join the run's proxy (a container of a record of this test's ledger, role task:egress)
 	// to the server's network once it is there.
-	joined := ""
 	var runErr error
 	for done := false; !done; {
 		select {
@@ -646,7 +682,7 @@ func TestHarborAllowlist(t *testing.T) {
 			done = true
 		case <-time.After(500 * time.Millisecond):
 		}
-		if joined != "" || done {
+		if proxy != "" || done {
 			continue
 		}
 		ids, _ := c.records()
@@ -659,24 +695,15 @@ func TestHarborAllowlist(t *testing.T) {
 				if _, err := c.dc.NetworkConnect(ctx, netName, client.NetworkConnectOptions{Container: ct.ID}); err != nil {
 					t.Fatalf("join the proxy to the server's network: %v", err)
 				}
-				joined = ct.Labels[agentenv.LabelRecord]
+				proxy = ct.Labels[agentenv.LabelRecord]
 			}
 		}
 	}
-	if joined == "" {
+	if proxy == "" {
 		t.Errorf("the run's proxy was never seen running")
 	}
-	run := firstField(out.String(), "run-")
-	if runErr != nil || run == "" || !strings.Contains(out.String(), `"score": 1`) {
-		t.Fatalf("run allowlist: %v, want exit 0 and score 1\n%s%s", runErr, out.String(), errb.String())
+	if runErr != nil || firstField(out.String(), "run-") == "" || !strings.Contains(out.String(), `"score": 1`) {
+		t.Fatalf("run %s: %v, want exit 0 and score 1\n%s%s", dir, runErr, out.String(), errb.String())
 	}
-	rr := c.getRun(run)
-	proxy, _ := rr.step(t, "egress")
-	runtime, _ := dockertest.RuntimeImage(t)
-	if proxy["record"] != joined || proxy["image"] != runtime {
-		t.Errorf("egress step outputs %v: want record %s, image %s (images.runtime)", proxy, joined, runtime)
-	}
-	if strings.Contains(errb.String(), "cannot allow hosts") {
-		t.Errorf("the run still warns that hosts are not allowed by name:\n%s", errb.String())
-	}
+	return out.String(), errb.String(), proxy
 }
