@@ -66,7 +66,9 @@ func Artifacts(s agentenv.StepRecord) []Artifact {
 // (symbolic links are not followed), are collected each as a file named by its own path. A
 // missing file or folder, more than MaxCollectFiles files, or files past max_bytes (summed),
 // fail the step as the agent's error, since what the sandbox holds is the agent's work;
-// nothing is ever cut short.
+// nothing is ever cut short. With optional, a path is a file or a folder whatever its
+// spelling, and one the sandbox does not have is skipped and listed in the output "missing"
+// (the artifacts a Harbor task names, which may or may not be there).
 type collectFiles struct {
 	Sandbox   string   `yaml:"sandbox"`   // the deploy_sandbox step
 	Env       string   `yaml:"env"`       // or the deploy_env step
@@ -74,6 +76,9 @@ type collectFiles struct {
 	Paths     []string `yaml:"paths" task:"required"`
 	// MaxBytes bounds the step's files, summed; DefaultCollectBytes if 0.
 	MaxBytes int64 `yaml:"max_bytes"`
+	// Optional skips the paths the sandbox does not have, and takes a path without a trailing
+	// "/" that names a folder as that folder.
+	Optional bool `yaml:"optional"`
 }
 
 func (s *collectFiles) Check() error {
@@ -141,7 +146,7 @@ func (s *collectFiles) Run(ctx context.Context, sc *scope) (Result, error) {
 	if limit == 0 {
 		limit = DefaultCollectBytes
 	}
-	paths, err := s.files(ctx, sc, record)
+	paths, missing, err := s.files(ctx, sc, record)
 	if err != nil {
 		return Result{}, err
 	}
@@ -187,7 +192,15 @@ func (s *collectFiles) Run(ctx context.Context, sc *scope) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Outputs: map[string]string{"artifacts": string(list), "files": strconv.Itoa(len(arts)), "bytes": strconv.FormatInt(total, 10)}}, nil
+	out := map[string]string{"artifacts": string(list), "files": strconv.Itoa(len(arts)), "bytes": strconv.FormatInt(total, 10)}
+	if s.Optional {
+		m, err := json.Marshal(missing)
+		if err != nil {
+			return Result{}, err
+		}
+		out["missing"] = string(m)
+	}
+	return Result{Outputs: out}, nil
 }
 
 // collected is one file a collect_files step reads: its path in the sandbox, its name under
@@ -195,9 +208,11 @@ func (s *collectFiles) Run(ctx context.Context, sc *scope) (Result, error) {
 type collected struct{ path, name, field string }
 
 // files lists the files the step collects, in the order of paths, each folder's files sorted
-// by name; a file named twice (by itself and in a folder) is read once.
-func (s *collectFiles) files(ctx context.Context, sc *scope, record string) ([]collected, error) {
-	var out []collected
+// by name; a file named twice (by itself and in a folder) is read once. With s.Optional, every
+// path is listed as a folder is (a file lists itself), and those the sandbox lacks are
+// returned as missing, never []string(nil).
+func (s *collectFiles) files(ctx context.Context, sc *scope, record string) (out []collected, missing []string, err error) {
+	missing = []string{}
 	seen := map[string]bool{}
 	add := func(c collected) error {
 		if seen[c.name] {
@@ -214,30 +229,40 @@ func (s *collectFiles) files(ctx context.Context, sc *scope, record string) ([]c
 		field := fmt.Sprintf("paths[%d]", i)
 		name, err := artifactName(p)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
+			return nil, nil, fmt.Errorf("%s: %w", field, err)
 		}
-		if !isFolder(p) {
+		if !isFolder(p) && !s.Optional {
 			if err := add(collected{p, name, field}); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			continue
 		}
 		listed, err := listFolder(ctx, sc, record, p)
+		if s.Optional && errors.As(err, new(notListed)) {
+			missing = append(missing, p)
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
+			return nil, nil, fmt.Errorf("%s: %w", field, err)
 		}
 		for _, f := range listed {
 			fname, err := artifactName(f)
 			if err != nil || !strings.HasPrefix(fname+"/", name+"/") {
-				return nil, withKind(agentenv.StepErrorAgent, fmt.Errorf("%s: the sandbox listed %q in %s, which is not a file below it", field, f, p))
+				return nil, nil, withKind(agentenv.StepErrorAgent, fmt.Errorf("%s: the sandbox listed %q in %s, which is not a file below it", field, f, p))
 			}
 			if err := add(collected{f, fname, field}); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	return out, nil
+	return out, missing, nil
 }
+
+// notListed is listFolder's error when find fails in the sandbox: no such file or folder, or
+// one it may not read.
+type notListed struct{ error }
+
+func (e notListed) Unwrap() error { return e.error }
 
 // listFolder returns the regular files under folder dir of the sandbox, sorted, as find run
 // in the sandbox lists them (it does not follow symbolic links). A folder that is not there is
@@ -248,7 +273,7 @@ func listFolder(ctx context.Context, sc *scope, record, dir string) ([]string, e
 		return nil, fmt.Errorf("list folder %s: %w", dir, err)
 	}
 	if res.ExitCode != 0 {
-		return nil, withKind(agentenv.StepErrorAgent, fmt.Errorf("list folder %s: find exited %d: %s", dir, res.ExitCode, firstLine(res.Stderr)))
+		return nil, withKind(agentenv.StepErrorAgent, notListed{fmt.Errorf("list folder %s: find exited %d: %s", dir, res.ExitCode, firstLine(res.Stderr))})
 	}
 	var files []string
 	for _, f := range strings.Split(string(res.Stdout), "\x00") {

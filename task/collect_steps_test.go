@@ -168,3 +168,38 @@ func indexOfStep(r agentenv.Run, id string) int {
 	}
 	return -1
 }
+
+// TestCollectOptional: with optional, a path is collected as a folder or a file whatever its
+// spelling, and one the sandbox lacks is skipped and listed in "missing"; without it, the same
+// missing path fails the step.
+func TestCollectOptional(t *testing.T) {
+	r := newRig(t, nil)
+	tk := mustParse(t, "t.yaml", `name: collect
+steps:
+- {id: sb, type: deploy_sandbox, provider: process}
+- {id: a, type: write_file, sandbox: sb, path: out/b.txt, content: "bee"}
+- {id: b, type: write_file, sandbox: sb, path: one.txt, content: "one"}
+- {id: some, type: collect_files, sandbox: sb, paths: [out, one.txt, gone.txt, gone/], optional: true, depends_on: [a, b]}
+- {id: strict, type: collect_files, sandbox: sb, paths: [one.txt, gone.txt], fail_task_on_error: false, depends_on: [some]}
+`)
+	sum, err := r.runner.Run(t.Context(), tk, task.RunOptions{})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	ep := sum.Episodes[0]
+	st := stepOf(ep, "some")
+	if st.Status != agentenv.StepPassed {
+		t.Fatalf("some: %s %s", st.Status, st.Error)
+	}
+	var got []string
+	for _, a := range task.Artifacts(st) {
+		got = append(got, a.Path+"="+a.Name)
+	}
+	if want := "out/b.txt=artifacts/some/out/b.txt one.txt=artifacts/some/one.txt"; strings.Join(got, " ") != want || st.Outputs["missing"] != `["gone.txt","gone/"]` {
+		t.Errorf("collected %q, missing %s; want %q, [gone.txt gone/]", got, st.Outputs["missing"], want)
+	}
+	if strict := stepOf(ep, "strict"); strict.Status != agentenv.StepFailed || !strings.Contains(strict.Error, "gone.txt") {
+		t.Errorf("strict: %s %q, want failed naming gone.txt", strict.Status, strict.Error)
+	}
+	r.assertClean(t)
+}

@@ -60,7 +60,9 @@
 // (artifacts/STEP/PATH, beside its trajectories), and lists each in its output artifacts
 // ([Artifact]: path, stored name, file, size, sha256); the files are bounded by max_bytes
 // summed (16 MiB by default) and MaxCollectFiles: past them, or for a missing file or folder,
-// the step fails as the agent's error naming the path, and stores nothing.
+// the step fails as the agent's error naming the path, and stores nothing. With optional, a
+// path is a file or a folder whatever its spelling, and one the sandbox lacks is skipped and
+// listed in the output missing (Harbor's artifacts).
 //
 // Verifiers score in [0,1] with rows of what they checked; an errored verifier, and every
 // verifier after a failed agent, scores 0. The task's score combines the verifiers no

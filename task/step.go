@@ -147,7 +147,7 @@ func builtinKinds() map[string]kind {
 		TypeUpload: {new: func() Step { return &upload{} }, timeout: short, outputs: []Output{
 			{"files", OutputInt}, {"bytes", OutputInt}}},
 		TypeCollectFiles: {new: func() Step { return &collectFiles{} }, timeout: short, outputs: []Output{
-			{"artifacts", OutputJSON}, {"files", OutputInt}, {"bytes", OutputInt}}},
+			{"artifacts", OutputJSON}, {"files", OutputInt}, {"bytes", OutputInt}, {"missing", OutputJSON}}},
 		TypeServeTools: {new: func() Step { return &serveTools{} }, timeout: short, outputs: []Output{
 			{"gateway_url", OutputString}, {"servers", OutputJSON}}},
 		TypeLoadData: {new: func() Step { return &loadData{} }, timeout: short, outputs: []Output{{"parts", OutputInt}}},
