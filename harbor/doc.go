@@ -30,6 +30,14 @@
 // stop is a scored outcome, never an error. In agentenv terms: each step's reward verifier has
 // min_rewards, and "final" gives all but the last weight 0 (package task).
 //
+// # Artifacts
+//
+// After the last verifier, Native collects what Harbor collects after a trial (artifactSteps):
+// LogArtifactsDir and every artifacts entry, from the container or the compose service it
+// names, with collect_files steps that skip what is missing and leave the outcome alone. An
+// entry's destination and exclude, a separate verifier environment and [[verifier.collect]]
+// hooks are warned about when the task is read, and not applied.
+//
 // # Networks
 //
 // Native maps [environment].network_mode onto the steps' networks. "public" is the provider's

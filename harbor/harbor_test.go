@@ -343,7 +343,8 @@ func TestSchemaVersionsAndDeprecatedSpellings(t *testing.T) {
 				eq(t, len(v.Collect), 0)
 				eq(t, v.NetworkMode, "")
 				eq(t, v.Timeout, DefaultVerifierTimeout)
-			}},
+			},
+			warnings: []string{"task.toml:5: key verifier.collect: " + notCollected}},
 		{name: "mcp http is streamable-http, sse is the default", toml: "[[environment.mcp_servers]]\nname = \"a\"\ntransport = \"http\"\nurl = \"http://a:8000/mcp\"\n[[environment.mcp_servers]]\nname = \"b\"\nurl = \"http://b:8000/sse\"\n",
 			check: func(t *testing.T, task *Task) {
 				eq(t, task.MCPServers[0].Transport, "streamable-http")
@@ -356,7 +357,17 @@ func TestSchemaVersionsAndDeprecatedSpellings(t *testing.T) {
 				eq(t, task.Verifier.Collect[0], CollectHook{Command: "pg_dump > /tmp/d", Service: "db", Timeout: DefaultCollectTimeout})
 				eq(t, len(task.Artifacts), 2)
 				eq(t, task.Artifacts[1].Service, "db")
+			},
+			warnings: []string{"task.toml:3: key verifier.environment: " + notSeparate, "task.toml:5: key verifier.collect: " + notCollected}},
+		{name: "an artifact's destination and exclude are named and not applied", toml: "artifacts = [{ source = \"/app/out\", destination = \"out\", exclude = [\"*.tmp\"] }]\n",
+			check: func(t *testing.T, task *Task) { eq(t, task.Artifacts[0].Destination, "out") },
+			warnings: []string{
+				"task.toml:1: key artifacts[0].destination: not applied: agentenv keeps an artifact under its path in the sandbox",
+				"task.toml:1: key artifacts[0].exclude: not applied: every file of the folder is kept",
 			}},
+		{name: "a separate verifier is named and not applied", toml: "[verifier]\nenvironment_mode = \"separate\"\n",
+			check:    func(t *testing.T, task *Task) { eq(t, task.Verifier.EnvironmentMode, "separate") },
+			warnings: []string{"task.toml:2: key verifier.environment_mode: " + notSeparate}},
 		{name: "gpus parsed", toml: "[environment]\ngpus = 2\ngpu_types = [\"H100\"]\n",
 			check: func(t *testing.T, task *Task) {
 				eq(t, task.Environment.GPUs, 2)

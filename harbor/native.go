@@ -169,6 +169,8 @@ func native(t *Task, o Options) (nativeDoc, error) {
 	}
 
 	doc.Steps = append(doc.Steps, phaseSteps(t, o, after)...)
+	last, _ := doc.Steps[len(doc.Steps)-1]["id"].(string)
+	doc.Steps = append(doc.Steps, artifactSteps(t, doc.Steps, last)...)
 	return doc, nil
 }
 

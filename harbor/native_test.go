@@ -37,18 +37,19 @@ func TestNativeSteps(t *testing.T) {
 		want []string
 	}{
 		// The oracle's solution/ and the verifier's tests/ are put in place by the harness's and
-		// the reward's own command (their upload:), not by steps of their own.
-		{"hello-file", Options{}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
-		{"hello-file", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "verify:reward"}},
-		{"hello-file", Options{Agent: AgentOpenAI}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
-		{"hello-file", Options{Command: "my-agent"}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
-		{"hello-file", Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"}, []string{"container:deploy_sandbox", "tools:serve_tools", "agent:prompt_agent", "verify:reward"}},
-		{"mcp-stdio", Options{Agent: AgentOpenAI}, []string{"container:deploy_sandbox", "tools:serve_tools", "agent:prompt_agent", "verify:reward"}},
-		{"mcp-stdio", Options{}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward"}},
-		{"no-internet", Options{Agent: AgentNop}, []string{"network:deploy_network", "container:deploy_sandbox", "verify:reward"}},
-		{"multi-step", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "verify_1:reward", "verify_2:reward"}},
+		// the reward's own command (their upload:), not by steps of their own; the artifacts
+		// (Harbor's /logs/artifacts/ at least) are collected last.
+		{"hello-file", Options{}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward", "artifacts:collect_files"}},
+		{"hello-file", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "verify:reward", "artifacts:collect_files"}},
+		{"hello-file", Options{Agent: AgentOpenAI}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward", "artifacts:collect_files"}},
+		{"hello-file", Options{Command: "my-agent"}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward", "artifacts:collect_files"}},
+		{"hello-file", Options{Agent: AgentA2A, URL: "http://127.0.0.1:9"}, []string{"container:deploy_sandbox", "tools:serve_tools", "agent:prompt_agent", "verify:reward", "artifacts:collect_files"}},
+		{"mcp-stdio", Options{Agent: AgentOpenAI}, []string{"container:deploy_sandbox", "tools:serve_tools", "agent:prompt_agent", "verify:reward", "artifacts:collect_files"}},
+		{"mcp-stdio", Options{}, []string{"container:deploy_sandbox", "agent:prompt_agent", "verify:reward", "artifacts:collect_files"}},
+		{"no-internet", Options{Agent: AgentNop}, []string{"network:deploy_network", "container:deploy_sandbox", "verify:reward", "artifacts:collect_files"}},
+		{"multi-step", Options{Agent: AgentNop}, []string{"container:deploy_sandbox", "verify_1:reward", "verify_2:reward", "artifacts:collect_files"}},
 		{"allowlist", Options{Agent: AgentNop}, []string{"network:deploy_network", "egress_network:deploy_network", "egress:deploy_sandbox",
-			"container:deploy_sandbox", "verify:reward"}},
+			"container:deploy_sandbox", "verify:reward", "artifacts:collect_files"}},
 	} {
 		if got := stepIDs(t, c.dir, c.o); !slices.Equal(got, c.want) {
 			t.Errorf("%s %+v: steps %q\nwant %q", c.dir, c.o, got, c.want)
@@ -256,11 +257,11 @@ func TestNativeGates(t *testing.T) {
 		weights []float64
 		mins    []map[string]float64
 	}{
-		{"multi-step", Options{}, []string{"container", "agent_1", "verify_1", "agent_2", "verify_2"},
+		{"multi-step", Options{}, []string{"container", "agent_1", "verify_1", "agent_2", "verify_2", "artifacts"},
 			[]float64{1, 1}, []map[string]float64{{"reward": 1}, nil}},
-		{"multi-step-gate", Options{}, []string{"container", "agent_1", "verify_1", "agent_2", "verify_2", "agent_3", "verify_3"},
+		{"multi-step-gate", Options{}, []string{"container", "agent_1", "verify_1", "agent_2", "verify_2", "agent_3", "verify_3", "artifacts"},
 			[]float64{0, 0, 1}, []map[string]float64{{"reward": 1}, {"lines": 1}, nil}},
-		{"multi-step-gate", Options{Agent: AgentNop}, []string{"container", "verify_1", "verify_2", "verify_3"},
+		{"multi-step-gate", Options{Agent: AgentNop}, []string{"container", "verify_1", "verify_2", "verify_3", "artifacts"},
 			[]float64{0, 0, 1}, []map[string]float64{{"reward": 1}, {"lines": 1}, nil}},
 	} {
 		ht, err := Load(filepath.Join("testdata/corpus", c.dir))
@@ -430,5 +431,27 @@ func TestNativePhaseNetworks(t *testing.T) {
 	put("task.toml", "[environment]\nnetwork_mode = \"no-network\"\n[agent]\nnetwork_mode = \"no-network\"\n")
 	if got := steps(Options{Agent: AgentOracle}); got[egressStep] != nil || got["network_agent"] != nil || got["network_verify"] != nil {
 		t.Errorf("phases that keep the environment's mode: steps %v, want no proxy and no switch", got)
+	}
+}
+
+// Artifacts are collected last, each from the sandbox of its service: Harbor's /logs/artifacts/
+// and the main container's entries (the task's, then its steps', each once) from the container,
+// a compose service's from that service's sandbox, one of no such service nowhere; every path
+// optional, and a failure leaves the outcome alone.
+func TestArtifactSteps(t *testing.T) {
+	tk := &Task{
+		Artifacts: []Artifact{{Source: "/app/out"}, {Source: "/var/log/db.log", Service: "db"}, {Source: "/x", Service: "ghost"}},
+		Steps:     []Step{{Artifacts: []Artifact{{Source: "/app/out"}, {Source: "/app/step.txt", Service: MainService}}}},
+	}
+	env := []step{{"id": sandboxStep, "type": task.TypeDeploySandbox}, {"id": "svc_db", "type": task.TypeDeploySandbox}}
+	got := artifactSteps(tk, env, "verify_1")
+	want := []step{
+		{"id": "artifacts", "type": task.TypeCollectFiles, "sandbox": sandboxStep, "paths": []string{LogArtifactsDir, "/app/out", "/app/step.txt"},
+			"optional": true, "max_bytes": artifactBytes, "fail_task_on_error": false, "depends_on": []string{"verify_1"}},
+		{"id": "artifacts_svc_db", "type": task.TypeCollectFiles, "sandbox": "svc_db", "paths": []string{"/var/log/db.log"},
+			"optional": true, "max_bytes": artifactBytes, "fail_task_on_error": false, "depends_on": []string{"verify_1"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("artifact steps\n %v\nwant\n %v", got, want)
 	}
 }

@@ -357,6 +357,9 @@ func readVerifier(v *table, base Verifier, schema string) Verifier {
 			v.r.fail(v.key("environment_mode"), "want \"shared\" or \"separate\", got %q", mode)
 		}
 		out.EnvironmentMode = mode
+		if mode == "separate" {
+			v.r.warn(v.key("environment_mode"), notSeparate)
+		}
 	}
 	if e := v.sub("environment"); e.m != nil {
 		env, servers := readEnvironment(e, schema)
@@ -364,6 +367,9 @@ func readVerifier(v *table, base Verifier, schema string) Verifier {
 			v.r.warn(e.key("mcp_servers"), "ignored: MCP servers are the agent's, declared in [environment]")
 		}
 		out.Environment = &env
+		if _, set := v.str("environment_mode"); !set {
+			v.r.warn(e.path, notSeparate)
+		}
 		if out.EnvironmentMode == "" {
 			out.EnvironmentMode = "separate"
 		} else if out.EnvironmentMode == "shared" {
@@ -374,6 +380,7 @@ func readVerifier(v *table, base Verifier, schema string) Verifier {
 		out.EnvironmentMode = "shared"
 	}
 	if v.has("collect") {
+		v.r.warn(v.key("collect"), notCollected)
 		out.Collect = nil
 		for _, c := range v.tables("collect") {
 			h := CollectHook{Service: MainService, Timeout: DefaultCollectTimeout}
@@ -396,6 +403,12 @@ func readVerifier(v *table, base Verifier, schema string) Verifier {
 	v.unknown()
 	return out
 }
+
+// notSeparate is the warning of a task that asks for a separate verifier environment.
+const notSeparate = "not applied: agentenv runs the verifier in the agent's container once the agent has stopped (shared), so a process the agent left running can still reach its files"
+
+// notCollected is the warning of a task with [[verifier.collect]] hooks.
+const notCollected = "not run: collect hooks gather a separate verifier's artifacts, and agentenv's verifier runs in the agent's container"
 
 // readNetwork reads network_mode and allowed_hosts; allowed_hosts alone implies allowlist.
 func readNetwork(t *table) (mode string, hosts []string, set bool) {
@@ -616,7 +629,13 @@ func readArtifacts(t *table, k string) []Artifact {
 				t.r.fail(a.key("source"), "an artifact needs a source")
 			}
 			dst, _ := a.str("destination")
+			if dst != "" {
+				a.r.warn(a.key("destination"), "not applied: agentenv keeps an artifact under its path in the sandbox")
+			}
 			ex, _ := a.strings("exclude")
+			if len(ex) > 0 {
+				a.r.warn(a.key("exclude"), "not applied: every file of the folder is kept")
+			}
 			svc, _ := a.str("service")
 			a.unknown()
 			out = append(out, Artifact{Source: src, Destination: dst, Exclude: ex, Service: svc})

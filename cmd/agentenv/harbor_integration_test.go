@@ -241,9 +241,28 @@ func TestTasksCheckCorpus(t *testing.T) {
 	if again.code != 0 || run == "" {
 		t.Fatalf("run hello-file again: exit %d\n%s%s", again.code, again.stdout, again.stderr)
 	}
-	out, _ := c.getRun(run).step(t, "container")
+	rr := c.getRun(run)
+	out, _ := rr.step(t, "container")
 	if out["built"] != "false" || !strings.HasPrefix(out["image"], "agentenv-image:img-") {
 		t.Errorf("second run's container step outputs %v: want built false, the cached image", out)
+	}
+	// Its artifacts: the one it names that the container has, and what the tests left in
+	// /logs/artifacts/; the one it lacks is listed as missing.
+	arts, _ := rr.step(t, "artifacts")
+	var got []string
+	var listed []struct{ Name, File string }
+	if err := json.Unmarshal([]byte(arts["artifacts"]), &listed); err != nil {
+		t.Fatalf("artifacts step outputs %v: %v", arts, err)
+	}
+	for _, a := range listed {
+		data, err := os.ReadFile(a.File)
+		if err != nil {
+			t.Errorf("artifact %s: %v", a.Name, err)
+		}
+		got = append(got, a.Name+"="+strings.Fields(string(data)+" _")[0])
+	}
+	if want := "artifacts/artifacts/logs/artifacts/checked.txt=checked artifacts/artifacts/app/hello.txt=hello,"; strings.Join(got, " ") != want || arts["missing"] != `["/app/nowhere"]` {
+		t.Errorf("artifacts %q, missing %s; want %q and /app/nowhere", got, arts["missing"], want)
 	}
 	c.noRecordLeftovers(true)
 }
