@@ -302,17 +302,7 @@ func TestNativeGates(t *testing.T) {
 // the task's as egress-proxy, and the container (every compose service) starting after it with
 // the proxy in its environment (what the task sets itself kept).
 func TestNativeAllowlist(t *testing.T) {
-	dir := t.TempDir()
-	put := func(name, text string) {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, put := taskFolder(t)
 	put("task.toml", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"Example.org\", \"*.pypi.org\"]\nenv = { NO_PROXY = \"mine\" }\n")
 	put("instruction.md", "do it")
 	put("environment/Dockerfile", "FROM x")
@@ -372,17 +362,7 @@ func TestNativeAllowlist(t *testing.T) {
 // before the agent (none for nop) and just before the verifier. A task whose phases all keep the
 // environment's mode gets neither the proxy nor the steps.
 func TestNativePhaseNetworks(t *testing.T) {
-	dir := t.TempDir()
-	put := func(name, text string) {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, put := taskFolder(t)
 	put("instruction.md", "do it")
 	put("environment/Dockerfile", "FROM x")
 	put("solution/solve.sh", "true")
@@ -453,5 +433,20 @@ func TestArtifactSteps(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("artifact steps\n %v\nwant\n %v", got, want)
+	}
+}
+
+// taskFolder is an empty task folder and a function that writes a file of it, its folders made.
+func taskFolder(t *testing.T) (string, func(name, text string)) {
+	dir := t.TempDir()
+	return dir, func(name, text string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

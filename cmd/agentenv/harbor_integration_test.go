@@ -259,7 +259,7 @@ func TestTasksCheckCorpus(t *testing.T) {
 		if err != nil {
 			t.Errorf("artifact %s: %v", a.Name, err)
 		}
-		got = append(got, a.Name+"="+strings.Fields(string(data)+" _")[0])
+		got = append(got, a.Name+"="+strings.Fields(string(data) + " _")[0])
 	}
 	if want := "artifacts/artifacts/logs/artifacts/checked.txt=checked artifacts/artifacts/app/hello.txt=hello,"; strings.Join(got, " ") != want || arts["missing"] != `["/app/nowhere"]` {
 		t.Errorf("artifacts %q, missing %s; want %q and /app/nowhere", got, arts["missing"], want)
