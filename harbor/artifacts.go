@@ -29,7 +29,7 @@ func artifactSteps(t *Task, steps []step, after string) []step {
 	for _, a := range all {
 		id := sandboxStep
 		if a.Service != "" && a.Service != MainService {
-			id = "svc_" + badIDChars.ReplaceAllString(a.Service, "_")
+			id = serviceStep(a.Service)
 			if !slices.ContainsFunc(steps, func(s step) bool { return s["id"] == id && s["type"] == task.TypeDeploySandbox }) {
 				continue // no such service (Load warned), or one that ran to its end
 			}

@@ -75,7 +75,7 @@ func composeSteps(t *Task) ([]step, error) {
 		if name == c.Main {
 			continue
 		}
-		id := "svc_" + badIDChars.ReplaceAllString(name, "_")
+		id := serviceStep(name)
 		if len(id) > 64 || slices.Contains(slices.Collect(maps.Values(cs.ids)), id) {
 			return nil, cs.errorf(name, "", "the service's name makes the step id %q, too long or taken by another service", id)
 		}
@@ -118,6 +118,9 @@ func composeSteps(t *Task) ([]step, error) {
 
 // badIDChars are what a service name may hold that a step id may not.
 var badIDChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// serviceStep is the id of the deploy_sandbox step of compose service name (not the main one).
+func serviceStep(name string) string { return "svc_" + badIDChars.ReplaceAllString(name, "_") }
 
 // composer maps one compose file onto steps.
 type composer struct {

@@ -70,15 +70,7 @@ func (r *Remote) Wait(ctx context.Context, id string) error {
 	// Bounded, and cut short by a second Ctrl-C (the hard stop).
 	cctx, cancel := cleanup.Context(ctx, cancelWait)
 	defer cancel()
-	if err := r.client.CancelWorkflow(cctx, id, ""); err != nil {
-		return errors.Join(ctx.Err(), fmt.Errorf("cancel group %s: %w", id, err))
-	}
-	select {
-	case <-ended:
-	case <-cctx.Done():
-		return errors.Join(ctx.Err(), fmt.Errorf("group %s: its episodes did not end within %s of the cancel", id, cancelWait))
-	}
-	return ctx.Err()
+	return errors.Join(ctx.Err(), r.Cancel(cctx, id))
 }
 
 // Cancel implements eval.Remote: it asks Temporal to cancel group id's workflow, whose workers
